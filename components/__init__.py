@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources, one per file. Components only wire; decisions live in infra/."""

@@ -1,0 +1,1 @@
+"""mlinfra pure library and CLI: config, catalog, naming, tags, offline engine."""

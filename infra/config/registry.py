@@ -1,0 +1,78 @@
+"""Config of the `registry` stack kind: the long-lived, protected model registry bucket."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, field_validator
+
+from infra.config.base import Spec
+from infra.naming import bucket_name_problem
+
+
+class ObjectLockSpec(Spec):
+    enabled: bool = Field(
+        False,
+        description="Turn on S3 Object Lock (write-once-read-many). Decided at bucket creation and "
+        "cannot be turned off afterwards.",
+    )
+    mode: Literal["GOVERNANCE", "COMPLIANCE"] = Field(
+        "GOVERNANCE",
+        description="Default retention mode. COMPLIANCE cannot be shortened or removed by anyone, root included.",
+    )
+    retention_days: int = Field(
+        30, ge=1, le=36500, description="Default retention, in days, for every new object version."
+    )
+
+
+class LifecycleSpec(Spec):
+    noncurrent_version_days: int = Field(
+        90, ge=1, le=3650, description="Days a replaced or deleted object version is kept before it expires."
+    )
+    noncurrent_versions_kept: int = Field(
+        3, ge=0, le=100, description="Newest noncurrent versions kept whatever their age."
+    )
+    abort_incomplete_upload_days: int = Field(
+        7, ge=1, le=365, description="Days after which unfinished multipart uploads are aborted and their parts freed."
+    )
+
+
+class RegistrySpec(Spec):
+    bucket_name: Optional[str] = Field(
+        None,
+        description="Exact bucket name. Default: '<bucketNamePrefix>-<account id>-<region>', unique per account and region.",
+    )
+    bucket_name_prefix: str = Field(
+        "mlinfra-registry",
+        min_length=3,
+        max_length=30,
+        pattern=r"^[a-z0-9][a-z0-9-]*[a-z0-9]$",
+        description="Prefix of the default bucket name (lowercase letters, digits, hyphens).",
+    )
+    kms_key_deletion_window_days: int = Field(
+        30, ge=7, le=30, description="Waiting period, in days, before a scheduled deletion of the registry's KMS key completes."
+    )
+    object_lock: ObjectLockSpec = Field(
+        default_factory=ObjectLockSpec, description="Optional write-once retention for all object versions."
+    )
+    lifecycle: LifecycleSpec = Field(
+        default_factory=LifecycleSpec, description="Expiry of old object versions and abandoned uploads."
+    )
+    event_bridge: bool = Field(
+        True,
+        description="Send the bucket's object events to EventBridge; training run guards watch their "
+        "completion markers through it.",
+    )
+
+    @field_validator("bucket_name")
+    @classmethod
+    def _valid_bucket_name(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            problem = bucket_name_problem(value)
+            if problem:
+                raise ValueError(f"not a valid S3 bucket name: {problem}")
+        return value
+
+
+class RegistryStackConfig(Spec):
+    kind: Literal["registry"] = Field(description="Stack kind.")
+    registry: RegistrySpec = Field(default_factory=RegistrySpec, description="The registry bucket and its key.")

@@ -1,0 +1,53 @@
+"""Loading and validating a stack's `mlinfra` config, for both `pulumi up` and the offline preview."""
+from __future__ import annotations
+
+from typing import Any, Union
+
+from pydantic import BaseModel, ValidationError
+
+from infra.config.problems import key_path, problems_from
+from infra.config.registry import RegistryStackConfig
+from infra.errors import InputError, Problem
+
+NAMESPACE = "mlinfra"
+
+# One config model per stack kind; `mlinfra:kind` picks the model.
+KINDS: dict[str, type[BaseModel]] = {
+    "registry": RegistryStackConfig,
+}
+
+StackConfig = Union[RegistryStackConfig]
+
+
+def validate(values: dict[str, Any]) -> StackConfig:
+    """Validate the `mlinfra` namespace (keys without the `mlinfra:` prefix) into the model of its kind."""
+    kind = values.get("kind")
+    if kind is None:
+        raise InputError(Problem(f"{NAMESPACE}:kind", f"required; one of {', '.join(KINDS)}"))
+    model = KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise InputError(
+            Problem(f"{NAMESPACE}:kind", f"{kind!r} is not a stack kind; allowed: {', '.join(KINDS)}")
+        )
+    try:
+        return model.model_validate(values)
+    except ValidationError as error:
+        raise InputError(problems_from(error, model, NAMESPACE)) from None
+
+
+def namespace_values(flat: dict[str, Any]) -> dict[str, Any]:
+    """`{"mlinfra:kind": "registry", "aws:region": ...}` -> `{"kind": "registry"}`; structured values decoded."""
+    import json
+
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        namespace, _, name = key.partition(":")
+        if namespace != NAMESPACE:
+            continue
+        if isinstance(value, str) and value[:1] in ("{", "["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as error:
+                raise InputError(Problem(key_path(NAMESPACE, (name,)), f"not valid JSON: {error.msg}")) from None
+        out[name] = value
+    return out

@@ -1,0 +1,39 @@
+"""Names that AWS constrains, computed and checked without the cloud."""
+from __future__ import annotations
+
+import re
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IP = re.compile(r"\d+\.\d+\.\d+\.\d+")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why `name` is not a valid general-purpose S3 bucket name, or None if it is (S3 naming rules)."""
+    if not _BUCKET.fullmatch(name):
+        return "3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
+    if ".." in name or ".-" in name or "-." in name:
+        return "no two adjacent periods, and no period next to a hyphen"
+    if _IP.fullmatch(name):
+        return "must not be formatted as an IP address"
+    for prefix in ("xn--", "sthree-", "amzn-s3-demo-"):
+        if name.startswith(prefix):
+            return f"must not start with '{prefix}'"
+    for suffix in ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"):
+        if name.endswith(suffix):
+            return f"must not end with '{suffix}'"
+    return None
+
+
+def registry_bucket_name(prefix: str, account_id: str, region: str) -> str:
+    """Globally unique default name: `<prefix>-<account>-<region>`, e.g. mlinfra-registry-123456789012-us-east-1."""
+    name = f"{prefix}-{account_id}-{region}".lower()
+    problem = bucket_name_problem(name)
+    if problem:
+        raise ValueError(f"bucket name {name!r} is invalid: {problem}")
+    return name
+
+
+def slug(text: str, max_len: int = 40) -> str:
+    """A resource-name-safe form of free text: lowercase, [a-z0-9-], no leading/trailing/double hyphens."""
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s[:max_len].rstrip("-") or "x"

@@ -1,0 +1,147 @@
+"""Pulumi's mock runtime, extended to record what a real engine would see and to act as the provider.
+
+`RecordingMonitor` keeps every registration with its options (parent, protect, retainOnDelete,
+dependencies); `OfflineMocks` answers resources with plausible computed outputs, StackReferences
+with the referenced stack's offline outputs, and invokes with the documented offline values.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from pulumi.runtime import mocks, rpc
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+from infra.offline import invokes
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str
+    inputs: dict[str, Any]
+    protect: bool
+    retain_on_delete: bool
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    op: str = "create"  # "read" for resources read by id (StackReference)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Diagnostic:
+    severity: str  # "error" | "warning" | "info"
+    message: str
+    urn: str = ""
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    def __init__(self, mocks_: "OfflineMocks"):
+        super().__init__(mocks_)
+        self.registrations: list[Registration] = []
+        self.stack_outputs: dict[str, Any] = {}
+
+    def RegisterResource(self, request):
+        _ensure_event_loop()
+        urn = self.make_urn(request.parent, request.type, request.name)
+        response = super().RegisterResource(request)
+        state = self.resources[urn].state if urn in self.resources else {}
+        self.registrations.append(
+            Registration(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                custom=bool(request.custom),
+                parent=request.parent,
+                inputs=rpc.deserialize_properties(request.object) if request.type != "pulumi:pulumi:Stack" else {},
+                protect=bool(request.protect),
+                retain_on_delete=bool(request.retainOnDelete),
+                dependencies=list(request.dependencies),
+                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                outputs=dict(state),
+            )
+        )
+        return response
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        urn = response.urn
+        self.registrations.append(
+            Registration(
+                urn=urn, type=request.type, name=request.name, custom=True, parent=request.parent,
+                inputs=rpc.deserialize_properties(request.properties), protect=False, retain_on_delete=False,
+                dependencies=list(request.dependencies), property_dependencies={}, op="read",
+                outputs=dict(self.resources[urn].state),
+            )
+        )
+        return response
+
+    def RegisterResourceOutputs(self, request):
+        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+            self.stack_outputs.update(rpc.deserialize_properties(request.outputs))
+        return super().RegisterResourceOutputs(request)
+
+
+class OfflineMocks(mocks.Mocks):
+    def __init__(self, config: dict[str, Any], resolve_stack: Callable[[str], dict[str, Any]]):
+        self.config = config
+        self.resolve_stack = resolve_stack
+        self.diagnostics: list[Diagnostic] = []
+        self._reported_invokes: set[str] = set()
+
+    def call(self, args: mocks.MockCallArgs):
+        found = invokes.answer(args.token, self.config, args.args)
+        if found is None:
+            self.diagnostics.append(Diagnostic("error", f"offline preview has no value for function {args.token}; "
+                                                        "add one to infra/offline/invokes.py"))
+            return {}, []
+        result, description = found
+        if args.token not in self._reported_invokes:
+            self._reported_invokes.add(args.token)
+            self.diagnostics.append(Diagnostic("info", f"offline value for {args.token}: {description}"))
+        return result, []
+
+    def new_resource(self, args: mocks.MockResourceArgs):
+        if args.typ == "pulumi:pulumi:StackReference":
+            target = args.inputs.get("name") or args.resource_id
+            return target, {"name": target, "outputs": self.resolve_stack(target), "secretOutputNames": []}
+        return _offline_id(args), {**args.inputs, **computed_outputs(args.typ, args.name, args.inputs, self.config)}
+
+
+def _short_hash(text: str, length: int = 7) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _offline_id(args: mocks.MockResourceArgs) -> str:
+    if args.typ == "aws:s3/bucket:Bucket" and args.inputs.get("bucket"):
+        return args.inputs["bucket"]
+    return f"{args.name}-{_short_hash(args.typ + args.name, 8)}"
+
+
+def computed_outputs(token: str, name: str, inputs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """Plausible values for outputs the provider computes, so dependent inputs are readable offline."""
+    if not token.startswith("aws:"):
+        return {}
+    region = config.get("aws:region", "us-east-1")
+    account = invokes.OFFLINE_ACCOUNT_ID
+    service = token.split(":")[1].split("/")[0]
+    out: dict[str, Any] = {}
+    physical = inputs.get("name") or f"{name}-{_short_hash(token + name)}"
+    if token == "aws:s3/bucket:Bucket":
+        physical = inputs.get("bucket") or f"{name}-{_short_hash(name)}"
+        out.update(bucket=physical, arn=f"arn:aws:s3:::{physical}", bucketDomainName=f"{physical}.s3.amazonaws.com")
+    elif token == "aws:kms/key:Key":
+        key_id = f"{_short_hash(name, 8)}-0000-4000-8000-{_short_hash(token + name, 12)}"
+        out.update(keyId=key_id, arn=f"arn:aws:kms:{region}:{account}:key/{key_id}")
+    elif service == "iam":
+        kind = token.rsplit(":", 1)[1].lower()
+        out.update(arn=f"arn:aws:iam::{account}:{kind}/{physical}", name=physical)
+    else:
+        out["arn"] = f"arn:aws:{service}:{region}:{account}:{token.rsplit(':', 1)[1].lower()}/{physical}"
+    if "tags" in inputs:
+        out["tagsAll"] = inputs["tags"]
+    return out

@@ -1,0 +1,137 @@
+"""The registry's prefix layout and the IAM documents that grant access to it (pure, no pulumi).
+
+Layout (REFERENCE.md "Registry"): datasets/, checkpoints/<run-id>/, models/<name>/<version>/<variant>/,
+plus runs/<run-id>/ for completion markers and guard reports. Versions are immutable, so no grant
+includes object deletion.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+ROOTS = {"datasets": "datasets/", "checkpoints": "checkpoints/", "models": "models/", "runs": "runs/"}
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=-]*")
+
+
+def checkpoints_prefix(run_id: str) -> str:
+    return _checked(f"checkpoints/{run_id}/")
+
+
+def runs_prefix(run_id: str) -> str:
+    return _checked(f"runs/{run_id}/")
+
+
+def model_prefix(name: str, version: str | None = None, variant: str | None = None) -> str:
+    parts = [p for p in (name, version, variant) if p is not None]
+    return _checked("models/" + "".join(f"{p}/" for p in parts))
+
+
+def prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` is not a grantable registry prefix, or None."""
+    if not prefix.endswith("/"):
+        return "must end with '/'"
+    root, *rest = prefix[:-1].split("/")
+    if f"{root}/" not in ROOTS.values():
+        return f"must start with one of {', '.join(ROOTS.values())}"
+    bad = [segment for segment in rest if not _SEGMENT.fullmatch(segment)]
+    if bad:
+        return f"segment {bad[0]!r} must be letters, digits, '.', '_', '=' or '-' (no wildcards, no '..')"
+    return None
+
+
+def _checked(prefix: str) -> str:
+    problem = prefix_problem(prefix)
+    if problem:
+        raise ValueError(f"registry prefix {prefix!r}: {problem}")
+    return prefix
+
+
+def _kms_statement(key_arn: Any, bucket_arn: Any, actions: list[str]) -> dict[str, Any]:
+    # With S3 bucket keys the encryption context is the bucket ARN; pinning it (and the S3 service)
+    # keeps the grant from decrypting anything else under the same key.
+    return {
+        "Sid": "RegistryKey",
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": key_arn,
+        "Condition": {"StringEquals": {"kms:EncryptionContext:aws:s3:arn": bucket_arn}},
+    }
+
+
+def read_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str]) -> dict[str, Any]:
+    """Least privilege to list and read object versions under `prefixes`."""
+    prefixes = [_checked(p) for p in prefixes]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            _list_statement(bucket_arn, prefixes),
+            {
+                "Sid": "RegistryRead",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
+                "Resource": [f"{bucket_arn}/{p}*" for p in prefixes],
+            },
+            _kms_statement(key_arn, bucket_arn, ["kms:Decrypt"]),
+        ],
+    }
+
+
+def write_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str]) -> dict[str, Any]:
+    """Least privilege to add new object versions under `prefixes` (and read them back); never delete."""
+    prefixes = [_checked(p) for p in prefixes]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            _list_statement(bucket_arn, prefixes),
+            {
+                "Sid": "RegistryWrite",
+                "Effect": "Allow",
+                "Action": [
+                    "s3:PutObject",
+                    "s3:GetObject",
+                    "s3:GetObjectVersion",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                ],
+                "Resource": [f"{bucket_arn}/{p}*" for p in prefixes],
+            },
+            # Multipart uploads read back their data keys, so writers need Decrypt too.
+            _kms_statement(key_arn, bucket_arn, ["kms:GenerateDataKey", "kms:Decrypt"]),
+        ],
+    }
+
+
+def _list_statement(bucket_arn: Any, prefixes: list[str]) -> dict[str, Any]:
+    return {
+        "Sid": "RegistryList",
+        "Effect": "Allow",
+        "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
+        "Resource": bucket_arn,
+        "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+    }
+
+
+def tls_only_bucket_policy(bucket_arn: Any) -> dict[str, Any]:
+    """Deny every request over plain HTTP or TLS older than 1.2."""
+    resources = [bucket_arn, f"{bucket_arn}/*"]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": resources,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+            {
+                "Sid": "DenyOldTls",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": resources,
+                "Condition": {"NumericLessThan": {"s3:TlsVersion": "1.2"}},
+            },
+        ],
+    }

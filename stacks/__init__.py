@@ -1,0 +1,21 @@
+"""Stack kinds: each module composes components for one `mlinfra:kind`."""
+from __future__ import annotations
+
+import pulumi
+
+from infra.config import namespace_values, validate
+from infra.config.source import runtime_values
+from infra.errors import InputError
+
+
+def build() -> None:
+    """Entry point of the Pulumi program: validate all config first, then declare the stack's resources."""
+    try:
+        config = validate(namespace_values(runtime_values()))
+    except InputError as error:
+        # RunError ends the program with this message only: no traceback, nothing declared.
+        raise pulumi.RunError(f"invalid mlinfra config:\n{error}") from None
+    from stacks import registry
+
+    builders = {"registry": registry.build}
+    builders[config.kind](config)
