@@ -58,45 +58,32 @@ def _kms_statement(key_arn: Any, bucket_arn: Any, actions: list[str]) -> dict[st
     }
 
 
+READ_ACTIONS = ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"]
+WRITE_ACTIONS = ["s3:PutObject", "s3:GetObject", "s3:GetObjectVersion", "s3:AbortMultipartUpload",
+                 "s3:ListMultipartUploadParts"]
+
+
 def read_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str]) -> dict[str, Any]:
     """Least privilege to list and read object versions under `prefixes`."""
-    prefixes = [_checked(p) for p in prefixes]
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            _list_statement(bucket_arn, prefixes),
-            {
-                "Sid": "RegistryRead",
-                "Effect": "Allow",
-                "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
-                "Resource": [f"{bucket_arn}/{p}*" for p in prefixes],
-            },
-            _kms_statement(key_arn, bucket_arn, ["kms:Decrypt"]),
-        ],
-    }
+    return _prefix_policy(bucket_arn, key_arn, prefixes, "RegistryRead", READ_ACTIONS, ["kms:Decrypt"])
 
 
 def write_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str]) -> dict[str, Any]:
     """Least privilege to add new object versions under `prefixes` (and read them back); never delete."""
+    # Multipart uploads read back their data keys, so writers need Decrypt too.
+    return _prefix_policy(bucket_arn, key_arn, prefixes, "RegistryWrite", WRITE_ACTIONS,
+                          ["kms:GenerateDataKey", "kms:Decrypt"])
+
+
+def _prefix_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str], sid: str, actions: list[str],
+                   kms_actions: list[str]) -> dict[str, Any]:
     prefixes = [_checked(p) for p in prefixes]
     return {
         "Version": "2012-10-17",
         "Statement": [
             _list_statement(bucket_arn, prefixes),
-            {
-                "Sid": "RegistryWrite",
-                "Effect": "Allow",
-                "Action": [
-                    "s3:PutObject",
-                    "s3:GetObject",
-                    "s3:GetObjectVersion",
-                    "s3:AbortMultipartUpload",
-                    "s3:ListMultipartUploadParts",
-                ],
-                "Resource": [f"{bucket_arn}/{p}*" for p in prefixes],
-            },
-            # Multipart uploads read back their data keys, so writers need Decrypt too.
-            _kms_statement(key_arn, bucket_arn, ["kms:GenerateDataKey", "kms:Decrypt"]),
+            {"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": [f"{bucket_arn}/{p}*" for p in prefixes]},
+            _kms_statement(key_arn, bucket_arn, kms_actions),
         ],
     }
 

@@ -1,6 +1,7 @@
 """Loading and validating a stack's `mlinfra` config, for both `pulumi up` and the offline preview."""
 from __future__ import annotations
 
+import json
 from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
@@ -37,8 +38,6 @@ def validate(values: dict[str, Any]) -> StackConfig:
 
 def namespace_values(flat: dict[str, Any]) -> dict[str, Any]:
     """`{"mlinfra:kind": "registry", "aws:region": ...}` -> `{"kind": "registry"}`; structured values decoded."""
-    import json
-
     out: dict[str, Any] = {}
     for key, value in flat.items():
         namespace, _, name = key.partition(":")

@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import pulumi
 from pulumi.runtime.stack import run_pulumi_func
@@ -56,11 +56,22 @@ def preview(stack: str, overrides: Iterable[tuple[str, str]] = (), project: Opti
     validate(namespace_values(config))
     if stack in _chain:
         raise InputError(Problem("mlinfra:registryStack", f"stack references form a cycle: {' -> '.join(_chain + (stack,))}"))
+    return _on_own_thread(lambda: _run(project, stack, config, _chain + (stack,)), stack)
+
+
+def run_program(program: Callable[[], None], stack: str = "test", config: Optional[dict[str, Any]] = None,
+                project: Optional[Project] = None) -> Preview:
+    """Run `program` (any function declaring resources) the way `preview` runs a stack: for component tests."""
+    project = project or load_project()
+    return _on_own_thread(lambda: _run(project, stack, dict(config or {}), (stack,), program), stack)
+
+
+def _on_own_thread(fn: Callable[[], Preview], stack: str) -> Preview:
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["preview"] = _run(project, stack, config, _chain + (stack,))
+            box["preview"] = fn()
         except BaseException as error:  # noqa: BLE001 re-raised on the caller's thread
             box["error"] = error
 
@@ -72,7 +83,8 @@ def preview(stack: str, overrides: Iterable[tuple[str, str]] = (), project: Opti
     return box["preview"]
 
 
-def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str, ...]) -> Preview:
+def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str, ...],
+         program: Optional[Callable[[], None]] = None) -> Preview:
     started = time.perf_counter()
     flat, secret_keys = engine_config(config)
     referenced: dict[str, Preview] = {}
@@ -95,9 +107,10 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
         mocks_.diagnostics.append(Diagnostic("info", f"{key} is a secret; the offline preview uses a placeholder"))
     if str(project.root) not in sys.path:
         sys.path.insert(0, str(project.root))
-    program = str(project.root / "__main__.py")
+    main = str(project.root / "__main__.py")
+    program = program or (lambda: runpy.run_path(main, run_name="__main__"))
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(program, run_name="__main__")))
+        _sync_await(run_pulumi_func(program))
     except pulumi.RunError as error:
         mocks_.diagnostics.append(Diagnostic("error", str(error)))
     except Exception as error:  # noqa: BLE001 a program bug is reported, not raised
@@ -110,7 +123,8 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
     return Preview(
         project=project.name,
         stack=stack,
-        steps=monitor.registrations,
+        # Registration order depends on thread scheduling; URN order keeps output stable run to run.
+        steps=sorted(monitor.registrations, key=lambda r: (r.type != "pulumi:pulumi:Stack", r.urn)),
         diagnostics=mocks_.diagnostics,
         outputs=_stack_outputs(),
         config=config,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from pulumi.runtime import mocks, rpc
+from pulumi.runtime.settings import get_project, get_stack
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from infra.offline import invokes
@@ -45,6 +46,14 @@ class RecordingMonitor(mocks.MockMonitor):
         self.registrations: list[Registration] = []
         self.stack_outputs: dict[str, Any] = {}
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        # As the engine does: a child's type is qualified by its parent's whole chain, except the root stack.
+        if parent:
+            qualified = parent.split("::")[2]
+            if qualified != "pulumi:pulumi:Stack":
+                type_ = f"{qualified}${type_}"
+        return "urn:pulumi:" + "::".join([get_stack(), get_project(), type_, name])
+
     def RegisterResource(self, request):
         _ensure_event_loop()
         urn = self.make_urn(request.parent, request.type, request.name)
@@ -57,7 +66,7 @@ class RecordingMonitor(mocks.MockMonitor):
                 name=request.name,
                 custom=bool(request.custom),
                 parent=request.parent,
-                inputs=rpc.deserialize_properties(request.object) if request.type != "pulumi:pulumi:Stack" else {},
+                inputs=_plain(rpc.deserialize_properties(request.object)) if request.type != "pulumi:pulumi:Stack" else {},
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies=list(request.dependencies),
@@ -73,7 +82,7 @@ class RecordingMonitor(mocks.MockMonitor):
         self.registrations.append(
             Registration(
                 urn=urn, type=request.type, name=request.name, custom=True, parent=request.parent,
-                inputs=rpc.deserialize_properties(request.properties), protect=False, retain_on_delete=False,
+                inputs=_plain(rpc.deserialize_properties(request.properties)), protect=False, retain_on_delete=False,
                 dependencies=list(request.dependencies), property_dependencies={}, op="read",
                 outputs=dict(self.resources[urn].state),
             )
@@ -82,8 +91,19 @@ class RecordingMonitor(mocks.MockMonitor):
 
     def RegisterResourceOutputs(self, request):
         if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-            self.stack_outputs.update(rpc.deserialize_properties(request.outputs))
+            self.stack_outputs.update(_plain(rpc.deserialize_properties(request.outputs)))
         return super().RegisterResourceOutputs(request)
+
+
+def _plain(value: Any) -> Any:
+    """Wire values as JSON shows them: protobuf carries every number as a double, so 30.0 -> 30."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 class OfflineMocks(mocks.Mocks):

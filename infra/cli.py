@@ -1,0 +1,118 @@
+"""`python -m infra <verb>`: the offline preview and project tools.
+
+Exit codes (DESIGN.md): 0 ok; 1 the check found problems; 2 bad input (one line per problem).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from infra.errors import InputError, Problem
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except InputError as error:
+        for problem in error.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 a bug must still not greet the user with a traceback
+        if os.environ.get("MLINFRA_DEBUG"):
+            raise
+        print(f"internal error: {type(error).__name__}: {error} (set MLINFRA_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m infra", description=__doc__.splitlines()[0])
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    preview = verbs.add_parser("preview", help="preview stacks offline, with no credentials and no cloud")
+    target = preview.add_mutually_exclusive_group(required=True)
+    target.add_argument("--stack", "-s", help="stack name: stacks/Pulumi.<stack>.yaml")
+    target.add_argument("--all", action="store_true", help="every stack in stacks/")
+    preview.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a config value, path syntax of `pulumi config set --path` (repeatable)")
+    preview.add_argument("--json", action="store_true", help="print a `pulumi preview --json` shaped document")
+    preview.set_defaults(handler=_preview)
+
+    schema = verbs.add_parser("schema", help="write the JSON schema of stack files (for editors)")
+    schema.add_argument("--out", type=Path, help="file to write; default: standard output")
+    schema.set_defaults(handler=_schema)
+
+    catalog = verbs.add_parser("catalog", help="show the instance catalog's facts for instance types")
+    catalog.add_argument("types", nargs="*", help="instance types; default: the training and serving types")
+    catalog.set_defaults(handler=_catalog)
+    return parser
+
+
+def _preview(args: argparse.Namespace) -> int:
+    from infra.config.paths import parse_override
+    from infra.offline.digest import to_digest
+    from infra.offline.engine import preview
+    from infra.offline.project import load_project
+    from infra.offline.render import render
+
+    overrides = [parse_override(text) for text in args.config]
+    project = load_project()
+    stacks = project.stacks() if args.all else [args.stack]
+    if args.all and overrides:
+        raise InputError(Problem("-c", "overrides apply to one stack; use --stack with -c"))
+    # Validate every stack's config before running any, so bad input creates nothing and prints no half output.
+    previews = [preview(stack, overrides, project) for stack in stacks]
+    if args.json:
+        documents = [to_digest(p) for p in previews]
+        print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2, default=str))
+    else:
+        print("\n\n".join(render(p) for p in previews))
+    return 1 if any(p.errors for p in previews) else 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from infra.config.schema_export import stack_file_schema
+
+    text = json.dumps(stack_file_schema(), indent=2) + "\n"
+    if args.out:
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    from infra.catalog import instance_table_source, instance_type, on_demand_price, price_table_source
+
+    names = args.types or ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+                           "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "inf2.xlarge", "inf2.48xlarge",
+                           "g5.xlarge", "g5.12xlarge", "g5.48xlarge"]
+    problems = []
+    rows = []
+    for name in names:
+        try:
+            it = instance_type(name)
+        except LookupError as error:
+            problems.append(Problem("types", str(error)))
+            continue
+        price = on_demand_price(name)
+        rows.append((name, f"{it.accelerator_count}x {it.accelerator_model or '-'}", str(len(it.network_cards)),
+                     str(it.max_efa_interfaces if it.efa_supported else 0), f"{it.total_bandwidth_gbps:g}",
+                     "no public price" if price is None else f"{price:.3f}"))
+    if problems:
+        raise InputError(problems)
+    header = ("type", "accelerators", "cards", "max EFA", "Gbps", "$/h")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+    print(f"\ninstances: {' / '.join(instance_table_source())}\nprices: {' / '.join(price_table_source())}")
+    return 0

@@ -1,0 +1,78 @@
+"""The registry stack through the offline preview: the real program, its config, its outputs."""
+import pulumi
+import pulumi_aws as aws
+import pytest
+
+from infra.offline.digest import to_digest
+from infra.tags import missing_contract_tags
+from tests.conftest import one, taggable
+
+
+def test_registry_previews_without_errors(registry_preview):
+    assert registry_preview.errors == []
+    assert len(registry_preview.resources()) >= 10
+
+
+def test_outputs_for_the_other_stacks(registry_preview):
+    out = registry_preview.outputs
+    assert out["bucketName"] == "mlinfra-registry-123456789012-us-east-1"
+    assert out["bucketArn"] == "arn:aws:s3:::mlinfra-registry-123456789012-us-east-1"
+    assert out["kmsKeyArn"].startswith("arn:aws:kms:us-east-1:123456789012:key/")
+    assert out["prefixes"] == {"datasets": "datasets/", "checkpoints": "checkpoints/", "models": "models/", "runs": "runs/"}
+
+
+def test_offline_values_are_marked(registry_preview):
+    notes = [d.message for d in registry_preview.diagnostics if d.severity == "info"]
+    assert any("getCallerIdentity" in n and "123456789012" in n for n in notes)
+
+
+def test_every_taggable_resource_has_the_contract_tags(registry_preview):
+    for step in registry_preview.resources():
+        if taggable(step):
+            assert missing_contract_tags("registry", step.inputs.get("tags")) == [], step.urn
+            assert step.inputs["tags"]["mlinfra:stack"] == "registry"
+
+
+def test_digest_shape(registry_preview):
+    digest = to_digest(registry_preview)
+    assert set(digest) >= {"steps", "diagnostics", "changeSummary"}
+    for step in digest["steps"]:
+        assert step["op"] in ("create", "read")
+        assert set(step["newState"]) >= {"type", "custom", "inputs", "parent", "protect", "retainOnDelete", "dependencies"}
+    bucket = next(s for s in digest["steps"] if s["newState"]["type"] == "aws:s3/bucket:Bucket")
+    assert bucket["newState"]["protect"] is True and bucket["newState"]["retainOnDelete"] is True
+    assert bucket["urn"] == "urn:pulumi:registry::mlinfra::mlinfra:registry:ModelRegistry$aws:s3/bucket:Bucket::registry-bucket"
+    assert digest["changeSummary"]["create"] == len(digest["steps"])
+
+
+def test_explicit_bucket_name_from_config():
+    from infra.offline.engine import preview
+
+    result = preview("registry", [("mlinfra:registry.bucketName", "team-models")])
+    assert one(result, "aws:s3/bucket:Bucket").inputs["bucket"] == "team-models"
+
+
+def test_unknown_input_property_is_an_error_diagnostic(record):
+    def program():
+        # A raw dict slips past the typed Args classes; the offline schema check must catch the typo.
+        aws.s3.BucketLifecycleConfiguration("lc", bucket="b", rules=[{"id": "x", "status": "Enabled",
+                                                                       "expirationz": {"days": 1}}])
+
+    result = record(program)
+    [error] = result.errors
+    assert error.message == ("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration 'lc': "
+                             "unknown input property 'rules[0].expirationz' (did you mean 'expiration'?)")
+    assert error.urn.endswith("::lc")
+
+
+def test_bad_config_under_pulumi_up_stops_before_any_resource(record):
+    import stacks
+
+    def program():
+        pulumi.runtime.set_all_config({"mlinfra:kind": "registry", "mlinfra:registry": '{"objectLock": {"mode": "X"}}'})
+        stacks.build()
+
+    result = record(program)
+    assert [d.message for d in result.errors] == [
+        "invalid mlinfra config:\nmlinfra:registry.objectLock.mode: must be one of 'GOVERNANCE', 'COMPLIANCE' (got 'X')"]
+    assert result.resources() == []
