@@ -1,0 +1,69 @@
+"""Benchmark (not a test): offline preview time and resource count of each demo stack.
+
+    python benchmarks/preview_bench.py [--repeat 5] [--stacks registry ...] [--out benchmarks/RESULTS.md]
+
+The first preview in a process pays for importing the provider SDKs; it is reported apart from the
+warm runs. Figures depend on the machine, which is written down with them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="warm runs per stack (default 5)")
+    parser.add_argument("--stacks", nargs="*", help="default: every stack in stacks/")
+    parser.add_argument("--out", type=Path, help="also write the results as Markdown to this file")
+    args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+
+    started = time.perf_counter()
+    from infra.offline.engine import preview
+    from infra.offline.project import load_project
+
+    project = load_project()
+    import_s = time.perf_counter() - started
+    stacks = args.stacks or project.stacks()
+    rows = []
+    for stack in stacks:
+        t0 = time.perf_counter()
+        first = preview(stack, project=project)
+        cold = time.perf_counter() - t0
+        warm = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            preview(stack, project=project)
+            warm.append(time.perf_counter() - t0)
+        rows.append((stack, len(first.resources()), cold, statistics.median(warm), min(warm)))
+        print(f"{stack}: {len(first.resources())} resources, first {cold:.3f}s, warm median {statistics.median(warm):.3f}s",
+              file=sys.stderr)
+
+    machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+               f"{platform.system()} {platform.release()}")
+    lines = [
+        "# Offline preview benchmark", "",
+        f"Machine: {machine}. Command: `python benchmarks/preview_bench.py --repeat {args.repeat}`.",
+        f"Importing the engine: {import_s:.2f}s.", "",
+        "| stack | resources | first run (s) | warm median (s) | warm min (s) |",
+        "|---|---|---|---|---|",
+    ] + [f"| {s} | {n} | {c:.3f} | {m:.3f} | {lo:.3f} |" for s, n, c, m, lo in rows]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
