@@ -1,0 +1,332 @@
+"""The training node's bootstrap script (bash user data), rendered by a pure function.
+
+Every node of a run comes from one launch template, so every node runs the same script; a node learns
+its rank from a rendezvous on the shared Lustre file system:
+
+1. mount Lustre at /fsx (retrying while the file system's endpoint comes up);
+2. check that the node exposes the EFA devices its launch template attached;
+3. read the node's private IP from IMDSv2 (token, then meta-data/local-ipv4), write it to
+   /fsx/runs/<run-id>/hosts/<ip>, wait (bounded) until `node_count` hosts are there, sort them: a node's
+   rank is its index, and rank 0 hosts the torchrun c10d rendezvous;
+4. set the libfabric/EFA environment (plus the Neuron runtime's on Trainium) and run `torchrun`;
+5. on any exit (EXIT trap), rank 0 writes `runs/<run-id>/_SUCCESS` or `_FAILED` to the registry with
+   `aws s3 cp --sse aws:kms`: JSON with the exit code, start and end times and the node count. A node
+   that fails before it knows its rank writes `_FAILED` too, since the run cannot start without it.
+
+NCCL needs no NCCL_* settings on EFA with aws-ofi-nccl >= 1.7 and libfabric >= 1.18 (REFERENCE.md);
+FI_EFA_USE_HUGE_PAGE=0 avoids ENOMEM on fork. Neuron (from the Neuron multi-node recipes):
+FI_EFA_FORK_SAFE=1 and NEURON_RT_ROOT_COMM_ID=<rank-0 ip>:<port>, a port distinct from torchrun's.
+
+Every value that comes from the spec is shell-quoted with `shlex.quote`; the training command is a bash
+array, so its arguments reach torchrun verbatim. Internal shell variables are prefixed MLINFRA_ and
+user `env` keys may not use that prefix, so user settings cannot change what the script itself does.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from infra.naming import bucket_name_problem
+from infra.registry_layout import runs_prefix
+
+MOUNT_POINT = "/fsx"
+RDZV_PORT = 29500
+NEURON_ROOT_COMM_PORT = 41000
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
+# Shell variables whose value changes how bash itself behaves.
+_SHELL_OWNED = frozenset(
+    {"IFS", "SECONDS", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "ENV", "PS4", "BASH_XTRACEFD"}
+)
+
+
+@dataclass(frozen=True)
+class NodeBootstrap:
+    """What a training node needs to join its run. Build from the catalog and the stack's resources."""
+
+    run_id: str
+    node_count: int
+    accelerator_kind: Literal["gpu", "neuron"]
+    devices_per_node: int  # GPUs, or Neuron devices (chips)
+    efa_devices: int  # EFA devices the launch template attaches (infra.efa.efa_device_count)
+    lustre_dns_name: str
+    lustre_mount_name: str
+    registry_bucket: str
+    registry_region: str
+    checkpoints_dir: str = "/fsx/checkpoints"
+    datasets_dir: str = "/fsx/datasets"
+    command: tuple[str, ...] = ()  # training script and its arguments, as torchrun takes them
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # torchrun --nproc-per-node; defaults to devices_per_node. On Neuron, pass one per NeuronCore.
+    processes_per_node: int | None = None
+    efa_device_rdma: bool = True  # FI_EFA_USE_DEVICE_RDMA=1; every training type supports RDMA read
+    # The registry's KMS key ARN. Pass it: with `--sse aws:kms` and no key id, S3 encrypts with the
+    # AWS managed key aws/s3, not the registry's key (S3 PutObject docs, SSEKMSKeyId).
+    registry_kms_key_id: str | None = None
+    rendezvous_timeout_seconds: int = 1800
+    torchrun: str = "torchrun"  # path of torchrun on the AMI
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", MappingProxyType(dict(sorted(dict(self.env).items()))))
+        problems = _problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def nproc_per_node(self) -> int:
+        return self.processes_per_node or self.devices_per_node
+
+
+def render_user_data(spec: NodeBootstrap) -> str:
+    """The bootstrap script for every node of the run described by `spec`."""
+    q = shlex.quote
+    runs = runs_prefix(spec.run_id)  # "runs/<run-id>/", validated against the registry layout
+    kms = f" --sse-kms-key-id {q(spec.registry_kms_key_id)}" if spec.registry_kms_key_id else ""
+    values = {
+        "RUN_ID": q(spec.run_id),
+        "RUN_ID_JSON": q(json.dumps(spec.run_id)),
+        "NODE_COUNT": str(spec.node_count),
+        "NPROC": str(spec.nproc_per_node),
+        "EFA_DEVICES": str(spec.efa_devices),
+        "LUSTRE_SOURCE": q(f"{spec.lustre_dns_name}@tcp:/{spec.lustre_mount_name}"),
+        "MOUNT_POINT": q(MOUNT_POINT),
+        "CHECKPOINTS_DIR": q(spec.checkpoints_dir),
+        "DATASETS_DIR": q(spec.datasets_dir),
+        "RUN_DIR": q(f"{MOUNT_POINT}/{runs.rstrip('/')}"),
+        "MARKER_URI": q(f"s3://{spec.registry_bucket}/{runs.rstrip('/')}"),
+        "REGION": q(spec.registry_region),
+        "KMS_ARGS": kms,
+        "TIMEOUT": str(spec.rendezvous_timeout_seconds),
+        "RDZV_PORT": str(RDZV_PORT),
+        "FABRIC_ENV": _fabric_env(spec),
+        "USER_ENV": "".join(f"export {k}={q(v)}\n" for k, v in spec.env.items()) or "# (none)\n",
+        "TORCHRUN": q(spec.torchrun),
+        "COMMAND": " ".join(q(arg) for arg in spec.command),
+    }
+    script = _TEMPLATE
+    for key, value in values.items():
+        script = script.replace(f"@@{key}@@", value)
+    assert "@@" not in script, script
+    return script
+
+
+def _fabric_env(spec: NodeBootstrap) -> str:
+    lines = []
+    if spec.efa_devices:
+        lines += [
+            "# libfabric over EFA (aws-ofi-nccl / Neuron collectives pick it up)",
+            "export FI_PROVIDER=efa",
+            *(["export FI_EFA_USE_DEVICE_RDMA=1"] if spec.efa_device_rdma else []),
+            "export FI_EFA_USE_HUGE_PAGE=0",
+        ]
+    else:
+        lines.append("# no EFA devices: collectives use TCP sockets")
+    if spec.accelerator_kind == "gpu":
+        lines.append("# NCCL: aws-ofi-nccl >= 1.7 with libfabric >= 1.18 needs no NCCL_* tuning")
+    else:
+        lines += [
+            "# Neuron runtime: collectives bootstrap through rank 0; compiled graphs shared on Lustre",
+            *(["export FI_EFA_FORK_SAFE=1"] if spec.efa_devices else []),
+            f'export NEURON_RT_ROOT_COMM_ID="${{MLINFRA_RENDEZVOUS_HOST}}:{NEURON_ROOT_COMM_PORT}"',
+            'export NEURON_COMPILE_CACHE_URL="${MLINFRA_RUN_DIR}/neuron-cache"',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _problems(spec: NodeBootstrap) -> list[str]:
+    problems = []
+    for name in ("node_count", "devices_per_node", "rendezvous_timeout_seconds"):
+        value = getattr(spec, name)
+        if not _positive_int(value):
+            problems.append(f"{name} must be a whole number >= 1 (got {value!r})")
+    if not isinstance(spec.efa_devices, int) or isinstance(spec.efa_devices, bool) or spec.efa_devices < 0:
+        problems.append(f"efa_devices must be a whole number >= 0 (got {spec.efa_devices!r})")
+    if spec.processes_per_node is not None and not _positive_int(spec.processes_per_node):
+        problems.append(f"processes_per_node must be a whole number >= 1 (got {spec.processes_per_node!r})")
+    if spec.accelerator_kind not in ("gpu", "neuron"):
+        problems.append(f"accelerator_kind must be 'gpu' or 'neuron' (got {spec.accelerator_kind!r})")
+    try:
+        runs_prefix(spec.run_id)
+    except ValueError as err:
+        problems.append(f"run_id: {err}")
+    if bucket_name_problem(spec.registry_bucket):
+        problems.append(f"registry_bucket: {bucket_name_problem(spec.registry_bucket)}")
+    if not _REGION.fullmatch(spec.registry_region):
+        problems.append(
+            f"registry_region must be an AWS region name like us-east-1 (got {spec.registry_region!r})"
+        )
+    for name in ("lustre_dns_name", "lustre_mount_name", "torchrun"):
+        if not getattr(spec, name):
+            problems.append(f"{name} must not be empty")
+    for name in ("checkpoints_dir", "datasets_dir"):
+        path = getattr(spec, name)
+        if not path.startswith(f"{MOUNT_POINT}/") or "/../" in f"{path}/":
+            problems.append(f"{name} must be a directory under {MOUNT_POINT}/ (got {path!r})")
+    if not spec.command or not all(isinstance(arg, str) for arg in spec.command) or not spec.command[0]:
+        problems.append("command must name the training script (and its arguments) as torchrun takes them")
+    for key, value in spec.env.items():
+        if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+            problems.append(f"env key {key!r} must be a shell variable name (letters, digits, '_')")
+        elif key.startswith("MLINFRA_") or key in _SHELL_OWNED:
+            problems.append(f"env key {key!r} is reserved (MLINFRA_* and shell-owned names)")
+        if not isinstance(value, str):
+            problems.append(f"env value for {key!r} must be a string (got {type(value).__name__})")
+    return problems
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+_TEMPLATE = r"""#!/bin/bash
+# shellcheck disable=SC2016  # values from the run spec are single-quoted literals on purpose
+# mlinfra training node bootstrap. Rendered by infra/userdata.py; edit that, not this.
+# Every node of the run runs this same script and finds its rank through a rendezvous on Lustre.
+set -euo pipefail
+
+MLINFRA_RUN_ID=@@RUN_ID@@
+MLINFRA_RUN_ID_JSON=@@RUN_ID_JSON@@
+MLINFRA_NODE_COUNT=@@NODE_COUNT@@
+MLINFRA_NPROC_PER_NODE=@@NPROC@@
+MLINFRA_EFA_DEVICES=@@EFA_DEVICES@@
+MLINFRA_LUSTRE_SOURCE=@@LUSTRE_SOURCE@@
+MLINFRA_MOUNT_POINT=@@MOUNT_POINT@@
+MLINFRA_CHECKPOINTS_DIR=@@CHECKPOINTS_DIR@@
+MLINFRA_DATASETS_DIR=@@DATASETS_DIR@@
+MLINFRA_RUN_DIR=@@RUN_DIR@@
+MLINFRA_MARKER_URI=@@MARKER_URI@@
+MLINFRA_REGISTRY_REGION=@@REGION@@
+MLINFRA_RENDEZVOUS_TIMEOUT=@@TIMEOUT@@
+MLINFRA_RDZV_PORT=@@RDZV_PORT@@
+
+MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+MLINFRA_NODE_RANK=""
+MLINFRA_PRIVATE_IP=""
+MLINFRA_HOSTS=()
+
+log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# retry ATTEMPTS DELAY_SECONDS COMMAND...
+retry() {
+  local attempts=$1 delay=$2 n=1
+  shift 2
+  until "$@"; do
+    if (( n >= attempts )); then
+      log "gave up after ${n} attempts: $*"
+      return 1
+    fi
+    n=$((n + 1))
+    sleep "$delay"
+  done
+}
+
+# write_marker EXIT_CODE: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
+write_marker() {
+  local code=$1 status=SUCCESS rank=null
+  if (( code != 0 )); then status=FAILED; fi
+  if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
+  printf '{"run_id":%s,"status":"%s","exit_code":%d,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
+    "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" \
+    | aws s3 cp - "${MLINFRA_MARKER_URI}/_${status}" --sse aws:kms@@KMS_ARGS@@ \
+        --region "$MLINFRA_REGISTRY_REGION" --content-type application/json --only-show-errors
+}
+
+on_exit() {
+  local code=$?
+  trap - EXIT
+  set +e  # the marker is attempted whatever else has failed
+  if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
+    retry 5 5 write_marker "$code" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
+  fi
+  log "exit ${code}"
+  exit "$code"
+}
+trap on_exit EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+# ---- Lustre ----
+mount_lustre() {
+  mountpoint -q "$MLINFRA_MOUNT_POINT" \
+    || mount -t lustre -o relatime,flock "$MLINFRA_LUSTRE_SOURCE" "$MLINFRA_MOUNT_POINT"
+}
+mkdir -p "$MLINFRA_MOUNT_POINT"
+log "mounting ${MLINFRA_LUSTRE_SOURCE} at ${MLINFRA_MOUNT_POINT}"
+retry 30 10 mount_lustre
+
+# ---- EFA: the launch template attached one device per card; all of them must be here ----
+mlinfra_efa_found=0
+if [[ -d /sys/class/infiniband ]]; then
+  mlinfra_efa_found=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 | wc -l)
+fi
+if (( mlinfra_efa_found < MLINFRA_EFA_DEVICES )); then
+  log "expected ${MLINFRA_EFA_DEVICES} EFA devices, found ${mlinfra_efa_found}: check the launch template's network interfaces"
+  exit 1
+fi
+
+# ---- rendezvous through Lustre: rank = index of this node's IP among the sorted IPs ----
+imds_token() {
+  curl -sSf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token
+}
+mlinfra_token="$(retry 10 3 imds_token)"
+MLINFRA_PRIVATE_IP="$(curl -sSf -H "X-aws-ec2-metadata-token: ${mlinfra_token}" \
+  http://169.254.169.254/latest/meta-data/local-ipv4)"
+if [[ ! "$MLINFRA_PRIVATE_IP" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
+  log "IMDS returned no usable private IPv4 address: '${MLINFRA_PRIVATE_IP}'"
+  MLINFRA_PRIVATE_IP=""
+  exit 1
+fi
+
+mlinfra_hosts_dir="${MLINFRA_RUN_DIR}/hosts"
+mkdir -p "$mlinfra_hosts_dir" "$MLINFRA_CHECKPOINTS_DIR"
+printf '%s\n' "$MLINFRA_PRIVATE_IP" > "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp"
+mv -f "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp" "${mlinfra_hosts_dir}/${MLINFRA_PRIVATE_IP}"
+log "waiting for ${MLINFRA_NODE_COUNT} nodes in ${mlinfra_hosts_dir}"
+mlinfra_deadline=$((SECONDS + MLINFRA_RENDEZVOUS_TIMEOUT))
+while :; do
+  mapfile -t MLINFRA_HOSTS < <(find "$mlinfra_hosts_dir" -mindepth 1 -maxdepth 1 -type f -printf '%f\n' | LC_ALL=C sort)
+  if (( ${#MLINFRA_HOSTS[@]} >= MLINFRA_NODE_COUNT )); then break; fi
+  if (( SECONDS >= mlinfra_deadline )); then
+    log "rendezvous timed out after ${MLINFRA_RENDEZVOUS_TIMEOUT}s: ${#MLINFRA_HOSTS[@]} of ${MLINFRA_NODE_COUNT} nodes checked in"
+    exit 1
+  fi
+  sleep 5
+done
+if (( ${#MLINFRA_HOSTS[@]} > MLINFRA_NODE_COUNT )); then
+  log "${#MLINFRA_HOSTS[@]} hosts in ${mlinfra_hosts_dir}, expected ${MLINFRA_NODE_COUNT}: a node was replaced; start the run again with a new run id"
+  exit 1
+fi
+for mlinfra_i in "${!MLINFRA_HOSTS[@]}"; do
+  if [[ "${MLINFRA_HOSTS[$mlinfra_i]}" == "$MLINFRA_PRIVATE_IP" ]]; then MLINFRA_NODE_RANK=$mlinfra_i; fi
+done
+if [[ -z "$MLINFRA_NODE_RANK" ]]; then
+  log "this node (${MLINFRA_PRIVATE_IP}) is not among the rendezvous hosts"
+  exit 1
+fi
+MLINFRA_RENDEZVOUS_HOST="${MLINFRA_HOSTS[0]}"
+log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${MLINFRA_RENDEZVOUS_HOST}"
+
+# ---- job environment ----
+export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST
+export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
+@@FABRIC_ENV@@# from the run's env (may override the settings above)
+@@USER_ENV@@
+# ---- the job: same command on every node; checkpoints go to MLINFRA_CHECKPOINTS_DIR ----
+mlinfra_command=(@@COMMAND@@)
+log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
+@@TORCHRUN@@ \
+  --nnodes="$MLINFRA_NODE_COUNT" \
+  --nproc-per-node="$MLINFRA_NPROC_PER_NODE" \
+  --node-rank="$MLINFRA_NODE_RANK" \
+  --rdzv-backend=c10d \
+  --rdzv-endpoint="${MLINFRA_RENDEZVOUS_HOST}:${MLINFRA_RDZV_PORT}" \
+  --rdzv-id="$MLINFRA_RUN_ID" \
+  "${mlinfra_command[@]}"
+"""
