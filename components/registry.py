@@ -46,7 +46,8 @@ class ModelRegistry(pulumi.ComponentResource):
         self.bucket = aws.s3.Bucket(
             f"{name}-bucket",
             bucket=args.bucket_name,
-            object_lock_enabled=spec.object_lock.enabled,
+            # Object Lock is switched on by BucketObjectLockConfiguration below (allowed on existing
+            # versioned buckets); setting it here would be ForceNew and replace the protected bucket.
             force_destroy=False,
             tags=tags,
             opts=keep,

@@ -1,6 +1,7 @@
 """Grants on the model registry, usable from the registry stack and from stacks that reference it."""
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Callable, Optional
 
@@ -40,7 +41,9 @@ class RegistryAccess:
         policy = pulumi.Output.all(self.bucket_arn, self.key_arn).apply(
             lambda arns: json.dumps(document(arns[0], arns[1], list(prefixes)))
         )
-        name = f"{role.pulumi_resource_name}-registry-{access}-{slug('-'.join(prefixes), 60)}"
+        joined = "|".join(prefixes)
+        digest = hashlib.sha256(joined.encode()).hexdigest()[:6]
+        name = f"{role.pulumi_resource_name}-registry-{access}-{slug(joined, 40)}-{digest}"
         return aws.iam.RolePolicy(
             name,
             role=role.id,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pulumi
 
-from infra.config import namespace_values, validate
+from infra.config import load
 from infra.config.source import runtime_values
 from infra.errors import InputError
 
@@ -11,7 +11,7 @@ from infra.errors import InputError
 def build() -> None:
     """Entry point of the Pulumi program: validate all config first, then declare the stack's resources."""
     try:
-        config = validate(namespace_values(runtime_values()))
+        config = load(runtime_values())
     except InputError as error:
         # RunError ends the program with this message only: no traceback, nothing declared.
         raise pulumi.RunError(f"invalid mlinfra config:\n{error}") from None

@@ -8,6 +8,7 @@ from pydantic.alias_generators import to_camel
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,  # "yes" is not a boolean and true is not a day count
         frozen=True,
         alias_generator=to_camel,
         populate_by_name=True,

@@ -21,6 +21,8 @@ def split_key(key: str) -> tuple[str, list[Segment]]:
     if ":" not in key:
         raise InputError(Problem(key, "config keys are namespaced, e.g. mlinfra:training.nodeCount"))
     namespace, rest = key.split(":", 1)
+    if not namespace:
+        raise InputError(Problem(key, "the namespace before ':' is empty, e.g. mlinfra:training.nodeCount"))
     segments = _parse_segments(key, rest)
     if not segments or not isinstance(segments[0], str):
         raise InputError(Problem(key, "a config path must start with a key name"))
@@ -32,7 +34,7 @@ def _parse_segments(key: str, text: str) -> list[Segment]:
     i = 0
     while i < len(text):
         if text[i] == ".":
-            if i == 0 or i == len(text) - 1:
+            if i == 0 or i == len(text) - 1 or text[i + 1] == ".":
                 raise InputError(Problem(key, "empty path segment"))
             i += 1
             continue

@@ -63,6 +63,14 @@ class RegistrySpec(Spec):
         "completion markers through it.",
     )
 
+    @field_validator("bucket_name_prefix")
+    @classmethod
+    def _prefix_makes_valid_names(cls, value: str) -> str:
+        problem = bucket_name_problem(f"{value}-123456789012-us-east-1")
+        if problem:
+            raise ValueError(f"default bucket names built from it would be invalid: {problem}")
+        return value
+
     @field_validator("bucket_name")
     @classmethod
     def _valid_bucket_name(cls, value: Optional[str]) -> Optional[str]:

@@ -11,4 +11,5 @@ from pulumi.runtime import config as runtime_config
 
 
 def runtime_values() -> dict[str, Any]:
-    return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    # Config set in-process (the offline engine, tests) is the whole config; otherwise the language host's.
+    return dict(runtime_config.CONFIG.get()) or runtime_config.get_config_env()

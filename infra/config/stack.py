@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
@@ -50,3 +51,21 @@ def namespace_values(flat: dict[str, Any]) -> dict[str, Any]:
                 raise InputError(Problem(key_path(NAMESPACE, (name,)), f"not valid JSON: {error.msg}")) from None
         out[name] = value
     return out
+
+
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+
+
+def load(flat: dict[str, Any]) -> StackConfig:
+    """Validate a stack's whole config (every namespace, as the engine hands it over)."""
+    problems = []
+    region = flat.get("aws:region")
+    if region is not None and not (isinstance(region, str) and _REGION.match(region)):
+        problems.append(Problem("aws:region", f"must be an AWS region name such as us-east-1 (got {region!r})"))
+    try:
+        config = validate(namespace_values(flat))
+    except InputError as error:
+        raise InputError(problems + error.problems) from None
+    if problems:
+        raise InputError(problems)
+    return config

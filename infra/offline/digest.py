@@ -1,7 +1,6 @@
 """The offline preview as a `pulumi preview --json` document (PreviewDigest, DESIGN.md contract)."""
 from __future__ import annotations
 
-import importlib.metadata
 from collections import Counter
 from typing import Any
 
@@ -20,14 +19,7 @@ def to_digest(preview: Preview) -> dict[str, Any]:
         state = _state(stack_step, "")
         state["outputs"] = preview.outputs
         steps.append({"op": "create", "urn": stack_step.urn, "newState": state})
-    for package, urn in preview.providers.items():
-        version = importlib.metadata.version(f"pulumi_{package}")
-        inputs = {"version": version}
-        if package == "aws" and "aws:region" in preview.config:
-            inputs["region"] = preview.config["aws:region"]
-        steps.append({"op": "create", "urn": urn, "newState": {
-            "urn": urn, "custom": True, "type": f"pulumi:providers:{package}", "inputs": inputs, "parent": "",
-            "protect": False, "retainOnDelete": False, "dependencies": []}})
+    # Like the engine, default providers are internal: referenced by each step, not reported as steps.
     for step in preview.steps:
         if step is stack_step:
             continue

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 import pulumi
+from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
-from infra.config import namespace_values, validate
+from infra.config import load
 from infra.errors import InputError, Problem
 from infra.offline import schema
 from infra.offline.project import Project, engine_config, load_project, stack_config
@@ -53,7 +54,7 @@ def preview(stack: str, overrides: Iterable[tuple[str, str]] = (), project: Opti
     """Preview `stack` offline. Bad config or an unknown stack raises InputError before anything runs."""
     project = project or load_project()
     config = stack_config(project, stack, overrides)
-    validate(namespace_values(config))
+    load(config)
     if stack in _chain:
         raise InputError(Problem("mlinfra:registryStack", f"stack references form a cycle: {' -> '.join(_chain + (stack,))}"))
     return _on_own_thread(lambda: _run(project, stack, config, _chain + (stack,)), stack)
@@ -98,6 +99,10 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
         return referenced[name].outputs
 
     _ensure_event_loop()  # this thread's own loop, as the Python language host has one
+    # The runtime's pending-output set and its lock default to one process-wide object; a run that
+    # previews a referenced stack would otherwise wait on its caller's outputs and deadlock.
+    pulumi_settings.SETTINGS.outputs = set()
+    pulumi_settings.SETTINGS.lock = threading.Lock()
     mocks_ = OfflineMocks(flat, resolve_stack)
     monitor = RecordingMonitor(mocks_)
     pulumi.runtime.set_all_config(flat, secret_keys)
@@ -120,23 +125,29 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
         for diagnostic in referenced_preview.errors:
             mocks_.diagnostics.append(Diagnostic("error", f"referenced stack {referenced_preview.stack}: {diagnostic.message}"))
     _check_schema(monitor.registrations, mocks_.diagnostics)
+    outputs = _stack_outputs(mocks_.diagnostics)
     return Preview(
         project=project.name,
         stack=stack,
         # Registration order depends on thread scheduling; URN order keeps output stable run to run.
         steps=sorted(monitor.registrations, key=lambda r: (r.type != "pulumi:pulumi:Stack", r.urn)),
         diagnostics=mocks_.diagnostics,
-        outputs=_stack_outputs(),
+        outputs=outputs,
         config=config,
         duration_s=time.perf_counter() - started,
         providers=_default_providers(project.name, stack, monitor.registrations),
     )
 
 
-def _stack_outputs() -> dict[str, Any]:
+def _stack_outputs(diagnostics: list[Diagnostic]) -> dict[str, Any]:
     root = pulumi.runtime.get_root_resource()
-    exported = getattr(root, "outputs", {}) or {}
-    return {name: _sync_await(pulumi.Output.from_input(value).future()) for name, value in exported.items()}
+    outputs = {}
+    for name, value in (getattr(root, "outputs", {}) or {}).items():
+        try:
+            outputs[name] = _sync_await(pulumi.Output.from_input(value).future())
+        except Exception as error:  # noqa: BLE001 reported like any program failure
+            diagnostics.append(Diagnostic("error", f"stack output {name!r} failed: {_describe(error)}"))
+    return outputs
 
 
 def _check_schema(registrations: list[Registration], diagnostics: list[Diagnostic]) -> None:

@@ -57,6 +57,8 @@ class RecordingMonitor(mocks.MockMonitor):
     def RegisterResource(self, request):
         _ensure_event_loop()
         urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type != "pulumi:pulumi:Stack" and any(r.urn == urn for r in self.registrations):
+            self.mocks.diagnostics.append(Diagnostic("error", f"duplicate resource URN {urn}; give each resource a unique name", urn))
         response = super().RegisterResource(request)
         state = self.resources[urn].state if urn in self.resources else {}
         self.registrations.append(

@@ -26,9 +26,9 @@ def render(preview: Preview) -> str:
         lines.append(f" {symbol}   {tree_type:<{width}}{rest}")
     if preview.outputs:
         lines += ["", "Outputs:"] + [f"    {k}: {_short(v)}" for k, v in preview.outputs.items()]
-    counts = Counter(s.op for s in preview.resources())
+    counts = Counter(s.op for s in preview.steps)
     summary = ", ".join(f"{SYMBOL.get(op, op)} {n} to {op}" for op, n in sorted(counts.items()))
-    lines += ["", "Resources:", f"    {summary}  ({len(preview.resources())} in total)"]
+    lines += ["", "Resources:", f"    {summary}  ({len(preview.steps)} including the stack)"]
     notes = [d for d in preview.diagnostics if d.severity != "error"]
     errors = preview.errors
     if notes:

@@ -14,7 +14,10 @@ def test_preview_json_is_a_preview_digest():
     assert done.returncode == 0, done.stderr
     digest = json.loads(done.stdout)
     types = [s["newState"]["type"] for s in digest["steps"]]
-    assert types[0] == "pulumi:pulumi:Stack" and "pulumi:providers:aws" in types
+    assert types[0] == "pulumi:pulumi:Stack" and "pulumi:providers:aws" not in types  # default providers are internal
+    custom = [s for s in digest["steps"] if s["newState"]["custom"]]
+    assert all(s["provider"].startswith("urn:pulumi:registry::mlinfra::pulumi:providers:aws::default_7_51_1::") for s in custom)
+    assert digest["changeSummary"] == {"create": len(digest["steps"])}
     bucket = next(s["newState"] for s in digest["steps"] if s["newState"]["type"] == "aws:s3/bucket:Bucket")
     assert bucket["protect"] is True and bucket["retainOnDelete"] is True
     assert [d for d in digest["diagnostics"] if d["severity"] == "error"] == []
@@ -74,3 +77,14 @@ def test_schema_rejects_keys_of_another_kind():
     bad = {"config": {"mlinfra:kind": "registry", "mlinfra:training": {}}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def test_process_pulumi_config_does_not_leak_into_offline_runs():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PULUMI_CONFIG": '{"mlinfra:foo": "1"}'}
+    done = subprocess.run([sys.executable, "-m", "infra", "preview", "--stack", "registry"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -72,14 +72,14 @@ def test_lifecycle_expires_noncurrent_versions_and_aborts_uploads(registry):
 def test_events_go_to_eventbridge_and_object_lock_is_off_by_default(registry):
     assert one(registry, "aws:s3/bucketNotification:BucketNotification").inputs["eventbridge"] is True
     assert by_type(registry, "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration") == []
-    assert one(registry, "aws:s3/bucket:Bucket").inputs["objectLockEnabled"] is False
+    assert "objectLockEnabled" not in one(registry, "aws:s3/bucket:Bucket").inputs  # ForceNew: would replace the bucket
 
 
 def test_object_lock_when_asked(record):
     spec = RegistrySpec.model_validate({"objectLock": {"enabled": True, "mode": "COMPLIANCE", "retentionDays": 365}})
     result = record(declare(spec))
-    assert one(result, "aws:s3/bucket:Bucket").inputs["objectLockEnabled"] is True
     lock = one(result, "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration").inputs
+    assert lock["objectLockEnabled"] == "Enabled"
     assert lock["rule"] == {"defaultRetention": {"mode": "COMPLIANCE", "days": 365}}
 
 
@@ -99,8 +99,9 @@ def test_children_are_parented_to_the_component(registry):
 def test_grants_produce_least_privilege_role_policies(record):
     result = record(declare(grants=True))
     policies = {s.name: json.loads(s.inputs["policy"]) for s in by_type(result, "aws:iam/rolePolicy:RolePolicy")}
-    assert set(policies) == {"trainer-registry-read-datasets", "trainer-registry-write-checkpoints-run-1-models"}
-    write = policies["trainer-registry-write-checkpoints-run-1-models"]
+    assert len(policies) == 2
+    assert all(n.startswith(("trainer-registry-read-datasets-", "trainer-registry-write-checkpoints-run-1-models-")) for n in policies)
+    write = next(doc for name, doc in policies.items() if "-write-" in name)
     statement = next(s for s in write["Statement"] if s["Sid"] == "RegistryWrite")
     assert statement["Resource"] == ["arn:aws:s3:::mlinfra-test-bucket/checkpoints/run-1/*",
                                      "arn:aws:s3:::mlinfra-test-bucket/models/*"]

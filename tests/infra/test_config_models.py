@@ -5,7 +5,7 @@ import yaml
 from hypothesis import given, strategies as st
 from pydantic import BaseModel
 
-from infra.config import KINDS, namespace_values, validate
+from infra.config import KINDS, load, namespace_values, validate
 from infra.config.registry import RegistrySpec
 from infra.errors import InputError
 from tests.conftest import ROOT
@@ -50,7 +50,12 @@ def test_structured_values_arrive_as_json_strings_under_pulumi():
     ({"kind": "registry", "registry": {"lifecycle": {"noncurrentVersionDays": 0}}},
      ["mlinfra:registry.lifecycle.noncurrentVersionDays: must be at least 1 (got 0)"]),
     ({"kind": "registry", "registry": {"eventBridge": "maybe"}},
-     ["mlinfra:registry.eventBridge: Input should be a valid boolean, unable to interpret input (got 'maybe')"]),
+     ["mlinfra:registry.eventBridge: Input should be a valid boolean (got 'maybe')"]),
+    ({"kind": "registry", "registry": {"lifecycle": {"abortIncompleteUploadDays": True}}},
+     ["mlinfra:registry.lifecycle.abortIncompleteUploadDays: Input should be a valid integer (got True)"]),
+    ({"kind": "registry", "registry": {"bucketNamePrefix": "xn--models"}},
+     ["mlinfra:registry.bucketNamePrefix: default bucket names built from it would be invalid: must not start with "
+      "'xn--' (got 'xn--models')"]),
     ({"kind": "registry", "registry": {"bucketNamePrefix": "-x"}},
      ["mlinfra:registry.bucketNamePrefix: String should have at least 3 characters (got '-x')"]),
 ])
@@ -100,3 +105,10 @@ def test_every_valid_registry_spec_validates_and_keeps_its_values(lock, days, wi
     assert spec.lifecycle.noncurrent_version_days == days
     assert spec.kms_key_deletion_window_days == window
     assert spec.object_lock.retention_days == lock.get("retentionDays", 30)
+
+
+def test_provider_region_is_checked_with_the_stack_config():
+    with pytest.raises(InputError) as caught:
+        load({"aws:region": "2020-01-01", "mlinfra:kind": "registry"})
+    assert [str(p) for p in caught.value.problems] == [
+        "aws:region: must be an AWS region name such as us-east-1 (got '2020-01-01')"]

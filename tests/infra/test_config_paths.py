@@ -43,6 +43,8 @@ def test_override_keeps_siblings():
     ("nonamespace=1", "nonamespace: config keys are namespaced, e.g. mlinfra:training.nodeCount"),
     ("mlinfra:a[x]=1", "mlinfra:a[x]: list index must be a non-negative integer, got [x]"),
     ('mlinfra:a["open=1', 'mlinfra:a["open: unterminated ["..."] segment'),
+    ("mlinfra:a..b=1", "mlinfra:a..b: empty path segment"),
+    (":x=1", ":x: the namespace before ':' is empty, e.g. mlinfra:training.nodeCount"),
 ])
 def test_bad_overrides_name_the_key(text, message):
     with pytest.raises(InputError) as caught:

@@ -76,3 +76,35 @@ def test_bad_config_under_pulumi_up_stops_before_any_resource(record):
     assert [d.message for d in result.errors] == [
         "invalid mlinfra config:\nmlinfra:registry.objectLock.mode: must be one of 'GOVERNANCE', 'COMPLIANCE' (got 'X')"]
     assert result.resources() == []
+
+
+def test_stack_reference_resolves_from_the_referenced_stacks_offline_run(record, registry_preview):
+    def program():
+        ref = pulumi.StackReference("acme/mlinfra/registry")
+        pulumi.export("bucketArn", ref.require_output("bucketArn"))
+
+    result = record(program)
+    assert result.errors == []
+    assert result.outputs["bucketArn"] == registry_preview.outputs["bucketArn"]
+    [read] = [s for s in result.steps if s.type == "pulumi:pulumi:StackReference"]
+    assert read.op == "read"
+
+
+def test_duplicate_resource_names_are_an_error(record):
+    def program():
+        aws.s3.Bucket("same")
+        aws.s3.Bucket("same")
+
+    result = record(program)
+    assert [d.message for d in result.errors] == [
+        "duplicate resource URN urn:pulumi:test::mlinfra::aws:s3/bucket:Bucket::same; give each resource a unique name"]
+
+
+def test_a_failing_stack_output_is_a_diagnostic_and_later_runs_still_work(record):
+    def program():
+        bucket = aws.s3.Bucket("b")
+        pulumi.export("broken", bucket.arn.apply(lambda arn: 1 / 0))
+
+    result = record(program)
+    assert any("ZeroDivisionError" in d.message for d in result.errors)
+    assert record(lambda: aws.s3.Bucket("again")).errors == []

@@ -1,0 +1,45 @@
+"""Bad stack files are bad input: exit 2 with one line naming the file, never a traceback."""
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def project(tmp_path):
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for package in ("infra", "components", "stacks"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def preview(project, stack="broken"):
+    return subprocess.run([sys.executable, "-m", "infra", "preview", "--stack", stack], cwd=project,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"- a\n- b\n", "error: stacks/Pulumi.broken.yaml: must be a map with a `config:` section"),
+    (b"config:\n  mlinfra:kind: registry\n  mlinfra:kind: registry\n",
+     "error: stacks/Pulumi.broken.yaml: not valid YAML at line 3, column 3: duplicate key 'mlinfra:kind'"),
+    (b"config: [\n", "error: stacks/Pulumi.broken.yaml: not valid YAML at line 2, column 1: "
+                     "expected the node content, but found '<stream end>'"),
+    (b"config:\n  aws:region: 2020-01-01\n  mlinfra:kind: registry\n",
+     "error: aws:region: must be an AWS region name such as us-east-1 (got '2020-01-01')"),
+])
+def test_broken_stack_files(project, content, message):
+    (project / "stacks" / "Pulumi.broken.yaml").write_bytes(content)
+    done = preview(project)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == message
+
+
+def test_undecodable_stack_file(project):
+    (project / "stacks" / "Pulumi.broken.yaml").write_bytes(b"config:\n  mlinfra:kind: \xff\xfe\n")
+    done = preview(project)
+    assert done.returncode == 2 and done.stderr.startswith("error: stacks/Pulumi.broken.yaml: cannot be read:")
+    assert "Traceback" not in done.stderr
