@@ -44,7 +44,6 @@ class RecordingMonitor(mocks.MockMonitor):
     def __init__(self, mocks_: "OfflineMocks"):
         super().__init__(mocks_)
         self.registrations: list[Registration] = []
-        self.stack_outputs: dict[str, Any] = {}
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         # As the engine does: a child's type is qualified by its parent's whole chain, except the root stack.
@@ -90,11 +89,6 @@ class RecordingMonitor(mocks.MockMonitor):
             )
         )
         return response
-
-    def RegisterResourceOutputs(self, request):
-        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-            self.stack_outputs.update(_plain(rpc.deserialize_properties(request.outputs)))
-        return super().RegisterResourceOutputs(request)
 
 
 def _plain(value: Any) -> Any:
