@@ -5,6 +5,7 @@ import re
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IP = re.compile(r"\d+\.\d+\.\d+\.\d+")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
 
 
 def bucket_name_problem(name: str) -> str | None:
@@ -37,3 +38,8 @@ def slug(text: str, max_len: int = 40) -> str:
     """A resource-name-safe form of free text: lowercase, [a-z0-9-], no leading/trailing/double hyphens."""
     s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     return s[:max_len].rstrip("-") or "x"
+
+
+def is_region_name(value: object) -> bool:
+    """True for AWS region names such as us-east-1 or ap-southeast-2."""
+    return isinstance(value, str) and _REGION.fullmatch(value) is not None

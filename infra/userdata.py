@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from infra.naming import bucket_name_problem
+from infra.naming import bucket_name_problem, is_region_name
 from infra.registry_layout import runs_prefix
 
 MOUNT_POINT = "/fsx"
 RDZV_PORT = 29500
 NEURON_ROOT_COMM_PORT = 41000
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
 # Shell variables whose value changes how bash itself behaves.
 _SHELL_OWNED = frozenset(
     {"IFS", "SECONDS", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "ENV", "PS4", "BASH_XTRACEFD"}
@@ -157,7 +156,7 @@ def _problems(spec: NodeBootstrap) -> list[str]:
         problems.append(f"run_id: {err}")
     if bucket_name_problem(spec.registry_bucket):
         problems.append(f"registry_bucket: {bucket_name_problem(spec.registry_bucket)}")
-    if not _REGION.fullmatch(spec.registry_region):
+    if not is_region_name(spec.registry_region):
         problems.append(
             f"registry_region must be an AWS region name like us-east-1 (got {spec.registry_region!r})"
         )

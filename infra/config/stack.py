@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
@@ -10,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 from infra.config.problems import key_path, problems_from
 from infra.config.registry import RegistryStackConfig
 from infra.errors import InputError, Problem
+from infra.naming import is_region_name
 
 NAMESPACE = "mlinfra"
 
@@ -53,14 +53,12 @@ def namespace_values(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
-
 
 def load(flat: dict[str, Any]) -> StackConfig:
     """Validate a stack's whole config (every namespace, as the engine hands it over)."""
     problems = []
     region = flat.get("aws:region")
-    if region is not None and not (isinstance(region, str) and _REGION.match(region)):
+    if region is not None and not is_region_name(region):
         problems.append(Problem("aws:region", f"must be an AWS region name such as us-east-1 (got {region!r})"))
     try:
         config = validate(namespace_values(flat))
