@@ -18,6 +18,7 @@ class ModelRegistryArgs:
     spec: RegistrySpec
     bucket_name: pulumi.Input[str]
     tags: Mapping[str, str]
+    key_policy: Optional[pulumi.Input[str]] = None  # JSON; None keeps KMS's default key policy
 
 
 class ModelRegistry(pulumi.ComponentResource):
@@ -34,6 +35,7 @@ class ModelRegistry(pulumi.ComponentResource):
             description="mlinfra model registry (S3 SSE-KMS)",
             enable_key_rotation=True,
             deletion_window_in_days=spec.kms_key_deletion_window_days,
+            policy=args.key_policy,
             tags=tags,
             opts=keep,
         )

@@ -34,7 +34,7 @@ is the cheapest of a handful of options (one per priced tier).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
@@ -267,12 +267,47 @@ def size_lustre(intent: LustreIntent) -> LustrePlan:
     """The cheapest allowed (deployment type, capacity, per-unit throughput) that meets the intent;
     ties go to the smaller capacity, then to the order of `TIERS`."""
     tiers = sizing_tiers(intent.deployment_type)
+    cost, capacity, tier = _cheapest(tiers, intent, capacity_gib=None)
+    assert meets_targets(tier, capacity, intent), (tier, capacity, intent)
+    return _plan(intent, tier, capacity, cost, _reasons(intent, tier, capacity, cost, len(tiers)))
+
+
+def size_lustre_pinned(intent: LustreIntent, capacity_gib: int | None = None, per_unit: int | None = None) -> LustrePlan:
+    """`size_lustre` with the user's pinned capacity and/or per-unit throughput in place of sized ones.
+
+    Pins are judged against PERSISTENT_2 unless the intent pins a deployment type (the config checks
+    make the same assumption); a pin that misses a target is kept, and the reasons say what it misses.
+    """
+    if capacity_gib is None and per_unit is None:
+        return size_lustre(intent)
+    intent = replace(intent, deployment_type=intent.deployment_type or "PERSISTENT_2")
+    problem = (capacity_problem(intent.deployment_type, capacity_gib) if capacity_gib is not None else None) or (
+        throughput_problem(intent.deployment_type, per_unit) if per_unit is not None else None)
+    if problem:
+        raise LustreSizingError(problem)
+    tiers = tuple(t for t in sizing_tiers(intent.deployment_type) if per_unit is None or t.per_unit == per_unit)
+    cost, capacity, tier = _cheapest(tiers, intent, capacity_gib)
+    reasons = list(_reasons(intent, tier, capacity, cost, len(tiers)))
+    if per_unit is not None:
+        reasons[0] = f"deployment {tier.label}: pinned by perUnitStorageThroughput"
+    if capacity_gib is not None:
+        reasons[1] = (f"capacity {capacity} GiB: pinned by storageCapacityGib "
+                      f"(the data needs {_n(_trim(intent.capacity_needed_gib))} GiB with headroom)")
+    if not meets_targets(tier, capacity, intent):
+        reasons.append("the pinned values miss a target above; drop the pins to size for every target")
+    return _plan(intent, tier, capacity, cost, tuple(reasons))
+
+
+def _cheapest(tiers: tuple[Tier, ...], intent: LustreIntent, capacity_gib: int | None) -> tuple[float, int, Tier]:
     choices = []
     for order, tier in enumerate(tiers):
-        capacity = capacity_for(tier, intent)
+        capacity = capacity_gib or capacity_for(tier, intent)
         choices.append((round(monthly_cost(tier, capacity), 6), capacity, order, tier))
     cost, capacity, _, tier = min(choices, key=lambda choice: choice[:3])
-    assert meets_targets(tier, capacity, intent), (tier, capacity, intent)
+    return cost, capacity, tier
+
+
+def _plan(intent: LustreIntent, tier: Tier, capacity: int, cost: float, reasons: tuple[str, ...]) -> LustrePlan:
     tib = capacity / GIB_PER_TIB
     baseline = tier.per_unit or SCRATCH_BASELINE_MBPS_PER_TIB[tier.deployment_type]
     return LustrePlan(
@@ -282,7 +317,7 @@ def size_lustre(intent: LustreIntent) -> LustrePlan:
         aggregate_throughput_mbps=tib * baseline,
         hourly_cost_usd=cost / HOURS_PER_MONTH,
         monthly_cost_usd=cost,
-        reasons=_reasons(intent, tier, capacity, cost, len(tiers)),
+        reasons=reasons,
         write_throughput_mbps=tib * tier.write_mbps_per_tib,
     )
 

@@ -122,3 +122,39 @@ def tls_only_bucket_policy(bucket_arn: Any) -> dict[str, Any]:
             },
         ],
     }
+
+
+# FSx for Lustre reaches S3 for data repository associations through one service-linked role per file
+# system (AWSServiceRoleForFSxS3Access_fs-...), which needs the bucket's KMS key to import and export
+# SSE-KMS objects (FSx for Lustre guide, "Working with server-side encrypted Amazon S3 buckets").
+FSX_S3_ROLE_PATH = "aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+
+
+def registry_key_policy(account_id: str, partition: str, region: str) -> dict[str, Any]:
+    """Key policy of the registry key: the account administers it through IAM (the default policy),
+    and the account's FSx-for-Lustre S3 roles may use it, only through S3 in the registry's region."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountAdministersThroughIam",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                # The role's name carries the file system id, unknown until a training stack creates
+                # it, so the principal is matched by ARN pattern, pinned to this account and to S3.
+                "Sid": "FsxLustreDataRepositoriesThroughS3",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+                "Resource": "*",
+                "Condition": {
+                    "ArnLike": {"aws:PrincipalArn": f"arn:{partition}:iam::{account_id}:role/{FSX_S3_ROLE_PATH}"},
+                    "StringEquals": {"kms:CallerAccount": account_id, "kms:ViaService": f"s3.{region}.amazonaws.com"},
+                },
+            },
+        ],
+    }

@@ -10,12 +10,13 @@ from infra.errors import InputError
 
 def build() -> None:
     """Entry point of the Pulumi program: validate all config first, then declare the stack's resources."""
+    from stacks import registry, serving, training
+
+    builders = {"registry": registry.build, "training": training.build, "serving": serving.build}
     try:
         config = load(runtime_values())
+        # Builders make every decision (and raise InputError) before declaring their first resource.
+        builders[config.kind](config)
     except InputError as error:
         # RunError ends the program with this message only: no traceback, nothing declared.
         raise pulumi.RunError(f"invalid mlinfra config:\n{error}") from None
-    from stacks import registry
-
-    builders = {"registry": registry.build}
-    builders[config.kind](config)

@@ -1,6 +1,8 @@
 """The `registry` stack kind: the permanent model registry shared by training and serving stacks."""
 from __future__ import annotations
 
+import json
+
 import pulumi
 import pulumi_aws as aws
 
@@ -14,12 +16,13 @@ from infra.tags import contract_tags
 def build(config: RegistryStackConfig) -> None:
     spec = config.registry
     region = aws.get_region().region
-    bucket_name = spec.bucket_name or registry_bucket_name(
-        spec.bucket_name_prefix, aws.get_caller_identity().account_id, region
-    )
+    account_id = aws.get_caller_identity().account_id
+    bucket_name = spec.bucket_name or registry_bucket_name(spec.bucket_name_prefix, account_id, region)
+    key_policy = registry_layout.registry_key_policy(account_id, aws.get_partition().partition, region)
     registry = ModelRegistry(
         "registry",
-        ModelRegistryArgs(spec=spec, bucket_name=bucket_name, tags=contract_tags("registry", pulumi.get_stack())),
+        ModelRegistryArgs(spec=spec, bucket_name=bucket_name, tags=contract_tags("registry", pulumi.get_stack()),
+                          key_policy=json.dumps(key_policy)),
     )
     pulumi.export("bucketName", registry.bucket_name)
     pulumi.export("bucketArn", registry.bucket.arn)

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ValidationError
 
 from infra.config.problems import key_path, problems_from
 from infra.config.registry import RegistryStackConfig
+from infra.config.training import TrainingStackConfig
+from infra.config.training_checks import registry_region_finding, training_findings
+from infra.config.serving import ServingStackConfig
 from infra.errors import InputError, Problem
 from infra.naming import is_region_name
 
@@ -16,9 +19,11 @@ NAMESPACE = "mlinfra"
 # One config model per stack kind; `mlinfra:kind` picks the model.
 KINDS: dict[str, type[BaseModel]] = {
     "registry": RegistryStackConfig,
+    "training": TrainingStackConfig,
+    "serving": ServingStackConfig,
 }
 
-StackConfig = Union[RegistryStackConfig]
+StackConfig = Union[RegistryStackConfig, TrainingStackConfig, ServingStackConfig]
 
 
 def validate(values: dict[str, Any]) -> StackConfig:
@@ -53,7 +58,6 @@ def namespace_values(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-
 def load(flat: dict[str, Any]) -> StackConfig:
     """Validate a stack's whole config (every namespace, as the engine hands it over)."""
     problems = []
@@ -64,6 +68,19 @@ def load(flat: dict[str, Any]) -> StackConfig:
         config = validate(namespace_values(flat))
     except InputError as error:
         raise InputError(problems + error.problems) from None
+    problems += meaning_findings(config, region if not problems else None)
     if problems:
         raise InputError(problems)
     return config
+
+
+def meaning_findings(config: StackConfig, region: str | None) -> list[Problem]:
+    """Second validation tier: a kind's meaning checks (instance facts, cross-field rules), run once the
+    shape is valid. Each finding names its key path, so bad meaning exits 2 like bad shape."""
+    if config.kind == "training":
+        return training_findings(config.training, region) + registry_region_finding(config.registry_stack, region)
+    if config.kind == "serving":
+        from infra.config.serving_checks import serving_findings
+
+        return serving_findings(config.serving, region)
+    return []

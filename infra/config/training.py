@@ -8,6 +8,8 @@ from pydantic import Field
 from infra.config.base import Spec
 
 RUN_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
+EXPIRES_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
+MAX_TTL_HOURS = 336  # two weeks: longer runs checkpoint and start a new run
 
 
 class CapacitySpec(Spec):
@@ -59,10 +61,28 @@ class NetworkSpec(Spec):
 
 class JobSpec(Spec):
     command: list[str] = Field(
-        default_factory=lambda: ["python", "/opt/job/train.py"], min_length=1,
-        description="Training entrypoint and arguments, run by torchrun on every node.",
+        default_factory=lambda: ["/opt/job/train.py"], min_length=1,
+        description="Training script and its arguments, as torchrun takes them on every node (torchrun starts "
+        "Python itself, so no leading `python`).",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the job.")
+    torchrun_path: Optional[str] = Field(
+        None, pattern=r"^/[A-Za-z0-9._/-]+$",
+        description="Absolute path of torchrun on the AMI; default: the path on the Deep Learning AMI in use "
+        "(set it together with amiId when the AMI is your own).",
+    )
+
+
+class LifecycleSpec(Spec):
+    ttl_hours: float = Field(
+        24, gt=0, le=MAX_TTL_HOURS,
+        description=f"Hard maximum lifetime of the run, hours (at most {MAX_TTL_HOURS}); expiresAt = start + ttlHours.",
+    )
+    expires_at: Optional[str] = Field(
+        None, pattern=EXPIRES_AT_PATTERN,
+        description="When the run's resources expire, ISO-8601 UTC (e.g. 2026-11-22T08:00:00Z). Fixed once when the "
+        "run starts (`python -m infra run` writes it); required by `pulumi up`, provisional (now + ttlHours) in previews.",
+    )
 
 
 class TrainingSpec(Spec):
@@ -76,6 +96,7 @@ class TrainingSpec(Spec):
     lustre: LustreSpec = Field(default_factory=LustreSpec, description="Sizing intents for FSx for Lustre.")
     network: NetworkSpec = Field(default_factory=NetworkSpec, description="Network for the run.")
     job: JobSpec = Field(default_factory=JobSpec, description="What the nodes run.")
+    lifecycle: LifecycleSpec = Field(default_factory=LifecycleSpec, description="How long the run may live.")
     ami_id: Optional[str] = Field(
         None, pattern=r"^ami-[0-9a-f]{8,17}$",
         description="Override the Deep Learning AMI otherwise found through its public SSM parameter.",

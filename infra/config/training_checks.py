@@ -8,6 +8,7 @@ from infra.catalog import instance_type
 from infra.catalog.roles import role_problem
 from infra.config.training import TrainingSpec
 from infra.errors import Problem
+from infra.network_layout import cidr_problem
 
 P = "mlinfra:training."
 
@@ -17,7 +18,7 @@ def training_findings(spec: TrainingSpec, region: Optional[str]) -> list[Problem
     if problem:
         return [Problem(P + "instanceType", problem)]
     findings = _placement_findings(spec, region) + _capacity_findings(spec)
-    return findings + _lustre_findings(spec)
+    return findings + _lustre_findings(spec) + _job_findings(spec)
 
 
 def chosen_az(spec: TrainingSpec, region: str) -> Optional[str]:
@@ -39,7 +40,8 @@ def _placement_findings(spec: TrainingSpec, region: Optional[str]) -> list[Probl
                         f"{spec.availability_zone} does not offer {spec.instance_type}; AZs that do: {', '.join(offered)}")]
     if bool(spec.network.vpc_id) != bool(spec.network.subnet_id):
         return [Problem(P + "network.subnetId", "vpcId and subnetId go together: give both to bring your own network, or neither")]
-    return []
+    problem = None if spec.network.vpc_id else cidr_problem(spec.network.cidr)
+    return [Problem(P + "network.cidr", problem)] if problem else []
 
 
 def _capacity_findings(spec: TrainingSpec) -> list[Problem]:
@@ -56,10 +58,19 @@ def _capacity_findings(spec: TrainingSpec) -> list[Problem]:
         findings.append(Problem(P + "nodeCount",
                                 f"{spec.node_count} exceeds the reservation's {capacity.reserved_count} instances; "
                                 f"use at most {capacity.reserved_count}"))
-    if capacity.mode == "capacity-block" and not spec.availability_zone:
+    if not spec.availability_zone:
+        what = "a capacity block" if capacity.mode == "capacity-block" else "an ODCR"
         findings.append(Problem(P + "availabilityZone",
-                                "required with a capacity block: the AZ of the reservation (nodes must launch there)"))
+                                f"required with {what}: the AZ of the reservation (nodes must launch there)"))
     return findings
+
+
+def _job_findings(spec: TrainingSpec) -> list[Problem]:
+    first = spec.job.command[0].rsplit("/", 1)[-1]
+    if first in ("python", "python3", "torchrun"):
+        return [Problem(P + "job.command", f"starts with {first!r}, but torchrun runs the command as a Python script: "
+                                           "give the script and its arguments, e.g. [\"/opt/job/train.py\", \"--epochs\", \"3\"]")]
+    return []
 
 
 def _lustre_findings(spec: TrainingSpec) -> list[Problem]:
@@ -81,3 +92,20 @@ def _lustre_findings(spec: TrainingSpec) -> list[Problem]:
         if problem:
             findings.append(Problem(P + "lustre.perUnitStorageThroughput", problem))
     return findings
+
+
+def registry_region_finding(registry_stack: str, region: Optional[str]) -> list[Problem]:
+    """FSx links only to buckets of its own region, so the run must be in its registry's region. The
+    registry's region is read from its stack file when the project has it (a fully qualified
+    org/project/stack reference is checked by the program at deploy time instead)."""
+    from infra.offline.project import load_project, stack_config
+
+    project = load_project()
+    if not region or "/" in registry_stack or registry_stack not in project.stacks():
+        return []
+    registry_region = stack_config(project, registry_stack).get("aws:region")
+    if registry_region in (None, region):
+        return []
+    return [Problem("aws:region", f"{region} differs from the region of registry stack {registry_stack!r} "
+                                  f"({registry_region}); FSx for Lustre links only to buckets of its own region: "
+                                  "run in the registry's region or reference a registry stack in this one")]

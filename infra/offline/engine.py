@@ -151,13 +151,20 @@ def _stack_outputs(diagnostics: list[Diagnostic]) -> dict[str, Any]:
 
 
 def _check_schema(registrations: list[Registration], diagnostics: list[Diagnostic]) -> None:
+    custom_kinds: set[str] = set()
     for reg in registrations:
         if reg.custom and reg.op == "create" and schema.is_known_package(reg.type):
             if schema.resource_input_class(reg.type) is None:
+                if schema.is_custom_resource(reg.type):
+                    custom_kinds.add(reg.type)
+                    continue
                 diagnostics.append(Diagnostic("error", f"{reg.type}: not a resource type of the installed provider", reg.urn))
                 continue
             for unknown in schema.unknown_properties(reg.type, reg.inputs):
                 diagnostics.append(Diagnostic("error", f"{reg.type} '{reg.name}': {unknown.message()}", reg.urn))
+    for kind in sorted(custom_kinds):
+        diagnostics.append(Diagnostic("info", f"{kind}: a Kubernetes custom resource; its properties are not "
+                                              "checked offline (the provider has no schema for CRDs)"))
 
 
 def _default_providers(project: str, stack: str, registrations: list[Registration]) -> dict[str, str]:

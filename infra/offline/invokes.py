@@ -54,7 +54,15 @@ def _ssm_parameter(config: dict[str, Any], args: dict[str, Any]) -> dict[str, An
 
 def _ami(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     image_id = _fake_ami(repr(sorted(args.items())))
-    return {"id": image_id, "imageId": image_id, "architecture": "x86_64", "name": "offline-ami"}
+    return {"id": image_id, "imageId": image_id, "architecture": "x86_64", "name": "offline-ami",
+            "rootDeviceName": "/dev/sda1"}
+
+
+def _instances(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The instances named by an `instance-id` filter, with private IPs from 10.255.0.0/16."""
+    ids = [v for f in args.get("filters") or [] if f.get("name") == "instance-id" for v in f.get("values") or []]
+    ips = [f"10.255.{n // 250}.{n % 250 + 4}" for n in range(len(ids))]
+    return {"ids": ids, "privateIps": ips, "publicIps": [], "ipv6Addresses": [], "id": "offline-instances"}
 
 
 # token -> (answer, what the answer stands for)
@@ -64,7 +72,8 @@ ANSWERS: dict[str, tuple[Callable[[dict, dict], dict], str]] = {
     "aws:index/getPartition:getPartition": (_partition, "partition aws"),
     "aws:index/getAvailabilityZones:getAvailabilityZones": (_availability_zones, "the catalog's AZs of the region"),
     "aws:ssm/getParameter:getParameter": (_ssm_parameter, f"a placeholder ({OFFLINE_AMI_PREFIX}... for AMI parameters)"),
-    "aws:ec2/getAmi:getAmi": (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...)"),
+    "aws:ec2/getAmi:getAmi": (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...) with root device /dev/sda1"),
+    "aws:ec2/getInstances:getInstances": (_instances, "the filtered instance ids with placeholder IPs in 10.255.0.0/16"),
 }
 
 

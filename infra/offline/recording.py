@@ -15,6 +15,7 @@ from pulumi.runtime.settings import get_project, get_stack
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from infra.offline import invokes
+from infra.offline.schema import has_input
 
 
 @dataclass
@@ -153,11 +154,33 @@ def computed_outputs(token: str, name: str, inputs: dict[str, Any], config: dict
     elif token == "aws:kms/key:Key":
         key_id = f"{_short_hash(name, 8)}-0000-4000-8000-{_short_hash(token + name, 12)}"
         out.update(keyId=key_id, arn=f"arn:aws:kms:{region}:{account}:key/{key_id}")
+    elif token == "aws:fsx/lustreFileSystem:LustreFileSystem":
+        fs_id = f"fs-0{_short_hash(name, 16)}"
+        out.update(id=fs_id, dnsName=f"{fs_id}.fsx.{region}.amazonaws.com", mountName=_short_hash(token + name, 8),
+                   arn=f"arn:aws:fsx:{region}:{account}:file-system/{fs_id}")
+    elif token == "aws:ec2/launchTemplate:LaunchTemplate":
+        out.update(latestVersion=1, defaultVersion=1)
+    elif token == "aws:ec2/fleet:Fleet":
+        # An instant fleet reports the instances it launched: one offline id per unit of capacity.
+        count = int((inputs.get("targetCapacitySpecification") or {}).get("totalTargetCapacity") or 0)
+        ids = [f"i-0{_short_hash(f'{name}-{n}', 16)}" for n in range(count)]
+        out["fleetInstanceSets"] = [{"instanceIds": ids, "instanceType": _fleet_instance_type(inputs),
+                                     "lifecycle": "on-demand"}] if ids else []
     elif service == "iam":
         kind = token.rsplit(":", 1)[1].lower()
         out.update(arn=f"arn:aws:iam::{account}:{kind}/{physical}", name=physical)
     else:
         out["arn"] = f"arn:aws:{service}:{region}:{account}:{token.rsplit(':', 1)[1].lower()}/{physical}"
+    if "name" not in inputs and "name" not in out and has_input(token, "name"):
+        out["name"] = physical  # the provider's auto-name (name + random suffix)
     if "tags" in inputs:
         out["tagsAll"] = inputs["tags"]
     return out
+
+
+def _fleet_instance_type(inputs: dict[str, Any]) -> str | None:
+    for config in inputs.get("launchTemplateConfigs") or []:
+        for override in config.get("overrides") or []:
+            if override.get("instanceType"):
+                return override["instanceType"]
+    return None

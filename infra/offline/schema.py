@@ -62,6 +62,16 @@ def is_known_package(token: str) -> bool:
     return token.partition(":")[0] in _PACKAGES
 
 
+def is_custom_resource(token: str) -> bool:
+    """A Kubernetes custom resource (`kubernetes:<group>/<version>:<Kind>` of a CRD): an API group and
+    version the provider SDK does not have at all. A misspelt kind of a built-in group is not one."""
+    package, _, rest = token.partition(":")
+    if package != "kubernetes" or ":" not in rest:
+        return False
+    _import_package(package)
+    return not rpc._RESOURCE_MODULES.get(rpc._module_key(package, rest.rsplit(":", 1)[0]))
+
+
 @functools.cache
 def object_properties(input_cls: type) -> dict[str, Shape]:
     return {name: shape_of(tp) for name, tp in _types.input_type_types(input_cls).items()}

@@ -32,7 +32,7 @@ def test_preview_all_prints_a_readable_tree():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-c", "mlinfra:kind=bogus"], "error: mlinfra:kind: 'bogus' is not a stack kind; allowed: registry"),
+    (["-c", "mlinfra:kind=bogus"], "error: mlinfra:kind: 'bogus' is not a stack kind; allowed: registry, training, serving"),
     (["-c", "mlinfra:registry.objectLok.enabled=true"],
      "error: mlinfra:registry.objectLok: unknown key (did you mean 'objectLock'?); allowed: bucketName, "
      "bucketNamePrefix, eventBridge, kmsKeyDeletionWindowDays, lifecycle, objectLock"),

@@ -36,8 +36,8 @@ def test_structured_values_arrive_as_json_strings_under_pulumi():
 
 
 @pytest.mark.parametrize("values, expected", [
-    ({}, ["mlinfra:kind: required; one of registry"]),
-    ({"kind": "bogus"}, ["mlinfra:kind: 'bogus' is not a stack kind; allowed: registry"]),
+    ({}, ["mlinfra:kind: required; one of registry, training, serving"]),
+    ({"kind": "bogus"}, ["mlinfra:kind: 'bogus' is not a stack kind; allowed: registry, training, serving"]),
     ({"kind": "registry", "registy": {}},
      ["mlinfra:registy: unknown key (did you mean 'registry'?); allowed: kind, registry"]),
     ({"kind": "registry", "registry": {"bucketName": "Bad_Name"}},

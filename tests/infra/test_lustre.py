@@ -230,3 +230,27 @@ def test_plan_is_allowed_meets_targets_and_nothing_cheaper_does(intent):
 def test_deployment_types_are_the_four_aws_types():
     assert DEPLOYMENT_TYPES == ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
     assert set(CAPACITY_RULES) == set(DEPLOYMENT_TYPES)
+
+
+def test_pins_replace_sized_values_and_say_what_they_miss():
+    from infra.lustre import size_lustre_pinned
+
+    intent = LustreIntent(1200, 500, 600, 10)
+    assert size_lustre_pinned(intent) == size_lustre(intent)
+    plan = size_lustre_pinned(intent, capacity_gib=2400, per_unit=250)
+    assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == ("PERSISTENT_2", 2400, 250)
+    assert plan.reasons[1] == "capacity 2400 GiB: pinned by storageCapacityGib (the data needs 2640 GiB with headroom)"
+    assert plan.reasons[-1] == "the pinned values miss a target above; drop the pins to size for every target"
+    # Only the capacity pinned: the cheapest per-unit throughput that meets the targets at that size.
+    plan = size_lustre_pinned(LustreIntent(100, 10, 600, 0), capacity_gib=4800)
+    assert (plan.storage_capacity_gib, plan.per_unit_storage_throughput) == (4800, 125)
+    assert "miss" not in plan.reasons[-1]
+
+
+def test_pins_must_be_allowed_steps():
+    from infra.lustre import size_lustre_pinned
+
+    with pytest.raises(LustreSizingError, match="300 is not a PERSISTENT_2 throughput"):
+        size_lustre_pinned(LustreIntent(1, 1, 1, 1), per_unit=300)
+    with pytest.raises(LustreSizingError):
+        size_lustre_pinned(LustreIntent(1, 1, 1, 1), capacity_gib=1300)

@@ -61,3 +61,17 @@ def test_tls_only_policy_denies_plain_http_and_old_tls_on_bucket_and_objects():
 def test_grants_refuse_bad_prefixes():
     with pytest.raises(ValueError, match="must start with one of"):
         layout.read_policy(BUCKET, KEY, ["secrets/"])
+
+
+def test_registry_key_policy_lets_only_fsx_s3_roles_of_the_account_use_the_key_through_s3():
+    from infra.registry_layout import registry_key_policy
+
+    policy = registry_key_policy("123456789012", "aws", "us-east-1")
+    admin, fsx = policy["Statement"]
+    assert admin["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"} and admin["Action"] == "kms:*"
+    assert "kms:*" not in fsx["Action"] and "kms:CreateGrant" not in fsx["Action"]
+    assert fsx["Condition"] == {
+        "ArnLike": {"aws:PrincipalArn": "arn:aws:iam::123456789012:role/aws-service-role/"
+                                        "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"},
+        "StringEquals": {"kms:CallerAccount": "123456789012", "kms:ViaService": "s3.us-east-1.amazonaws.com"},
+    }

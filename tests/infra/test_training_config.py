@@ -82,3 +82,9 @@ def test_dataset_larger_than_the_file_system():
 def test_shape_errors(field, value):
     with pytest.raises(Exception):
         spec(**{field: value})
+
+
+def test_command_is_the_script_not_an_interpreter():
+    assert findings(job={"command": ["python", "train.py"]}) == [
+        "mlinfra:training.job.command: starts with 'python', but torchrun runs the command as a Python script: "
+        "give the script and its arguments, e.g. [\"/opt/job/train.py\", \"--epochs\", \"3\"]"]

@@ -108,3 +108,10 @@ def test_a_failing_stack_output_is_a_diagnostic_and_later_runs_still_work(record
     result = record(program)
     assert any("ZeroDivisionError" in d.message for d in result.errors)
     assert record(lambda: aws.s3.Bucket("again")).errors == []
+
+
+def test_registry_key_admits_fsx_data_repository_roles(registry_preview):
+    import json
+
+    policy = json.loads(one(registry_preview, "aws:kms/key:Key").inputs["policy"])
+    assert [s["Sid"] for s in policy["Statement"]] == ["AccountAdministersThroughIam", "FsxLustreDataRepositoriesThroughS3"]

@@ -1,0 +1,219 @@
+"""Kubernetes objects of one model server (pure): ServiceAccount, Deployment, Service,
+PodDisruptionBudget and the KEDA ScaledObject that scales it on queue depth and KV-cache use.
+
+Each function returns a whole manifest (apiVersion, kind, metadata, spec), so tests validate exactly
+what the component declares against the Kubernetes and CRD schemas.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from infra import registry_layout
+from infra.config.serving import ModelSpec
+from infra.serving import servers
+from infra.serving.node_pools import ACCELERATOR_LABEL, taint
+
+Manifest = dict[str, Any]
+PROMETHEUS_URL = "http://prometheus-server.monitoring.svc.cluster.local"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Where the artefacts live: the registry bucket and its region (from the registry stack)."""
+    bucket: str
+    region: str
+
+
+def artefact_prefix(model: ModelSpec) -> str:
+    """models/<name>/<version>/<variant>/ in the registry (the only prefix the server may read)."""
+    return registry_layout.model_prefix(model.name, model.version, model.artefact_variant)
+
+
+def labels(model: ModelSpec) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "model-server",
+        "app.kubernetes.io/instance": model.name,
+        "app.kubernetes.io/version": model.version,
+        "app.kubernetes.io/component": "inference",
+        "app.kubernetes.io/managed-by": "mlinfra",
+        ACCELERATOR_LABEL: model.accelerator,
+    }
+
+
+def selector(model: ModelSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "model-server", "app.kubernetes.io/instance": model.name}
+
+
+def metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
+    return {"name": model.name, "namespace": ns, "labels": labels(model)}
+
+
+def namespace(name: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name,
+            "labels": {"app.kubernetes.io/managed-by": "mlinfra"}}}
+
+
+def service_account(model: ModelSpec, ns: str) -> Manifest:
+    # No annotations: EKS Pod Identity maps this account to its role on the AWS side.
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(model, ns),
+            "automountServiceAccountToken": False}
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
+            "failureThreshold": failures}
+
+
+def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
+    profile = servers.PROFILES[model.accelerator]
+    source = f"s3://{registry.bucket}/{artefact_prefix(model)}"
+    n = str(model.accelerators_per_replica)
+    mounts = [{"name": "shm", "mountPath": "/dev/shm"}]
+    env = [{"name": "AWS_REGION", "value": registry.region}]
+    if profile.fetch_to_disk:
+        mounts.append({"name": "model", "mountPath": servers.MODEL_DIR, "readOnly": True})
+        env.append({"name": "NEURON_COMPILED_ARTIFACTS", "value": servers.MODEL_DIR})
+    return {
+        "name": "server",
+        "image": model.image,
+        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "args": servers.server_args(model, servers.MODEL_DIR if profile.fetch_to_disk else source),
+        "env": env,
+        "ports": [{"name": "http", "containerPort": servers.PORT, "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": str(model.cpu), "memory": f"{model.memory_gib}Gi", profile.resource: n},
+            "limits": {"memory": f"{model.memory_gib}Gi", profile.resource: n},
+        },
+        # Loading weights (and Neuron graphs) takes minutes: the startup probe holds off the others.
+        "startupProbe": _probe("/health", 10, 90),
+        "readinessProbe": _probe("/health", 10, 3),
+        "livenessProbe": _probe("/health", 15, 4),
+        "volumeMounts": mounts,
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+
+
+def _fetch_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
+    source = f"s3://{registry.bucket}/{artefact_prefix(model)}"
+    return {
+        "name": "fetch-model",
+        "image": servers.AWS_CLI_IMAGE,
+        "command": servers.fetch_command(source),
+        "env": [{"name": "AWS_REGION", "value": registry.region}],
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+        "volumeMounts": [{"name": "model", "mountPath": servers.MODEL_DIR}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+
+
+def _spread(model: ModelSpec) -> list[dict[str, Any]]:
+    return [
+        {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": selector(model)}}
+        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+    ]
+
+
+def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
+    profile = servers.PROFILES[model.accelerator]
+    volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}]
+    pod: dict[str, Any] = {
+        "serviceAccountName": model.name,
+        "automountServiceAccountToken": False,
+        "nodeSelector": {ACCELERATOR_LABEL: model.accelerator},
+        "tolerations": [taint(model.accelerator).toleration()],
+        "topologySpreadConstraints": _spread(model),
+        "terminationGracePeriodSeconds": 60,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [_container(model, registry)],
+        "volumes": volumes,
+    }
+    if profile.scheduler_name:
+        pod["schedulerName"] = profile.scheduler_name
+    if profile.fetch_to_disk:
+        volumes.append({"name": "model", "emptyDir": {"sizeLimit": "100Gi"}})
+        pod["initContainers"] = [_fetch_container(model, registry)]
+    annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(servers.PORT),
+                   "prometheus.io/path": "/metrics"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(model, ns),
+        "spec": {
+            # KEDA owns the replica count after creation; this is the starting point.
+            "replicas": model.min_replicas,
+            "selector": {"matchLabels": selector(model)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": labels(model), "annotations": annotations}, "spec": pod},
+        },
+    }
+
+
+def service(model: ModelSpec, ns: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(model, ns),
+        "spec": {"type": "ClusterIP", "selector": selector(model),
+                 "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]},
+    }
+
+
+def pod_disruption_budget(model: ModelSpec, ns: str) -> Manifest:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(model, ns),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(model)}},
+    }
+
+
+def metric_queries(model: ModelSpec, ns: str) -> dict[str, str]:
+    """PromQL over the model's pods (the scrape config turns pod labels into metric labels)."""
+    match = f'namespace="{ns}",app_kubernetes_io_instance="{model.name}"'
+    return {
+        "queue-depth": f"sum({servers.QUEUE_METRIC}{{{match}}})",
+        "kv-cache": f"avg({servers.KV_CACHE_METRIC}{{{match}}})",
+    }
+
+
+def scaled_object(model: ModelSpec, ns: str) -> Manifest:
+    scaling = model.autoscaling
+    queries = metric_queries(model, ns)
+    triggers = [
+        # Waiting requests summed over replicas; AverageValue divides by the replica count.
+        {"type": "prometheus", "name": "queue-depth", "metricType": "AverageValue",
+         "metadata": {"serverAddress": PROMETHEUS_URL, "query": queries["queue-depth"],
+                      "threshold": str(scaling.queue_depth_target), "ignoreNullValues": "false"}},
+        # Mean KV-cache use; Value scales replicas by observed/target.
+        {"type": "prometheus", "name": "kv-cache", "metricType": "Value",
+         "metadata": {"serverAddress": PROMETHEUS_URL, "query": queries["kv-cache"],
+                      "threshold": f"{scaling.kv_cache_target:g}", "ignoreNullValues": "false"}},
+    ]
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": metadata(model, ns),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": model.name},
+            "minReplicaCount": model.min_replicas,
+            "maxReplicaCount": model.max_replicas,
+            "pollingInterval": scaling.polling_interval_seconds,
+            # No `fallback`: KEDA allows it only when every trigger is AverageValue. If Prometheus cannot
+            # be read, the HPA keeps the current replica count.
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+                "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds,
+                              "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}]},
+                "scaleUp": {"stabilizationWindowSeconds": 0,
+                            "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]},
+            }}},
+            "triggers": triggers,
+        },
+    }
+
+
+def model_server_objects(model: ModelSpec, ns: str, registry: Registry) -> list[Manifest]:
+    """Every object of one model server, in apply order."""
+    return [service_account(model, ns), deployment(model, ns, registry), service(model, ns),
+            pod_disruption_budget(model, ns), scaled_object(model, ns)]

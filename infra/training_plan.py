@@ -1,0 +1,141 @@
+"""Every decision of a training stack, made from its config and the catalog (pure, no pulumi).
+
+The components only wire what this plan says; tests check the decisions here without mocks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Literal, Optional
+
+from infra import lustre
+from infra.catalog import InstanceType, instance_type
+from infra.config.training import TrainingSpec
+from infra.config.training_checks import P, chosen_az, training_findings
+from infra.efa import Interface, bandwidth_fraction, efa_device_count, efa_layout
+from infra.errors import InputError, Problem
+from infra.images import NodeImage, node_image
+from infra.registry_layout import checkpoints_prefix, runs_prefix
+from infra.tags import contract_tags
+
+DATASETS_PATH = "/datasets"  # under the /fsx mount point
+CHECKPOINTS_PATH = "/checkpoints"
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    run_id: str
+    region: str
+    availability_zone: str
+    itype: InstanceType
+    node_count: int
+    layout: tuple[Interface, ...]
+    capacity_mode: Literal["on-demand", "capacity-block", "odcr"]
+    reservation_id: Optional[str]
+    image: NodeImage
+    torchrun: str
+    lustre: lustre.LustrePlan
+    expires_at: str
+    expires_at_provisional: bool
+    tags: dict[str, str]
+
+    @property
+    def placement_strategy(self) -> Optional[str]:
+        """`cluster` for on-demand; none with a reservation, whose capacity is placed already
+        (a Capacity Block forbids a placement group of your own; an ODCR that should be packed is
+        created in a cluster placement group by whoever reserves it)."""
+        return "cluster" if self.capacity_mode == "on-demand" else None
+
+    @property
+    def market_type(self) -> Optional[str]:
+        return "capacity-block" if self.capacity_mode == "capacity-block" else None
+
+    @property
+    def fleet_capacity_type(self) -> str:
+        return "capacity-block" if self.capacity_mode == "capacity-block" else "on-demand"
+
+    @property
+    def efa_devices(self) -> int:
+        return efa_device_count(self.layout)
+
+    @property
+    def fabric_share(self) -> float:
+        return bandwidth_fraction(self.itype, self.layout)
+
+    @property
+    def accelerator_kind(self) -> str:
+        return self.itype.accelerator_kind or "gpu"
+
+    @property
+    def devices_per_node(self) -> int:
+        return self.itype.accelerator_count
+
+    @property
+    def processes_per_node(self) -> int:
+        """torchrun workers per node: one per GPU, or one per NeuronCore on Trainium."""
+        accelerator = self.itype.accelerators[0]
+        return accelerator.count * (accelerator.cores_per_device or 1)
+
+    @property
+    def prefixes(self) -> dict[str, str]:
+        """Registry prefixes of this run."""
+        return {"datasets": "datasets/", "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
+
+
+def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dry_run: bool) -> TrainingPlan:
+    """The plan for `spec`, or InputError with every finding (each names the field and the fix)."""
+    findings = training_findings(spec, region)
+    expires_at, provisional, problem = _expiry(spec, now, dry_run)
+    if problem:
+        findings.append(problem)
+    if findings:
+        raise InputError(findings)
+    itype = instance_type(spec.instance_type)
+    fs = spec.lustre
+    intent = lustre.LustreIntent(
+        dataset_gib=fs.dataset_gib,
+        checkpoint_gib=fs.checkpoint_gib,
+        checkpoint_write_seconds=fs.checkpoint_write_seconds,
+        read_throughput_gbps=fs.read_throughput_gbps,
+        deployment_type=fs.deployment_type,
+    )
+    image = node_image(itype)
+    return TrainingPlan(
+        run_id=spec.run_id,
+        region=region,
+        availability_zone=chosen_az(spec, region),
+        itype=itype,
+        node_count=spec.node_count,
+        layout=efa_layout(itype),
+        capacity_mode=spec.capacity.mode,
+        reservation_id=spec.capacity.reservation_id,
+        image=image,
+        torchrun=spec.job.torchrun_path or image.torchrun,
+        lustre=lustre.size_lustre_pinned(intent, fs.storage_capacity_gib, fs.per_unit_storage_throughput),
+        expires_at=expires_at,
+        expires_at_provisional=provisional,
+        tags=contract_tags("training", stack, run_id=spec.run_id, expires_at=expires_at),
+    )
+
+
+def _expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Optional[Problem]]:
+    """(expires-at, provisional?, problem). A preview without a fixed expiry shows now + ttlHours,
+    rounded up to the minute; `pulumi up` needs it fixed in config so updates never move it."""
+    fixed = spec.lifecycle.expires_at
+    if fixed:
+        try:
+            datetime.strptime(fixed, "%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            return fixed, False, Problem(P + "lifecycle.expiresAt", f"{fixed!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+        return fixed, False, None
+    at = now.astimezone(timezone.utc) + timedelta(hours=spec.lifecycle.ttl_hours)
+    at = datetime.fromtimestamp(math.ceil(at.timestamp() / 60) * 60, tz=timezone.utc)
+    text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if dry_run:
+        return text, True, None
+    return text, False, Problem(
+        P + "lifecycle.expiresAt",
+        "required for `pulumi up`, so the run's expiry is fixed once: start it with `python -m infra run`, or "
+        f"`pulumi config set --path mlinfra:training.lifecycle.expiresAt {text}`",
+    )

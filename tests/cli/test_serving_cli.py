@@ -1,0 +1,46 @@
+"""The serving stack through the CLI: the --json digest, and bad inputs exiting 2 with field-naming lines."""
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_cli
+
+
+def test_preview_json_contains_the_fleet():
+    done = run_cli("preview", "--stack", "serving-demo", "--json")
+    assert done.returncode == 0, done.stderr
+    digest = json.loads(done.stdout)
+    types = [s["newState"]["type"] for s in digest["steps"]]
+    assert types.count("aws:eks/cluster:Cluster") == 1
+    assert types.count("aws:eks/nodeGroup:NodeGroup") == 3
+    assert types.count("kubernetes:apps/v1:Deployment") == 2
+    assert types.count("kubernetes:keda.sh/v1alpha1:ScaledObject") == 2
+    assert not [d for d in digest["diagnostics"] if d["severity"] == "error"]
+
+
+def test_shape_errors_exit_2_naming_the_field():
+    done = run_cli("preview", "--stack", "serving-demo", "-c", "mlinfra:serving.models[0].maxReplicas=0",
+                   "-c", "mlinfra:serving.cluster.endpoint.publicAccessCidrs[0]=0.0.0.0/0")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: mlinfra:serving.cluster.endpoint.publicAccessCidrs: 0.0.0.0/0 opens the API to the internet; "
+        "set access: public-internet to ask for that by name, or list narrower CIDRs",
+        "error: mlinfra:serving.models[0].maxReplicas: must be at least 1 (got 0)",
+    ]
+
+
+def test_meaning_errors_exit_2_naming_the_field():
+    done = run_cli("preview", "--stack", "serving-demo",
+                   "-c", "mlinfra:serving.models[0].variant=cuda",
+                   "-c", "mlinfra:serving.models[1].minReplicas=5", "-c", "mlinfra:serving.models[1].maxReplicas=3",
+                   "-c", "mlinfra:serving.nodePools.g5.instanceTypes[0]=p4d.24xlarge")
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error: mlinfra:serving.nodePools.g5.instanceTypes[0]: p4d.24xlarge is a training type; "
+                               "serving takes one of: ")
+    assert lines[1:] == [
+        "error: mlinfra:serving.models[0].variant: cuda artefacts cannot be served on inf2: "
+        "inf2 runs Neuron-compiled artefacts only; use neuron",
+        "error: mlinfra:serving.models[1].maxReplicas: 3 is below minReplicas (5); use at least 5",
+    ]

@@ -1,0 +1,129 @@
+"""The serving-demo stack through the offline preview: the real program, its config and the registry reference."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.offline.engine import preview
+from infra.tags import missing_contract_tags
+from tests.conftest import by_type, one, taggable
+from tests.k8s_schemas import manifest_of, validate
+
+MODELS = {"llama-3-8b-neuron": ("inf2", "models/llama-3-8b-neuron/2025-06-01/neuron/"),
+          "mistral-7b": ("g5", "models/mistral-7b/2025-05-20/cuda/")}
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return preview("serving-demo")
+
+
+def test_previews_without_errors(demo):
+    assert [d.message for d in demo.errors] == []
+    assert len(demo.resources()) >= 60
+
+
+def test_cluster_and_its_network(demo):
+    cluster = one(demo, "aws:eks/cluster:Cluster").inputs
+    assert cluster["name"] == "mlinfra-serving-demo"
+    assert cluster["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.0/24"]
+    assert len(cluster["vpcConfig"]["subnetIds"]) == 2
+    private = [s for s in by_type(demo, "aws:ec2/subnet:Subnet") if "private" in s.name]
+    assert len({s.inputs["availabilityZone"] for s in private}) == 2
+
+
+def test_both_accelerator_pools_with_their_taints(demo):
+    groups = {g.parent.rsplit("::", 1)[1]: g for g in by_type(demo, "aws:eks/nodeGroup:NodeGroup")}
+    assert set(groups) == {"pool-system", "pool-inf2", "pool-g5"}
+    assert groups["pool-inf2"].inputs["taints"] == [{"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert groups["pool-g5"].inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert groups["pool-inf2"].inputs["capacityType"] == "ON_DEMAND" and groups["pool-g5"].inputs["capacityType"] == "SPOT"
+    for name in ("pool-inf2", "pool-g5"):
+        assert len(groups[name].inputs["instanceTypes"]) >= 2
+        scaling = groups[name].inputs["scalingConfig"]
+        assert 0 <= scaling["minSize"] <= scaling["maxSize"] <= 100
+
+
+def test_node_pools_go_before_the_cluster_on_destroy(demo):
+    cluster = one(demo, "aws:eks/cluster:Cluster")
+    for group in by_type(demo, "aws:eks/nodeGroup:NodeGroup"):
+        # Pulumi deletes dependents first: each group depends on the cluster through its clusterName.
+        assert cluster.urn in group.property_dependencies["clusterName"], group.urn
+
+
+def test_device_plugins_keda_and_metrics_are_pinned_releases(demo):
+    releases = {r.inputs["name"]: r.inputs for r in by_type(demo, "kubernetes:helm.sh/v3:Release")}
+    assert set(releases) == {"nvidia-device-plugin", "neuron", "keda", "prometheus", "cluster-autoscaler"}
+    for name, release in releases.items():
+        assert release["version"][0].isdigit(), name
+    assert releases["neuron"]["values"]["scheduler"]["enabled"] is True
+    assert releases["nvidia-device-plugin"]["repositoryOpts"] == {"repo": "https://nvidia.github.io/k8s-device-plugin"}
+
+
+def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
+    deployments = {d.inputs["metadata"]["name"]: d.inputs for d in by_type(demo, "kubernetes:apps/v1:Deployment")}
+    assert set(deployments) == set(MODELS)
+    for name, (accelerator, _) in MODELS.items():
+        resource = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu"}[accelerator]
+        container = deployments[name]["spec"]["template"]["spec"]["containers"][0]
+        assert container["resources"]["limits"][resource] == "1"
+    scalers = {s.inputs["metadata"]["name"]: s.inputs for s in by_type(demo, "kubernetes:keda.sh/v1alpha1:ScaledObject")}
+    assert set(scalers) == set(MODELS)
+    for scaler in scalers.values():
+        triggers = scaler["spec"]["triggers"]
+        assert {t["type"] for t in triggers} == {"prometheus"}
+        queries = " ".join(t["metadata"]["query"] for t in triggers)
+        assert "vllm:num_requests_waiting" in queries and "vllm:gpu_cache_usage_perc" in queries
+        assert "cpu" not in json.dumps(triggers).lower()
+    assert scalers["mistral-7b"]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
+        "stabilizationWindowSeconds"] == 600
+
+
+def test_every_kubernetes_object_validates_against_its_schema(demo):
+    objects = [s for s in demo.resources() if s.custom and s.type.startswith("kubernetes:")
+               and s.type != "kubernetes:helm.sh/v3:Release"]
+    assert len(objects) == 1 + 5 * len(MODELS)  # the namespace, and five objects per model server
+    for step in objects:
+        validate(manifest_of(step))
+
+
+def test_each_model_role_reads_only_its_own_prefix(demo, registry_preview):
+    bucket_arn = registry_preview.outputs["bucketArn"]
+    roles = {r.urn: r for r in by_type(demo, "aws:iam/role:Role")}
+    identities = {i.inputs["serviceAccount"]: i for i in by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    policies = by_type(demo, "aws:iam/rolePolicy:RolePolicy")
+    for name, (_, prefix) in MODELS.items():
+        role = next(r for r in roles.values() if r.name == f"model-{name}-role")
+        assert identities[name].inputs["roleArn"] == role.outputs["arn"]
+        [policy] = [json.loads(p.inputs["policy"]) for p in policies if p.parent == role.urn]
+        statements = {s["Sid"]: s for s in policy["Statement"]}
+        assert statements["RegistryRead"]["Resource"] == [f"{bucket_arn}/{prefix}*"]
+        assert statements["RegistryRead"]["Action"] == ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"]
+        assert statements["RegistryList"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
+        assert statements["RegistryKey"]["Action"] == ["kms:Decrypt"]
+        assert statements["RegistryKey"]["Resource"] == registry_preview.outputs["kmsKeyArn"]
+
+
+def test_every_taggable_resource_has_the_contract_tags(demo):
+    tagged = [s for s in demo.resources() if taggable(s)]
+    assert len(tagged) > 30
+    for step in tagged:
+        assert missing_contract_tags("serving", step.inputs.get("tags")) == [], step.urn
+        assert step.inputs["tags"]["mlinfra:stack"] == "serving-demo"
+
+
+def test_nodes_use_imdsv2_and_encrypted_disks(demo):
+    for template in by_type(demo, "aws:ec2/launchTemplate:LaunchTemplate"):
+        assert template.inputs["metadataOptions"]["httpTokens"] == "required"
+        assert all(m["ebs"]["encrypted"] == "true" for m in template.inputs["blockDeviceMappings"])
+
+
+def test_custom_resources_are_noted_not_failed(demo):
+    notes = [d.message for d in demo.diagnostics if d.severity == "info"]
+    assert any(n.startswith("kubernetes:keda.sh/v1alpha1:ScaledObject: a Kubernetes custom resource") for n in notes)
+
+
+def test_outputs(demo):
+    assert demo.outputs["clusterName"] == "mlinfra-serving-demo"
+    assert demo.outputs["models"]["mistral-7b"]["prefix"] == "models/mistral-7b/2025-05-20/cuda/"
