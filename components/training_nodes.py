@@ -53,7 +53,8 @@ class TrainingNodes(pulumi.ComponentResource):
                     interface_type=interface.interface_type,
                     subnet_id=args.subnet_id,
                     security_groups=[args.security_group_id],
-                    associate_public_ip_address="false",
+                    # No associate_public_ip_address: EC2 rejects it with several interfaces
+                    # (InvalidParameterCombination); the subnet maps no public IPs instead.
                     delete_on_termination="true",
                 )
                 for interface in plan.layout
@@ -119,15 +120,36 @@ class TrainingNodes(pulumi.ComponentResource):
             # Deleting the fleet (pulumi destroy, or a replacement) terminates its nodes.
             terminate_instances=True,
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # EC2 cannot modify an instant fleet: a new node count or type replaces it (old nodes
+                # first). A new template version alone (a newer DLAMI, new user data) leaves running
+                # nodes alone instead of restarting the job.
+                replace_on_changes=["targetCapacitySpecification", "launchTemplateConfigs[0].overrides"],
+                delete_before_replace=True,
+                ignore_changes=["launchTemplateConfigs[0].launchTemplateSpecification.version"],
+            ),
         )
+        dry_run = pulumi.runtime.is_dry_run()
         instance_ids = self.fleet.fleet_instance_sets.apply(
-            lambda sets: sorted(i for s in (sets or []) for i in (s.instance_ids or []))
+            lambda sets: launched_instances(sets, plan.node_count, dry_run)
         )
         # Sorted as the bootstrap sorts them (byte order, LC_ALL=C): private_ips[0] is rank 0.
         self.private_ips = instance_ids.apply(_private_ips)
         self.register_outputs({"fleetId": self.fleet.id, "launchTemplateId": self.launch_template.id,
                                "privateIps": self.private_ips})
+
+
+def launched_instances(sets: Optional[list], expected: int, dry_run: bool) -> list[str]:
+    """The fleet's instance ids, sorted; on `up`, anything but `expected` fails the deployment. The
+    provider does not read CreateFleet's errors, so a fleet that got no capacity (or part of a
+    Capacity Block) would otherwise count as created while the file system and NAT keep billing."""
+    ids = sorted(i for s in (sets or []) for i in ((s.get("instance_ids") if isinstance(s, dict) else s.instance_ids) or []))
+    if not dry_run and len(ids) != expected:
+        raise pulumi.RunError(
+            f"the fleet launched {len(ids)} of {expected} nodes (insufficient capacity, a Capacity Block not yet "
+            "active, or the new instance profile not yet visible); tear the run down and start it again")
+    return ids
 
 
 def _on_demand_options(plan: TrainingPlan) -> Optional[aws.ec2.FleetOnDemandOptionsArgs]:

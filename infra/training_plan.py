@@ -21,6 +21,9 @@ from infra.tags import contract_tags
 
 DATASETS_PATH = "/datasets"  # under the /fsx mount point
 CHECKPOINTS_PATH = "/checkpoints"
+# Physical NeuronCores grouped into one logical core by default: Trainium2 runs with LNC=2 (Neuron docs,
+# "Logical NeuronCore configuration"), so a trn2.48xlarge has 64 usable cores for 128 physical ones.
+LOGICAL_NEURON_CORE_SIZE = {"Trainium2": 2}
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,15 @@ class TrainingPlan:
 
     @property
     def processes_per_node(self) -> int:
-        """torchrun workers per node: one per GPU, or one per NeuronCore on Trainium."""
+        """torchrun workers per node: one per GPU, or one per logical NeuronCore on Trainium."""
         accelerator = self.itype.accelerators[0]
-        return accelerator.count * (accelerator.cores_per_device or 1)
+        cores = accelerator.cores_per_device or 1
+        return accelerator.count * cores // LOGICAL_NEURON_CORE_SIZE.get(accelerator.model, 1)
+
+    @property
+    def ip_interfaces(self) -> int:
+        """Interfaces per node that take a VPC IP address (1 with the efa-only layout)."""
+        return sum(i.carries_ip for i in self.layout)
 
     @property
     def prefixes(self) -> dict[str, str]:

@@ -9,9 +9,11 @@ its rank from a rendezvous on the shared Lustre file system:
    /fsx/runs/<run-id>/hosts/<ip>, wait (bounded) until `node_count` hosts are there, sort them: a node's
    rank is its index, and rank 0 hosts the torchrun c10d rendezvous;
 4. set the libfabric/EFA environment (plus the Neuron runtime's on Trainium) and run `torchrun`;
-5. on any exit (EXIT trap), rank 0 writes `runs/<run-id>/_SUCCESS` or `_FAILED` to the registry with
+5. on any exit (EXIT trap), rank 0 waits (bounded) until Lustre has exported every checkpoint, then writes
+   `runs/<run-id>/_SUCCESS` (exit 0 and checkpoints exported) or `_FAILED` to the registry with
    `aws s3 cp --sse aws:kms`: JSON with the exit code, start and end times and the node count. A node
-   that fails before it knows its rank writes `_FAILED` too, since the run cannot start without it.
+   that fails before it knows its rank writes `_FAILED` too, since the run cannot start without it;
+6. every node then powers off (`shutdown -h +1`), which the launch template turns into termination.
 
 NCCL needs no NCCL_* settings on EFA with aws-ofi-nccl >= 1.7 and libfabric >= 1.18 (REFERENCE.md);
 FI_EFA_USE_HUGE_PAGE=0 avoids ENOMEM on fork. Neuron (from the Neuron multi-node recipes):
@@ -68,6 +70,10 @@ class NodeBootstrap:
     # AWS managed key aws/s3, not the registry's key (S3 PutObject docs, SSEKMSKeyId).
     registry_kms_key_id: str | None = None
     rendezvous_timeout_seconds: int = 1800
+    # How long rank 0 waits for /fsx/checkpoints to reach the registry before it reports the run.
+    export_timeout_seconds: int = 3600
+    # Power the node off when the job ends (the launch template makes that a termination).
+    power_off_on_exit: bool = True
     torchrun: str = "torchrun"  # path of torchrun on the AMI
 
     def __post_init__(self) -> None:
@@ -102,6 +108,8 @@ def render_user_data(spec: NodeBootstrap) -> str:
         "REGION": q(spec.registry_region),
         "KMS_ARGS": kms,
         "TIMEOUT": str(spec.rendezvous_timeout_seconds),
+        "EXPORT_TIMEOUT": str(spec.export_timeout_seconds),
+        "POWER_OFF": "1" if spec.power_off_on_exit else "0",
         "RDZV_PORT": str(RDZV_PORT),
         "FABRIC_ENV": _fabric_env(spec),
         "USER_ENV": "".join(f"export {k}={q(v)}\n" for k, v in spec.env.items()) or "# (none)\n",
@@ -140,7 +148,7 @@ def _fabric_env(spec: NodeBootstrap) -> str:
 
 def _problems(spec: NodeBootstrap) -> list[str]:
     problems = []
-    for name in ("node_count", "devices_per_node", "rendezvous_timeout_seconds"):
+    for name in ("node_count", "devices_per_node", "rendezvous_timeout_seconds", "export_timeout_seconds"):
         value = getattr(spec, name)
         if not _positive_int(value):
             problems.append(f"{name} must be a whole number >= 1 (got {value!r})")
@@ -202,6 +210,8 @@ MLINFRA_RUN_DIR=@@RUN_DIR@@
 MLINFRA_MARKER_URI=@@MARKER_URI@@
 MLINFRA_REGISTRY_REGION=@@REGION@@
 MLINFRA_RENDEZVOUS_TIMEOUT=@@TIMEOUT@@
+MLINFRA_EXPORT_TIMEOUT=@@EXPORT_TIMEOUT@@
+MLINFRA_POWER_OFF=@@POWER_OFF@@
 MLINFRA_RDZV_PORT=@@RDZV_PORT@@
 
 MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -225,26 +235,54 @@ retry() {
   done
 }
 
-# write_marker EXIT_CODE: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
+# pending_exports: checkpoint files Lustre has not yet exported to the registry (HSM state dirty or
+# not archived); the checkpoints association exports new and changed files asynchronously.
+pending_exports() {
+  find "$MLINFRA_CHECKPOINTS_DIR" -type f -print0 2>/dev/null \
+    | xargs -0 -r lfs hsm_state 2>/dev/null \
+    | awk '/dirty/ || !/archived/ {n++} END {print n+0}'
+}
+
+# wait_for_export: 0 once every checkpoint is in the registry, 1 after MLINFRA_EXPORT_TIMEOUT seconds.
+wait_for_export() {
+  local deadline=$((SECONDS + MLINFRA_EXPORT_TIMEOUT)) pending
+  while :; do
+    pending="$(pending_exports)"
+    if [[ "$pending" == 0 ]]; then return 0; fi
+    if (( SECONDS >= deadline )); then
+      log "${pending} checkpoint files still not exported after ${MLINFRA_EXPORT_TIMEOUT}s"
+      return 1
+    fi
+    sleep 15
+  done
+}
+
+# write_marker EXIT_CODE EXPORTED: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
+# _SUCCESS means the job exited 0 AND its checkpoints are in the registry.
 write_marker() {
-  local code=$1 status=SUCCESS rank=null
-  if (( code != 0 )); then status=FAILED; fi
+  local code=$1 exported=$2 status=SUCCESS rank=null
+  if (( code != 0 )) || [[ "$exported" != true ]]; then status=FAILED; fi
   if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
-  printf '{"run_id":%s,"status":"%s","exit_code":%d,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
-    "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
+    "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" \
     | aws s3 cp - "${MLINFRA_MARKER_URI}/_${status}" --sse aws:kms@@KMS_ARGS@@ \
         --region "$MLINFRA_REGISTRY_REGION" --content-type application/json --only-show-errors
 }
 
 on_exit() {
-  local code=$?
+  local code=$? exported=false
   trap - EXIT
   set +e  # the marker is attempted whatever else has failed
   if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
-    retry 5 5 write_marker "$code" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
+    if [[ -n "$MLINFRA_NODE_RANK" ]] && wait_for_export; then exported=true; fi
+    retry 5 5 write_marker "$code" "$exported" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
   fi
   log "exit ${code}"
+  if [[ "$MLINFRA_POWER_OFF" == 1 ]]; then
+    # Shutdown terminates the node (launch template), so billing stops within minutes of the job's end.
+    shutdown -h +1 "mlinfra: run ${MLINFRA_RUN_ID} ended (exit ${code})"
+  fi
   exit "$code"
 }
 trap on_exit EXIT

@@ -69,7 +69,7 @@ def build(config: TrainingStackConfig) -> None:
     pulumi.export("availabilityZone", plan.availability_zone)
     pulumi.export("nodePrivateIps", nodes.private_ips)
     pulumi.export("rendezvousHost", nodes.private_ips.apply(lambda ips: ips[0] if ips else None))
-    pulumi.export("efa", {"devicesPerNode": plan.efa_devices, "ipBearingInterfaces": sum(i.carries_ip for i in plan.layout),
+    pulumi.export("efa", {"devicesPerNode": plan.efa_devices, "ipBearingInterfaces": plan.ip_interfaces,
                           "bandwidthShare": plan.fabric_share})
     pulumi.export("lustreDnsName", filesystem.dns_name)
     pulumi.export("lustreMountName", filesystem.mount_name)
@@ -107,7 +107,7 @@ def _explain(plan: TrainingPlan) -> None:
     pulumi.log.info(
         f"{plan.node_count} x {plan.itype.name} in {plan.availability_zone} ({plan.capacity_mode}); EFA on "
         f"{plan.efa_devices} cards ({plan.fabric_share:.0%} of node bandwidth), "
-        f"{sum(i.carries_ip for i in plan.layout)} IP per node; expires {plan.expires_at}"
+        f"{plan.ip_interfaces} IP per node; expires {plan.expires_at}"
         + (" (provisional: fixed when the run starts)" if plan.expires_at_provisional else "")
     )
     for reason in plan.lustre.reasons:

@@ -40,6 +40,8 @@ def _placement_findings(spec: TrainingSpec, region: Optional[str]) -> list[Probl
                         f"{spec.availability_zone} does not offer {spec.instance_type}; AZs that do: {', '.join(offered)}")]
     if bool(spec.network.vpc_id) != bool(spec.network.subnet_id):
         return [Problem(P + "network.subnetId", "vpcId and subnetId go together: give both to bring your own network, or neither")]
+    if spec.network.vpc_id and not spec.availability_zone:
+        return [Problem(P + "availabilityZone", "required with your own subnet: the subnet's AZ (nodes and file system launch there)")]
     problem = None if spec.network.vpc_id else cidr_problem(spec.network.cidr)
     return [Problem(P + "network.cidr", problem)] if problem else []
 

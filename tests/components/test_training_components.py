@@ -48,8 +48,24 @@ def test_every_interface_is_private_and_in_the_run_subnet(record):
     result = record(nodes_program(plan(instanceType="p5.48xlarge")))
     interfaces = one(result, "aws:ec2/launchTemplate:LaunchTemplate").inputs["networkInterfaces"]
     assert len(interfaces) == 33
-    assert {(i["subnetId"], i["associatePublicIpAddress"], tuple(i["securityGroups"])) for i in interfaces} == {
-        ("subnet-1", "false", ("sg-1",))}
+    assert {(i["subnetId"], tuple(i["securityGroups"])) for i in interfaces} == {("subnet-1", ("sg-1",))}
+    # EC2 refuses associatePublicIpAddress on launches with several interfaces.
+    assert not [i for i in interfaces if "associatePublicIpAddress" in i]
+
+
+def test_up_fails_unless_the_fleet_launched_every_node():
+    import pulumi
+    import pytest
+
+    from components.training_nodes import launched_instances
+
+    sets = [{"instance_ids": ["i-2", "i-1"]}, {"instance_ids": ["i-3"]}]
+    assert launched_instances(sets, 3, dry_run=False) == ["i-1", "i-2", "i-3"]
+    assert launched_instances(None, 3, dry_run=True) == []
+    with pytest.raises(pulumi.RunError, match="the fleet launched 0 of 3 nodes"):
+        launched_instances([], 3, dry_run=False)
+    with pytest.raises(pulumi.RunError, match="launched 2 of 3"):
+        launched_instances([{"instance_ids": ["i-1", "i-2"]}], 3, dry_run=False)
 
 
 def test_security_groups_open_nothing_to_address_ranges_but_node_egress(record):
@@ -63,22 +79,22 @@ def test_security_groups_open_nothing_to_address_ranges_but_node_egress(record):
     assert len([r for r in ingress if r.inputs["ipProtocol"] == "tcp"]) == 6
 
 
-def test_scratch_file_system_takes_no_throughput_or_backup_settings(record):
-    p = plan(lustre={"deploymentType": "SCRATCH_2"})
+def file_system(record, deployment_type):
+    p = plan(lustre={"deploymentType": deployment_type})
     result = record(lambda: RunFileSystem("f", RunFileSystemArgs(
         plan=p.lustre, subnet_id="subnet-1", security_group_id="sg-2", registry_bucket="bucket-1",
         checkpoints_prefix="checkpoints/r1/", datasets_prefix="datasets/", tags={"k": "v"})))
-    fs = one(result, "aws:fsx/lustreFileSystem:LustreFileSystem").inputs
+    return p, one(result, "aws:fsx/lustreFileSystem:LustreFileSystem").inputs
+
+
+def test_scratch_file_system_takes_no_throughput_or_backup_settings(record):
+    _, fs = file_system(record, "SCRATCH_2")
     assert fs["deploymentType"] == "SCRATCH_2"
     assert "perUnitStorageThroughput" not in fs and "automaticBackupRetentionDays" not in fs
     assert (fs["skipFinalBackup"], fs["dataCompressionType"], fs["securityGroupIds"]) == (True, "LZ4", ["sg-2"])
 
 
 def test_persistent_file_system_has_throughput_and_no_automatic_backups(record):
-    p = plan(lustre={"deploymentType": "PERSISTENT_2"})
-    result = record(lambda: RunFileSystem("f", RunFileSystemArgs(
-        plan=p.lustre, subnet_id="subnet-1", security_group_id="sg-2", registry_bucket="bucket-1",
-        checkpoints_prefix="checkpoints/r1/", datasets_prefix="datasets/", tags={"k": "v"})))
-    fs = one(result, "aws:fsx/lustreFileSystem:LustreFileSystem").inputs
+    p, fs = file_system(record, "PERSISTENT_2")
     assert fs["perUnitStorageThroughput"] == p.lustre.per_unit_storage_throughput
     assert fs["automaticBackupRetentionDays"] == 0 and fs["storageCapacity"] == p.lustre.storage_capacity_gib

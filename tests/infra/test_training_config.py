@@ -88,3 +88,8 @@ def test_command_is_the_script_not_an_interpreter():
     assert findings(job={"command": ["python", "train.py"]}) == [
         "mlinfra:training.job.command: starts with 'python', but torchrun runs the command as a Python script: "
         "give the script and its arguments, e.g. [\"/opt/job/train.py\", \"--epochs\", \"3\"]"]
+
+
+def test_own_subnet_needs_its_az():
+    assert findings(network={"vpcId": "vpc-0123456789abcdef0", "subnetId": "subnet-0123456789abcdef0"}) == [
+        "mlinfra:training.availabilityZone: required with your own subnet: the subnet's AZ (nodes and file system launch there)"]

@@ -36,13 +36,13 @@ def test_every_training_type_gets_its_whole_fabric_with_one_ip(name):
     itype = instance_type(name)
     assert p.fabric_share == 1.0
     assert p.efa_devices == len(itype.network_cards)
-    assert sum(i.carries_ip for i in p.layout) == 1
+    assert p.ip_interfaces == 1 == sum(i.carries_ip for i in p.layout)
     assert {i.network_card_index for i in p.layout if i.is_efa} == {c.index for c in itype.network_cards}
     assert p.availability_zone in itype.azs(p.region)
 
 
 @pytest.mark.parametrize("name, image, workers", [
-    ("p5.48xlarge", GPU_IMAGE, 8), ("trn1.32xlarge", NEURON_IMAGE, 32), ("trn2.48xlarge", NEURON_IMAGE, 128)])
+    ("p5.48xlarge", GPU_IMAGE, 8), ("trn1.32xlarge", NEURON_IMAGE, 32), ("trn2.48xlarge", NEURON_IMAGE, 64)])
 def test_image_and_workers_follow_the_accelerators(name, image, workers):
     p = plan(region=region_for(name), instanceType=name)
     assert p.image == image and p.torchrun == image.torchrun

@@ -19,6 +19,7 @@ import pytest
 
 from infra.catalog import instance_type
 from infra.efa import efa_device_count, efa_layout
+from infra.training_plan import LOGICAL_NEURON_CORE_SIZE
 from infra.userdata import NodeBootstrap, render_user_data
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -36,7 +37,8 @@ def training_spec(type_name: str, **overrides) -> NodeBootstrap:
         accelerator_kind=t.accelerator_kind,
         devices_per_node=accelerator.count,
         efa_devices=efa_device_count(efa_layout(t)),
-        processes_per_node=accelerator.count * accelerator.cores_per_device if neuron else None,
+        processes_per_node=accelerator.count * accelerator.cores_per_device // LOGICAL_NEURON_CORE_SIZE.get(
+            accelerator.model, 1) if neuron else None,
         lustre_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
         lustre_mount_name="abcdefgh",
         registry_bucket="mlinfra-registry-123456789012",
@@ -90,7 +92,7 @@ def test_gpu_and_neuron_environments():
     neuron = render_user_data(training_spec("trn2.48xlarge"))
     assert 'export NEURON_RT_ROOT_COMM_ID="${MLINFRA_RENDEZVOUS_HOST}:41000"' in neuron
     assert "export FI_EFA_FORK_SAFE=1" in neuron
-    assert 'MLINFRA_NPROC_PER_NODE=128' in neuron  # 16 Trainium2 chips x 8 NeuronCores
+    assert 'MLINFRA_NPROC_PER_NODE=64' in neuron  # 16 Trainium2 chips x 8 NeuronCores, 2 per logical core
     no_rdma = render_user_data(training_spec("p4d.24xlarge", efa_device_rdma=False))
     assert "FI_EFA_USE_DEVICE_RDMA" not in no_rdma
 
@@ -175,6 +177,15 @@ key=${4#s3://}
 cat > "$FAKE_S3/${key//\\//__}"
 printf '%s\\n' "$@" > "$FAKE_S3/${key//\\//__}.args"
 """,
+    # Never the machine's own shutdown: record that the node would power off.
+    "shutdown": """#!/bin/bash
+printf '%s\\n' "$@" > "$FAKE_OUT/shutdown.$FAKE_IP"
+""",
+    # HSM state of checkpoint files: FAKE_LFS_STATE, e.g. "exists archived" (exported) or "exists dirty".
+    "lfs": """#!/bin/bash
+shift
+for f in "$@"; do echo "$f: (0x00000009) ${FAKE_LFS_STATE:-exists archived}, archive_id:1"; done
+""",
     "torchrun": """#!/bin/bash
 printf '%s\\0' "$@" > "$FAKE_OUT/args.$FAKE_IP"
 env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
@@ -183,7 +194,8 @@ exit "${FAKE_EXIT:-0}"
 }
 
 
-def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_found=None):
+def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_found=None, lfs_state=None,
+                checkpoint=False):
     fsx, ib, s3, out, bin_dir = (tmp_path / d for d in ("fsx", "ib", "s3", "out", "bin"))
     for d in (fsx, ib, s3, out, bin_dir):
         d.mkdir()
@@ -192,6 +204,9 @@ def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_f
     for name, body in STUBS.items():
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(stat.S_IRWXU)
+    if checkpoint:
+        (fsx / "checkpoints").mkdir()
+        (fsx / "checkpoints" / "step-100.pt").write_text("weights")
     script = render_user_data(spec).replace("/fsx", str(fsx)).replace("/sys/class/infiniband", str(ib))
     (tmp_path / "user-data.sh").write_text(script)
     nodes = []
@@ -202,6 +217,7 @@ def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_f
             "FAKE_EXIT": str((exit_codes or {}).get(ip, 0)),
             "FAKE_S3": str(s3),
             "FAKE_OUT": str(out),
+            "FAKE_LFS_STATE": lfs_state or "exists archived",
         }
         command = [BASH, str(tmp_path / "user-data.sh")]
         nodes.append(
@@ -257,6 +273,27 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
     args = (tmp_path / "s3" / f"{next(iter(markers))}.args").read_text().split("\n")
     assert args[:4] == ["s3", "cp", "-", "s3://mlinfra-registry-123456789012/runs/demo-001/_SUCCESS"]
     assert "--sse\naws:kms\n" in "\n".join(args)
+    assert marker["checkpoints_exported"] is True
+    for ip in ips:  # every node powers off once its job ends
+        assert (out / f"shutdown.{ip}").read_text().startswith("-h\n+1\n")
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_success_waits_for_checkpoints_to_reach_the_registry(tmp_path):
+    spec = sim_spec(node_count=1, export_timeout_seconds=1)
+    codes, logs, markers, _ = run_cluster(tmp_path, spec, ["10.0.3.1"], lfs_state="exists dirty archived",
+                                          checkpoint=True)
+    assert codes == {"10.0.3.1": 0}, logs
+    assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___FAILED"]
+    marker = json.loads(next(iter(markers.values())).read_text())
+    assert (marker["status"], marker["exit_code"], marker["checkpoints_exported"]) == ("FAILED", 0, False)
+    assert "1 checkpoint files still not exported after 1s" in logs["10.0.3.1"]
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_exported_checkpoints_let_the_run_succeed(tmp_path):
+    codes, logs, markers, _ = run_cluster(tmp_path, sim_spec(node_count=1), ["10.0.3.2"], checkpoint=True)
+    assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___SUCCESS"], logs
 
 
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
@@ -277,7 +314,8 @@ def test_simulated_rendezvous_timeout_fails_the_run(tmp_path):
     assert "rendezvous timed out after 1s: 1 of 2 nodes checked in" in logs["10.0.3.1"]
     marker = json.loads(markers["mlinfra-registry-123456789012__runs__demo-001___FAILED"].read_text())
     assert (marker["exit_code"], marker["rank"]) == (1, None)
-    assert not list(out.iterdir())  # torchrun never started
+    assert not list(out.glob("args.*"))  # torchrun never started
+    assert (out / f"shutdown.{next(iter(codes))}").exists()  # and the node powers off
 
 
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
@@ -286,7 +324,8 @@ def test_simulated_node_missing_efa_devices_fails_fast(tmp_path):
     assert codes == {"10.0.4.1": 1}
     assert "expected 4 EFA devices, found 2" in logs["10.0.4.1"]
     assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___FAILED"]
-    assert not list(out.iterdir())
+    assert not list(out.glob("args.*"))  # torchrun never started
+    assert (out / f"shutdown.{next(iter(codes))}").exists()  # and the node powers off
 
 
 def test_shlex_quoting_is_what_the_golden_files_show():

@@ -185,7 +185,8 @@ def test_endpoints_egress_and_bring_your_own_network():
     services = {s.inputs["serviceName"].rsplit(".", 1)[-1] for s in by_type(endpoints, "aws:ec2/vpcEndpoint:VpcEndpoint")}
     assert {"s3", "ssmmessages", "dkr", "api", "logs", "sts"} <= services
     own = preview("training-demo", [("mlinfra:training.network.vpcId", "vpc-0123456789abcdef0"),
-                                    ("mlinfra:training.network.subnetId", "subnet-0123456789abcdef0")])
+                                    ("mlinfra:training.network.subnetId", "subnet-0123456789abcdef0"),
+                                    ("mlinfra:training.availabilityZone", "us-east-1b")])
     assert own.errors == [] and by_type(own, "aws:ec2/vpc:Vpc") == [] and by_type(own, "aws:ec2/subnet:Subnet") == []
     assert one(own, "aws:fsx/lustreFileSystem:LustreFileSystem").inputs["subnetIds"] == "subnet-0123456789abcdef0"
 

@@ -17,6 +17,8 @@ MLINFRA_RUN_DIR=/fsx/runs/demo-001
 MLINFRA_MARKER_URI=s3://mlinfra-registry-123456789012/runs/demo-001
 MLINFRA_REGISTRY_REGION=us-east-1
 MLINFRA_RENDEZVOUS_TIMEOUT=1800
+MLINFRA_EXPORT_TIMEOUT=3600
+MLINFRA_POWER_OFF=1
 MLINFRA_RDZV_PORT=29500
 
 MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -40,26 +42,54 @@ retry() {
   done
 }
 
-# write_marker EXIT_CODE: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
+# pending_exports: checkpoint files Lustre has not yet exported to the registry (HSM state dirty or
+# not archived); the checkpoints association exports new and changed files asynchronously.
+pending_exports() {
+  find "$MLINFRA_CHECKPOINTS_DIR" -type f -print0 2>/dev/null \
+    | xargs -0 -r lfs hsm_state 2>/dev/null \
+    | awk '/dirty/ || !/archived/ {n++} END {print n+0}'
+}
+
+# wait_for_export: 0 once every checkpoint is in the registry, 1 after MLINFRA_EXPORT_TIMEOUT seconds.
+wait_for_export() {
+  local deadline=$((SECONDS + MLINFRA_EXPORT_TIMEOUT)) pending
+  while :; do
+    pending="$(pending_exports)"
+    if [[ "$pending" == 0 ]]; then return 0; fi
+    if (( SECONDS >= deadline )); then
+      log "${pending} checkpoint files still not exported after ${MLINFRA_EXPORT_TIMEOUT}s"
+      return 1
+    fi
+    sleep 15
+  done
+}
+
+# write_marker EXIT_CODE EXPORTED: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
+# _SUCCESS means the job exited 0 AND its checkpoints are in the registry.
 write_marker() {
-  local code=$1 status=SUCCESS rank=null
-  if (( code != 0 )); then status=FAILED; fi
+  local code=$1 exported=$2 status=SUCCESS rank=null
+  if (( code != 0 )) || [[ "$exported" != true ]]; then status=FAILED; fi
   if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
-  printf '{"run_id":%s,"status":"%s","exit_code":%d,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
-    "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
+    "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" \
     | aws s3 cp - "${MLINFRA_MARKER_URI}/_${status}" --sse aws:kms --sse-kms-key-id arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab \
         --region "$MLINFRA_REGISTRY_REGION" --content-type application/json --only-show-errors
 }
 
 on_exit() {
-  local code=$?
+  local code=$? exported=false
   trap - EXIT
   set +e  # the marker is attempted whatever else has failed
   if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
-    retry 5 5 write_marker "$code" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
+    if [[ -n "$MLINFRA_NODE_RANK" ]] && wait_for_export; then exported=true; fi
+    retry 5 5 write_marker "$code" "$exported" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
   fi
   log "exit ${code}"
+  if [[ "$MLINFRA_POWER_OFF" == 1 ]]; then
+    # Shutdown terminates the node (launch template), so billing stops within minutes of the job's end.
+    shutdown -h +1 "mlinfra: run ${MLINFRA_RUN_ID} ended (exit ${code})"
+  fi
   exit "$code"
 }
 trap on_exit EXIT
