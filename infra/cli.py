@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     catalog = verbs.add_parser("catalog", help="show the instance catalog's facts for instance types")
     catalog.add_argument("types", nargs="*", help="instance types; default: the training and serving types")
     catalog.set_defaults(handler=_catalog)
+
+    from infra.policy.cli import add_policy_parser
+    add_policy_parser(verbs)
     return parser
 
 
