@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.lustre import LustrePlan
-from infra.training_plan import CHECKPOINTS_PATH, DATASETS_PATH
+from infra.userdata import CHECKPOINTS_PATH, DATASETS_PATH
 
 
 @dataclass(frozen=True)

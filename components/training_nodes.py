@@ -144,7 +144,8 @@ def launched_instances(sets: Optional[list], expected: int, dry_run: bool) -> li
     """The fleet's instance ids, sorted; on `up`, anything but `expected` fails the deployment. The
     provider does not read CreateFleet's errors, so a fleet that got no capacity (or part of a
     Capacity Block) would otherwise count as created while the file system and NAT keep billing."""
-    ids = sorted(i for s in (sets or []) for i in ((s.get("instance_ids") if isinstance(s, dict) else s.instance_ids) or []))
+    # The SDK's FleetFleetInstanceSet is a dict keyed by the Python names, like the plain dicts of tests.
+    ids = sorted(i for s in (sets or []) for i in (s.get("instance_ids") or []))
     if not dry_run and len(ids) != expected:
         raise pulumi.RunError(
             f"the fleet launched {len(ids)} of {expected} nodes (insufficient capacity, a Capacity Block not yet "

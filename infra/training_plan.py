@@ -16,11 +16,9 @@ from infra.config.training_checks import P, chosen_az, training_findings
 from infra.efa import Interface, bandwidth_fraction, efa_device_count, efa_layout
 from infra.errors import InputError, Problem
 from infra.images import NodeImage, node_image
-from infra.registry_layout import checkpoints_prefix, runs_prefix
+from infra.registry_layout import ROOTS, checkpoints_prefix, runs_prefix
 from infra.tags import contract_tags
 
-DATASETS_PATH = "/datasets"  # under the /fsx mount point
-CHECKPOINTS_PATH = "/checkpoints"
 # Physical NeuronCores grouped into one logical core by default: Trainium2 runs with LNC=2 (Neuron docs,
 # "Logical NeuronCore configuration"), so a trn2.48xlarge has 64 usable cores for 128 physical ones.
 LOGICAL_NEURON_CORE_SIZE = {"Trainium2": 2}
@@ -89,7 +87,7 @@ class TrainingPlan:
     @property
     def prefixes(self) -> dict[str, str]:
         """Registry prefixes of this run."""
-        return {"datasets": "datasets/", "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
+        return {"datasets": ROOTS["datasets"], "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
 
 
 def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dry_run: bool) -> TrainingPlan:

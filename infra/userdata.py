@@ -37,6 +37,9 @@ from infra.naming import bucket_name_problem, is_region_name
 from infra.registry_layout import runs_prefix
 
 MOUNT_POINT = "/fsx"
+# Directories under MOUNT_POINT that the file system links to the registry (data repository associations).
+DATASETS_PATH = "/datasets"
+CHECKPOINTS_PATH = "/checkpoints"
 RDZV_PORT = 29500
 NEURON_ROOT_COMM_PORT = 41000
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -59,8 +62,8 @@ class NodeBootstrap:
     lustre_mount_name: str
     registry_bucket: str
     registry_region: str
-    checkpoints_dir: str = "/fsx/checkpoints"
-    datasets_dir: str = "/fsx/datasets"
+    checkpoints_dir: str = MOUNT_POINT + CHECKPOINTS_PATH
+    datasets_dir: str = MOUNT_POINT + DATASETS_PATH
     command: tuple[str, ...] = ()  # training script and its arguments, as torchrun takes them
     env: Mapping[str, str] = field(default_factory=dict, hash=False)
     # torchrun --nproc-per-node; defaults to devices_per_node. On Neuron, pass one per NeuronCore.

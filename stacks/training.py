@@ -13,8 +13,10 @@ from components.run_filesystem import RunFileSystem, RunFileSystemArgs
 from components.training_network import TrainingNetwork, TrainingNetworkArgs
 from components.training_nodes import TrainingNodes, TrainingNodesArgs
 from infra.config.training import TrainingStackConfig
-from infra.training_plan import CHECKPOINTS_PATH, DATASETS_PATH, TrainingPlan, plan_training
-from infra.userdata import MOUNT_POINT, NodeBootstrap, render_user_data
+from infra.config.training_checks import registry_region_problem
+from infra.registry_layout import ROOTS
+from infra.training_plan import TrainingPlan, plan_training
+from infra.userdata import NodeBootstrap, render_user_data
 
 
 def build(config: TrainingStackConfig) -> None:
@@ -41,7 +43,7 @@ def build(config: TrainingStackConfig) -> None:
     role = NodeRole(name, NodeRoleArgs(
         registry=RegistryAccess.from_stack_reference(registry),
         read_prefixes=(prefixes["datasets"],),
-        write_prefixes=(prefixes["checkpoints"], prefixes["runs"], "models/"),
+        write_prefixes=(prefixes["checkpoints"], prefixes["runs"], ROOTS["models"]),
         partition=aws.get_partition().partition,
         tags=tags,
     ))
@@ -88,17 +90,14 @@ def _bootstrap(plan: TrainingPlan, command: list[str], env: dict[str, str], regi
         devices_per_node=plan.devices_per_node, processes_per_node=plan.processes_per_node,
         efa_devices=plan.efa_devices, lustre_dns_name=dns_name, lustre_mount_name=mount_name,
         registry_bucket=bucket, registry_region=region, registry_kms_key_id=kms_key_arn,
-        checkpoints_dir=MOUNT_POINT + CHECKPOINTS_PATH, datasets_dir=MOUNT_POINT + DATASETS_PATH,
         command=tuple(command), env=env, torchrun=plan.torchrun,
     )
 
 
 def _same_region(bucket: str, registry_region: str, region: str, registry_stack: str) -> str:
-    if registry_region != region:
-        raise pulumi.RunError(
-            f"aws:region: the run is in {region} but registry stack {registry_stack!r} is in {registry_region}; "
-            "FSx for Lustre links only to buckets of its own region: use a registry stack in the same region"
-        )
+    problem = registry_region_problem(region, registry_region, registry_stack)
+    if problem:
+        raise pulumi.RunError(str(problem))
     return bucket
 
 

@@ -105,9 +105,14 @@ def registry_region_finding(registry_stack: str, region: Optional[str]) -> list[
     project = load_project()
     if not region or "/" in registry_stack or registry_stack not in project.stacks():
         return []
-    registry_region = stack_config(project, registry_stack).get("aws:region")
+    problem = registry_region_problem(region, stack_config(project, registry_stack).get("aws:region"), registry_stack)
+    return [problem] if problem else []
+
+
+def registry_region_problem(region: str, registry_region: Optional[str], registry_stack: str) -> Optional[Problem]:
+    """The finding when the run and its registry are in different regions (None if either is unknown)."""
     if registry_region in (None, region):
-        return []
-    return [Problem("aws:region", f"{region} differs from the region of registry stack {registry_stack!r} "
-                                  f"({registry_region}); FSx for Lustre links only to buckets of its own region: "
-                                  "run in the registry's region or reference a registry stack in this one")]
+        return None
+    return Problem("aws:region", f"{region} differs from the region of registry stack {registry_stack!r} "
+                                 f"({registry_region}); FSx for Lustre links only to buckets of its own region: "
+                                 "run in the registry's region or reference a registry stack in this one")

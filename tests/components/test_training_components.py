@@ -1,9 +1,12 @@
 """Training components under the recording mocks: what each declares for the plan it is given."""
 from datetime import datetime, timezone
 
+import pulumi
+import pytest
+
 from components.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from components.run_filesystem import RunFileSystem, RunFileSystemArgs
-from components.training_nodes import TrainingNodes, TrainingNodesArgs
+from components.training_nodes import TrainingNodes, TrainingNodesArgs, launched_instances
 from infra.catalog import instance_type
 from infra.config.training import TrainingSpec
 from infra.training_plan import plan_training
@@ -54,11 +57,6 @@ def test_every_interface_is_private_and_in_the_run_subnet(record):
 
 
 def test_up_fails_unless_the_fleet_launched_every_node():
-    import pulumi
-    import pytest
-
-    from components.training_nodes import launched_instances
-
     sets = [{"instance_ids": ["i-2", "i-1"]}, {"instance_ids": ["i-3"]}]
     assert launched_instances(sets, 3, dry_run=False) == ["i-1", "i-2", "i-3"]
     assert launched_instances(None, 3, dry_run=True) == []
