@@ -6,6 +6,8 @@ another thread and its outputs handed back.
 """
 from __future__ import annotations
 
+import asyncio
+
 import importlib.metadata
 import logging
 import runpy
@@ -13,8 +15,10 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import pulumi
 from pulumi.runtime import settings as pulumi_settings
@@ -114,18 +118,28 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
         sys.path.insert(0, str(project.root))
     main = str(project.root / "__main__.py")
     program = program or (lambda: runpy.run_path(main, run_name="__main__"))
-    try:
-        _sync_await(run_pulumi_func(program))
-    except pulumi.RunError as error:
-        mocks_.diagnostics.append(Diagnostic("error", str(error)))
-    except Exception as error:  # noqa: BLE001 a program bug is reported, not raised
-        mocks_.diagnostics.append(Diagnostic("error", f"program failed: {_describe(error)}"))
+    # The runtime calls the monitor through the loop's default executor, and every worker thread gets
+    # an event loop of its own; a pool per run, shut down at its end with its loops closed, frees them
+    # (and their sockets) instead of keeping them for the life of the process.
+    with _worker_loops_closed_at_the_end():
+        executor = ThreadPoolExecutor(thread_name_prefix=f"offline-{stack}")
+        asyncio.get_event_loop().set_default_executor(executor)
+        try:
+            _sync_await(run_pulumi_func(program))
+            outputs = _stack_outputs(mocks_.diagnostics)
+        except pulumi.RunError as error:
+            mocks_.diagnostics.append(Diagnostic("error", str(error)))
+            outputs = {}
+        except Exception as error:  # noqa: BLE001 a program bug is reported, not raised
+            mocks_.diagnostics.append(Diagnostic("error", f"program failed: {_describe(error)}"))
+            outputs = {}
+        finally:
+            executor.shutdown(wait=True)
 
     for referenced_preview in referenced.values():
         for diagnostic in referenced_preview.errors:
             mocks_.diagnostics.append(Diagnostic("error", f"referenced stack {referenced_preview.stack}: {diagnostic.message}"))
     _check_schema(monitor.registrations, mocks_.diagnostics)
-    outputs = _stack_outputs(mocks_.diagnostics)
     return Preview(
         project=project.name,
         stack=stack,
@@ -137,6 +151,40 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
         duration_s=time.perf_counter() - started,
         providers=_default_providers(project.name, stack, monitor.registrations),
     )
+
+
+class _LoopRecorder(asyncio.DefaultEventLoopPolicy):
+    """Event loop policy that remembers the loops the runtime creates in worker threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loops: list[asyncio.AbstractEventLoop] = []
+        self._lock = threading.Lock()
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().new_event_loop()
+        with self._lock:
+            self.loops.append(loop)
+        return loop
+
+
+@contextmanager
+def _worker_loops_closed_at_the_end() -> Iterator[None]:
+    """Close the loops (and their self-pipe sockets) the runtime makes in worker threads once the
+    outermost run is over; a referenced stack's run inside a run leaves that to the outer one."""
+    previous = asyncio.get_event_loop_policy()
+    if isinstance(previous, _LoopRecorder):
+        yield
+        return
+    recorder = _LoopRecorder()
+    recorder.set_event_loop(previous.get_event_loop())  # this thread keeps its loop
+    asyncio.set_event_loop_policy(recorder)
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(previous)
+        for loop in recorder.loops:
+            loop.close()
 
 
 def _stack_outputs(diagnostics: list[Diagnostic]) -> dict[str, Any]:

@@ -7,9 +7,12 @@ with the referenced stack's offline outputs, and invokes with the documented off
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
+import pulumi
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.settings import get_project, get_stack
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
@@ -93,14 +96,33 @@ class RecordingMonitor(mocks.MockMonitor):
 
 
 def _plain(value: Any) -> Any:
-    """Wire values as JSON shows them: protobuf carries every number as a double, so 30.0 -> 30."""
+    """Wire values as JSON shows them: protobuf carries every number as a double, so 30.0 -> 30;
+    assets and archives in the engine's signature form, with content hashes."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, (pulumi.Asset, pulumi.Archive)):
+        return _asset_json(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _asset_json(value: Any) -> dict[str, Any]:
+    """An asset or archive as the engine puts it on the wire (signature key), plus a content hash."""
+    if isinstance(value, pulumi.AssetArchive):
+        assets = {name: _asset_json(asset) for name, asset in sorted(value.assets.items())}
+        digest = hashlib.sha256(json.dumps({k: v.get("hash") for k, v in assets.items()}).encode()).hexdigest()
+        return {rpc._special_sig_key: rpc._special_archive_sig, "assets": assets, "hash": digest}
+    if isinstance(value, pulumi.StringAsset):
+        return {rpc._special_sig_key: rpc._special_asset_sig, "text": value.text,
+                "hash": hashlib.sha256(value.text.encode()).hexdigest()}
+    sig = rpc._special_archive_sig if isinstance(value, pulumi.Archive) else rpc._special_asset_sig
+    out = {rpc._special_sig_key: sig, "path": value.path}
+    if isinstance(value, pulumi.FileAsset):
+        out["hash"] = hashlib.sha256(Path(value.path).read_bytes()).hexdigest()
+    return out
 
 
 class OfflineMocks(mocks.Mocks):
@@ -139,6 +161,15 @@ def _offline_id(args: mocks.MockResourceArgs) -> str:
     return f"{args.name}-{_short_hash(args.typ + args.name, 8)}"
 
 
+# Resources whose ARN does not follow arn:aws:<token module>:<region>:<account>:<type>/<name>.
+_ARN_FORMATS = {
+    "aws:lambda/function:Function": "arn:aws:lambda:{region}:{account}:function:{name}",
+    "aws:cloudwatch/eventRule:EventRule": "arn:aws:events:{region}:{account}:rule/{name}",
+    "aws:cloudwatch/logGroup:LogGroup": "arn:aws:logs:{region}:{account}:log-group:{name}",
+    "aws:scheduler/schedule:Schedule": "arn:aws:scheduler:{region}:{account}:schedule/default/{name}",
+}
+
+
 def computed_outputs(token: str, name: str, inputs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """Plausible values for outputs the provider computes, so dependent inputs are readable offline."""
     if not token.startswith("aws:"):
@@ -166,6 +197,8 @@ def computed_outputs(token: str, name: str, inputs: dict[str, Any], config: dict
         ids = [f"i-0{_short_hash(f'{name}-{n}', 16)}" for n in range(count)]
         out["fleetInstanceSets"] = [{"instanceIds": ids, "instanceType": _fleet_instance_type(inputs),
                                      "lifecycle": "on-demand"}] if ids else []
+    elif token in _ARN_FORMATS:
+        out["arn"] = _ARN_FORMATS[token].format(region=region, account=account, name=physical)
     elif service == "iam":
         kind = token.rsplit(":", 1)[1].lower()
         out.update(arn=f"arn:aws:iam::{account}:{kind}/{physical}", name=physical)
