@@ -18,7 +18,7 @@ class RunFileSystemArgs:
     subnet_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     registry_bucket: pulumi.Input[str]
-    checkpoints_prefix: str  # "checkpoints/<run-id>/"
+    checkpoints_prefix: Optional[str]  # "checkpoints/<run-id>/"; None: checkpoints are not exported
     datasets_prefix: str  # "datasets/"
     tags: Mapping[str, str]
 
@@ -65,20 +65,23 @@ class RunFileSystem(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        self.checkpoints = aws.fsx.DataRepositoryAssociation(
-            f"{name}-checkpoints",
-            file_system_id=self.file_system.id,
-            file_system_path=CHECKPOINTS_PATH,
-            data_repository_path=bucket.apply(lambda b: f"s3://{b}/{args.checkpoints_prefix}"),
-            batch_import_meta_data_on_create=False,
-            # Export only, and never deletions: a checkpoint removed on Lustre stays in the registry.
-            s3=aws.fsx.DataRepositoryAssociationS3Args(
-                auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=["NEW", "CHANGED"]),
-            ),
-            delete_data_in_filesystem=False,
-            tags=tags,
-            opts=child,
-        )
+        if args.checkpoints_prefix is None:
+            self.checkpoints = None
+        else:
+            self.checkpoints = aws.fsx.DataRepositoryAssociation(
+                f"{name}-checkpoints",
+                file_system_id=self.file_system.id,
+                file_system_path=CHECKPOINTS_PATH,
+                data_repository_path=bucket.apply(lambda b: f"s3://{b}/{args.checkpoints_prefix}"),
+                batch_import_meta_data_on_create=False,
+                # Export only, and never deletions: a checkpoint removed on Lustre stays in the registry.
+                s3=aws.fsx.DataRepositoryAssociationS3Args(
+                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=["NEW", "CHANGED"]),
+                ),
+                delete_data_in_filesystem=False,
+                tags=tags,
+                opts=child,
+            )
         self.dns_name = self.file_system.dns_name
         self.mount_name = self.file_system.mount_name
         self.register_outputs({"fileSystemId": self.file_system.id, "dnsName": self.dns_name, "mountName": self.mount_name})

@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
 
     from infra.policy.cli import add_policy_parser
     add_policy_parser(verbs)
+    from infra.lifecycle.cli import add_lifecycle_parsers
+    add_lifecycle_parsers(verbs)
     return parser
 
 

@@ -11,7 +11,7 @@ from typing import Literal, Optional
 
 from infra import lustre
 from infra.catalog import InstanceType, instance_type
-from infra.config.training import TrainingSpec
+from infra.config.training import EXPIRES_AT_FORMAT, LifecycleSpec, TrainingSpec
 from infra.config.training_checks import P, chosen_az, training_findings
 from infra.efa import Interface, bandwidth_fraction, efa_device_count, efa_layout
 from infra.errors import InputError, Problem
@@ -39,6 +39,7 @@ class TrainingPlan:
     lustre: lustre.LustrePlan
     expires_at: str
     expires_at_provisional: bool
+    lifecycle: LifecycleSpec
     tags: dict[str, str]
 
     @property
@@ -85,6 +86,12 @@ class TrainingPlan:
         return sum(i.carries_ip for i in self.layout)
 
     @property
+    def stop_at_epoch(self) -> int:
+        """When the nodes ask the job to stop: the grace period before expires-at (Unix time)."""
+        expires = datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc)
+        return int(expires.timestamp()) - 60 * self.lifecycle.grace_period_minutes
+
+    @property
     def prefixes(self) -> dict[str, str]:
         """Registry prefixes of this run."""
         return {"datasets": ROOTS["datasets"], "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
@@ -93,7 +100,7 @@ class TrainingPlan:
 def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dry_run: bool) -> TrainingPlan:
     """The plan for `spec`, or InputError with every finding (each names the field and the fix)."""
     findings = training_findings(spec, region)
-    expires_at, provisional, problem = _expiry(spec, now, dry_run)
+    expires_at, provisional, problem = run_expiry(spec, now, dry_run)
     if problem:
         findings.append(problem)
     if findings:
@@ -122,23 +129,29 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
         lustre=lustre.size_lustre_pinned(intent, fs.storage_capacity_gib, fs.per_unit_storage_throughput),
         expires_at=expires_at,
         expires_at_provisional=provisional,
+        lifecycle=spec.lifecycle,
         tags=contract_tags("training", stack, run_id=spec.run_id, expires_at=expires_at),
     )
 
 
-def _expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Optional[Problem]]:
+def run_expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Optional[Problem]]:
     """(expires-at, provisional?, problem). A preview without a fixed expiry shows now + ttlHours,
     rounded up to the minute; `pulumi up` needs it fixed in config so updates never move it."""
     fixed = spec.lifecycle.expires_at
     if fixed:
         try:
-            datetime.strptime(fixed, "%Y-%m-%dT%H:%M:%SZ")
+            at = datetime.strptime(fixed, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc)
         except ValueError:
             return fixed, False, Problem(P + "lifecycle.expiresAt", f"{fixed!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+        if not dry_run and at <= now:
+            return fixed, False, Problem(
+                P + "lifecycle.expiresAt",
+                f"{fixed} has passed: this run's lifetime is over; tear it down (`python -m infra teardown --stack "
+                "<stack>`), or start a new run with a new runId and no expiresAt")
         return fixed, False, None
     at = now.astimezone(timezone.utc) + timedelta(hours=spec.lifecycle.ttl_hours)
     at = datetime.fromtimestamp(math.ceil(at.timestamp() / 60) * 60, tz=timezone.utc)
-    text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = at.strftime(EXPIRES_AT_FORMAT)
     if dry_run:
         return text, True, None
     return text, False, Problem(

@@ -13,7 +13,9 @@ its rank from a rendezvous on the shared Lustre file system:
    `runs/<run-id>/_SUCCESS` (exit 0 and checkpoints exported) or `_FAILED` to the registry with
    `aws s3 cp --sse aws:kms`: JSON with the exit code, start and end times and the node count. A node
    that fails before it knows its rank writes `_FAILED` too, since the run cannot start without it;
-6. every node then powers off (`shutdown -h +1`), which the launch template turns into termination.
+6. every node then powers off (`shutdown -h +1`), which the launch template turns into termination;
+7. with an expiry, every node sends SIGTERM to the job at expires-at minus the grace period, so the job
+   saves a last checkpoint and ends through step 5 before the run guard's hard stop.
 
 NCCL needs no NCCL_* settings on EFA with aws-ofi-nccl >= 1.7 and libfabric >= 1.18 (REFERENCE.md);
 FI_EFA_USE_HUGE_PAGE=0 avoids ENOMEM on fork. Neuron (from the Neuron multi-node recipes):
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from infra.lifecycle.limits import EXPORT_WAIT_SECONDS, NODE_POWER_OFF_DELAY_SECONDS
 from infra.naming import bucket_name_problem, is_region_name
 from infra.registry_layout import runs_prefix
 
@@ -74,9 +77,15 @@ class NodeBootstrap:
     registry_kms_key_id: str | None = None
     rendezvous_timeout_seconds: int = 1800
     # How long rank 0 waits for /fsx/checkpoints to reach the registry before it reports the run.
-    export_timeout_seconds: int = 3600
+    export_timeout_seconds: int = EXPORT_WAIT_SECONDS
     # Power the node off when the job ends (the launch template makes that a termination).
     power_off_on_exit: bool = True
+    # Whether /fsx/checkpoints is linked to the registry; without it no export is awaited, and the
+    # marker's status depends on the exit code alone.
+    export_checkpoints: bool = True
+    # Unix time at which every node sends SIGTERM to the job (expires-at minus the grace period), so
+    # it can save a last checkpoint before the run guard's hard stop; None: never.
+    stop_at_epoch: int | None = None
     torchrun: str = "torchrun"  # path of torchrun on the AMI
 
     def __post_init__(self) -> None:
@@ -113,6 +122,9 @@ def render_user_data(spec: NodeBootstrap) -> str:
         "TIMEOUT": str(spec.rendezvous_timeout_seconds),
         "EXPORT_TIMEOUT": str(spec.export_timeout_seconds),
         "POWER_OFF": "1" if spec.power_off_on_exit else "0",
+        "POWER_OFF_MINUTES": str(NODE_POWER_OFF_DELAY_SECONDS // 60),
+        "EXPORT": "1" if spec.export_checkpoints else "0",
+        "STOP_AT": str(spec.stop_at_epoch or 0),
         "RDZV_PORT": str(RDZV_PORT),
         "FABRIC_ENV": _fabric_env(spec),
         "USER_ENV": "".join(f"export {k}={q(v)}\n" for k, v in spec.env.items()) or "# (none)\n",
@@ -157,6 +169,8 @@ def _problems(spec: NodeBootstrap) -> list[str]:
             problems.append(f"{name} must be a whole number >= 1 (got {value!r})")
     if not isinstance(spec.efa_devices, int) or isinstance(spec.efa_devices, bool) or spec.efa_devices < 0:
         problems.append(f"efa_devices must be a whole number >= 0 (got {spec.efa_devices!r})")
+    if spec.stop_at_epoch is not None and not _positive_int(spec.stop_at_epoch):
+        problems.append(f"stop_at_epoch must be a Unix time >= 1 (got {spec.stop_at_epoch!r})")
     if spec.processes_per_node is not None and not _positive_int(spec.processes_per_node):
         problems.append(f"processes_per_node must be a whole number >= 1 (got {spec.processes_per_node!r})")
     if spec.accelerator_kind not in ("gpu", "neuron"):
@@ -215,12 +229,16 @@ MLINFRA_REGISTRY_REGION=@@REGION@@
 MLINFRA_RENDEZVOUS_TIMEOUT=@@TIMEOUT@@
 MLINFRA_EXPORT_TIMEOUT=@@EXPORT_TIMEOUT@@
 MLINFRA_POWER_OFF=@@POWER_OFF@@
+MLINFRA_EXPORT=@@EXPORT@@
+MLINFRA_STOP_AT=@@STOP_AT@@
 MLINFRA_RDZV_PORT=@@RDZV_PORT@@
 
 MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 MLINFRA_NODE_RANK=""
 MLINFRA_PRIVATE_IP=""
 MLINFRA_HOSTS=()
+MLINFRA_JOB_PID=""
+MLINFRA_STOPPER_PID=""
 
 log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -261,10 +279,10 @@ wait_for_export() {
 }
 
 # write_marker EXIT_CODE EXPORTED: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
-# _SUCCESS means the job exited 0 AND its checkpoints are in the registry.
+# _SUCCESS means the job exited 0 AND (when checkpoints are exported) its checkpoints are in the registry.
 write_marker() {
   local code=$1 exported=$2 status=SUCCESS rank=null
-  if (( code != 0 )) || [[ "$exported" != true ]]; then status=FAILED; fi
+  if (( code != 0 )) || [[ "$MLINFRA_EXPORT" == 1 && "$exported" != true ]]; then status=FAILED; fi
   if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
   printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
     "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
@@ -277,14 +295,16 @@ on_exit() {
   local code=$? exported=false
   trap - EXIT
   set +e  # the marker is attempted whatever else has failed
+  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
+  if [[ -n "$MLINFRA_JOB_PID" ]]; then kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null && wait "$MLINFRA_JOB_PID"; fi
   if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
-    if [[ -n "$MLINFRA_NODE_RANK" ]] && wait_for_export; then exported=true; fi
+    if [[ -n "$MLINFRA_NODE_RANK" && "$MLINFRA_EXPORT" == 1 ]] && wait_for_export; then exported=true; fi
     retry 5 5 write_marker "$code" "$exported" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
   fi
   log "exit ${code}"
   if [[ "$MLINFRA_POWER_OFF" == 1 ]]; then
     # Shutdown terminates the node (launch template), so billing stops within minutes of the job's end.
-    shutdown -h +1 "mlinfra: run ${MLINFRA_RUN_ID} ended (exit ${code})"
+    shutdown -h +@@POWER_OFF_MINUTES@@ "mlinfra: run ${MLINFRA_RUN_ID} ended (exit ${code})"
   fi
   exit "$code"
 }
@@ -368,5 +388,19 @@ log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
   --rdzv-backend=c10d \
   --rdzv-endpoint="${MLINFRA_RENDEZVOUS_HOST}:${MLINFRA_RDZV_PORT}" \
   --rdzv-id="$MLINFRA_RUN_ID" \
-  "${mlinfra_command[@]}"
+  "${mlinfra_command[@]}" &
+MLINFRA_JOB_PID=$!
+# The grace period: ask the job to stop (SIGTERM, which torchrun passes to its workers) before the run
+# guard's hard stop at expires-at, so it can save a last checkpoint and end through the normal exit.
+if (( MLINFRA_STOP_AT > 0 )); then
+  mlinfra_stop_in=$(( MLINFRA_STOP_AT - $(date -u +%s) ))
+  ( sleep "$(( mlinfra_stop_in > 0 ? mlinfra_stop_in : 0 ))"
+    log "expiry grace period reached: asking the job to stop"
+    kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null ) &
+  MLINFRA_STOPPER_PID=$!
+fi
+mlinfra_job_code=0
+wait "$MLINFRA_JOB_PID" || mlinfra_job_code=$?
+MLINFRA_JOB_PID=""
+if (( mlinfra_job_code != 0 )); then exit "$mlinfra_job_code"; fi
 """

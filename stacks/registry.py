@@ -28,4 +28,5 @@ def build(config: RegistryStackConfig) -> None:
     pulumi.export("bucketArn", registry.bucket.arn)
     pulumi.export("kmsKeyArn", registry.key.arn)
     pulumi.export("region", region)
+    pulumi.export("eventBridge", spec.event_bridge)
     pulumi.export("prefixes", registry_layout.ROOTS)

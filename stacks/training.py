@@ -10,6 +10,7 @@ from components.cluster_security import ClusterSecurity, ClusterSecurityArgs
 from components.node_role import NodeRole, NodeRoleArgs
 from components.registry_access import RegistryAccess
 from components.run_filesystem import RunFileSystem, RunFileSystemArgs
+from components.run_guard import RunGuard, RunGuardArgs
 from components.training_network import TrainingNetwork, TrainingNetworkArgs
 from components.training_nodes import TrainingNodes, TrainingNodesArgs
 from infra.config.training import TrainingStackConfig
@@ -33,24 +34,36 @@ def build(config: TrainingStackConfig) -> None:
     kms_key_arn = registry.require_output("kmsKeyArn")
     # The config check compares regions when the registry's stack file is in this project; for an
     # org/project/stack reference the program checks at deploy time, before anything is linked.
-    checked_bucket = pulumi.Output.all(bucket, registry.require_output("region")).apply(
-        lambda values: _same_region(values[0], values[1], region, config.registry_stack))
+    checked_bucket = pulumi.Output.all(bucket, registry.require_output("region"), registry.get_output("eventBridge")).apply(
+        lambda values: _usable_registry(*values, region, config.registry_stack))
+    registry_access = RegistryAccess.from_stack_reference(registry)
+    partition = aws.get_partition().partition
+
+    # First, so a run that ends (or expires) early is always watched.
+    run_guard = RunGuard(f"{name}-guard", RunGuardArgs(
+        run_id=plan.run_id, expires_at=plan.expires_at,
+        teardown_on_completion=plan.lifecycle.teardown_on_completion,
+        export_checkpoints=plan.lifecycle.export_checkpoints,
+        registry=registry_access, registry_bucket=checked_bucket, partition=partition, region=region,
+        account_id=aws.get_caller_identity().account_id, tags=tags,
+    ))
 
     network = TrainingNetwork(name, TrainingNetworkArgs(spec=spec.network, availability_zone=plan.availability_zone,
                                                         region=region, tags=tags))
     security = ClusterSecurity(name, ClusterSecurityArgs(vpc_id=network.vpc_id, tags=tags))
     prefixes = plan.prefixes
     role = NodeRole(name, NodeRoleArgs(
-        registry=RegistryAccess.from_stack_reference(registry),
+        registry=registry_access,
         read_prefixes=(prefixes["datasets"],),
         write_prefixes=(prefixes["checkpoints"], prefixes["runs"], ROOTS["models"]),
-        partition=aws.get_partition().partition,
+        partition=partition,
         tags=tags,
     ))
     filesystem = RunFileSystem(name, RunFileSystemArgs(
         plan=plan.lustre, subnet_id=network.subnet_id, security_group_id=security.lustre.id,
         registry_bucket=checked_bucket,
-        checkpoints_prefix=prefixes["checkpoints"], datasets_prefix=prefixes["datasets"], tags=tags,
+        checkpoints_prefix=prefixes["checkpoints"] if plan.lifecycle.export_checkpoints else None,
+        datasets_prefix=prefixes["datasets"], tags=tags,
     ))
     image_id = spec.ami_id or aws.ssm.get_parameter_output(name=plan.image.ssm_parameter).value
     image = aws.ec2.get_ami_output(filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[image_id])])
@@ -62,10 +75,15 @@ def build(config: TrainingStackConfig) -> None:
         instance_profile_arn=role.instance_profile.arn, image_id=image_id,
         root_device_name=image.root_device_name, root_volume_gib=spec.root_volume_gib,
         user_data=user_data, tags=tags,
-    ), opts=pulumi.ResourceOptions(depends_on=[filesystem]))
+    ), opts=pulumi.ResourceOptions(depends_on=[filesystem, run_guard]))
 
     pulumi.export("runId", plan.run_id)
     pulumi.export("expiresAt", plan.expires_at)
+    pulumi.export("lifecycle", {"ttlHours": plan.lifecycle.ttl_hours, "gracePeriodMinutes": plan.lifecycle.grace_period_minutes,
+                                "teardownOnCompletion": plan.lifecycle.teardown_on_completion,
+                                "exportCheckpoints": plan.lifecycle.export_checkpoints,
+                                "guardFunction": run_guard.function.name})
+    pulumi.export("lustreFileSystemId", filesystem.file_system.id)
     pulumi.export("instanceType", plan.itype.name)
     pulumi.export("nodeCount", plan.node_count)
     pulumi.export("availabilityZone", plan.availability_zone)
@@ -91,13 +109,21 @@ def _bootstrap(plan: TrainingPlan, command: list[str], env: dict[str, str], regi
         efa_devices=plan.efa_devices, lustre_dns_name=dns_name, lustre_mount_name=mount_name,
         registry_bucket=bucket, registry_region=region, registry_kms_key_id=kms_key_arn,
         command=tuple(command), env=env, torchrun=plan.torchrun,
+        power_off_on_exit=plan.lifecycle.teardown_on_completion,
+        export_checkpoints=plan.lifecycle.export_checkpoints, stop_at_epoch=plan.stop_at_epoch,
     )
 
 
-def _same_region(bucket: str, registry_region: str, region: str, registry_stack: str) -> str:
+def _usable_registry(bucket: str, registry_region: str, events: object, region: str, registry_stack: str) -> str:
+    """The bucket, once the registry is known to be in the run's region and to send object events
+    (the run guard's completion rule hears nothing otherwise)."""
     problem = registry_region_problem(region, registry_region, registry_stack)
     if problem:
         raise pulumi.RunError(str(problem))
+    if events is False:
+        raise pulumi.RunError(f"mlinfra:registryStack: registry stack {registry_stack!r} does not send object events to "
+                              "EventBridge, so the run guard would never see the completion marker; set "
+                              "mlinfra:registry.eventBridge true there and update it")
     return bucket
 
 

@@ -6,9 +6,11 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from infra.config.base import Spec
+from infra.lifecycle.limits import DEFAULT_GRACE_MINUTES, MAX_GRACE_MINUTES
 
 RUN_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 EXPIRES_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
+EXPIRES_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # strptime/strftime form of EXPIRES_AT_PATTERN
 MAX_TTL_HOURS = 336  # two weeks: longer runs checkpoint and start a new run
 
 
@@ -76,12 +78,28 @@ class JobSpec(Spec):
 class LifecycleSpec(Spec):
     ttl_hours: float = Field(
         24, gt=0, le=MAX_TTL_HOURS,
-        description=f"Hard maximum lifetime of the run, hours (at most {MAX_TTL_HOURS}); expiresAt = start + ttlHours.",
+        description=f"Hard maximum lifetime of the run, hours (at most {MAX_TTL_HOURS}); expiresAt = start + ttlHours. "
+        "At expiresAt the run guard terminates the nodes, exports the checkpoints and deletes the file system.",
     )
     expires_at: Optional[str] = Field(
         None, pattern=EXPIRES_AT_PATTERN,
         description="When the run's resources expire, ISO-8601 UTC (e.g. 2026-11-22T08:00:00Z). Fixed once when the "
         "run starts (`python -m infra run` writes it); required by `pulumi up`, provisional (now + ttlHours) in previews.",
+    )
+    teardown_on_completion: bool = Field(
+        True,
+        description="Terminate the nodes as soon as the job ends (the nodes power off, and the run guard terminates "
+        "them on the completion marker). false keeps them for inspection until expiresAt.",
+    )
+    export_checkpoints: bool = Field(
+        True,
+        description="Export /fsx/checkpoints to the registry's checkpoints/<run-id>/ (continuously, and once more before "
+        "the file system is deleted). false: checkpoints live only on Lustre and are lost with it.",
+    )
+    grace_period_minutes: int = Field(
+        DEFAULT_GRACE_MINUTES, ge=0, le=MAX_GRACE_MINUTES,
+        description="Minutes before expiresAt at which every node sends SIGTERM to the job, so it can save a last "
+        "checkpoint and end normally before the run guard's hard stop.",
     )
 
 

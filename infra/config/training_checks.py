@@ -18,7 +18,7 @@ def training_findings(spec: TrainingSpec, region: Optional[str]) -> list[Problem
     if problem:
         return [Problem(P + "instanceType", problem)]
     findings = _placement_findings(spec, region) + _capacity_findings(spec)
-    return findings + _lustre_findings(spec) + _job_findings(spec)
+    return findings + _lustre_findings(spec) + _job_findings(spec) + _lifecycle_findings(spec)
 
 
 def chosen_az(spec: TrainingSpec, region: str) -> Optional[str]:
@@ -72,6 +72,15 @@ def _job_findings(spec: TrainingSpec) -> list[Problem]:
     if first in ("python", "python3", "torchrun"):
         return [Problem(P + "job.command", f"starts with {first!r}, but torchrun runs the command as a Python script: "
                                            "give the script and its arguments, e.g. [\"/opt/job/train.py\", \"--epochs\", \"3\"]")]
+    return []
+
+
+def _lifecycle_findings(spec: TrainingSpec) -> list[Problem]:
+    lifecycle = spec.lifecycle
+    if lifecycle.grace_period_minutes >= lifecycle.ttl_hours * 60:
+        return [Problem(P + "lifecycle.gracePeriodMinutes",
+                        f"{lifecycle.grace_period_minutes} minutes is not shorter than ttlHours ({lifecycle.ttl_hours} h): "
+                        "the job would be asked to stop before it starts; use fewer minutes or a longer ttlHours")]
     return []
 
 

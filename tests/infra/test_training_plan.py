@@ -91,6 +91,21 @@ def test_up_refuses_to_invent_an_expiry():
         "start it with `python -m infra run`, or `pulumi config set --path mlinfra:training.lifecycle.expiresAt 2026-11-22T09:31:00Z`")
 
 
+def test_up_refuses_an_expiry_that_has_passed_but_a_preview_shows_it():
+    with pytest.raises(InputError) as error:
+        plan(dry_run=False, lifecycle={"expiresAt": "2026-11-21T09:30:00Z"})
+    assert [str(p) for p in error.value.problems] == [
+        "mlinfra:training.lifecycle.expiresAt: 2026-11-21T09:30:00Z has passed: this run's lifetime is over; tear it "
+        "down (`python -m infra teardown --stack <stack>`), or start a new run with a new runId and no expiresAt"]
+    assert plan(lifecycle={"expiresAt": "2026-11-21T09:30:00Z"}).expires_at == "2026-11-21T09:30:00Z"
+
+
+def test_the_job_is_asked_to_stop_a_grace_period_before_expiry():
+    p = plan(dry_run=False, lifecycle={"expiresAt": "2026-11-22T08:00:00Z", "gracePeriodMinutes": 20})
+    assert p.stop_at_epoch == int(datetime(2026, 11, 22, 7, 40, tzinfo=timezone.utc).timestamp())
+    assert (p.lifecycle.teardown_on_completion, p.lifecycle.export_checkpoints) == (True, True)  # the defaults
+
+
 def test_an_impossible_expiry_date_is_refused():
     with pytest.raises(InputError) as error:
         plan(lifecycle={"expiresAt": "2026-02-30T08:00:00Z"})

@@ -52,7 +52,7 @@ def training_spec(type_name: str, **overrides) -> NodeBootstrap:
 
 
 GOLDEN_SPECS = {
-    "userdata_p4d.sh": lambda: training_spec("p4d.24xlarge"),
+    "userdata_p4d.sh": lambda: training_spec("p4d.24xlarge", stop_at_epoch=1795334400),
     "userdata_trn1.sh": lambda: training_spec("trn1.32xlarge"),
 }
 
@@ -140,6 +140,7 @@ def test_command_and_env_values_reach_the_job_verbatim(tmp_path):
             "env key 'MLINFRA_NODE_RANK' is reserved (MLINFRA_* and shell-owned names)",
         ),
         (dict(env={"IFS": ","}), "env key 'IFS' is reserved (MLINFRA_* and shell-owned names)"),
+        (dict(stop_at_epoch=0), "stop_at_epoch must be a Unix time >= 1 (got 0)"),
         (dict(env={"A B": "1"}), "env key 'A B' must be a shell variable name (letters, digits, '_')"),
         (dict(checkpoints_dir="/tmp/ckpt"), "checkpoints_dir must be a directory under /fsx/ (got '/tmp/ckpt')"),
         (dict(datasets_dir="/fsx/../etc"), "datasets_dir must be a directory under /fsx/ (got '/fsx/../etc')"),
@@ -189,13 +190,18 @@ for f in "$@"; do echo "$f: (0x00000009) ${FAKE_LFS_STATE:-exists archived}, arc
     "torchrun": """#!/bin/bash
 printf '%s\\0' "$@" > "$FAKE_OUT/args.$FAKE_IP"
 env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
+if [[ -n "$FAKE_RUN_SECONDS" ]]; then  # a long job that saves a checkpoint and ends cleanly on SIGTERM
+  sleep "$FAKE_RUN_SECONDS" &
+  trap 'kill $!; echo saved > "$FAKE_OUT/stopped.$FAKE_IP"; exit 0' TERM
+  wait
+fi
 exit "${FAKE_EXIT:-0}"
 """,
 }
 
 
 def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_found=None, lfs_state=None,
-                checkpoint=False):
+                checkpoint=False, run_seconds=None):
     fsx, ib, s3, out, bin_dir = (tmp_path / d for d in ("fsx", "ib", "s3", "out", "bin"))
     for d in (fsx, ib, s3, out, bin_dir):
         d.mkdir()
@@ -218,6 +224,7 @@ def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_f
             "FAKE_S3": str(s3),
             "FAKE_OUT": str(out),
             "FAKE_LFS_STATE": lfs_state or "exists archived",
+            "FAKE_RUN_SECONDS": str(run_seconds or ""),
         }
         command = [BASH, str(tmp_path / "user-data.sh")]
         nodes.append(
@@ -331,3 +338,34 @@ def test_simulated_node_missing_efa_devices_fails_fast(tmp_path):
 def test_shlex_quoting_is_what_the_golden_files_show():
     script = render_user_data(training_spec("p4d.24xlarge", command=("train.py", "a b")))
     assert f"mlinfra_command=(train.py {shlex.quote('a b')})" in script
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_grace_period_stops_the_job_before_expiry_and_the_run_ends_normally(tmp_path):
+    import time
+    spec = sim_spec(node_count=1, stop_at_epoch=int(time.time()) + 1)
+    started = time.monotonic()
+    codes, logs, markers, out = run_cluster(tmp_path, spec, ["10.0.5.1"], run_seconds=60, checkpoint=True)
+    assert codes == {"10.0.5.1": 0}, logs
+    assert time.monotonic() - started < 30  # stopped by the grace signal, not by the job's own end
+    assert (out / "stopped.10.0.5.1").read_text() == "saved\n"
+    assert "expiry grace period reached: asking the job to stop" in logs["10.0.5.1"]
+    assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___SUCCESS"]
+    assert (out / "shutdown.10.0.5.1").exists()
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_without_export_the_marker_follows_the_exit_code_and_waits_for_nothing(tmp_path):
+    spec = sim_spec(node_count=1, export_checkpoints=False, export_timeout_seconds=3600)
+    codes, logs, markers, _ = run_cluster(tmp_path, spec, ["10.0.6.1"], lfs_state="exists dirty", checkpoint=True)
+    assert codes == {"10.0.6.1": 0}, logs
+    marker = json.loads(markers["mlinfra-registry-123456789012__runs__demo-001___SUCCESS"].read_text())
+    assert (marker["status"], marker["checkpoints_exported"]) == ("SUCCESS", False)
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_kept_nodes_do_not_power_off(tmp_path):
+    codes, logs, markers, out = run_cluster(tmp_path, sim_spec(node_count=1, power_off_on_exit=False), ["10.0.7.1"])
+    assert codes == {"10.0.7.1": 0}, logs
+    assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___SUCCESS"]
+    assert not (out / "shutdown.10.0.7.1").exists()

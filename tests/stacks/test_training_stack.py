@@ -114,7 +114,8 @@ def test_lustre_is_linked_to_the_registry_in_the_nodes_subnet(demo):
 
 
 def test_node_role_reaches_the_registry_only_through_its_grants(demo):
-    policies = {s.name: json.loads(s.inputs["policy"]) for s in by_type(demo, "aws:iam/rolePolicy:RolePolicy")}
+    policies = {s.name: json.loads(s.inputs["policy"]) for s in by_type(demo, "aws:iam/rolePolicy:RolePolicy")
+                if "mlinfra:training:NodeRole" in s.parent}
     resources = sorted(r for doc in policies.values() for st in doc["Statement"] if st["Sid"].startswith("RegistryRead")
                        or st["Sid"].startswith("RegistryWrite") for r in st["Resource"])
     bucket = "arn:aws:s3:::mlinfra-registry-123456789012-us-east-1/"

@@ -19,12 +19,16 @@ MLINFRA_REGISTRY_REGION=us-east-1
 MLINFRA_RENDEZVOUS_TIMEOUT=1800
 MLINFRA_EXPORT_TIMEOUT=3600
 MLINFRA_POWER_OFF=1
+MLINFRA_EXPORT=1
+MLINFRA_STOP_AT=0
 MLINFRA_RDZV_PORT=29500
 
 MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 MLINFRA_NODE_RANK=""
 MLINFRA_PRIVATE_IP=""
 MLINFRA_HOSTS=()
+MLINFRA_JOB_PID=""
+MLINFRA_STOPPER_PID=""
 
 log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -65,10 +69,10 @@ wait_for_export() {
 }
 
 # write_marker EXIT_CODE EXPORTED: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
-# _SUCCESS means the job exited 0 AND its checkpoints are in the registry.
+# _SUCCESS means the job exited 0 AND (when checkpoints are exported) its checkpoints are in the registry.
 write_marker() {
   local code=$1 exported=$2 status=SUCCESS rank=null
-  if (( code != 0 )) || [[ "$exported" != true ]]; then status=FAILED; fi
+  if (( code != 0 )) || [[ "$MLINFRA_EXPORT" == 1 && "$exported" != true ]]; then status=FAILED; fi
   if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
   printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
     "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
@@ -81,8 +85,10 @@ on_exit() {
   local code=$? exported=false
   trap - EXIT
   set +e  # the marker is attempted whatever else has failed
+  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
+  if [[ -n "$MLINFRA_JOB_PID" ]]; then kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null && wait "$MLINFRA_JOB_PID"; fi
   if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
-    if [[ -n "$MLINFRA_NODE_RANK" ]] && wait_for_export; then exported=true; fi
+    if [[ -n "$MLINFRA_NODE_RANK" && "$MLINFRA_EXPORT" == 1 ]] && wait_for_export; then exported=true; fi
     retry 5 5 write_marker "$code" "$exported" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
   fi
   log "exit ${code}"
@@ -181,4 +187,18 @@ torchrun \
   --rdzv-backend=c10d \
   --rdzv-endpoint="${MLINFRA_RENDEZVOUS_HOST}:${MLINFRA_RDZV_PORT}" \
   --rdzv-id="$MLINFRA_RUN_ID" \
-  "${mlinfra_command[@]}"
+  "${mlinfra_command[@]}" &
+MLINFRA_JOB_PID=$!
+# The grace period: ask the job to stop (SIGTERM, which torchrun passes to its workers) before the run
+# guard's hard stop at expires-at, so it can save a last checkpoint and end through the normal exit.
+if (( MLINFRA_STOP_AT > 0 )); then
+  mlinfra_stop_in=$(( MLINFRA_STOP_AT - $(date -u +%s) ))
+  ( sleep "$(( mlinfra_stop_in > 0 ? mlinfra_stop_in : 0 ))"
+    log "expiry grace period reached: asking the job to stop"
+    kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null ) &
+  MLINFRA_STOPPER_PID=$!
+fi
+mlinfra_job_code=0
+wait "$MLINFRA_JOB_PID" || mlinfra_job_code=$?
+MLINFRA_JOB_PID=""
+if (( mlinfra_job_code != 0 )); then exit "$mlinfra_job_code"; fi

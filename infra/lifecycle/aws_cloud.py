@@ -1,0 +1,105 @@
+"""`RunCloud` on AWS with boto3. Compute and export reuse the run guard's own steps (run_guard.actions),
+so the CLI and the guard Lambda act alike. boto3 honours AWS_ENDPOINT_URL, so an emulator works too.
+"""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+import boto3
+from botocore.exceptions import ClientError
+
+from infra.lifecycle import audit as audit_module
+from infra.lifecycle.ports import ExportStatus, Leftover, Marker
+from run_guard import actions
+
+MISSING = ("NoSuchKey", "404", "NotFound")
+STOP_WAIT_SECONDS = 600  # EC2 terminates in a minute or two; longer means something is wrong
+STOP_POLL_SECONDS = 5
+
+
+class AwsRunCloud:
+    def __init__(self, region: str | None, session: Any = None, checkpoints_path: str = "checkpoints",
+                 sleep: Callable[[float], None] = time.sleep):
+        self.session = session or boto3.session.Session(region_name=region)
+        self.sleep = sleep
+        self.checkpoints_path = checkpoints_path
+        self._clients: dict[str, Any] = {}
+
+    def _client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self.session.client(service)
+        return self._clients[service]
+
+    def marker(self, bucket: str, run_id: str) -> Optional[Marker]:
+        """runs/<run-id>/_SUCCESS, else _FAILED, else None."""
+        for status in ("SUCCESS", "FAILED"):
+            try:
+                body = self._client("s3").get_object(Bucket=bucket, Key=f"runs/{run_id}/_{status}")["Body"].read()
+            except ClientError as error:
+                if error.response["Error"]["Code"] in MISSING:
+                    continue
+                raise
+            return parse_marker(status, body)
+        return None
+
+    def active_nodes(self, run_id: str) -> int:
+        return len(actions.run_instances(self._client("ec2"), run_id, actions.BILLING_STATES))
+
+    def stop_compute(self, run_id: str) -> list[str]:
+        """Terminate the run's instances and return once none is left, not even shutting down, so an
+        export started afterwards sees every write."""
+        ec2 = self._client("ec2")
+        ids = actions.terminate_run_instances(ec2, run_id)
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while actions.run_instances(ec2, run_id, actions.NOT_GONE_STATES):
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"instances of run {run_id} still not terminated after {STOP_WAIT_SECONDS} s")
+            self.sleep(STOP_POLL_SECONDS)
+        return ids
+
+    def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
+        fsx = self._client("fsx")
+        file_systems = actions.run_file_systems(fsx, run_id)
+        if not file_systems:
+            return ExportStatus("no-filesystem", f"no file system carries the tag mlinfra:run-id={run_id}")
+        if len(file_systems) > 1:
+            ids = ", ".join(fs["FileSystemId"] for fs in file_systems)
+            return ExportStatus("failed", f"{len(file_systems)} file systems carry the run's tag: {ids}")
+        step = actions.export_step(fsx, file_systems[0]["FileSystemId"], run_id, self.checkpoints_path,
+                                   _parse_since(since))
+        return ExportStatus(step.state, step.detail, step.task_id)
+
+    def audit(self, run_id: str) -> list[Leftover]:
+        return audit_module.audit(run_id, self.session)
+
+
+def parse_marker(status: str, body: bytes) -> Marker:
+    """The marker's JSON (infra.userdata's write_marker); an unreadable body still counts as the marker."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        return Marker(status)  # type: ignore[arg-type]
+    exit_code = data.get("exit_code")
+    exported = data.get("checkpoints_exported")
+    ended_at = data.get("ended_at")
+    return Marker(status,  # type: ignore[arg-type]
+                  exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+                  checkpoints_exported=exported if isinstance(exported, bool) else None,
+                  ended_at=ended_at if isinstance(ended_at, str) else None, body=data)
+
+
+def _parse_since(since: Optional[str]) -> Optional[datetime]:
+    if since is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(since.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"since={since!r} is not an ISO-8601 UTC time like 2026-01-31T12:00:00Z") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"since={since!r} has no time zone; use UTC like 2026-01-31T12:00:00Z")
+    return moment

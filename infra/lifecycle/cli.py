@@ -1,0 +1,106 @@
+"""The lifecycle verbs of `python -m infra`: run, teardown, reap, audit.
+
+The handlers only build the real adapters (Automation API, boto3) and hand over to the orchestration
+functions, which tests drive with recording stand-ins.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Optional
+
+from infra.errors import InputError, Problem
+from infra.lifecycle.console import Runtime, real_runtime
+from infra.lifecycle.ports import StackOpsError
+
+
+def add_lifecycle_parsers(verbs: Any) -> None:
+    run = verbs.add_parser("run", help="check offline, deploy a training stack, watch the run, tear it down")
+    run.add_argument("--stack", "-s", required=True, help="training stack: stacks/Pulumi.<stack>.yaml")
+    run.add_argument("--keep", action="store_true", help="keep the stack when the run ends (until expires-at)")
+    run.set_defaults(handler=_run)
+
+    teardown = verbs.add_parser("teardown", help="export checkpoints, destroy, audit and remove a training stack")
+    teardown.add_argument("--stack", "-s", required=True, help="training stack: stacks/Pulumi.<stack>.yaml")
+    teardown.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    teardown.set_defaults(handler=_teardown)
+
+    reap = verbs.add_parser("reap", help="tear down training stacks past their expires-at (dry run by default)")
+    reap.add_argument("--execute", action="store_true", help="tear the expired stacks down; default: only list them")
+    reap.set_defaults(handler=_reap)
+
+    audit = verbs.add_parser("audit", help="list every resource still carrying a run's tag; exit 1 if any")
+    audit.add_argument("--run-id", required=True, help="the run id (mlinfra:run-id tag)")
+    audit.add_argument("--region", help="AWS region; default: the AWS configuration's")
+    audit.add_argument("--json", action="store_true", help="print the leftovers as JSON")
+    audit.set_defaults(handler=_audit)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from infra.lifecycle.run import run
+
+    config = _training_stack(args.stack)
+    rt = _runtime()
+    return _reporting_failures(lambda: run(args.stack, _stacks(), _cloud(config.get("aws:region")), rt, keep=args.keep))
+
+
+def _teardown(args: argparse.Namespace) -> int:
+    from infra.lifecycle.teardown import teardown, training_config
+
+    config = _training_stack(args.stack)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise InputError(Problem("--yes", "required to tear down without a terminal to confirm on (nothing was changed)"))
+        answer = input(f"Tear down stack {args.stack} and everything of its run? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing was changed")
+            return 0
+    run_id = training_config(config).get("runId")
+    return _reporting_failures(lambda: teardown(args.stack, _stacks(), _cloud(config.get("aws:region")), _runtime(),
+                                                run_id=run_id if isinstance(run_id, str) else None))
+
+
+def _reap(args: argparse.Namespace) -> int:
+    from infra.lifecycle.reap import reap
+
+    return _reporting_failures(lambda: reap(_stacks(), _cloud, _runtime(), execute=args.execute))
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from infra.lifecycle.audit import audit_main
+
+    return audit_main(args.run_id, args.region, args.json)
+
+
+def _training_stack(stack: str) -> dict[str, Any]:
+    from infra.lifecycle.target import training_stack_config
+    from infra.offline.project import load_project
+
+    return training_stack_config(load_project(), stack)
+
+
+def _stacks():
+    from infra.lifecycle.automation import AutomationStacks
+
+    return AutomationStacks()
+
+
+def _cloud(region: Optional[str]):
+    from infra.lifecycle.aws_cloud import AwsRunCloud
+
+    return AwsRunCloud(region)
+
+
+def _runtime() -> Runtime:
+    ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+    return real_runtime(sys.stdout, live=sys.stdout.isatty() and not ci)
+
+
+def _reporting_failures(action) -> int:
+    """A failed Pulumi operation is reported on one line (exit 1), not as a traceback."""
+    try:
+        return action()
+    except StackOpsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1

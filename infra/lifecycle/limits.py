@@ -1,0 +1,31 @@
+"""The lifecycle's timing design, in one place: the node bootstrap, the run guard, the README and the
+cost of the idle tail all read these numbers.
+
+Paths that stop the spend after a run's job ends (every node runs the same bootstrap):
+1. the node itself: on exit, rank 0 waits for Lustre to export the checkpoints (at most
+   EXPORT_WAIT_SECONDS), writes the completion marker, and every node powers off
+   NODE_POWER_OFF_DELAY_SECONDS later; the launch template turns power-off into termination;
+2. the run guard: the marker's S3 event reaches the guard Lambda through EventBridge (seconds), which
+   terminates every instance tagged with the run; failed deliveries are retried for at most
+   GUARD_RETRY_WINDOW_SECONDS;
+3. the hard cap: a one-time schedule at expires-at makes the guard terminate everything, export the
+   checkpoints and delete the file system, whatever state the run is in.
+"""
+from __future__ import annotations
+
+NODE_POWER_OFF_DELAY_SECONDS = 60        # `shutdown -h +1` in the node bootstrap
+EC2_SHUTDOWN_SECONDS = 60                # shutting-down to terminated, typical; billing stops at shutting-down
+EXPORT_WAIT_SECONDS = 3600               # rank 0's bounded wait for the last checkpoint's export
+GUARD_RETRY_WINDOW_SECONDS = 900         # EventBridge/Scheduler target retry window and Lambda max event age
+GUARD_RETRY_ATTEMPTS = 2                 # Lambda asynchronous retries of a failed guard invocation
+GUARD_TIMEOUT_SECONDS = 900              # guard Lambda timeout (the maximum); export polling re-invokes itself
+EXPORT_POLL_SECONDS = 60                 # how often the guard and teardown look at a running export
+DEFAULT_GRACE_MINUTES = 15               # SIGTERM to the job this long before expires-at, to save a checkpoint
+MAX_GRACE_MINUTES = 120
+
+# Worst case, by design, from the completion marker to the instances terminating: the node's own
+# power-off when the node is healthy; the guard's retry window bounds it when it is not.
+COMPLETION_TO_TERMINATE_SECONDS = NODE_POWER_OFF_DELAY_SECONDS + EC2_SHUTDOWN_SECONDS
+COMPLETION_TO_TERMINATE_WORST_SECONDS = GUARD_RETRY_WINDOW_SECONDS + EC2_SHUTDOWN_SECONDS
+# After expires-at, compute is terminating within this time even if nothing else worked.
+HARD_CAP_OVERRUN_SECONDS = GUARD_RETRY_WINDOW_SECONDS + EC2_SHUTDOWN_SECONDS

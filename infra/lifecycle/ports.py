@@ -1,0 +1,74 @@
+"""The two small interfaces the lifecycle commands drive: Pulumi stacks and the run's cloud side.
+
+`StackOps` narrows the Pulumi Automation API to what run/teardown/reap need; `RunCloud` is the boto3
+side (completion marker, compute, checkpoint export, audit). Tests use recording stand-ins for both;
+the real adapters are `automation.AutomationStacks` and `aws_cloud.AwsRunCloud`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Optional, Protocol
+
+OnOutput = Callable[[str], None]  # one line of engine output, for the progress display
+
+
+class StackOpsError(Exception):
+    """A Pulumi operation failed; `output` is what the engine printed (classified by teardown)."""
+
+    def __init__(self, operation: str, stack: str, output: str):
+        super().__init__(f"pulumi {operation} of stack {stack!r} failed: {output.strip().splitlines()[-1] if output.strip() else 'no output'}")
+        self.operation, self.stack, self.output = operation, stack, output
+
+
+class StackOps(Protocol):
+    def list_stacks(self) -> list[str]: ...
+    def exists(self, stack: str) -> bool: ...
+    def config(self, stack: str) -> dict[str, Any]:
+        """The stack's config as the stack file holds it: {"mlinfra:kind": "training", "mlinfra:training": {...}}."""
+    def set_config(self, stack: str, path: str, value: str) -> None:
+        """`pulumi config set --path <path> <value>` (path like "mlinfra:training.lifecycle.expiresAt")."""
+    def up(self, stack: str, on_output: OnOutput) -> None: ...
+    def destroy(self, stack: str, on_output: OnOutput) -> None: ...
+    def outputs(self, stack: str) -> dict[str, Any]:
+        """Stack outputs of the last deployment ({} if never deployed or destroyed)."""
+    def remove(self, stack: str) -> None:
+        """`pulumi stack rm` (only once the stack holds no resources)."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    """runs/<run-id>/_SUCCESS or _FAILED, as the node bootstrap writes it (infra.userdata)."""
+    status: Literal["SUCCESS", "FAILED"]
+    exit_code: Optional[int] = None
+    checkpoints_exported: Optional[bool] = None
+    ended_at: Optional[str] = None
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExportStatus:
+    """Where the export of the run's /fsx/checkpoints to the registry stands."""
+    state: Literal["no-filesystem", "started", "running", "succeeded", "failed"]
+    detail: str = ""
+    task_id: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A resource that still carries the run's tag (or belongs to the run) after teardown."""
+    kind: str          # e.g. "ec2:network-interface", "logs:log-group", "fsx:backup"
+    identifier: str    # ARN or id
+    found_by: str      # "tagging-api", "fsx-backups", "log-groups", "network-interfaces", ...
+
+
+class RunCloud(Protocol):
+    def marker(self, bucket: str, run_id: str) -> Optional[Marker]: ...
+    def active_nodes(self, run_id: str) -> int:
+        """Instances tagged with the run that are pending or running (billing)."""
+    def stop_compute(self, run_id: str) -> list[str]:
+        """Terminate every instance tagged with the run and return once none is left (not even shutting
+        down), so nothing writes to the file system any more; the ids asked to terminate."""
+    def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
+        """One idempotent step of exporting the run's file system's /checkpoints to the registry: start an
+        export task unless one is running or one created at/after `since` (ISO UTC) succeeded."""
+    def audit(self, run_id: str) -> list[Leftover]: ...

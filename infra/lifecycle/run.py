@@ -1,0 +1,187 @@
+"""`run --stack S`: check offline, fix expires-at, deploy, watch the run to its end, tear down.
+
+Nothing is created until the offline preview of the stack is clean. expires-at is written to the
+stack's config once and never moved, so a re-run (after Ctrl-C, say) keeps the run's hard cap. The
+wait ends at the completion marker, at expires-at (the run guard has taken over by then), or when the
+nodes have been gone for a while with no marker; then the teardown runs unless asked to keep.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Literal, Optional
+
+from infra.catalog import on_demand_price
+from infra.config import load
+from infra.config.training import TrainingStackConfig
+from infra.errors import InputError, Problem
+from infra.lifecycle.console import Runtime, iso, parse_iso, span
+from infra.lifecycle.ports import Marker, RunCloud, StackOps, StackOpsError
+from infra.lifecycle.progress import StatusLine, Usage, status_text, summary_text
+from infra.lifecycle.target import training_stack_config
+from infra.lifecycle.teardown import lifecycle_config, teardown
+from infra.offline.engine import preview
+from infra.offline.project import Project, load_project
+from infra.training_plan import run_expiry
+
+EXPIRES_AT = "mlinfra:training.lifecycle.expiresAt"
+WAIT_POLL_SECONDS = 30
+NODES_GONE_AFTER = timedelta(minutes=10)  # nodes seen, then none and no marker: the job died without one
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    ended: Literal["marker", "expired", "nodes-gone"]
+    marker: Optional[Marker] = None
+
+
+class Progress:
+    """Usage so far and the status line of this run."""
+
+    def __init__(self, rt: Runtime, price: Optional[float]):
+        self.rt, self.price = rt, price
+        self.started = rt.now()
+        self.usage = Usage()
+        self.display = StatusLine(rt)
+
+    def sample(self, nodes: int) -> None:
+        self.usage = self.usage.sample(self.rt.now(), nodes)
+
+    def text(self, phase: str) -> str:
+        return status_text(phase, self.rt.now() - self.started, self.usage, self.price)
+
+    def summary(self) -> str:
+        return summary_text(self.rt.now() - self.started, self.usage, self.price)
+
+    def show(self, phase: str, detail: str = "") -> None:
+        self.display.show(phase, self.text(phase) + (f" | {detail}" if detail else ""))
+
+
+def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: bool = False,
+        project: Optional[Project] = None, preview_fn: Callable[..., Any] = preview) -> int:
+    project = project or load_project()
+    config = load(training_stack_config(project, stack))  # bad config: InputError (exit 2), nothing issued
+    assert isinstance(config, TrainingStackConfig)
+    checked = preview_fn(stack, (), project)
+    if checked.errors:
+        for diagnostic in checked.errors:
+            rt.say(f"error: {diagnostic.message}")
+        rt.say(f"run: the offline preview of {stack} has errors; nothing was deployed")
+        return 1
+    expires_at = fix_expiry(stack, stacks, config, rt)
+    progress = Progress(rt, on_demand_price(config.training.instance_type))
+    try:
+        return _deploy_and_watch(stack, stacks, cloud, rt, config, expires_at, progress, keep)
+    except KeyboardInterrupt:
+        progress.display.end()
+        rt.say(f"interrupted: stack {stack} may still be deployed; its run guard stops the compute at "
+               f"expires-at {expires_at} at the latest. Resume the teardown with: "
+               f"python -m infra teardown --stack {stack}")
+        return 130
+
+
+def fix_expiry(stack: str, stacks: StackOps, config: TrainingStackConfig, rt: Runtime) -> str:
+    """The run's expires-at: the one in the stack's config, or now + ttlHours written there once."""
+    now = rt.now()
+    current = lifecycle_config(stacks.config(stack)).get("expiresAt") if stacks.exists(stack) \
+        else config.training.lifecycle.expires_at
+    if current:
+        at = parse_iso(current)
+        if at is None:
+            raise InputError(Problem(EXPIRES_AT, f"{current!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)"))
+        if at <= now:
+            raise InputError(Problem(EXPIRES_AT, f"{current} has passed, so this run is over: tear it down with "
+                                                 f"`python -m infra teardown --stack {stack}`; for a new run set a "
+                                                 f"new runId and remove expiresAt"))
+        rt.say(f"expires-at: {current} (fixed when the run started; kept)")
+        return str(current)
+    text, _, problem = run_expiry(config.training, now, dry_run=True)
+    if problem:
+        raise InputError(problem)
+    stacks.set_config(stack, EXPIRES_AT, text)
+    rt.say(f"expires-at: {text} (now + ttlHours {config.training.lifecycle.ttl_hours:g}), written to the stack's config")
+    return text
+
+
+def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, config: TrainingStackConfig,
+                      expires_at: str, progress: Progress, keep: bool) -> int:
+    def engine_line(line: str) -> None:
+        if rt.live:
+            progress.show("deploying", line.strip()[:60])
+        elif line.strip():
+            rt.say(f"  {line}")
+
+    progress.show("deploying")
+    try:
+        stacks.up(stack, engine_line)
+    except StackOpsError as error:
+        progress.display.line(f"up: {error}")
+        if keep:
+            rt.say(f"up: failed; the stack is kept (--keep): fix and run again, or "
+                   f"`python -m infra teardown --stack {stack}`")
+            return 1
+        rt.say("up: failed; tearing down what was created so nothing is left running")
+        _teardown(stack, stacks, cloud, rt, progress, config.training.run_id)
+        return 1
+    outputs = stacks.outputs(stack)
+    run_id = outputs.get("runId") or config.training.run_id
+    deadline = parse_iso(outputs.get("expiresAt")) or parse_iso(expires_at)
+    assert deadline is not None
+    progress.display.line(f"up: deployed run {run_id} ({config.training.node_count} x "
+                          f"{config.training.instance_type}), expires-at {iso(deadline)}")
+    result = wait_for_end(cloud, rt, progress, run_id, outputs.get("registryBucket"), deadline)
+    progress.display.line(_ending(result, run_id))
+    succeeded = result.marker is not None and result.marker.status == "SUCCESS"
+    inspect = not config.training.lifecycle.teardown_on_completion and result.ended != "expired"
+    if keep or inspect:
+        why = "--keep" if keep else "teardownOnCompletion is false"
+        rt.say(f"stack {stack} is kept ({why}) until expires-at {iso(deadline)}; tear it down with "
+               f"`python -m infra teardown --stack {stack}`")
+        code = 0
+    else:
+        code = _teardown(stack, stacks, cloud, rt, progress, run_id)
+    outcome = ("job succeeded" if succeeded else "job failed") if result.marker else \
+        {"expired": "stopped at expires-at", "nodes-gone": "nodes gone with no completion marker"}[result.ended]
+    rt.say(f"run {run_id}: {outcome}; {progress.summary()}")
+    return 0 if succeeded and code == 0 else 1
+
+
+def wait_for_end(cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str, bucket: Optional[str],
+                 deadline: datetime) -> WaitResult:
+    """Poll the marker and the active nodes until the run ends or expires-at comes."""
+    seen_nodes = False
+    gone_since: Optional[datetime] = None
+    while True:
+        marker = cloud.marker(bucket, run_id) if bucket else None
+        nodes = cloud.active_nodes(run_id)
+        progress.sample(nodes)
+        now = rt.now()
+        if marker is not None:
+            return WaitResult("marker", marker)
+        if now >= deadline:
+            return WaitResult("expired")
+        if nodes:
+            seen_nodes, gone_since = True, None
+        elif seen_nodes:
+            gone_since = gone_since or now
+            if now - gone_since >= NODES_GONE_AFTER:
+                return WaitResult("nodes-gone")
+        phase = "training" if nodes else ("nodes gone, waiting for the marker" if seen_nodes else "waiting for nodes")
+        progress.show(phase)
+        rt.sleep(WAIT_POLL_SECONDS)
+
+
+def _ending(result: WaitResult, run_id: str) -> str:
+    if result.marker is not None:
+        code = "" if result.marker.exit_code is None else f", exit code {result.marker.exit_code}"
+        return f"job: ended, runs/{run_id}/_{result.marker.status}{code}"
+    if result.ended == "expired":
+        return "job: expires-at reached; the run guard terminates the nodes and exports the checkpoints"
+    return f"job: every node gone for {span(NODES_GONE_AFTER)} with no completion marker"
+
+
+def _teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str) -> int:
+    progress.display.end()
+    progress.sample(0)  # teardown's first step stops the compute; nodes still up were counted until now
+    return teardown(stack, stacks, cloud, rt, run_id=run_id,
+                    on_phase=lambda phase: rt.say(progress.text(phase)))

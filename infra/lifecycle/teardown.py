@@ -1,0 +1,178 @@
+"""Teardown of one training stack: stop compute, confirm the checkpoints are exported, destroy, audit,
+remove the stack.
+
+Stateless: every step derives what to do from the stack and the cloud as they are now, so a teardown
+interrupted at any point and run again finishes. The stack is removed only when the audit finds
+nothing left with the run's tag; on any problem it is kept, so the next run can pick up from there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Optional
+
+from infra.errors import InputError, Problem
+from infra.lifecycle.console import Runtime, iso, span
+from infra.lifecycle.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
+from infra.lifecycle.ports import RunCloud, StackOps, StackOpsError
+
+# Destroy failures that go away on their own once AWS has finished releasing what held the resource.
+TRANSIENT_DESTROY_FAILURES = (
+    ("DependencyViolation", "a security group is still held by network interfaces being released"),
+    ("InvalidPlacementGroup.InUse", "the placement group still holds terminating instances"),
+)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Destroy retries: 30 s, 1, 2, 4 min, then every 5 min; about 22 minutes in all by default."""
+    attempts: int = 8
+    first_seconds: float = 30
+    factor: float = 2
+    max_seconds: float = 300
+
+    def delay(self, failures: int) -> float:
+        return min(self.max_seconds, self.first_seconds * self.factor ** (failures - 1))
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What teardown needs to know about the stack's run."""
+    run_id: str
+    bucket: Optional[str]       # the registry bucket, from the outputs (None once destroyed)
+    export_checkpoints: bool
+
+
+def transient_destroy_failure(output: str) -> Optional[str]:
+    """Why a failed destroy is worth retrying, or None when it is not a known transient failure."""
+    for code, reason in TRANSIENT_DESTROY_FAILURES:
+        if code in output:
+            return f"{code}: {reason}"
+    return None
+
+
+def training_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The `mlinfra:training` map of a stack's config ({} when absent)."""
+    training = config.get("mlinfra:training")
+    return training if isinstance(training, dict) else {}
+
+
+def lifecycle_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The `mlinfra:training.lifecycle` map of a stack's config ({} when absent)."""
+    lifecycle = training_config(config).get("lifecycle")
+    return lifecycle if isinstance(lifecycle, dict) else {}
+
+
+def run_facts(stack: str, config: dict[str, Any], outputs: dict[str, Any]) -> RunFacts:
+    run_id = outputs.get("runId") or training_config(config).get("runId")
+    if not isinstance(run_id, str) or not run_id:
+        raise InputError(Problem("mlinfra:training.runId", f"stack {stack!r} has no run id in its outputs or config"))
+    lifecycle = lifecycle_config(config)
+    return RunFacts(run_id=run_id, bucket=outputs.get("registryBucket") or None,
+                    export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False)
+
+
+def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_id: Optional[str] = None,
+             backoff: Backoff = Backoff(), on_phase: Callable[[str], None] = lambda phase: None,
+             engine_output: Optional[Callable[[str], None]] = None) -> int:
+    """Tear `stack` down; 0 when nothing is left, 1 when a step found a problem (the stack is kept).
+    `run_id` (from the stack file) is audited when the stack no longer exists. The engine's output of
+    the destroy is printed indented unless `engine_output` takes it."""
+    engine_output = engine_output or (lambda line: rt.say(f"  {line}") if line.strip() else None)
+    if not stacks.exists(stack):
+        if run_id is None:
+            rt.say(f"stack {stack}: does not exist, and no run id to audit; nothing to do")
+            return 0
+        rt.say(f"stack {stack}: already removed; auditing run {run_id}")
+        return 0 if _audit_clean(stack, cloud, run_id, rt) else 1
+    facts = run_facts(stack, stacks.config(stack), stacks.outputs(stack))
+    rt.say(f"stack {stack}: run {facts.run_id}, registry bucket {facts.bucket or 'unknown (no outputs)'}")
+    on_phase("tearing down")
+    stopped = cloud.stop_compute(facts.run_id)
+    since = iso(rt.now())  # every instance is gone by now: an export started from here sees every write
+    rt.say(f"compute: terminated {len(stopped)} instance(s) of run {facts.run_id}" if stopped
+           else f"compute: no instance of run {facts.run_id} running")
+    on_phase("exporting")
+    if not _checkpoints_safe(stack, facts, cloud, since, rt):
+        return 1
+    on_phase("tearing down")
+    if not _destroy(stack, stacks, rt, backoff, engine_output):
+        return 1
+    if not _audit_clean(stack, cloud, facts.run_id, rt):
+        return 1
+    stacks.remove(stack)
+    rt.say(f"stack {stack}: removed (its file in stacks/ is kept)")
+    return 0
+
+
+def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, rt: Runtime) -> bool:
+    """True once the run's checkpoints are in the registry, or there is nothing left to export."""
+    if not facts.export_checkpoints:
+        rt.say("checkpoints: not exported (exportCheckpoints is false)")
+        return True
+    marker = cloud.marker(facts.bucket, facts.run_id) if facts.bucket else None
+    if marker is not None and marker.status == "SUCCESS" and marker.checkpoints_exported:
+        rt.say(f"checkpoints: exported by the nodes (runs/{facts.run_id}/_SUCCESS)")
+        return True
+    started = rt.now()
+    while True:
+        status = cloud.export_checkpoints(facts.run_id, since=since)
+        task = f" (task {status.task_id})" if status.task_id else ""
+        if status.state == "succeeded":
+            rt.say(f"checkpoints: exported to the registry{task}")
+            return True
+        if status.state == "no-filesystem":
+            rt.say("checkpoints: no file system left to export from")
+            return True
+        if status.state == "failed":
+            rt.say(f"checkpoints: export failed{task}: {status.detail or 'no detail'}; nothing was destroyed, "
+                   f"fix it and run `python -m infra teardown --stack {stack}` again")
+            return False
+        waited = rt.now() - started
+        if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
+            rt.say(f"checkpoints: export still {status.state} after {span(waited)}{task}; nothing was destroyed, "
+                   f"run `python -m infra teardown --stack {stack}` again to keep waiting")
+            return False
+        rt.say(f"checkpoints: export {status.state}{task}, {span(waited)} so far")
+        rt.sleep(EXPORT_POLL_SECONDS)
+
+
+def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff,
+             engine_output: Callable[[str], None]) -> bool:
+    for attempt in range(1, backoff.attempts + 1):
+        try:
+            stacks.destroy(stack, engine_output)
+        except StackOpsError as error:
+            reason = transient_destroy_failure(error.output)
+            if reason is None:
+                rt.say(f"destroy: failed: {_error_lines(error.output)}; the stack is kept")
+                return False
+            if attempt == backoff.attempts:
+                rt.say(f"destroy: still failing after {attempt} attempts ({reason}); the stack is kept, "
+                       f"run `python -m infra teardown --stack {stack}` again later")
+                return False
+            delay = backoff.delay(attempt)
+            rt.say(f"destroy: {reason}; retrying in {span(timedelta(seconds=delay))} "
+                   f"(attempt {attempt + 1} of {backoff.attempts})")
+            rt.sleep(delay)
+            continue
+        rt.say(f"destroy: stack {stack} holds no resources")
+        return True
+    return False
+
+
+def _audit_clean(stack: str, cloud: RunCloud, run_id: str, rt: Runtime) -> bool:
+    leftovers = cloud.audit(run_id)
+    if not leftovers:
+        rt.say(f"audit: nothing left with run id {run_id}")
+        return True
+    rt.say(f"audit: {len(leftovers)} resource(s) still belong to run {run_id}; stack {stack} is kept:")
+    for leftover in leftovers:
+        rt.say(f"  {leftover.kind}  {leftover.identifier}  (found by {leftover.found_by})")
+    return False
+
+
+def _error_lines(output: str, limit: int = 3) -> str:
+    """The engine's error lines, the part of a failed destroy's output worth showing."""
+    lines = [line.strip() for line in output.splitlines() if "error" in line.lower() and line.strip()]
+    return " | ".join(lines[-limit:]) if lines else (output.strip().splitlines() or ["no output"])[-1]

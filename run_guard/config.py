@@ -1,0 +1,68 @@
+"""The guard's settings, from the Lambda's environment, and its timing constants.
+
+The constants mirror infra/lifecycle/limits.py (a test keeps them equal); the guard cannot import it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+EXPORT_POLL_SECONDS = 60        # = limits.EXPORT_POLL_SECONDS
+MAX_ROUNDS = 24                 # re-invocations of one expiry: ~6 h of export polling at 15 min each
+MAX_EXPORT_ATTEMPTS = 3         # export tasks tried after compute stopped before giving up (and keeping the data)
+SAFETY_MILLIS = 20_000          # stop polling this long before the Lambda times out, to report and re-invoke
+
+RUN_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"  # = infra.config.training.RUN_ID_PATTERN
+_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+_PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._=-]*(?:/[A-Za-z0-9][A-Za-z0-9._=-]*)*$"  # no "..", no leading "/"
+
+
+class ConfigError(Exception):
+    """The guard's environment is missing or invalid; the message names the variable and what is allowed."""
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    run_id: str
+    registry_bucket: str
+    teardown_on_completion: bool
+    export_checkpoints: bool
+    checkpoints_path: str = "checkpoints"
+
+    @property
+    def runs_prefix(self) -> str:
+        return f"runs/{self.run_id}/"
+
+
+def load_config(env: Mapping[str, str]) -> GuardConfig:
+    """The settings from `env`, or ConfigError listing every problem."""
+    problems: list[str] = []
+
+    def text(name: str, pattern: str, allowed: str, default: str | None = None) -> str:
+        value = env.get(name, default)
+        if value is None or value == "":
+            problems.append(f"{name} is not set: {allowed}")
+            return ""
+        if not re.fullmatch(pattern, value):
+            problems.append(f"{name}={value!r} is invalid: {allowed}")
+        return value
+
+    def flag(name: str) -> bool:
+        value = env.get(name)
+        if value not in ("true", "false"):
+            problems.append(f"{name}={value!r} is invalid: 'true' or 'false'" if value is not None
+                            else f"{name} is not set: 'true' or 'false'")
+        return value == "true"
+
+    config = GuardConfig(
+        run_id=text("MLINFRA_RUN_ID", RUN_ID_PATTERN, "lowercase letters, digits and '-', up to 40 characters"),
+        registry_bucket=text("MLINFRA_REGISTRY_BUCKET", _BUCKET_PATTERN, "an S3 bucket name"),
+        teardown_on_completion=flag("MLINFRA_TEARDOWN_ON_COMPLETION"),
+        export_checkpoints=flag("MLINFRA_EXPORT_CHECKPOINTS"),
+        checkpoints_path=text("MLINFRA_CHECKPOINTS_PATH", _PATH_PATTERN,
+                              "a path relative to the Lustre root, like 'checkpoints'", default="checkpoints"),
+    )
+    if problems:
+        raise ConfigError("run guard misconfigured: " + "; ".join(problems))
+    return config

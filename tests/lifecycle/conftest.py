@@ -1,0 +1,103 @@
+"""The moto server on loopback (a real HTTP AWS endpoint, started and stopped here) and clients for it."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.lifecycle.aws_world import REGION, make_registry
+
+LAUNCHER = Path(__file__).with_name("moto_launcher.py")
+
+
+def _readable_within(stream, seconds: float) -> bool:
+    """poll(), not select(): select cannot watch descriptors numbered 1024 or more."""
+    poller = select.poll()
+    poller.register(stream, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
+
+
+@pytest.fixture(scope="session")
+def moto_url():
+    """Start moto_launcher.py as a subprocess on 127.0.0.1; its URL; stopped at the session's end."""
+    log = tempfile.NamedTemporaryFile(prefix="moto-server-", suffix=".log", delete=False)
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        ready = _readable_within(proc.stdout, 60)
+        line = proc.stdout.readline() if ready else ""
+        if not line.startswith("READY "):
+            log.flush()
+            raise RuntimeError(f"moto server did not start (exit {proc.poll()}): {Path(log.name).read_text()[-2000:]}")
+        url = f"http://127.0.0.1:{int(line.split()[1])}"
+        _wait_until_answering(url)
+        yield url
+    finally:
+        proc.stdin.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        os.unlink(log.name)
+
+
+def _wait_until_answering(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read() or b"{}")
+
+
+@pytest.fixture
+def aws(moto_url, monkeypatch):
+    """boto3 clients against a freshly reset moto server; env points every boto3 client at it."""
+    _post(f"{moto_url}/moto-api/reset", {})
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    session = boto3.session.Session(region_name=REGION)
+    names = {"ec2": "ec2", "s3": "s3", "fsx": "fsx", "logs": "logs", "iam": "iam", "kms": "kms",
+             "tagging": "resourcegroupstaggingapi", "lambda_": "lambda"}
+    clients = {attr: session.client(service) for attr, service in names.items()}
+
+    def set_task(task_id: str, lifecycle: str, message: str = "") -> None:
+        """Emulator extension: finish (or fail) a data repository task, as the real service would."""
+        _post(f"{moto_url}/moto-api/fsx/data-repository-task",
+              {"TaskId": task_id, "Lifecycle": lifecycle, "FailureMessage": message})
+
+    return SimpleNamespace(url=moto_url, session=session, set_task=set_task, **clients)
+
+
+@pytest.fixture
+def registry(aws) -> str:
+    return make_registry(aws)

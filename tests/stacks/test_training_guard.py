@@ -1,0 +1,127 @@
+"""The run guard inside the training stack, through the offline preview: the completion rule, the
+expiry schedule at expires-at, the function and its run-scoped role, and the lifecycle settings."""
+import base64
+import json
+
+import pytest
+
+from infra.lifecycle import guard
+from infra.lifecycle.limits import GUARD_RETRY_WINDOW_SECONDS
+from infra.offline.engine import preview
+from tests.conftest import by_type, one, run_cli
+
+RUN = "demo-llama-7b-001"
+BUCKET = "mlinfra-registry-123456789012-us-east-1"
+FIXED = [("mlinfra:training.lifecycle.expiresAt", "2031-01-02T03:04:00Z")]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return preview("training-demo", FIXED)
+
+
+def test_completion_rule_matches_only_this_runs_markers(demo):
+    rule = one(demo, "aws:cloudwatch/eventRule:EventRule").inputs
+    assert json.loads(rule["eventPattern"]) == {
+        "source": ["aws.s3"], "detail-type": ["Object Created"],
+        "detail": {"bucket": {"name": [BUCKET]}, "object": {"key": [f"runs/{RUN}/_SUCCESS", f"runs/{RUN}/_FAILED"]}},
+    }
+    target = one(demo, "aws:cloudwatch/eventTarget:EventTarget").inputs
+    function = one(demo, "aws:lambda/function:Function")
+    assert target["arn"] == function.outputs["arn"]
+    assert target["retryPolicy"]["maximumEventAgeInSeconds"] == GUARD_RETRY_WINDOW_SECONDS
+    permission = one(demo, "aws:lambda/permission:Permission").inputs
+    assert (permission["principal"], permission["sourceArn"]) == ("events.amazonaws.com",
+                                                                  one(demo, "aws:cloudwatch/eventRule:EventRule").outputs["arn"])
+
+
+def test_expiry_schedule_fires_once_at_expires_at(demo):
+    schedule = one(demo, "aws:scheduler/schedule:Schedule").inputs
+    assert schedule["scheduleExpression"] == "at(2031-01-02T03:04:00)"
+    assert schedule["scheduleExpressionTimezone"] == "UTC"
+    assert schedule["flexibleTimeWindow"] == {"mode": "OFF"}
+    assert json.loads(schedule["target"]["input"]) == {"action": "expire"}
+    assert schedule["target"]["arn"] == one(demo, "aws:lambda/function:Function").outputs["arn"]
+    assert demo.outputs["expiresAt"] == "2031-01-02T03:04:00Z"
+    for step in by_type(demo, "aws:iam/role:Role"):
+        assert step.inputs["tags"]["mlinfra:expires-at"] == "2031-01-02T03:04:00Z"
+    scheduler_role = [s for s in by_type(demo, "aws:iam/role:Role") if "scheduler" in s.name][0]
+    trust = json.loads(scheduler_role.inputs["assumeRolePolicy"])["Statement"][0]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+def test_function_ships_the_guard_source_with_its_settings(demo):
+    function = one(demo, "aws:lambda/function:Function")
+    inputs = function.inputs
+    assert inputs["handler"] == "run_guard.handler.handler" and inputs["runtime"].startswith("python3")
+    assert set(inputs["code"]["assets"]) == set(guard.source_files()) >= {"run_guard/handler.py", "run_guard/__init__.py"}
+    assert inputs["environment"]["variables"] == {
+        "MLINFRA_RUN_ID": RUN, "MLINFRA_REGISTRY_BUCKET": BUCKET, "MLINFRA_TEARDOWN_ON_COMPLETION": "true",
+        "MLINFRA_EXPORT_CHECKPOINTS": "true", "MLINFRA_CHECKPOINTS_PATH": "checkpoints"}
+    logs = one(demo, "aws:cloudwatch/logGroup:LogGroup")
+    assert logs.inputs["name"] == f"/aws/lambda/mlinfra-guard-{RUN}" and logs.inputs["retentionInDays"] > 0
+    assert logs.urn in function.dependencies  # created first, so Lambda never makes an unmanaged one
+
+
+def test_guard_role_acts_only_on_resources_tagged_with_the_run(demo):
+    role = [s for s in by_type(demo, "aws:iam/role:Role") if s.name == f"run-{RUN}-guard-role"][0]
+    policies = [json.loads(s.inputs["policy"]) for s in by_type(demo, "aws:iam/rolePolicy:RolePolicy")
+                if role.urn in s.dependencies]
+    assert len(policies) == 2  # its own permissions and the registry's grant on runs/<run-id>/
+    statements = [st for doc in policies for st in doc["Statement"]]
+    mutating = [st for st in statements if any(a in ("ec2:TerminateInstances", "fsx:DeleteFileSystem")
+                                               for a in _actions(st))]
+    assert mutating and all(st["Condition"] == {"StringEquals": {"aws:ResourceTag/mlinfra:run-id": RUN}}
+                            for st in mutating)
+    for st in statements:
+        if st["Resource"] == "*":
+            assert all(a.split(":")[1].startswith("Describe") for a in _actions(st)), st
+    writes = [r for st in statements if st["Sid"].startswith("RegistryWrite") for r in st["Resource"]]
+    assert writes == [f"arn:aws:s3:::{BUCKET}/runs/{RUN}/*"]
+    assert not [a for st in statements for a in _actions(st) if a.startswith("s3:Delete")]
+
+
+def _actions(statement):
+    actions = statement["Action"]
+    return [actions] if isinstance(actions, str) else actions
+
+
+def test_nodes_wait_for_the_guard_and_nothing_is_protected(demo):
+    nodes = [s for s in demo.steps if s.type == "mlinfra:training:Nodes"][0]
+    for token in ("aws:scheduler/schedule:Schedule", "aws:cloudwatch/eventTarget:EventTarget",
+                  "aws:lambda/permission:Permission"):
+        assert one(demo, token).urn in nodes.dependencies, token  # a run that ends early is still watched
+    assert [s.urn for s in demo.resources() if s.protect or s.retain_on_delete] == []
+
+
+def test_grace_period_reaches_the_nodes(demo):
+
+    script = base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
+    # 2031-01-02T03:04:00Z minus the default 15 minutes
+    assert "MLINFRA_STOP_AT=1925088540\n" in script and "MLINFRA_POWER_OFF=1\n" in script
+
+
+def test_keeping_nodes_and_skipping_export_change_guard_nodes_and_file_system():
+    result = preview("training-demo", FIXED + [("mlinfra:training.lifecycle.teardownOnCompletion", "false"),
+                                               ("mlinfra:training.lifecycle.exportCheckpoints", "false")])
+    variables = one(result, "aws:lambda/function:Function").inputs["environment"]["variables"]
+    assert (variables["MLINFRA_TEARDOWN_ON_COMPLETION"], variables["MLINFRA_EXPORT_CHECKPOINTS"]) == ("false", "false")
+    links = [s.inputs["fileSystemPath"] for s in by_type(result, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")]
+    assert links == ["/datasets"]
+
+    script = base64.b64decode(one(result, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
+    assert "MLINFRA_POWER_OFF=0\n" in script and "MLINFRA_EXPORT=0\n" in script
+
+
+@pytest.mark.parametrize("override, message", [
+    ("mlinfra:training.lifecycle.gracePeriodMinutes=121",
+     "mlinfra:training.lifecycle.gracePeriodMinutes: must be at most 120 (got 121)"),
+    ("mlinfra:training.lifecycle.gracePeriodMinutes=60",
+     "mlinfra:training.lifecycle.gracePeriodMinutes: 60 minutes is not shorter than ttlHours (1.0 h): the job would be "
+     "asked to stop before it starts; use fewer minutes or a longer ttlHours"),
+])
+def test_bad_lifecycle_settings_exit_2_naming_the_field(override, message):
+    result = run_cli("preview", "--stack", "training-demo", "-c", override, "-c", "mlinfra:training.lifecycle.ttlHours=1")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [f"error: {message}"]
