@@ -66,6 +66,13 @@ def role_in_stack(resource: Resource, stack: Stack) -> Optional[str]:
     return stack_role(stack)
 
 
+def run_tag(stack: Stack, key: str) -> Optional[str]:
+    """The one value a training stack's resources carry for tag `key` (run id, expires-at); None when none
+    or several (training-resources-carry-run-tags reports those)."""
+    values = {v for v in (tags(r).get(key) for r in stack.resources if role_of(r) == "training") if isinstance(v, str)}
+    return values.pop() if len(values) == 1 else None
+
+
 def as_list(value: Any) -> list[Any]:
     if value is None or is_unknown(value):
         return []

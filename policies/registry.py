@@ -8,12 +8,14 @@ from __future__ import annotations
 from policies.model import Rule
 from policies.rules import (
     accelerator_node_pools_tainted,
+    autoscalers_have_replica_bounds,
     block_devices_encrypted,
     efa_nodes_in_one_subnet,
     efa_on_every_network_card,
     efa_security_group_self_referencing,
     eks_api_endpoint_restricted,
     eks_secrets_encrypted,
+    guard_role_scoped_to_run,
     ingress_not_open_to_the_internet,
     instance_metadata_requires_imdsv2,
     instance_types_have_catalog_price,
@@ -25,14 +27,17 @@ from policies.rules import (
     lustre_linked_through_data_repository_associations,
     lustre_security_group_allows_lustre_ports,
     lustre_throughput_allowed_value,
+    model_servers_scale_on_inference_signals,
     multi_interface_instances_without_public_ip,
     node_pools_have_limits,
+    nodes_without_public_ip,
     placement_group_matches_capacity_mode,
     placement_groups_use_cluster_strategy,
     registry_access_without_wildcards,
     registry_bucket_and_key_protected,
     registry_bucket_encrypted_with_kms,
     registry_bucket_public_access_blocked,
+    registry_bucket_sends_events_to_eventbridge,
     registry_bucket_tls_only,
     registry_bucket_versioned,
     serving_pools_use_serving_types,
@@ -43,6 +48,7 @@ from policies.rules import (
     training_nodes_use_training_types,
     training_resources_carry_run_tags,
     training_resources_not_protected,
+    training_stack_has_run_guard,
 )
 
 PACK_NAME = "mlinfra"
@@ -69,17 +75,22 @@ RULES: list[Rule] = [
     training_resources_carry_run_tags.RULE,
     training_launch_templates_tag_what_they_launch.RULE,
     training_expiry_within_max_lifetime.RULE,
+    training_stack_has_run_guard.RULE,
+    guard_role_scoped_to_run.RULE,
     # registry
     registry_bucket_versioned.RULE,
     registry_bucket_public_access_blocked.RULE,
     registry_bucket_encrypted_with_kms.RULE,
     registry_bucket_tls_only.RULE,
     registry_bucket_and_key_protected.RULE,
+    registry_bucket_sends_events_to_eventbridge.RULE,
     # serving
     eks_api_endpoint_restricted.RULE,
     eks_secrets_encrypted.RULE,
     accelerator_node_pools_tainted.RULE,
     node_pools_have_limits.RULE,
+    autoscalers_have_replica_bounds.RULE,
+    model_servers_scale_on_inference_signals.RULE,
     # role separation
     serving_pools_use_serving_types.RULE,
     training_nodes_use_training_types.RULE,
@@ -90,6 +101,7 @@ RULES: list[Rule] = [
     instance_metadata_requires_imdsv2.RULE,
     block_devices_encrypted.RULE,
     ingress_not_open_to_the_internet.RULE,
+    nodes_without_public_ip.RULE,
     # cost
     stack_hourly_cost_under_ceiling.RULE,
     instance_types_have_catalog_price.RULE,

@@ -34,6 +34,7 @@ IN = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 OUT = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 SUBNET = "aws:ec2/subnet:Subnet"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
 PG = "aws:ec2/placementGroup:PlacementGroup"
 FLEET = "aws:ec2/fleet:Fleet"
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
@@ -105,6 +106,110 @@ def training_resources() -> list[Resource]:
         res(ROLE, "node-role", {"tags": tags, "assumeRolePolicy": "{}"}),
         res(ROLE_POLICY, "node-role-write", {"role": "node-role", "policy": json.dumps(write_grant())},
             deps={"role": [(ROLE, "node-role")]}),
+        *guard_resources(),
+    ]
+
+
+EVENT_RULE = "aws:cloudwatch/eventRule:EventRule"
+EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
+SCHEDULE = "aws:scheduler/schedule:Schedule"
+FUNCTION = "aws:lambda/function:Function"
+RUN_ID = "run-1"
+
+
+def completion_pattern(run_id: str = RUN_ID) -> dict:
+    return {"source": ["aws.s3"], "detail-type": ["Object Created"],
+            "detail": {"bucket": {"name": ["mlinfra-registry"]},
+                       "object": {"key": [f"runs/{run_id}/_SUCCESS", f"runs/{run_id}/_FAILED"]}}}
+
+
+def guard_policy(run_id: str = RUN_ID) -> dict:
+    scoped = {"StringEquals": {"aws:ResourceTag/mlinfra:run-id": run_id}}
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "Find", "Effect": "Allow", "Action": ["ec2:DescribeInstances", "fsx:DescribeFileSystems"], "Resource": "*"},
+        {"Sid": "Terminate", "Effect": "Allow", "Action": "ec2:TerminateInstances", "Resource": "*", "Condition": scoped},
+        {"Sid": "Filesystem", "Effect": "Allow", "Action": ["fsx:CreateDataRepositoryTask", "fsx:DeleteFileSystem"],
+         "Resource": "*", "Condition": scoped},
+        {"Sid": "Report", "Effect": "Allow", "Action": ["s3:PutObject"],
+         "Resource": f"arn:aws:s3:::mlinfra-registry/runs/{run_id}/*"},
+    ]}
+
+
+def guard_resources() -> list[Resource]:
+    """The run guard as issue 4 declares it: a rule on the run's completion markers and a one-time schedule at
+    expires-at, both invoking a function whose role may act only on resources tagged with the run id."""
+    tags = training_tags()
+    function_arn = "arn:aws:lambda:us-east-1:123456789012:function:guard"
+    return [
+        res(ROLE, "guard-role", {"tags": tags, "assumeRolePolicy": "{}"}),
+        res(ROLE_POLICY, "guard-policy", {"role": "guard-role", "policy": json.dumps(guard_policy())},
+            deps={"role": [(ROLE, "guard-role")]}),
+        res(LOGS, "guard-logs", {"tags": tags, "retentionInDays": 14}),
+        res(FUNCTION, "guard", {"tags": tags, "role": "arn:aws:iam::123456789012:role/guard", "runtime": "python3.12",
+                                "handler": "guard.handler", "timeout": 900},
+            deps={"role": [(ROLE, "guard-role")]}),
+        res(EVENT_RULE, "guard-completion", {"tags": tags, "eventPattern": json.dumps(completion_pattern()),
+                                             "state": "ENABLED"}),
+        res(EVENT_TARGET, "guard-completion-target", {"rule": "guard-completion", "arn": function_arn},
+            deps={"rule": [(EVENT_RULE, "guard-completion")], "arn": [(FUNCTION, "guard")]}),
+        res(SCHEDULE, "guard-expiry", {"scheduleExpression": f"at({EXPIRES[:-1]})", "scheduleExpressionTimezone": "UTC",
+                                       "flexibleTimeWindow": {"mode": "OFF"}, "actionAfterCompletion": "DELETE",
+                                       "target": {"arn": function_arn, "roleArn": "arn:aws:iam::123456789012:role/s"}},
+            deps={"target": [(FUNCTION, "guard"), (ROLE, "guard-role")]}),
+    ]
+
+
+SERVING = "serving-demo"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+
+
+def serving_tags() -> dict[str, str]:
+    return {"mlinfra:role": "serving", "mlinfra:stack": SERVING}
+
+
+def model_deployment(name: str = "llama", resource: str = "aws.amazon.com/neuron") -> dict:
+    meta = {"name": name, "namespace": "models",
+            "labels": {"app.kubernetes.io/name": "model-server", "app.kubernetes.io/instance": name}}
+    container = {"name": "server", "image": "vllm", "resources": {"requests": {"cpu": "4", resource: "1"},
+                                                                   "limits": {resource: "1"}}}
+    return {"metadata": meta, "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
+                                       "template": {"metadata": {"labels": meta["labels"]},
+                                                    "spec": {"containers": [container]}}}}
+
+
+def scaled_object(target: str = "llama") -> dict:
+    query = f'sum(vllm:num_requests_waiting{{namespace="models",app_kubernetes_io_instance="{target}"}})'
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": target, "namespace": "models"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                     "minReplicaCount": 1, "maxReplicaCount": 4,
+                     "triggers": [{"type": "prometheus", "name": "queue-depth", "metricType": "AverageValue",
+                                   "metadata": {"serverAddress": "http://prometheus", "query": query, "threshold": "4"}},
+                                  {"type": "prometheus", "name": "kv-cache", "metricType": "Value",
+                                   "metadata": {"serverAddress": "http://prometheus", "threshold": "0.8",
+                                                "query": "avg(vllm:gpu_cache_usage_perc)"}}]}}
+
+
+def serving_resources() -> list[Resource]:
+    """A serving slice: private node subnet, a tainted inf2 node group on an IMDSv2 template, one model server
+    (Deployment) scaled by a KEDA ScaledObject on queue depth and KV cache."""
+    tags = serving_tags()
+    on = {"stack": SERVING}
+    return [
+        res(SUBNET, "private-a", {"tags": tags, "availabilityZone": "us-east-1a", "cidrBlock": "10.80.0.0/19",
+                                  "mapPublicIpOnLaunch": False}, **on),
+        res(LT, "pool-lt", {"tags": tags, "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required"},
+                            "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true"}}]}, **on),
+        res(NODE_GROUP, "pool", {"tags": tags, "clusterName": "c", "instanceTypes": ["inf2.xlarge"],
+                                 "subnetIds": ["subnet-a"], "launchTemplate": {"id": "lt-1", "version": "1"},
+                                 "taints": [{"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}],
+                                 "scalingConfig": {"minSize": 1, "maxSize": 4, "desiredSize": 1}},
+            deps={"subnetIds": [(SUBNET, "private-a")], "launchTemplate": [(LT, "pool-lt")]}, **on),
+        res(DEPLOYMENT, "llama-deployment", model_deployment(), **on),
+        res(SCALED_OBJECT, "llama-scaler", scaled_object(), **on),
     ]
 
 
@@ -133,6 +238,7 @@ VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
 PAB = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+NOTIFICATION = "aws:s3/bucketNotification:BucketNotification"
 TLS_ONLY = {"Version": "2012-10-17", "Statement": [
     {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
      "Resource": ["arn:aws:s3:::mlinfra-registry", "arn:aws:s3:::mlinfra-registry/*"],
@@ -156,6 +262,8 @@ def registry_resources() -> list[Resource]:
              "bucketKeyEnabled": True}]}, stack="registry", deps=on_bucket),
         res(BUCKET_POLICY, "registry-tls-only", {"bucket": "mlinfra-registry", "policy": json.dumps(TLS_ONLY)},
             stack="registry", deps=on_bucket),
+        res(NOTIFICATION, "registry-events", {"bucket": "mlinfra-registry", "eventbridge": True}, stack="registry",
+            deps=on_bucket),
     ]
 
 

@@ -33,8 +33,11 @@ def test_every_rule_module_is_registered():
 
 def test_enforcement_levels_are_set_by_the_pack():
     assert {r.enforcement for r in RULES} <= {"mandatory", "advisory"}
+    # Advisory where judgement is needed: whether to bring events to a registry no run uses, which taint and
+    # which scaling signal suit a pool or server, and prices the catalog cannot know.
     assert [r.name for r in RULES if r.enforcement == "advisory"] == [
-        "accelerator-node-pools-tainted", "instance-types-have-catalog-price"]
+        "registry-bucket-sends-events-to-eventbridge", "accelerator-node-pools-tainted",
+        "model-servers-scale-on-inference-signals", "instance-types-have-catalog-price"]
 
 
 def test_every_rule_has_a_test_that_names_it():

@@ -4,9 +4,10 @@ import json
 import pytest
 
 from infra.offline.project import load_project
+from policies.registry import RULES
 from tests.conftest import run_cli
 from tests.policies.policy_fixtures import (
-    changed, registry_resources, to_document, training_resources,
+    changed, guard_policy, registry_resources, serving_resources, to_document, training_resources,
 )
 
 
@@ -50,6 +51,19 @@ def misconfigured_training():
     return broken
 
 
+def misconfigured_serving():
+    broken = changed(serving_resources(), "llama-scaler", "spec.maxReplicaCount", delete=True)
+    broken = changed(broken, "llama-scaler", "spec.triggers.1", {"type": "cpu", "metadata": {"value": "70"}})
+    return changed(broken, "private-a", "mapPublicIpOnLaunch", True)
+
+
+def misconfigured_guard():
+    policy = guard_policy()
+    del policy["Statement"][1]["Condition"]
+    broken = changed(training_resources(), "guard-policy", "policy", json.dumps(policy))
+    return changed(broken, "guard-expiry", "flexibleTimeWindow", {"mode": "FLEXIBLE", "maximumWindowInMinutes": 60})
+
+
 @pytest.mark.parametrize("build, stack, expected", [
     (misconfigured_training, "training-demo", {
         ("efa-on-every-network-card", "template"),
@@ -67,11 +81,33 @@ def misconfigured_training():
         ("registry-bucket-tls-only", "registry-tls-only"),
     }),
     (lambda: [serving_pool(["p4d.24xlarge"])], "serving-demo", {("serving-pools-use-serving-types", "pool")}),
-])
+    (misconfigured_serving, "serving-demo", {
+        ("autoscalers-have-replica-bounds", "llama-scaler"),
+        ("nodes-without-public-ip", "private-a"),
+    }),
+    (misconfigured_guard, "training-demo", {
+        ("guard-role-scoped-to-run", "guard-policy"),
+        ("training-stack-has-run-guard", "guard-expiry"),
+    }),
+], ids=["training", "public-registry", "registry-s3-star", "p4d-serving-pool", "serving", "run-guard"])
 def test_one_misconfiguration_per_family_fails_naming_rule_and_resource(tmp_path, build, stack, expected):
+    """The issue's done-when: EFA on one card only, Lustre throughput 300, a protected training resource, IMDSv1
+    (one training document), a public registry bucket, `s3:*` on the registry, a p4d serving pool; and the
+    serving and run-guard families."""
     done = policy("--preview-json", write(tmp_path, to_document(build(), stack)), "--json")
     assert done.returncode == 1, done.stderr
     assert violations(done) == expected
+
+
+def test_advisory_violations_are_reported_without_failing(tmp_path):
+    broken = changed(serving_resources(), "llama-scaler", "spec.triggers.1", {"type": "cpu", "metadata": {"value": "70"}})
+    done = policy("--preview-json", write(tmp_path, to_document(broken, "serving-demo")), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [found] = json.loads(done.stdout)["violations"]
+    assert (found["policy"], found["enforcement"], found["urn"].rsplit("::", 1)[-1]) == (
+        "model-servers-scale-on-inference-signals", "advisory", "llama-scaler")
+    assert found["message"].startswith("ScaledObject 'llama-scaler' scales model server 'llama-deployment' on cpu "
+                                       "(triggers[1])")
 
 
 def test_human_output_groups_by_resource(tmp_path):
@@ -88,7 +124,7 @@ def test_human_output_groups_by_resource(tmp_path):
 def test_json_output_fields(tmp_path):
     done = policy("--preview-json", write(tmp_path, to_document(misconfigured_training(), "training-demo")), "--json")
     report = json.loads(done.stdout)
-    assert report["policyPack"] == {"name": "mlinfra", "version": "0.1.0", "policies": 36}
+    assert report["policyPack"] == {"name": "mlinfra", "version": "0.1.0", "policies": len(RULES)}
     fs = next(v for v in report["violations"] if v["policy"] == "lustre-throughput-allowed-value")
     assert fs == {"policy": "lustre-throughput-allowed-value", "enforcement": "mandatory",
                   "urn": "urn:pulumi:training-demo::mlinfra::aws:fsx/lustreFileSystem:LustreFileSystem::fs",
