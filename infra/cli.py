@@ -56,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
 
     from infra.policy.cli import add_policy_parser
     add_policy_parser(verbs)
+    from infra.cost.cli import add_cost_parser
+    add_cost_parser(verbs)
+    from infra.diagram.cli import add_diagram_parser
+    add_diagram_parser(verbs)
+    from infra.report import add_report_parser
+    add_report_parser(verbs)
     from infra.lifecycle.cli import add_lifecycle_parsers
     add_lifecycle_parsers(verbs)
     return parser

@@ -1,0 +1,55 @@
+"""The idle tail of a training run: what keeps billing after the job ends, as the lifecycle design allows
+it. Every duration comes from infra/lifecycle/limits.py, so the cost follows the design when it changes."""
+from __future__ import annotations
+
+from infra.cost.compute import COMPUTE_TYPES
+from infra.cost.model import IdleTail, IdleTerm, Line
+from infra.lifecycle.limits import (
+    COMPLETION_TO_TERMINATE_SECONDS, COMPLETION_TO_TERMINATE_WORST_SECONDS, EC2_SHUTDOWN_SECONDS, EXPORT_WAIT_SECONDS,
+    HARD_CAP_OVERRUN_SECONDS, NODE_POWER_OFF_DELAY_SECONDS,
+)
+
+
+def idle_tail(lines: list[Line], hours: float, ttl_hours: float, teardown_on_completion: bool = True,
+              export_checkpoints: bool = True) -> IdleTail:
+    hourly = [line for line in lines if line.basis == "hourly"]
+    # Instances and the root volumes they delete on termination stop together; the rest stays until teardown.
+    nodes_usd = sum(line.high for line in hourly if line.type in COMPUTE_TYPES)
+    nodes = sum(line.nodes for line in lines if line.group == "compute")  # priced or not
+    one_node_usd = nodes_usd / nodes if nodes else 0.0
+    standing_usd = sum(line.high for line in hourly if line.type not in COMPUTE_TYPES)
+    until_expiry = max(ttl_hours - hours, 0.0) * 3600
+
+    terms = []
+    if teardown_on_completion:
+        terms.append(IdleTerm(
+            f"all {nodes} nodes, from the job's end to termination", COMPLETION_TO_TERMINATE_SECONDS,
+            nodes_usd * COMPLETION_TO_TERMINATE_SECONDS / 3600,
+            f"each node powers off {NODE_POWER_OFF_DELAY_SECONDS} s after its job exits (NODE_POWER_OFF_DELAY_SECONDS) "
+            f"and takes up to {EC2_SHUTDOWN_SECONDS} s to terminate (EC2_SHUTDOWN_SECONDS; an upper bound, EC2 stops "
+            "billing at shutting-down)"))
+    else:
+        seconds = until_expiry + HARD_CAP_OVERRUN_SECONDS
+        terms.append(IdleTerm(
+            f"all {nodes} nodes, kept until expires-at (teardownOnCompletion: false)", seconds,
+            nodes_usd * seconds / 3600,
+            f"ttlHours {ttl_hours:g} - {hours:g} h of run, plus the hard cap's overrun (HARD_CAP_OVERRUN_SECONDS)"))
+    export_seconds = EXPORT_WAIT_SECONDS if export_checkpoints else 0
+    if export_checkpoints and nodes:
+        terms.append(IdleTerm(
+            "rank 0, waiting for the last checkpoints' export", EXPORT_WAIT_SECONDS,
+            one_node_usd * EXPORT_WAIT_SECONDS / 3600,
+            f"rank 0 waits at most {EXPORT_WAIT_SECONDS} s (EXPORT_WAIT_SECONDS) for Lustre to export the checkpoints "
+            "before it writes the completion marker; the other nodes have powered off"))
+    standing_seconds = export_seconds + COMPLETION_TO_TERMINATE_SECONDS
+    terms.append(IdleTerm(
+        "storage and network until teardown", standing_seconds, standing_usd * standing_seconds / 3600,
+        "everything but the nodes (Lustre, network) bills until `teardown` removes it: that starts on the completion marker, "
+        f"after the export wait ({export_seconds} s) and the nodes' termination ({COMPLETION_TO_TERMINATE_SECONDS} s); "
+        "the destroy's own duration is not bounded by the design"))
+    return IdleTail(
+        terms=tuple(terms),
+        guard_path_usd=nodes_usd * COMPLETION_TO_TERMINATE_WORST_SECONDS / 3600,
+        hard_cap_overrun_usd=nodes_usd * HARD_CAP_OVERRUN_SECONDS / 3600,
+        unattended_usd=standing_usd * until_expiry / 3600,
+    )
