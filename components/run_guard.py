@@ -13,7 +13,7 @@ import pulumi_aws as aws
 
 from components.registry_access import RegistryAccess
 from infra.lifecycle import guard
-from infra.lifecycle.limits import GUARD_RETRY_ATTEMPTS, GUARD_RETRY_WINDOW_SECONDS, GUARD_TIMEOUT_SECONDS
+from infra.lifecycle.limits import GUARD_EVENT_MAX_AGE_SECONDS, GUARD_RETRY_ATTEMPTS, GUARD_TIMEOUT_SECONDS
 from infra.registry_layout import runs_prefix
 
 
@@ -48,12 +48,17 @@ class RunGuard(pulumi.ComponentResource):
                             description=f"mlinfra run guard of run {run_id}: acts only on resources tagged with it",
                             tags=tags, opts=child)
         reports = args.registry.grant_write(role, runs_prefix(run_id))
+        # Invocations that still fail after Lambda's retries land here, with the event, for `audit` and
+        # a human to see (the run's resources stay tagged, so `reap`/`teardown` can finish the job).
+        self.failures = aws.sqs.Queue(f"{name}-failures", name=guard.failure_queue_name(run_id),
+                                      message_retention_seconds=14 * 24 * 3600, sqs_managed_sse_enabled=True,
+                                      tags=tags, opts=child)
         function_arn = (f"arn:{args.partition}:lambda:{args.region}:{args.account_id}:function:"
                         f"{guard.function_name(run_id)}")
         permissions = aws.iam.RolePolicy(
             f"{name}-permissions", role=role.id,
-            policy=logs.arn.apply(lambda log_arn: json.dumps(guard.guard_policy(
-                args.partition, args.region, args.account_id, run_id, function_arn, log_arn))),
+            policy=pulumi.Output.all(logs.arn, self.failures.arn).apply(lambda arns: json.dumps(guard.guard_policy(
+                args.partition, args.region, args.account_id, run_id, function_arn, arns[0], arns[1]))),
             opts=child,
         )
         self.function = aws.lambda_.Function(
@@ -75,9 +80,16 @@ class RunGuard(pulumi.ComponentResource):
         )
         aws.lambda_.FunctionEventInvokeConfig(
             f"{name}-retries", function_name=self.function.name,
-            maximum_retry_attempts=GUARD_RETRY_ATTEMPTS, maximum_event_age_in_seconds=GUARD_RETRY_WINDOW_SECONDS,
+            maximum_retry_attempts=GUARD_RETRY_ATTEMPTS, maximum_event_age_in_seconds=GUARD_EVENT_MAX_AGE_SECONDS,
+            destination_config=aws.lambda_.FunctionEventInvokeConfigDestinationConfigArgs(
+                on_failure=aws.lambda_.FunctionEventInvokeConfigDestinationConfigOnFailureArgs(
+                    destination=self.failures.arn)),
             opts=child,
         )
+        # A long export continues through the guard invoking itself; Lambda stops such chains after
+        # about 16 calls unless recursion is allowed for this function (its rounds are bounded).
+        aws.lambda_.FunctionRecursionConfig(f"{name}-recursion", function_name=self.function.name,
+                                            recursive_loop="Allow", opts=child)
 
         self.completion_rule = aws.cloudwatch.EventRule(
             f"{name}-completion",
@@ -120,4 +132,4 @@ class RunGuard(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[scheduler_permissions]),
         )
         self.register_outputs({"functionArn": self.function.arn, "completionRuleArn": self.completion_rule.arn,
-                               "expiryScheduleArn": self.expiry.arn})
+                               "expiryScheduleArn": self.expiry.arn, "failureQueueArn": self.failures.arn})

@@ -1,6 +1,6 @@
 """`python -m infra <verb>`: the offline preview and project tools.
 
-Exit codes (DESIGN.md): 0 ok; 1 the check found problems; 2 bad input (one line per problem).
+Exit codes (DESIGN.md): 0 ok; 1 the check found problems, or AWS failed; 2 bad input (one line per problem).
 """
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 a bug must still not greet the user with a traceback
+        from infra.lifecycle.console import aws_error
+        if (cloud := aws_error(error)) is not None:  # AWS failed (throttling, credentials, network): exit 1
+            print(f"error: {cloud}", file=sys.stderr)
+            return 1
         if os.environ.get("MLINFRA_DEBUG"):
             raise
         print(f"internal error: {type(error).__name__}: {error} (set MLINFRA_DEBUG=1 for the traceback)", file=sys.stderr)

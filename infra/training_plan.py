@@ -86,10 +86,13 @@ class TrainingPlan:
         return sum(i.carries_ip for i in self.layout)
 
     @property
+    def expires_at_epoch(self) -> int:
+        return int(datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc).timestamp())
+
+    @property
     def stop_at_epoch(self) -> int:
         """When the nodes ask the job to stop: the grace period before expires-at (Unix time)."""
-        expires = datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc)
-        return int(expires.timestamp()) - 60 * self.lifecycle.grace_period_minutes
+        return self.expires_at_epoch - 60 * self.lifecycle.grace_period_minutes
 
     @property
     def prefixes(self) -> dict[str, str]:

@@ -14,8 +14,9 @@ its rank from a rendezvous on the shared Lustre file system:
    `aws s3 cp --sse aws:kms`: JSON with the exit code, start and end times and the node count. A node
    that fails before it knows its rank writes `_FAILED` too, since the run cannot start without it;
 6. every node then powers off (`shutdown -h +1`), which the launch template turns into termination;
-7. with an expiry, every node sends SIGTERM to the job at expires-at minus the grace period, so the job
-   saves a last checkpoint and ends through step 5 before the run guard's hard stop.
+7. with an expiry, every node sends SIGTERM to the job's workers at expires-at minus the grace period,
+   so they save a last checkpoint and end through step 5 before the run guard's hard stop; and at boot
+   every node schedules its own power-off a few minutes after expires-at, a cap that needs nothing else.
 
 NCCL needs no NCCL_* settings on EFA with aws-ofi-nccl >= 1.7 and libfabric >= 1.18 (REFERENCE.md);
 FI_EFA_USE_HUGE_PAGE=0 avoids ENOMEM on fork. Neuron (from the Neuron multi-node recipes):
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from infra.lifecycle.limits import EXPORT_WAIT_SECONDS, NODE_POWER_OFF_DELAY_SECONDS
+from infra.lifecycle.limits import EXPORT_WAIT_SECONDS, NODE_BACKSTOP_SECONDS, NODE_POWER_OFF_DELAY_SECONDS
 from infra.naming import bucket_name_problem, is_region_name
 from infra.registry_layout import runs_prefix
 
@@ -83,9 +84,12 @@ class NodeBootstrap:
     # Whether /fsx/checkpoints is linked to the registry; without it no export is awaited, and the
     # marker's status depends on the exit code alone.
     export_checkpoints: bool = True
-    # Unix time at which every node sends SIGTERM to the job (expires-at minus the grace period), so
-    # it can save a last checkpoint before the run guard's hard stop; None: never.
+    # Unix time at which every node sends SIGTERM to the job's workers (expires-at minus the grace
+    # period), so they can save a last checkpoint before the run guard's hard stop; None: never.
     stop_at_epoch: int | None = None
+    # Unix time of expires-at: every node schedules its own power-off NODE_BACKSTOP_SECONDS later at
+    # boot, a hard cap that holds even if the run guard never runs; None: no backstop.
+    expires_at_epoch: int | None = None
     torchrun: str = "torchrun"  # path of torchrun on the AMI
 
     def __post_init__(self) -> None:
@@ -125,6 +129,8 @@ def render_user_data(spec: NodeBootstrap) -> str:
         "POWER_OFF_MINUTES": str(NODE_POWER_OFF_DELAY_SECONDS // 60),
         "EXPORT": "1" if spec.export_checkpoints else "0",
         "STOP_AT": str(spec.stop_at_epoch or 0),
+        "EXPIRES_AT": str(spec.expires_at_epoch or 0),
+        "BACKSTOP_SECONDS": str(NODE_BACKSTOP_SECONDS),
         "RDZV_PORT": str(RDZV_PORT),
         "FABRIC_ENV": _fabric_env(spec),
         "USER_ENV": "".join(f"export {k}={q(v)}\n" for k, v in spec.env.items()) or "# (none)\n",
@@ -169,8 +175,10 @@ def _problems(spec: NodeBootstrap) -> list[str]:
             problems.append(f"{name} must be a whole number >= 1 (got {value!r})")
     if not isinstance(spec.efa_devices, int) or isinstance(spec.efa_devices, bool) or spec.efa_devices < 0:
         problems.append(f"efa_devices must be a whole number >= 0 (got {spec.efa_devices!r})")
-    if spec.stop_at_epoch is not None and not _positive_int(spec.stop_at_epoch):
-        problems.append(f"stop_at_epoch must be a Unix time >= 1 (got {spec.stop_at_epoch!r})")
+    for name in ("stop_at_epoch", "expires_at_epoch"):
+        value = getattr(spec, name)
+        if value is not None and not _positive_int(value):
+            problems.append(f"{name} must be a Unix time >= 1 (got {value!r})")
     if spec.processes_per_node is not None and not _positive_int(spec.processes_per_node):
         problems.append(f"processes_per_node must be a whole number >= 1 (got {spec.processes_per_node!r})")
     if spec.accelerator_kind not in ("gpu", "neuron"):
@@ -231,6 +239,7 @@ MLINFRA_EXPORT_TIMEOUT=@@EXPORT_TIMEOUT@@
 MLINFRA_POWER_OFF=@@POWER_OFF@@
 MLINFRA_EXPORT=@@EXPORT@@
 MLINFRA_STOP_AT=@@STOP_AT@@
+MLINFRA_EXPIRES_AT=@@EXPIRES_AT@@
 MLINFRA_RDZV_PORT=@@RDZV_PORT@@
 
 MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -241,6 +250,14 @@ MLINFRA_JOB_PID=""
 MLINFRA_STOPPER_PID=""
 
 log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# The node's own hard cap, set first so it holds whatever fails later (the run guard included):
+# power off a few minutes after expires-at; the launch template turns that into termination.
+if (( MLINFRA_EXPIRES_AT > 0 )); then
+  mlinfra_backstop_min=$(( (MLINFRA_EXPIRES_AT + @@BACKSTOP_SECONDS@@ - $(date -u +%s) + 59) / 60 ))
+  shutdown -h "+$(( mlinfra_backstop_min > 1 ? mlinfra_backstop_min : 1 ))" "mlinfra: run ${MLINFRA_RUN_ID} expires" \
+    || log "could not schedule the expiry power-off"
+fi
 
 # retry ATTEMPTS DELAY_SECONDS COMMAND...
 retry() {
@@ -295,7 +312,7 @@ on_exit() {
   local code=$? exported=false
   trap - EXIT
   set +e  # the marker is attempted whatever else has failed
-  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
+  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then pkill -P "$MLINFRA_STOPPER_PID" 2>/dev/null; kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
   if [[ -n "$MLINFRA_JOB_PID" ]]; then kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null && wait "$MLINFRA_JOB_PID"; fi
   if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
     if [[ -n "$MLINFRA_NODE_RANK" && "$MLINFRA_EXPORT" == 1 ]] && wait_for_export; then exported=true; fi
@@ -374,7 +391,7 @@ MLINFRA_RENDEZVOUS_HOST="${MLINFRA_HOSTS[0]}"
 log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${MLINFRA_RENDEZVOUS_HOST}"
 
 # ---- job environment ----
-export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST
+export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST MLINFRA_STOP_AT MLINFRA_EXPIRES_AT
 export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
 @@FABRIC_ENV@@# from the run's env (may override the settings above)
 @@USER_ENV@@
@@ -390,13 +407,14 @@ log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
   --rdzv-id="$MLINFRA_RUN_ID" \
   "${mlinfra_command[@]}" &
 MLINFRA_JOB_PID=$!
-# The grace period: ask the job to stop (SIGTERM, which torchrun passes to its workers) before the run
-# guard's hard stop at expires-at, so it can save a last checkpoint and end through the normal exit.
+# The grace period: at MLINFRA_STOP_AT, SIGTERM goes to the workers themselves, not to torchrun (whose
+# agent would kill them 30 s later): a job that saves a checkpoint and exits 0 on SIGTERM ends through
+# the normal exit (export wait, _SUCCESS marker) before the run guard's hard stop at expires-at.
 if (( MLINFRA_STOP_AT > 0 )); then
   mlinfra_stop_in=$(( MLINFRA_STOP_AT - $(date -u +%s) ))
   ( sleep "$(( mlinfra_stop_in > 0 ? mlinfra_stop_in : 0 ))"
-    log "expiry grace period reached: asking the job to stop"
-    kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null ) &
+    log "expiry grace period reached: asking the workers to save and stop"
+    pkill -TERM -P "$MLINFRA_JOB_PID" 2>/dev/null ) &
   MLINFRA_STOPPER_PID=$!
 fi
 mlinfra_job_code=0

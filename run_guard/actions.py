@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Literal, Optional
@@ -19,6 +20,24 @@ BILLING_STATES = ("pending", "running")
 EXPORT = "EXPORT_TO_REPOSITORY"
 RUNNING_TASK = ("PENDING", "EXECUTING", "CANCELING")
 ENDED_BADLY = ("FAILED", "CANCELED")
+DELETING = "DELETING"
+REPORT_DIR = "_export-reports"  # FSx writes failed-file reports under <checkpoints repository>/_export-reports/
+
+# Errors worth waiting out: throttling and the services' own failures (any 5xx is one too).
+TRANSIENT_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded", "RequestThrottled",
+    "RequestThrottledException", "TooManyRequestsException", "SlowDown", "EC2ThrottledException",
+    "ServiceUnavailable", "ServiceUnavailableException", "Unavailable", "InternalError", "InternalFailure",
+    "InternalServerError", "InternalServiceError", "InternalServiceException",
+})
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether `error` is a throttling or server-side AWS error that a later attempt may not meet."""
+    if not isinstance(error, ClientError):
+        return False
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    return error.response.get("Error", {}).get("Code") in TRANSIENT_CODES or status >= 500
 
 
 def tag_dict(tags: Optional[Iterable[dict[str, str]]]) -> dict[str, str]:
@@ -27,18 +46,21 @@ def tag_dict(tags: Optional[Iterable[dict[str, str]]]) -> dict[str, str]:
 
 # --- compute -----------------------------------------------------------------------------------
 
-def run_instances(ec2: Any, run_id: str, states: Iterable[str] = TERMINABLE_STATES) -> list[str]:
-    """Ids of the instances tagged with `run_id` in `states` (the tag is checked again client-side)."""
-    states = tuple(states)
+def _run_instances(ec2: Any, run_id: str, states: tuple[str, ...]) -> list[dict[str, Any]]:
     filters = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]},
                {"Name": "instance-state-name", "Values": list(states)}]
-    found: set[str] = set()
+    found: dict[str, dict[str, Any]] = {}
     for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
         for reservation in page["Reservations"]:
             for instance in reservation["Instances"]:
                 if tag_dict(instance.get("Tags")).get(RUN_TAG) == run_id and instance["State"]["Name"] in states:
-                    found.add(instance["InstanceId"])
-    return sorted(found)
+                    found[instance["InstanceId"]] = instance
+    return [found[key] for key in sorted(found)]
+
+
+def run_instances(ec2: Any, run_id: str, states: Iterable[str] = TERMINABLE_STATES) -> list[str]:
+    """Ids of the instances tagged with `run_id` in `states` (the tag is checked again client-side)."""
+    return [i["InstanceId"] for i in _run_instances(ec2, run_id, tuple(states))]
 
 
 def terminate_run_instances(ec2: Any, run_id: str) -> list[str]:
@@ -49,23 +71,73 @@ def terminate_run_instances(ec2: Any, run_id: str) -> list[str]:
     return ids
 
 
+# EC2's StateTransitionReason of a stopped or terminated instance: "User initiated (2019-12-05 16:45:41 GMT)".
+_TRANSITION_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def transition_time(reason: Optional[str]) -> Optional[datetime]:
+    """When EC2 says an instance changed state, from its StateTransitionReason; None when it does not say."""
+    match = _TRANSITION_TIME.search(reason or "")
+    if not match:
+        return None
+    return datetime.fromisoformat(f"{match[1]}T{match[2]}+00:00")
+
+
+def last_stopped_at(ec2: Any, run_id: str) -> Optional[datetime]:
+    """When the last of the run's terminated instances stopped, by EC2's clock (the time EC2 records in
+    StateTransitionReason: when the termination began). None when no terminated instance is visible or
+    one of them carries no time (then nobody can say when the last write happened)."""
+    moments = [transition_time(i.get("StateTransitionReason")) for i in _run_instances(ec2, run_id, ("terminated",))]
+    if not moments or any(moment is None for moment in moments):
+        return None
+    return max(moments)  # type: ignore[type-var]
+
+
 # --- file system -------------------------------------------------------------------------------
 
 def run_file_systems(fsx: Any, run_id: str) -> list[dict[str, Any]]:
-    """The run's FSx file systems that are not already being deleted."""
+    """The run's FSx file systems in any state, DELETING included (DescribeFileSystems stops listing a
+    file system once it is deleted)."""
     found = []
     for page in fsx.get_paginator("describe_file_systems").paginate():
         for fs in page["FileSystems"]:
-            if tag_dict(fs.get("Tags")).get(RUN_TAG) == run_id and fs.get("Lifecycle") != "DELETING":
+            if tag_dict(fs.get("Tags")).get(RUN_TAG) == run_id and fs.get("Lifecycle") != "DELETED":
                 found.append(fs)
     return found
 
 
-def delete_file_system(fsx: Any, file_system_id: str) -> str:
-    """Delete with no final backup (the data is exported first); 'deleting' or 'already-deleted'."""
+def file_systems_by_id(fsx: Any, file_system_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The given file systems that still exist, whatever their tags say (one call each: a deleted one
+    fails the whole call with FileSystemNotFound)."""
+    found = []
+    for fs_id in dict.fromkeys(file_system_ids):
+        try:
+            found += fsx.describe_file_systems(FileSystemIds=[fs_id])["FileSystems"]
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "FileSystemNotFound":
+                raise
+    return [fs for fs in found if fs.get("Lifecycle") != "DELETED"]
+
+
+def deployment_type(file_system: dict[str, Any]) -> str:
+    return (file_system.get("LustreConfiguration") or {}).get("DeploymentType", "")
+
+
+def delete_file_system(fsx: Any, file_system: dict[str, Any]) -> str:
+    """Delete with no final backup (the data is exported first): 'deleting', 'already-deleting',
+    'already-deleted', or 'waiting-for-task' (FSx refuses while a data repository task is pending or
+    running). SkipFinalBackup only for PERSISTENT_* file systems: FSx rejects any LustreConfiguration
+    on deleting a SCRATCH_1/SCRATCH_2 one (which never takes a final backup)."""
+    fs_id = file_system["FileSystemId"]
+    if file_system.get("Lifecycle") == DELETING:
+        return "already-deleting"
+    if running_tasks(fsx, fs_id):
+        return "waiting-for-task"
+    request: dict[str, Any] = {"FileSystemId": fs_id, "ClientRequestToken": f"mlinfra-guard-{fs_id}"}
+    if deployment_type(file_system).startswith("PERSISTENT"):
+        request["LustreConfiguration"] = {"SkipFinalBackup": True}
     try:
-        fsx.delete_file_system(FileSystemId=file_system_id, ClientRequestToken=f"mlinfra-guard-{file_system_id}",
-                               LustreConfiguration={"SkipFinalBackup": True})
+        fsx.delete_file_system(**request)
     except ClientError as error:
         if error.response["Error"]["Code"] == "FileSystemNotFound":
             return "already-deleted"
@@ -80,18 +152,28 @@ class ExportStep:
     state: Literal["started", "running", "succeeded", "failed"]
     task_id: Optional[str]
     detail: str
+    report_path: Optional[str] = None  # where FSx writes the failed files of the task (task-<id>/failures.csv)
 
 
-def export_tasks(fsx: Any, file_system_id: str) -> list[dict[str, Any]]:
-    """The file system's export tasks, oldest first."""
+def repository_tasks(fsx: Any, file_system_id: str) -> list[dict[str, Any]]:
+    """Every data repository task of the file system (any type), oldest first."""
     tasks, token = [], None
     while True:  # botocore has no paginator for this operation
         page = fsx.describe_data_repository_tasks(Filters=[{"Name": "file-system-id", "Values": [file_system_id]}],
                                                   **({"NextToken": token} if token else {}))
-        tasks += [t for t in page["DataRepositoryTasks"] if t["Type"] == EXPORT]
+        tasks += page["DataRepositoryTasks"]
         token = page.get("NextToken")
         if not token:
             return sorted(tasks, key=lambda t: t["CreationTime"])
+
+
+def export_tasks(fsx: Any, file_system_id: str) -> list[dict[str, Any]]:
+    """The file system's export tasks, oldest first."""
+    return [t for t in repository_tasks(fsx, file_system_id) if t["Type"] == EXPORT]
+
+
+def running_tasks(fsx: Any, file_system_id: str) -> list[dict[str, Any]]:
+    return [t for t in repository_tasks(fsx, file_system_id) if t["Lifecycle"] in RUNNING_TASK]
 
 
 def _covers(task_paths: Optional[list[str]], path: str) -> bool:
@@ -102,44 +184,124 @@ def _covers(task_paths: Optional[list[str]], path: str) -> bool:
     return any(path == p.strip("/") or path.startswith(p.strip("/") + "/") or not p.strip("/") for p in task_paths)
 
 
-def export_step(fsx: Any, file_system_id: str, run_id: str, path: str, since: Optional[datetime],
+def linked_associations(fsx: Any, file_system_id: str, path: str) -> list[dict[str, Any]]:
+    """The data repository associations through which an export of `path` goes ([] when none, or when
+    they cannot be read: a file system type without associations, or no permission)."""
+    wanted = "/" + path.strip("/")
+    try:
+        page = fsx.describe_data_repository_associations(Filters=[{"Name": "file-system-id", "Values": [file_system_id]}])
+    except ClientError as error:
+        if is_transient(error):
+            raise
+        return []
+    return [a for a in page.get("Associations", [])
+            if wanted == "/" + a.get("FileSystemPath", "").strip("/")
+            or wanted.startswith("/" + a.get("FileSystemPath", "").strip("/").rstrip("/") + "/")]
+
+
+def report_path(fsx: Any, file_system: dict[str, Any], path: str) -> Optional[str]:
+    """Where FSx may write an export's failure report: inside the data repository linked to `path`
+    (FSx requires the report path within a linked repository). None when no repository links it; the
+    export then runs without a report."""
+    for association in linked_associations(fsx, file_system["FileSystemId"], path):
+        repository = association.get("DataRepositoryPath", "")
+        if repository.startswith("s3://"):
+            return f"{repository.rstrip('/')}/{REPORT_DIR}"
+    legacy = ((file_system.get("LustreConfiguration") or {}).get("DataRepositoryConfiguration") or {}).get("ExportPath")
+    return f"{legacy.rstrip('/')}/{REPORT_DIR}" if legacy and legacy.startswith("s3://") else None
+
+
+def stop_automatic_export(fsx: Any, file_system_id: str, path: str) -> Optional[str]:
+    """FSx runs no export task while automatic export is on for the association it goes through
+    (DeleteFileSystem API: "disable automatic export before executing the export data repository
+    task"). Turns it off; a description of what to wait for, or None when the task may start. Turning
+    it off loses nothing: an export task exports everything changed since the last export."""
+    links = linked_associations(fsx, file_system_id, path)
+    busy = [a for a in links if a.get("Lifecycle", "AVAILABLE") != "AVAILABLE"]
+    if busy:
+        return f"association {busy[0]['AssociationId']} is {busy[0]['Lifecycle']}"
+    exporting = [a for a in links if ((a.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events")]
+    for association in exporting:
+        s3 = {key: value for key, value in (association.get("S3") or {}).items() if key == "AutoImportPolicy"}
+        fsx.update_data_repository_association(AssociationId=association["AssociationId"],
+                                               S3={**s3, "AutoExportPolicy": {"Events": []}})
+    if not exporting:
+        return None
+    ids = ", ".join(a["AssociationId"] for a in exporting)
+    # FSx applies the change asynchronously (the association is UPDATING meanwhile): look again.
+    links = linked_associations(fsx, file_system_id, path)
+    if any(a.get("Lifecycle", "AVAILABLE") != "AVAILABLE" or ((a.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events")
+           for a in links):
+        return f"turned off automatic export on {ids}; the final export task starts once FSx has applied it"
+    return None
+
+
+def _task_report(task: dict[str, Any]) -> Optional[str]:
+    report = task.get("Report") or {}
+    return report.get("Path") if report.get("Enabled") else None
+
+
+def export_step(fsx: Any, file_system: dict[str, Any], run_id: str, path: str, since: Optional[datetime],
                 own_task_ids: Iterable[str] = (), max_attempts: int = MAX_EXPORT_ATTEMPTS) -> ExportStep:
     """One idempotent step of exporting `path` to the file system's data repositories.
 
-    Only tasks that count are considered: created at/after `since` (when compute had stopped) or by
-    this guard (`own_task_ids`, immune to clock skew). Waits for any running task (FSx runs one at a
-    time), reports success, gives up after `max_attempts` failed tasks, else starts a task.
+    Waits while any data repository task of the file system is pending or running (FSx runs one at a
+    time). Only export tasks that count decide the rest: those this caller started (`own_task_ids`,
+    immune to clock skew) and those carrying the run's tag created at/after `since` (when compute had
+    stopped; None: only own tasks count). Reports success, gives up after `max_attempts` failed tasks,
+    else starts a task (with a failed-files report when a linked repository can hold it).
     """
-    own = set(own_task_ids)
-    tasks = export_tasks(fsx, file_system_id)
+    fs_id, own = file_system["FileSystemId"], set(own_task_ids)
+    tasks = repository_tasks(fsx, fs_id)
     running = [t for t in tasks if t["Lifecycle"] in RUNNING_TASK]
     if running:
         task = running[-1]
-        return ExportStep("running", task["TaskId"], f"export task {task['TaskId']} is {task['Lifecycle']}")
-    counted = [t for t in tasks if _covers(t.get("Paths"), path)
-               and (since is None or t["TaskId"] in own or t["CreationTime"] >= since)]
+        return ExportStep("running", task["TaskId"], f"{_kind(task)} task {task['TaskId']} is {task['Lifecycle']}")
+
+    def counts(task: dict[str, Any]) -> bool:
+        if task["Type"] != EXPORT or not _covers(task.get("Paths"), path):
+            return False
+        if task["TaskId"] in own:
+            return True
+        return (since is not None and task["CreationTime"] >= since
+                and tag_dict(task.get("Tags")).get(RUN_TAG) == run_id)
+
+    counted = [t for t in tasks if counts(t)]
     succeeded = [t for t in counted if t["Lifecycle"] == "SUCCEEDED"]
     if succeeded:
         task = succeeded[-1]
         return ExportStep("succeeded", task["TaskId"], f"export task {task['TaskId']} succeeded")
     failed = [t for t in counted if t["Lifecycle"] in ENDED_BADLY]
-    last_failure = ""
+    last_failure, last_report = "", None
     if failed:
         task = failed[-1]
         reason = (task.get("FailureDetails") or {}).get("Message") or "no reason given"
-        last_failure = f"export task {task['TaskId']} {task['Lifecycle']}: {reason}"
+        last_report = _task_report(task)
+        last_failure = f"export task {task['TaskId']} {task['Lifecycle']}: {reason}" + (
+            f" (failed files: {last_report}/)" if last_report else "")
         if len(failed) >= max_attempts:
-            return ExportStep("failed", task["TaskId"], f"{len(failed)} export attempts failed; last: {last_failure}")
+            return ExportStep("failed", task["TaskId"], f"{len(failed)} export attempts failed; last: {last_failure}",
+                              last_report)
+    waiting = stop_automatic_export(fsx, fs_id, path)
+    if waiting:
+        return ExportStep("running", None, waiting)
+    report = report_path(fsx, file_system, path)
+    settings: dict[str, Any] = ({"Enabled": True, "Path": report, "Format": "REPORT_CSV_20191124",
+                                 "Scope": "FAILED_FILES_ONLY"} if report else {"Enabled": False})
     try:
         created = fsx.create_data_repository_task(
-            Type=EXPORT, FileSystemId=file_system_id, Paths=[path.strip("/")], Report={"Enabled": False},
+            Type=EXPORT, FileSystemId=fs_id, Paths=[path.strip("/")], Report=settings,
             Tags=[{"Key": RUN_TAG, "Value": run_id}])["DataRepositoryTask"]
     except ClientError as error:
         if error.response["Error"]["Code"] == "DataRepositoryTaskExecuting":  # another caller just started one
             return ExportStep("running", None, "another data repository task is executing")
         raise
     detail = f"export task {created['TaskId']} started" + (f" (retry after {last_failure})" if last_failure else "")
-    return ExportStep("started", created["TaskId"], detail)
+    return ExportStep("started", created["TaskId"], detail, report)
+
+
+def _kind(task: dict[str, Any]) -> str:
+    return "export" if task["Type"] == EXPORT else f"data repository ({task['Type']})"
 
 
 # --- reports -----------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from typing import Mapping
 
 EXPORT_POLL_SECONDS = 60        # = limits.EXPORT_POLL_SECONDS
-MAX_ROUNDS = 24                 # re-invocations of one expiry: ~6 h of export polling at 15 min each
+MAX_ROUNDS = 24                 # invocations of one stop flow: ~6 h of export polling at 15 min each.
+# Lambda's recursive loop detection stops a self-invocation chain after about 16 calls: more than 15
+# rounds need the function's recursion config set to Allow (components/run_guard.py does).
+RECURSION_LIMIT_WITHOUT_ALLOW = 15
 MAX_EXPORT_ATTEMPTS = 3         # export tasks tried after compute stopped before giving up (and keeping the data)
 SAFETY_MILLIS = 20_000          # stop polling this long before the Lambda times out, to report and re-invoke
 

@@ -1,8 +1,11 @@
-"""The guard's two flows: a completion marker (terminate compute at once) and expiry (terminate,
-export the checkpoints, delete the file system only after a successful export), plus the report.
+"""The guard's flows. Both end in the same stop flow, which runs in rounds until the run costs nothing:
+- a completion marker (teardownOnCompletion): terminate the run's instances at once, then stop;
+- expiry (the schedule at expires-at): stop.
+Stop: wait until no instance is left, export the checkpoints (exportCheckpoints), delete the file
+system only after that export succeeded. Throttling and server-side AWS errors are waited out.
 
 `handle` never invokes anything itself: a result with "continue" asks the entry to re-invoke the
-function asynchronously with that payload (the expiry's state for its next round).
+function asynchronously with that payload (the flow's state for its next round).
 """
 from __future__ import annotations
 
@@ -11,10 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
+from botocore.exceptions import ClientError
+
 from run_guard import actions
 from run_guard.config import EXPORT_POLL_SECONDS, MAX_ROUNDS, SAFETY_MILLIS, GuardConfig
 
 MARKERS = {"_SUCCESS": "SUCCESS", "_FAILED": "FAILED"}
+EXPIRE = "expire"
+FINISH_COMPLETION = "finish-completion"  # the completion flow's own re-invocation
+MAX_NOTED_ERRORS = 10
 
 
 @dataclass(frozen=True)
@@ -32,14 +40,44 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+@dataclass
+class StopState:
+    """What one stop flow carries from round to round through its own re-invocation."""
+    flow: str                          # "expire" or "completion" (also the report's action)
+    round: int = 0
+    started_at: Optional[str] = None
+    stopped_at: Optional[str] = None   # when no instance of the run was left; exports must start after it
+    task_ids: tuple[str, ...] = ()     # export tasks this flow started
+    marker: Optional[str] = None       # completion: SUCCESS or FAILED
+
+    @classmethod
+    def from_event(cls, flow: str, event: dict[str, Any]) -> "StopState":
+        # Fields come from our own re-invocation; anything malformed falls back to the safe default
+        # (a later stopped_at only makes the export requirement stricter).
+        rnd, tasks, marker = event.get("round"), event.get("task_ids"), event.get("marker")
+        return cls(flow=flow, round=rnd if isinstance(rnd, int) and not isinstance(rnd, bool) and rnd >= 0 else 0,
+                   started_at=_valid_time(event.get("started_at")), stopped_at=_valid_time(event.get("stopped_at")),
+                   task_ids=tuple(t for t in tasks if isinstance(t, str)) if isinstance(tasks, list) else (),
+                   marker=marker if marker in MARKERS.values() else None)
+
+    def next_event(self) -> dict[str, Any]:
+        event = {"action": EXPIRE if self.flow == "expire" else FINISH_COMPLETION, "round": self.round + 1,
+                 "started_at": self.started_at, "stopped_at": self.stopped_at, "task_ids": list(self.task_ids)}
+        if self.flow == "completion":
+            event["marker"] = self.marker
+        return event
+
+
 def classify(event: Any, config: GuardConfig) -> tuple[str, Any]:
-    """("completion", status), ("expire", state) or ("ignore", reason)."""
+    """("completion", state), ("expire", state) or ("ignore", reason)."""
     if not isinstance(event, dict):
         return "ignore", f"event is a {type(event).__name__}, not an object"
     if "action" in event:
-        if event["action"] == "expire":
-            return "expire", ExpiryState.from_event(event)
-        return "ignore", f"unknown action {event['action']!r} (only 'expire')"
+        if event["action"] == EXPIRE:
+            return "expire", StopState.from_event("expire", event)
+        if event["action"] == FINISH_COMPLETION:
+            return "completion", StopState.from_event("completion", event)
+        return "ignore", f"unknown action {event['action']!r} (only {EXPIRE!r} and {FINISH_COMPLETION!r})"
     detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
     bucket = (detail.get("bucket") or {}).get("name") if isinstance(detail.get("bucket"), dict) else None
     key = (detail.get("object") or {}).get("key") if isinstance(detail.get("object"), dict) else None
@@ -50,30 +88,7 @@ def classify(event: Any, config: GuardConfig) -> tuple[str, Any]:
     name = key[len(config.runs_prefix):] if key.startswith(config.runs_prefix) else None
     if name not in MARKERS:
         return "ignore", f"key {key!r} is not {config.runs_prefix}_SUCCESS or _FAILED"
-    return "completion", MARKERS[name]
-
-
-@dataclass
-class ExpiryState:
-    """What one expiry carries from round to round through its own re-invocation."""
-    round: int = 0
-    started_at: Optional[str] = None
-    stopped_at: Optional[str] = None   # when no instance of the run was left; exports must start after it
-    task_ids: tuple[str, ...] = ()     # export tasks this guard started
-
-    @classmethod
-    def from_event(cls, event: dict[str, Any]) -> "ExpiryState":
-        # Fields come from our own re-invocation; anything malformed falls back to the safe default
-        # (a later stopped_at only makes the export requirement stricter).
-        rnd = event.get("round")
-        tasks = event.get("task_ids")
-        return cls(round=rnd if isinstance(rnd, int) and rnd >= 0 else 0,
-                   started_at=_valid_time(event.get("started_at")), stopped_at=_valid_time(event.get("stopped_at")),
-                   task_ids=tuple(t for t in tasks if isinstance(t, str)) if isinstance(tasks, list) else ())
-
-    def next_event(self) -> dict[str, Any]:
-        return {"action": "expire", "round": self.round + 1, "started_at": self.started_at,
-                "stopped_at": self.stopped_at, "task_ids": list(self.task_ids)}
+    return "completion", StopState("completion", marker=MARKERS[name])
 
 
 def _valid_time(value: Any) -> Optional[str]:
@@ -96,9 +111,9 @@ def handle(event: Any, config: GuardConfig, clients: Clients, remaining_millis: 
     report: dict[str, Any] = {"run_id": config.run_id, "action": kind, "at": iso(now())}
     try:
         if kind == "completion":
-            _completion(arg, config, clients, report)
+            _completion(arg, config, clients, remaining_millis, now, sleep, report)
         else:
-            _expiry(arg, config, clients, remaining_millis, now, sleep, report)
+            _stop(arg, config, clients, remaining_millis, now, sleep, report)
     except Exception as error:  # report what was done before failing; Lambda's retry repeats idempotently
         report["outcome"] = f"error: {type(error).__name__}: {error}"
         report["continue"] = None
@@ -117,21 +132,43 @@ def _write(report: dict[str, Any], config: GuardConfig, clients: Clients, now: C
     return report
 
 
-def _completion(status: str, config: GuardConfig, clients: Clients, report: dict[str, Any]) -> None:
-    report.update(marker=status, terminated=[])
+def _note_transient(report: dict[str, Any], error: ClientError) -> None:
+    """Record a throttling/server error that the flow waits out (the last few, to keep the report small)."""
+    err = error.response.get("Error", {})
+    note = f"{error.operation_name}: {err.get('Code')}: {err.get('Message', '')}".strip()
+    report["transient_errors"] = (report.get("transient_errors", []) + [note])[-MAX_NOTED_ERRORS:]
+    print(f"run guard {report['run_id']}: transient AWS error, will look again: {note}")
+
+
+def _completion(state: StopState, config: GuardConfig, clients: Clients, remaining_millis: Callable[[], int],
+                now: Callable[[], datetime], sleep: Callable[[float], None], report: dict[str, Any]) -> None:
+    report.update(marker=state.marker, terminated=[])
     if not config.teardown_on_completion:
         report["outcome"] = "recorded (teardownOnCompletion is false)"
         return
-    report["terminated"] = actions.terminate_run_instances(clients.ec2, config.run_id)
-    report["outcome"] = "compute-terminating" if report["terminated"] else "no-running-compute"
+    if state.round == 0:  # first of all, and at once: nothing of the run may bill any longer
+        try:
+            report["terminated"] = actions.terminate_run_instances(clients.ec2, config.run_id)
+        except ClientError as error:
+            if not actions.is_transient(error):
+                raise
+            _note_transient(report, error)  # the stop flow below terminates again on its first look
+    _stop(state, config, clients, remaining_millis, now, sleep, report)
 
 
-def _expiry(state: ExpiryState, config: GuardConfig, clients: Clients, remaining_millis: Callable[[], int],
-            now: Callable[[], datetime], sleep: Callable[[float], None], report: dict[str, Any]) -> None:
+def _stop(state: StopState, config: GuardConfig, clients: Clients, remaining_millis: Callable[[], int],
+          now: Callable[[], datetime], sleep: Callable[[float], None], report: dict[str, Any]) -> None:
     state.started_at = state.started_at or iso(now())
-    report.update({"round": state.round, "terminated": [], "polls": 0, "continue": None})
+    report.setdefault("terminated", [])
+    report.update({"round": state.round, "polls": 0, "continue": None})
     while True:
-        outcome = _expiry_step(state, config, clients, now, report)
+        try:
+            outcome = _step(state, config, clients, now, report)
+        except ClientError as error:
+            if not actions.is_transient(error):
+                raise
+            _note_transient(report, error)
+            outcome = None
         if outcome:
             break
         if remaining_millis() < EXPORT_POLL_SECONDS * 1000 + SAFETY_MILLIS:
@@ -146,8 +183,8 @@ def _expiry(state: ExpiryState, config: GuardConfig, clients: Clients, remaining
     report.update(outcome=outcome, stopped_at=state.stopped_at, task_ids=list(state.task_ids))
 
 
-def _expiry_step(state: ExpiryState, config: GuardConfig, clients: Clients, now: Callable[[], datetime],
-                 report: dict[str, Any]) -> Optional[str]:
+def _step(state: StopState, config: GuardConfig, clients: Clients, now: Callable[[], datetime],
+          report: dict[str, Any]) -> Optional[str]:
     """One look at the run: the final outcome, or None to look again later."""
     terminated = actions.terminate_run_instances(clients.ec2, config.run_id)
     report["terminated"] = sorted(set(report["terminated"]) | set(terminated))
@@ -159,22 +196,34 @@ def _expiry_step(state: ExpiryState, config: GuardConfig, clients: Clients, now:
     file_systems = actions.run_file_systems(clients.fsx, config.run_id)
     if not file_systems:
         return "compute-stopped; no file system left"
-    if len(file_systems) > 1:
-        ids = ", ".join(fs["FileSystemId"] for fs in file_systems)
-        return f"error: {len(file_systems)} file systems carry the run's tag ({ids}); none deleted"
-    fs_id = file_systems[0]["FileSystemId"]
-    report["file_system"] = fs_id
+    live = [fs for fs in file_systems if fs.get("Lifecycle") != actions.DELETING]
+    if not live:  # deleted by an earlier round or by teardown: nothing more to do, never delete twice
+        report["file_system"] = ", ".join(fs["FileSystemId"] for fs in file_systems)
+        report["file_system_deletion"] = "already-deleting"
+        return "compute-stopped; file system being deleted"
+    if len(live) > 1:
+        ids = ", ".join(fs["FileSystemId"] for fs in live)
+        return f"error: {len(live)} file systems carry the run's tag ({ids}); none deleted"
+    file_system = live[0]
+    report["file_system"] = file_system["FileSystemId"]
     if not config.export_checkpoints:
-        report["file_system_deletion"] = actions.delete_file_system(clients.fsx, fs_id)
-        return "compute-stopped; file system deleted (exportCheckpoints is false)"
+        report["file_system_deletion"] = actions.delete_file_system(clients.fsx, file_system)
+        if report["file_system_deletion"] == "waiting-for-task":
+            return None
+        return "compute-stopped; file system deleting (exportCheckpoints is false)"
     since = datetime.fromisoformat(state.stopped_at.replace("Z", "+00:00"))
-    step = actions.export_step(clients.fsx, fs_id, config.run_id, config.checkpoints_path, since, state.task_ids)
+    step = actions.export_step(clients.fsx, file_system, config.run_id, config.checkpoints_path, since,
+                               state.task_ids)
     report["export"] = {"state": step.state, "task_id": step.task_id, "detail": step.detail}
+    if step.report_path:
+        report["export"]["failure_report_path"] = step.report_path
     if step.state == "started" and step.task_id:
         state.task_ids += (step.task_id,)
     if step.state == "succeeded":
-        report["file_system_deletion"] = actions.delete_file_system(clients.fsx, fs_id)
-        return "compute-stopped; checkpoints exported; file system deleted"
+        report["file_system_deletion"] = actions.delete_file_system(clients.fsx, file_system)
+        if report["file_system_deletion"] == "waiting-for-task":
+            return None
+        return "compute-stopped; checkpoints exported; file system deleting"
     if step.state == "failed":
         return f"export-failed; file system kept: {step.detail}"
     return None

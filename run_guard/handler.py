@@ -1,4 +1,4 @@
-"""The Lambda entry: read the config, act (guard.handle), and re-invoke itself when an expiry must go on."""
+"""The Lambda entry: read the config, act (guard.handle), and re-invoke itself when a stop flow must go on."""
 from __future__ import annotations
 
 import json
@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from run_guard.config import load_config
 from run_guard.guard import Clients, handle
@@ -14,10 +15,13 @@ from run_guard.guard import Clients, handle
 def handler(event: Any, context: Any) -> dict[str, Any]:
     config = load_config(os.environ)  # ConfigError names every bad variable
     session = boto3.session.Session()
-    clients = Clients(ec2=session.client("ec2"), fsx=session.client("fsx"), s3=session.client("s3"))
+    retries = Config(retries={"mode": "standard", "max_attempts": 8})  # ride out short throttling bursts
+    clients = Clients(ec2=session.client("ec2", config=retries), fsx=session.client("fsx", config=retries),
+                      s3=session.client("s3", config=retries))
     result = handle(event, config, clients, remaining_millis=context.get_remaining_time_in_millis)
     if result.get("continue"):
-        session.client("lambda").invoke(FunctionName=context.invoked_function_arn, InvocationType="Event",
-                                        Payload=json.dumps(result["continue"]).encode())
+        session.client("lambda", config=retries).invoke(
+            FunctionName=context.invoked_function_arn, InvocationType="Event",
+            Payload=json.dumps(result["continue"]).encode())
         result["reinvoked"] = True
     return result

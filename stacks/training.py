@@ -48,8 +48,10 @@ def build(config: TrainingStackConfig) -> None:
         account_id=aws.get_caller_identity().account_id, tags=tags,
     ))
 
+    # Everything that bills depends on the guard, so a destroy removes the guard last.
+    guarded = pulumi.ResourceOptions(depends_on=[run_guard])
     network = TrainingNetwork(name, TrainingNetworkArgs(spec=spec.network, availability_zone=plan.availability_zone,
-                                                        region=region, tags=tags))
+                                                        region=region, tags=tags), opts=guarded)
     security = ClusterSecurity(name, ClusterSecurityArgs(vpc_id=network.vpc_id, tags=tags))
     prefixes = plan.prefixes
     role = NodeRole(name, NodeRoleArgs(
@@ -64,7 +66,7 @@ def build(config: TrainingStackConfig) -> None:
         registry_bucket=checked_bucket,
         checkpoints_prefix=prefixes["checkpoints"] if plan.lifecycle.export_checkpoints else None,
         datasets_prefix=prefixes["datasets"], tags=tags,
-    ))
+    ), opts=guarded)
     image_id = spec.ami_id or aws.ssm.get_parameter_output(name=plan.image.ssm_parameter).value
     image = aws.ec2.get_ami_output(filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[image_id])])
     user_data = pulumi.Output.all(filesystem.dns_name, filesystem.mount_name, bucket, kms_key_arn).apply(
@@ -111,6 +113,7 @@ def _bootstrap(plan: TrainingPlan, command: list[str], env: dict[str, str], regi
         command=tuple(command), env=env, torchrun=plan.torchrun,
         power_off_on_exit=plan.lifecycle.teardown_on_completion,
         export_checkpoints=plan.lifecycle.export_checkpoints, stop_at_epoch=plan.stop_at_epoch,
+        expires_at_epoch=plan.expires_at_epoch,
     )
 
 
@@ -120,6 +123,10 @@ def _usable_registry(bucket: str, registry_region: str, events: object, region: 
     problem = registry_region_problem(region, registry_region, registry_stack)
     if problem:
         raise pulumi.RunError(str(problem))
+    if events is None:
+        pulumi.log.warn(f"mlinfra:registryStack: registry stack {registry_stack!r} does not say whether it sends object "
+                        "events to EventBridge (it predates the eventBridge output); the run guard hears completion "
+                        "markers only if it does; update the registry stack to be sure")
     if events is False:
         raise pulumi.RunError(f"mlinfra:registryStack: registry stack {registry_stack!r} does not send object events to "
                               "EventBridge, so the run guard would never see the completion marker; set "

@@ -1,7 +1,9 @@
 """`audit --run-id R`: what a run left behind. Everything still carrying the run's tag through the
 Resource Groups Tagging API, plus what that API misses or lags on: FSx backups, the guard's log group
 (created untagged by Lambda), network interfaces in the run's VPC (FSx and Lambda create them
-untagged), and direct describes of instances, file systems and volumes.
+untagged), and direct describes of instances, file systems and volumes. The tagging API keeps listing
+deleted resources for a while, so its hits are confirmed by a direct describe where one is known
+(audit_confirm). A file system (or association) being deleted is still reported, as being deleted.
 """
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from botocore.exceptions import NoCredentialsError, NoRegionError
 
 from infra.config.training import RUN_ID_PATTERN
 from infra.errors import InputError, Problem
+from infra.lifecycle.audit_confirm import presence
 from infra.lifecycle.ports import Leftover
-from run_guard.actions import NOT_GONE_STATES, RUN_TAG, run_instances, tag_dict
+from run_guard.actions import DELETING, NOT_GONE_STATES, RUN_TAG, run_instances, tag_dict
 
 GUARD_LOG_GROUP = "/aws/lambda/mlinfra-guard-{run_id}"
+BEING_DELETED = "being deleted"
 
 
 def _kind(arn: str) -> str:
@@ -45,11 +49,22 @@ CONFIRMED_BY_DESCRIBE = {"ec2:instance", "ec2:network-interface", "ec2:volume", 
 IGNORED = {"fsx:task"}  # data repository tasks cost nothing and cannot be deleted
 
 
-def _tagged(session: Any, run_id: str) -> Iterator[tuple[str, str, str]]:
-    tagging = session.client("resourcegroupstaggingapi")
+def _tagged(session: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]:
+    """(kind, ARN, source, state) of the tagging API's hits that a direct describe does not show gone."""
+    tagging, clients = session.client("resourcegroupstaggingapi"), {}
+
+    def client_for(service: str) -> Any:
+        if service not in clients:
+            clients[service] = session.client(service)
+        return clients[service]
+
     for page in tagging.get_paginator("get_resources").paginate(TagFilters=[{"Key": RUN_TAG, "Values": [run_id]}]):
         for mapping in page["ResourceTagMappingList"]:
-            yield _kind(mapping["ResourceARN"]), mapping["ResourceARN"], "tagging-api"
+            kind, arn = _kind(mapping["ResourceARN"]), mapping["ResourceARN"]
+            decided_later = kind in IGNORED or kind in CONFIRMED_BY_DESCRIBE  # by audit's own describes
+            state = "present" if decided_later else presence(kind, arn, client_for) or "present"
+            if state != "gone":
+                yield kind, arn, "tagging-api", state
 
 
 def _terminated(ec2: Any, instance_ids: set[str]) -> set[str]:
@@ -62,26 +77,27 @@ def _terminated(ec2: Any, instance_ids: set[str]) -> set[str]:
     return gone
 
 
-def _described(session: Any, run_id: str) -> Iterator[tuple[str, str, str]]:
-    """(kind, id or ARN, source) of what direct describes show, including what the tagging API misses."""
+def _described(session: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]:
+    """(kind, id or ARN, source, state) of what direct describes show, including what the tagging API misses."""
     ec2, fsx, logs = session.client("ec2"), session.client("fsx"), session.client("logs")
     run_filter = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}]
     for instance_id in run_instances(ec2, run_id, NOT_GONE_STATES):
-        yield "ec2:instance", instance_id, "instances"
+        yield "ec2:instance", instance_id, "instances", "present"
     for page in fsx.get_paginator("describe_file_systems").paginate():
         for fs in page["FileSystems"]:
             if tag_dict(fs.get("Tags")).get(RUN_TAG) == run_id:
-                yield "fsx:file-system", fs.get("ResourceARN") or fs["FileSystemId"], "file-systems"
+                yield ("fsx:file-system", fs.get("ResourceARN") or fs["FileSystemId"], "file-systems",
+                       "deleting" if fs.get("Lifecycle") == DELETING else "present")
     for page in fsx.get_paginator("describe_backups").paginate():
         for backup in page["Backups"]:
             fs_tags = tag_dict((backup.get("FileSystem") or {}).get("Tags"))
             if run_id in (tag_dict(backup.get("Tags")).get(RUN_TAG), fs_tags.get(RUN_TAG)):
-                yield "fsx:backup", backup.get("ResourceARN") or backup["BackupId"], "fsx-backups"
+                yield "fsx:backup", backup.get("ResourceARN") or backup["BackupId"], "fsx-backups", "present"
     guard_log_group = GUARD_LOG_GROUP.format(run_id=run_id)
     for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=guard_log_group):
         for group in page["logGroups"]:
             if group["logGroupName"] == guard_log_group:  # the prefix also matches longer run ids
-                yield "logs:log-group", group.get("logGroupArn") or group["arn"], "log-groups"
+                yield "logs:log-group", group.get("logGroupArn") or group["arn"], "log-groups", "present"
     vpcs = [v["VpcId"] for page in ec2.get_paginator("describe_vpcs").paginate(Filters=run_filter) for v in page["Vpcs"]]
     enis = {eni["NetworkInterfaceId"]: (eni.get("Attachment") or {}).get("InstanceId")
             for filters in [run_filter] + ([[{"Name": "vpc-id", "Values": vpcs}]] if vpcs else [])
@@ -90,26 +106,31 @@ def _described(session: Any, run_id: str) -> Iterator[tuple[str, str, str]]:
     going = _terminated(ec2, {instance for instance in enis.values() if instance})
     for eni_id, instance in enis.items():
         if instance not in going:  # still attached to a terminated instance: it goes with it
-            yield "ec2:network-interface", eni_id, "network-interfaces"
+            yield "ec2:network-interface", eni_id, "network-interfaces", "present"
     for page in ec2.get_paginator("describe_volumes").paginate(Filters=run_filter):
         for volume in page["Volumes"]:
-            yield "ec2:volume", volume["VolumeId"], "volumes"
+            yield "ec2:volume", volume["VolumeId"], "volumes", "present"
 
 
 def audit(run_id: str, session: Any = None) -> list[Leftover]:
     """Everything that still belongs to `run_id`, deduplicated across sources, sorted by kind."""
     session = session or boto3.session.Session()
     described = list(_described(session, run_id))
-    confirmed = {_key(kind, ident) for kind, ident, _ in described}
+    confirmed = {_key(kind, ident) for kind, ident, _, _ in described}
     found: dict[tuple[str, str], Leftover] = {}
-    for kind, ident, source in [*_tagged(session, run_id), *described]:
+    deleting: set[tuple[str, str]] = set()
+    for kind, ident, source, state in [*_tagged(session, run_id), *described]:
         key = _key(kind, ident)
         if kind in IGNORED or (kind in CONFIRMED_BY_DESCRIBE and key not in confirmed):
             continue
+        if state == "deleting":
+            deleting.add(key)
         if key not in found:
             found[key] = Leftover(kind, ident, source)
         elif source not in found[key].found_by.split("+"):
             found[key] = Leftover(kind, found[key].identifier, f"{found[key].found_by}+{source}")
+    for key in deleting & found.keys():
+        found[key] = Leftover(found[key].kind, found[key].identifier, f"{found[key].found_by}; {BEING_DELETED}")
     return sorted(found.values(), key=lambda left: (left.kind, left.identifier))
 
 

@@ -62,8 +62,11 @@ class AutomationStacks:
             on_output=on_output, on_error=on_output, color="never"))
 
     def destroy(self, stack: str, on_output: OnOutput) -> None:
+        # --refresh: what the run guard already deleted (instances, the file system) leaves the state
+        # first instead of failing the delete; --continue-on-error: one security group still held
+        # (DependencyViolation) does not spare everything else, so a retry has less left to do.
         self._call("destroy", stack, lambda ws: auto.Stack.select(stack, ws).destroy(
-            on_output=on_output, on_error=on_output, color="never"))
+            on_output=on_output, on_error=on_output, color="never", refresh=True, continue_on_error=True))
 
     def outputs(self, stack: str) -> dict[str, Any]:
         values = self._call("stack output", stack, lambda ws: ws.stack_outputs(stack))

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
-from typing import Any, Callable, Optional
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional, Sequence
 
 import boto3
 from botocore.exceptions import ClientError
 
 from infra.lifecycle import audit as audit_module
-from infra.lifecycle.ports import ExportStatus, Leftover, Marker
+from infra.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute
 from run_guard import actions
 
 MISSING = ("NoSuchKey", "404", "NotFound")
@@ -21,12 +21,18 @@ STOP_POLL_SECONDS = 5
 
 
 class AwsRunCloud:
+    """`file_system_ids`: the run's file systems as the stack knows them (its outputs); looked up
+    directly when no file system carries the run's tag, so a tag or region mismatch cannot make an
+    export look unnecessary."""
+
     def __init__(self, region: str | None, session: Any = None, checkpoints_path: str = "checkpoints",
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, file_system_ids: Sequence[str] = ()):
         self.session = session or boto3.session.Session(region_name=region)
         self.sleep = sleep
         self.checkpoints_path = checkpoints_path
+        self.file_system_ids = tuple(file_system_ids)
         self._clients: dict[str, Any] = {}
+        self._own_tasks: set[str] = set()  # export tasks this object started: they count whatever the clocks say
 
     def _client(self, service: str) -> Any:
         if service not in self._clients:
@@ -48,9 +54,9 @@ class AwsRunCloud:
     def active_nodes(self, run_id: str) -> int:
         return len(actions.run_instances(self._client("ec2"), run_id, actions.BILLING_STATES))
 
-    def stop_compute(self, run_id: str) -> list[str]:
+    def stop_compute(self, run_id: str) -> StoppedCompute:
         """Terminate the run's instances and return once none is left, not even shutting down, so an
-        export started afterwards sees every write."""
+        export started afterwards sees every write; with when the last one stopped, by EC2's clock."""
         ec2 = self._client("ec2")
         ids = actions.terminate_run_instances(ec2, run_id)
         deadline = time.monotonic() + STOP_WAIT_SECONDS
@@ -58,19 +64,29 @@ class AwsRunCloud:
             if time.monotonic() >= deadline:
                 raise RuntimeError(f"instances of run {run_id} still not terminated after {STOP_WAIT_SECONDS} s")
             self.sleep(STOP_POLL_SECONDS)
-        return ids
+        stopped = actions.last_stopped_at(ec2, run_id)
+        return StoppedCompute(tuple(ids), _iso(stopped) if stopped else None)
 
     def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
         fsx = self._client("fsx")
-        file_systems = actions.run_file_systems(fsx, run_id)
+        file_systems = actions.run_file_systems(fsx, run_id) or actions.file_systems_by_id(fsx, self.file_system_ids)
         if not file_systems:
-            return ExportStatus("no-filesystem", f"no file system carries the tag mlinfra:run-id={run_id}")
-        if len(file_systems) > 1:
+            looked = f" nor has id {', '.join(self.file_system_ids)}" if self.file_system_ids else ""
+            return ExportStatus("no-filesystem", f"no file system carries the tag mlinfra:run-id={run_id}{looked}")
+        live = [fs for fs in file_systems if fs.get("Lifecycle") != actions.DELETING]
+        if not live:
             ids = ", ".join(fs["FileSystemId"] for fs in file_systems)
-            return ExportStatus("failed", f"{len(file_systems)} file systems carry the run's tag: {ids}")
-        step = actions.export_step(fsx, file_systems[0]["FileSystemId"], run_id, self.checkpoints_path,
-                                   _parse_since(since))
-        return ExportStatus(step.state, step.detail, step.task_id)
+            return ExportStatus("deleting", f"file system {ids} is being deleted")
+        if len(live) > 1:
+            ids = ", ".join(fs["FileSystemId"] for fs in live)
+            return ExportStatus("failed", f"{len(live)} file systems carry the run's tag: {ids}")
+        step = actions.export_step(fsx, live[0], run_id, self.checkpoints_path, _parse_since(since), self._own_tasks)
+        if step.state == "started" and step.task_id:
+            self._own_tasks.add(step.task_id)
+        return ExportStatus(step.state, step.detail, step.task_id)  # a failure's detail names its report
+
+    def expect_file_systems(self, file_system_ids: Sequence[str]) -> None:
+        self.file_system_ids = tuple(dict.fromkeys((*self.file_system_ids, *file_system_ids)))
 
     def audit(self, run_id: str) -> list[Leftover]:
         return audit_module.audit(run_id, self.session)
@@ -91,6 +107,10 @@ def parse_marker(status: str, body: bytes) -> Marker:
                   exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
                   checkpoints_exported=exported if isinstance(exported, bool) else None,
                   ended_at=ended_at if isinstance(ended_at, str) else None, body=data)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _parse_since(since: Optional[str]) -> Optional[datetime]:

@@ -41,6 +41,21 @@ def parse_iso(text: object) -> Optional[datetime]:
         return None
 
 
+def aws_error(error: BaseException) -> Optional[str]:
+    """`AWS: <code>: <message>` for a botocore error (a cloud-side failure: throttling, expired or missing
+    credentials, no network), None for anything else."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if isinstance(error, ClientError):
+        details = error.response.get("Error", {}) if isinstance(error.response, dict) else {}
+        code = details.get("Code") or type(error).__name__
+        message = details.get("Message") or str(error)
+        return f"AWS: {code}: {message}"
+    if isinstance(error, BotoCoreError):
+        return f"AWS: {type(error).__name__}: {error}"
+    return None
+
+
 def span(delta: timedelta) -> str:
     """`2h 05m`, `4m 10s`, `12s`."""
     seconds = max(0, int(delta.total_seconds()))

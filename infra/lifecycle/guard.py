@@ -32,6 +32,10 @@ def schedule_name(run_id: str) -> str:
     return f"mlinfra-expire-{run_id}"
 
 
+def failure_queue_name(run_id: str) -> str:
+    return f"mlinfra-guard-failures-{run_id}"
+
+
 def source_files() -> dict[str, Path]:
     """Archive path -> file, for the Lambda's code: the package's Python files only (no caches)."""
     return {f"run_guard/{path.relative_to(SOURCE_DIR).as_posix()}": path
@@ -71,7 +75,7 @@ RETRY_POLICY = {"maximum_event_age_in_seconds": GUARD_RETRY_WINDOW_SECONDS, "max
 
 
 def guard_policy(partition: str, region: str, account: str, run_id: str, function_arn: str,
-                 log_group_arn: str) -> dict[str, Any]:
+                 log_group_arn: str, failure_queue_arn: str) -> dict[str, Any]:
     """The guard's own permissions: it can stop, export and delete only what carries this run's tag.
     (Registry writes are granted by the registry: runs/<run-id>/ only.)"""
     arn = f"arn:{partition}:{{service}}:{region}:{account}:{{resource}}"
@@ -81,13 +85,17 @@ def guard_policy(partition: str, region: str, account: str, run_id: str, functio
         "Statement": [
             # Describe calls have no resource-level permissions; they only read.
             {"Sid": "FindRunResources", "Effect": "Allow",
-             "Action": ["ec2:DescribeInstances", "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryTasks"],
+             "Action": ["ec2:DescribeInstances", "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryTasks",
+                        "fsx:DescribeDataRepositoryAssociations"],
              "Resource": "*"},
             {"Sid": "TerminateRunInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",
              "Resource": arn.format(service="ec2", resource="instance/*"), "Condition": run_tag},
             {"Sid": "ExportAndDeleteRunFileSystem", "Effect": "Allow",
              "Action": ["fsx:CreateDataRepositoryTask", "fsx:DeleteFileSystem"],
              "Resource": arn.format(service="fsx", resource="file-system/*"), "Condition": run_tag},
+            # FSx runs no export task while automatic export is on: the guard turns it off first.
+            {"Sid": "StopRunAutomaticExport", "Effect": "Allow", "Action": "fsx:UpdateDataRepositoryAssociation",
+             "Resource": arn.format(service="fsx", resource="association/*"), "Condition": run_tag},
             # The export task is a new resource: it must be created carrying the run's tag.
             {"Sid": "CreateRunExportTask", "Effect": "Allow",
              "Action": ["fsx:CreateDataRepositoryTask", "fsx:TagResource"],
@@ -97,6 +105,8 @@ def guard_policy(partition: str, region: str, account: str, run_id: str, functio
             {"Sid": "ContinueItself", "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": function_arn},
             {"Sid": "WriteOwnLogs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
              "Resource": f"{log_group_arn}:*"},
+            # Lambda sends failed invocations to the on-failure destination with the function's role.
+            {"Sid": "RecordFailures", "Effect": "Allow", "Action": "sqs:SendMessage", "Resource": failure_queue_arn},
         ],
     }
 

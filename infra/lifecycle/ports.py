@@ -7,7 +7,7 @@ the real adapters are `automation.AutomationStacks` and `aws_cloud.AwsRunCloud`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional, Protocol
+from typing import Any, Callable, Literal, Optional, Protocol, Sequence
 
 OnOutput = Callable[[str], None]  # one line of engine output, for the progress display
 
@@ -48,7 +48,9 @@ class Marker:
 @dataclass(frozen=True)
 class ExportStatus:
     """Where the export of the run's /fsx/checkpoints to the registry stands."""
-    state: Literal["no-filesystem", "started", "running", "succeeded", "failed"]
+    # "deleting": the file system is being deleted (by the guard, after its export succeeded); wait
+    # for it to be gone before destroying, or its network interfaces hold the security groups.
+    state: Literal["no-filesystem", "deleting", "started", "running", "succeeded", "failed"]
     detail: str = ""
     task_id: Optional[str] = None
 
@@ -61,14 +63,27 @@ class Leftover:
     found_by: str      # "tagging-api", "fsx-backups", "log-groups", "network-interfaces", ...
 
 
+@dataclass(frozen=True)
+class StoppedCompute:
+    """What stop_compute did: the instances it asked to terminate, and when (by AWS's clock, ISO UTC)
+    the last of the run's instances stopped; None when AWS does not say. Exports must start after it."""
+    instance_ids: tuple[str, ...] = ()
+    stopped_at: Optional[str] = None
+
+
 class RunCloud(Protocol):
     def marker(self, bucket: str, run_id: str) -> Optional[Marker]: ...
     def active_nodes(self, run_id: str) -> int:
         """Instances tagged with the run that are pending or running (billing)."""
-    def stop_compute(self, run_id: str) -> list[str]:
+    def stop_compute(self, run_id: str) -> "StoppedCompute":
         """Terminate every instance tagged with the run and return once none is left (not even shutting
-        down), so nothing writes to the file system any more; the ids asked to terminate."""
+        down), so nothing writes to the file system any more."""
     def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
-        """One idempotent step of exporting the run's file system's /checkpoints to the registry: start an
-        export task unless one is running or one created at/after `since` (ISO UTC) succeeded."""
+        """One idempotent step of exporting the run's file system's /checkpoints to the registry: wait
+        while any export task of the file system is pending or running; done when a run-tagged export
+        task created at/after `since` (ISO UTC: when compute stopped), or one this object started,
+        succeeded; otherwise start one."""
+    def expect_file_systems(self, file_system_ids: Sequence[str]) -> None:
+        """The stack's outputs name these file systems: look them up by id too, so a tag or region
+        mismatch cannot pass for "no file system left" and let a destroy skip the export."""
     def audit(self, run_id: str) -> list[Leftover]: ...

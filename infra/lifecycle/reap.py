@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Callable, Literal, Optional
 
 from infra.errors import InputError
-from infra.lifecycle.console import Runtime, iso, parse_iso, span
+from infra.lifecycle.console import Runtime, aws_error, iso, parse_iso, span
 from infra.lifecycle.ports import RunCloud, StackOps, StackOpsError
 from infra.lifecycle.teardown import lifecycle_config, teardown
 
@@ -105,14 +105,21 @@ def reap(stacks: StackOps, cloud_for: Callable[[Optional[str]], RunCloud], rt: R
         rt.say(f"reap: tearing down {d.stack}")
         try:
             code = teardown(d.stack, stacks, cloud_for(d.region), rt)
-        except (StackOpsError, InputError) as error:  # one stack's failure must not spare the others
-            rt.say(f"reap: {d.stack}: {error}")
+        except Exception as error:  # noqa: BLE001 one stack's failure, whatever it is, must not spare the others
+            rt.say(f"reap: {d.stack}: {failure_text(error)}")
             code = 1
         if code != 0:
             failed.append(d.stack)
     if failed:
         rt.say(f"reap: needs attention: {', '.join(failed)}")
     return 1 if failed else 0
+
+
+def failure_text(error: Exception) -> str:
+    """One line for a stack's failed teardown: our own errors as they read, AWS's with its code."""
+    if isinstance(error, (StackOpsError, InputError)):
+        return str(error)
+    return aws_error(error) or f"{type(error).__name__}: {error}"
 
 
 def _text(value: Any) -> Optional[str]:

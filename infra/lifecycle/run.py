@@ -1,9 +1,12 @@
 """`run --stack S`: check offline, fix expires-at, deploy, watch the run to its end, tear down.
 
-Nothing is created until the offline preview of the stack is clean. expires-at is written to the
-stack's config once and never moved, so a re-run (after Ctrl-C, say) keeps the run's hard cap. The
-wait ends at the completion marker, at expires-at (the run guard has taken over by then), or when the
-nodes have been gone for a while with no marker; then the teardown runs unless asked to keep.
+Nothing is created until the offline preview of the stack is clean, and a run id whose completion
+marker is already in the registry is refused (its marker would end the new run at once). expires-at
+is written to the stack's config once and never moved, so a re-run (after Ctrl-C, say) keeps the
+run's hard cap. The wait ends at the completion marker, at expires-at (the run guard has taken over by
+then), or when the nodes have been gone for a while with no marker; then the teardown runs unless
+asked to keep. AWS failing while it waits (throttling, expiring credentials, no network) is retried
+for a while; after that it stops waiting and leaves the run to its guard.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from infra.catalog import on_demand_price
 from infra.config import load
 from infra.config.training import TrainingStackConfig
 from infra.errors import InputError, Problem
-from infra.lifecycle.console import Runtime, iso, parse_iso, span
+from infra.lifecycle.console import Runtime, aws_error, iso, parse_iso, span
 from infra.lifecycle.ports import Marker, RunCloud, StackOps, StackOpsError
 from infra.lifecycle.progress import StatusLine, Usage, status_text, summary_text
 from infra.lifecycle.target import training_stack_config
@@ -25,14 +28,20 @@ from infra.offline.project import Project, load_project
 from infra.training_plan import run_expiry
 
 EXPIRES_AT = "mlinfra:training.lifecycle.expiresAt"
+RUN_ID = "mlinfra:training.runId"
 WAIT_POLL_SECONDS = 30
 NODES_GONE_AFTER = timedelta(minutes=10)  # nodes seen, then none and no marker: the job died without one
+# AWS failing while waiting: try again after 30 s, 1, 2, 4, then every 5 minutes; stop waiting once it
+# has failed for this long in a row (the run guard does not depend on this machine).
+CLOUD_RETRY_FIRST_SECONDS, CLOUD_RETRY_MAX_SECONDS = 30, 300
+CLOUD_FAILING_GIVE_UP = timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
 class WaitResult:
-    ended: Literal["marker", "expired", "nodes-gone"]
+    ended: Literal["marker", "expired", "nodes-gone", "cloud-failing"]
     marker: Optional[Marker] = None
+    error: str = ""  # "cloud-failing": the last AWS error
 
 
 class Progress:
@@ -68,7 +77,10 @@ def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: boo
             rt.say(f"error: {diagnostic.message}")
         rt.say(f"run: the offline preview of {stack} has errors; nothing was deployed")
         return 1
-    expires_at = fix_expiry(stack, stacks, config, rt)
+    exists = stacks.exists(stack)
+    if not (exists and stacks.outputs(stack)):  # not deployed: a new run, or one already torn down
+        refuse_ended_run(stacks, cloud, config)
+    expires_at = fix_expiry(stack, stacks, config, rt, exists=exists)
     progress = Progress(rt, on_demand_price(config.training.instance_type))
     try:
         return _deploy_and_watch(stack, stacks, cloud, rt, config, expires_at, progress, keep)
@@ -78,12 +90,38 @@ def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: boo
                f"expires-at {expires_at} at the latest. Resume the teardown with: "
                f"python -m infra teardown --stack {stack}")
         return 130
+    except Exception as error:  # noqa: BLE001 AWS failing after the deploy: say what stands, no traceback
+        text = aws_error(error)
+        if text is None:
+            raise
+        progress.display.end()
+        rt.say(f"error: {text}; stack {stack} may still be deployed; its run guard stops the compute at "
+               f"expires-at {expires_at} at the latest. Resume the teardown with: "
+               f"python -m infra teardown --stack {stack}")
+        return 1
 
 
-def fix_expiry(stack: str, stacks: StackOps, config: TrainingStackConfig, rt: Runtime) -> str:
+def refuse_ended_run(stacks: StackOps, cloud: RunCloud, config: TrainingStackConfig) -> None:
+    """InputError when the run id already has a completion marker in the registry: a new run under it
+    would see that marker at its first poll and be torn down at once."""
+    run_id, registry = config.training.run_id, config.registry_stack
+    bucket = stacks.outputs(registry).get("bucketName")
+    if not bucket:
+        raise InputError(Problem("mlinfra:registryStack", f"stack {registry!r} has no bucketName output: deploy the "
+                                                          "registry first (nothing was deployed)"))
+    marker = cloud.marker(bucket, run_id)
+    if marker is not None:
+        raise InputError(Problem(RUN_ID, f"run {run_id!r} has already ended (runs/{run_id}/_{marker.status} is in "
+                                         f"the registry); set a new runId for a new run and remove expiresAt "
+                                         f"(nothing was deployed)"))
+
+
+def fix_expiry(stack: str, stacks: StackOps, config: TrainingStackConfig, rt: Runtime,
+               exists: Optional[bool] = None) -> str:
     """The run's expires-at: the one in the stack's config, or now + ttlHours written there once."""
     now = rt.now()
-    current = lifecycle_config(stacks.config(stack)).get("expiresAt") if stacks.exists(stack) \
+    exists = stacks.exists(stack) if exists is None else exists
+    current = lifecycle_config(stacks.config(stack)).get("expiresAt") if exists \
         else config.training.lifecycle.expires_at
     if current:
         at = parse_iso(current)
@@ -130,6 +168,12 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
     progress.display.line(f"up: deployed run {run_id} ({config.training.node_count} x "
                           f"{config.training.instance_type}), expires-at {iso(deadline)}")
     result = wait_for_end(cloud, rt, progress, run_id, outputs.get("registryBucket"), deadline)
+    if result.ended == "cloud-failing":
+        progress.display.line(
+            f"wait: stopped waiting, AWS still failing after {span(CLOUD_FAILING_GIVE_UP)} ({result.error}). "
+            f"Stack {stack} stays deployed; its run guard still stops the compute at expires-at {iso(deadline)}. "
+            f"Once the run has ended, or to end it now, finish with: python -m infra teardown --stack {stack}")
+        return 1
     progress.display.line(_ending(result, run_id))
     succeeded = result.marker is not None and result.marker.status == "SUCCESS"
     inspect = not config.training.lifecycle.teardown_on_completion and result.ended != "expired"
@@ -148,12 +192,28 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
 
 def wait_for_end(cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str, bucket: Optional[str],
                  deadline: datetime) -> WaitResult:
-    """Poll the marker and the active nodes until the run ends or expires-at comes."""
+    """Poll the marker and the active nodes until the run ends or expires-at comes, or AWS keeps failing
+    for CLOUD_FAILING_GIVE_UP (each failure one line, retried with backoff)."""
     seen_nodes = False
     gone_since: Optional[datetime] = None
+    failing_since: Optional[datetime] = None
+    failures = 0
     while True:
-        marker = cloud.marker(bucket, run_id) if bucket else None
-        nodes = cloud.active_nodes(run_id)
+        try:
+            marker = cloud.marker(bucket, run_id) if bucket else None
+            nodes = cloud.active_nodes(run_id)
+        except Exception as error:  # noqa: BLE001 only AWS's failures are retried; anything else is a bug
+            text = aws_error(error)
+            if text is None:
+                raise
+            failures, failing_since = failures + 1, failing_since or rt.now()
+            if rt.now() - failing_since >= CLOUD_FAILING_GIVE_UP:
+                return WaitResult("cloud-failing", error=text)
+            delay = min(CLOUD_RETRY_MAX_SECONDS, CLOUD_RETRY_FIRST_SECONDS * 2 ** (failures - 1))
+            progress.display.line(f"wait: {text}; trying again in {span(timedelta(seconds=delay))}")
+            rt.sleep(delay)
+            continue
+        failing_since, failures = None, 0
         progress.sample(nodes)
         now = rt.now()
         if marker is not None:

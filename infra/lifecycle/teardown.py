@@ -3,18 +3,22 @@ remove the stack.
 
 Stateless: every step derives what to do from the stack and the cloud as they are now, so a teardown
 interrupted at any point and run again finishes. The stack is removed only when the audit finds
-nothing left with the run's tag; on any problem it is kept, so the next run can pick up from there.
+nothing left with the run's tag (looking again for a few minutes while AWS finishes deleting); on any
+problem it is kept, so the next run can pick up from there.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from infra.errors import InputError, Problem
 from infra.lifecycle.console import Runtime, iso, span
 from infra.lifecycle.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
-from infra.lifecycle.ports import RunCloud, StackOps, StackOpsError
+from infra.lifecycle.ports import RunCloud, StackOps, StackOpsError, StoppedCompute
+
+# When AWS does not say when the run's compute stopped, the export must still start after it: local
+# now, less this much for a local clock running ahead of AWS's.
 
 # Destroy failures that go away on their own once AWS has finished releasing what held the resource.
 TRANSIENT_DESTROY_FAILURES = (
@@ -36,11 +40,20 @@ class Backoff:
 
 
 @dataclass(frozen=True)
+class AuditRetry:
+    """Right after a destroy the audit may still list what AWS is deleting (network interfaces of a file
+    system, a log group): look again after these pauses before calling anything a leftover. 4 looks
+    over 5 minutes by default."""
+    pauses: Sequence[float] = (60, 90, 150)
+
+
+@dataclass(frozen=True)
 class RunFacts:
     """What teardown needs to know about the stack's run."""
     run_id: str
     bucket: Optional[str]       # the registry bucket, from the outputs (None once destroyed)
     export_checkpoints: bool
+    file_system_ids: tuple[str, ...] = ()  # the stack's own record of its file system (outputs)
 
 
 def transient_destroy_failure(output: str) -> Optional[str]:
@@ -68,12 +81,23 @@ def run_facts(stack: str, config: dict[str, Any], outputs: dict[str, Any]) -> Ru
     if not isinstance(run_id, str) or not run_id:
         raise InputError(Problem("mlinfra:training.runId", f"stack {stack!r} has no run id in its outputs or config"))
     lifecycle = lifecycle_config(config)
+    file_system = outputs.get("lustreFileSystemId")
     return RunFacts(run_id=run_id, bucket=outputs.get("registryBucket") or None,
-                    export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False)
+                    export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False,
+                    file_system_ids=(file_system,) if isinstance(file_system, str) and file_system else ())
+
+
+def export_since(stopped: StoppedCompute, rt: Runtime) -> str:
+    """From when an export sees every write: when the last instance stopped by AWS's clock, else local
+    now (stop_compute has returned, so nothing runs). Never earlier: a clock behind AWS's could then
+    accept an export that began while a node still wrote; one ahead only costs a redundant export
+    (the adapter always accepts the tasks it started itself)."""
+    return stopped.stopped_at or iso(rt.now())
 
 
 def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_id: Optional[str] = None,
-             backoff: Backoff = Backoff(), on_phase: Callable[[str], None] = lambda phase: None,
+             backoff: Backoff = Backoff(), audit_retry: AuditRetry = AuditRetry(),
+             on_phase: Callable[[str], None] = lambda phase: None,
              engine_output: Optional[Callable[[str], None]] = None) -> int:
     """Tear `stack` down; 0 when nothing is left, 1 when a step found a problem (the stack is kept).
     `run_id` (from the stack file) is audited when the stack no longer exists. The engine's output of
@@ -84,13 +108,14 @@ def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_
             rt.say(f"stack {stack}: does not exist, and no run id to audit; nothing to do")
             return 0
         rt.say(f"stack {stack}: already removed; auditing run {run_id}")
-        return 0 if _audit_clean(stack, cloud, run_id, rt) else 1
+        return 0 if _audit_clean(stack, cloud, run_id, rt, audit_retry) else 1
     facts = run_facts(stack, stacks.config(stack), stacks.outputs(stack))
     rt.say(f"stack {stack}: run {facts.run_id}, registry bucket {facts.bucket or 'unknown (no outputs)'}")
+    cloud.expect_file_systems(facts.file_system_ids)
     on_phase("tearing down")
     stopped = cloud.stop_compute(facts.run_id)
-    since = iso(rt.now())  # every instance is gone by now: an export started from here sees every write
-    rt.say(f"compute: terminated {len(stopped)} instance(s) of run {facts.run_id}" if stopped
+    since = export_since(stopped, rt)  # every instance is gone: an export created from then on sees every write
+    rt.say(f"compute: terminated {len(stopped.instance_ids)} instance(s) of run {facts.run_id}" if stopped.instance_ids
            else f"compute: no instance of run {facts.run_id} running")
     on_phase("exporting")
     if not _checkpoints_safe(stack, facts, cloud, since, rt):
@@ -98,7 +123,7 @@ def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_
     on_phase("tearing down")
     if not _destroy(stack, stacks, rt, backoff, engine_output):
         return 1
-    if not _audit_clean(stack, cloud, facts.run_id, rt):
+    if not _audit_clean(stack, cloud, facts.run_id, rt, audit_retry):
         return 1
     stacks.remove(stack)
     rt.say(f"stack {stack}: removed (its file in stacks/ is kept)")
@@ -124,11 +149,21 @@ def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, 
         if status.state == "no-filesystem":
             rt.say("checkpoints: no file system left to export from")
             return True
+        waited = rt.now() - started
+        if status.state == "deleting":
+            # The guard exported and is deleting the file system; destroying now would fail on the
+            # security groups its network interfaces still hold. Wait until it is gone.
+            if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
+                rt.say(f"checkpoints: the file system is still being deleted after {span(waited)}; nothing was "
+                       f"destroyed, run `python -m infra teardown --stack {stack}` again to keep waiting")
+                return False
+            rt.say(f"checkpoints: exported; the file system is being deleted, {span(waited)} so far")
+            rt.sleep(EXPORT_POLL_SECONDS)
+            continue
         if status.state == "failed":
             rt.say(f"checkpoints: export failed{task}: {status.detail or 'no detail'}; nothing was destroyed, "
                    f"fix it and run `python -m infra teardown --stack {stack}` again")
             return False
-        waited = rt.now() - started
         if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
             rt.say(f"checkpoints: export still {status.state} after {span(waited)}{task}; nothing was destroyed, "
                    f"run `python -m infra teardown --stack {stack}` again to keep waiting")
@@ -161,11 +196,20 @@ def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff,
     return False
 
 
-def _audit_clean(stack: str, cloud: RunCloud, run_id: str, rt: Runtime) -> bool:
-    leftovers = cloud.audit(run_id)
-    if not leftovers:
-        rt.say(f"audit: nothing left with run id {run_id}")
-        return True
+def _audit_clean(stack: str, cloud: RunCloud, run_id: str, rt: Runtime, retry: AuditRetry) -> bool:
+    """True when the audit finds nothing; what it finds is called left over only once it is still there
+    after the retry's pauses (AWS lists resources for a while after deleting them)."""
+    looks = len(retry.pauses) + 1
+    for look, pause in enumerate([*retry.pauses, None], start=1):
+        leftovers = cloud.audit(run_id)
+        if not leftovers:
+            rt.say(f"audit: nothing left with run id {run_id}")
+            return True
+        if pause is None:
+            break
+        rt.say(f"audit: {len(leftovers)} resource(s) of run {run_id} still listed, AWS may still be deleting "
+               f"them; looking again in {span(timedelta(seconds=pause))} (look {look + 1} of {looks})")
+        rt.sleep(pause)
     rt.say(f"audit: {len(leftovers)} resource(s) still belong to run {run_id}; stack {stack} is kept:")
     for leftover in leftovers:
         rt.say(f"  {leftover.kind}  {leftover.identifier}  (found by {leftover.found_by})")

@@ -167,6 +167,7 @@ _ARN_FORMATS = {
     "aws:cloudwatch/eventRule:EventRule": "arn:aws:events:{region}:{account}:rule/{name}",
     "aws:cloudwatch/logGroup:LogGroup": "arn:aws:logs:{region}:{account}:log-group:{name}",
     "aws:scheduler/schedule:Schedule": "arn:aws:scheduler:{region}:{account}:schedule/default/{name}",
+    "aws:sqs/queue:Queue": "arn:aws:sqs:{region}:{account}:{name}",
 }
 
 

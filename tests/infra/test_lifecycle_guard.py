@@ -47,12 +47,14 @@ def test_names_fit_aws_limits_for_the_longest_run_id():
     run_id = "a" * 40
     assert len(guard.function_name(run_id)) <= 64 and re.fullmatch(r"[A-Za-z0-9_-]+", guard.function_name(run_id))
     assert len(guard.schedule_name(run_id)) <= 64
+    assert len(guard.failure_queue_name(run_id)) <= 80  # SQS queue names
 
 
 def test_policy_scopes_every_change_to_the_run_tag():
     doc = guard.guard_policy("aws-us-gov", "us-gov-west-1", "123456789012", "r1",
                              "arn:aws-us-gov:lambda:us-gov-west-1:123456789012:function:mlinfra-guard-r1",
-                             "arn:aws-us-gov:logs:us-gov-west-1:123456789012:log-group:/aws/lambda/mlinfra-guard-r1")
+                             "arn:aws-us-gov:logs:us-gov-west-1:123456789012:log-group:/aws/lambda/mlinfra-guard-r1",
+                             "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:mlinfra-guard-failures-r1")
     for statement in doc["Statement"]:
         actions = _actions(statement)
         if statement["Resource"] == "*":

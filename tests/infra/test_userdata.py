@@ -52,7 +52,7 @@ def training_spec(type_name: str, **overrides) -> NodeBootstrap:
 
 
 GOLDEN_SPECS = {
-    "userdata_p4d.sh": lambda: training_spec("p4d.24xlarge", stop_at_epoch=1795334400),
+    "userdata_p4d.sh": lambda: training_spec("p4d.24xlarge", stop_at_epoch=1795334400, expires_at_epoch=1795335300),
     "userdata_trn1.sh": lambda: training_spec("trn1.32xlarge"),
 }
 
@@ -141,6 +141,7 @@ def test_command_and_env_values_reach_the_job_verbatim(tmp_path):
         ),
         (dict(env={"IFS": ","}), "env key 'IFS' is reserved (MLINFRA_* and shell-owned names)"),
         (dict(stop_at_epoch=0), "stop_at_epoch must be a Unix time >= 1 (got 0)"),
+        (dict(expires_at_epoch=-5), "expires_at_epoch must be a Unix time >= 1 (got -5)"),
         (dict(env={"A B": "1"}), "env key 'A B' must be a shell variable name (letters, digits, '_')"),
         (dict(checkpoints_dir="/tmp/ckpt"), "checkpoints_dir must be a directory under /fsx/ (got '/tmp/ckpt')"),
         (dict(datasets_dir="/fsx/../etc"), "datasets_dir must be a directory under /fsx/ (got '/fsx/../etc')"),
@@ -190,10 +191,11 @@ for f in "$@"; do echo "$f: (0x00000009) ${FAKE_LFS_STATE:-exists archived}, arc
     "torchrun": """#!/bin/bash
 printf '%s\\0' "$@" > "$FAKE_OUT/args.$FAKE_IP"
 env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
-if [[ -n "$FAKE_RUN_SECONDS" ]]; then  # a long job that saves a checkpoint and ends cleanly on SIGTERM
-  sleep "$FAKE_RUN_SECONDS" &
-  trap 'kill $!; echo saved > "$FAKE_OUT/stopped.$FAKE_IP"; exit 0' TERM
-  wait
+if [[ -n "$FAKE_RUN_SECONDS" ]]; then  # a long job whose worker saves a checkpoint and ends cleanly on SIGTERM
+  trap 'echo "agent got TERM" > "$FAKE_OUT/agent-term.$FAKE_IP"' TERM
+  bash -c 'sleep "$FAKE_RUN_SECONDS" & trap "kill \$!; echo saved > \"$FAKE_OUT/stopped.$FAKE_IP\"; exit 0" TERM; wait' &
+  wait $!
+  exit $?
 fi
 exit "${FAKE_EXIT:-0}"
 """,
@@ -349,7 +351,8 @@ def test_grace_period_stops_the_job_before_expiry_and_the_run_ends_normally(tmp_
     assert codes == {"10.0.5.1": 0}, logs
     assert time.monotonic() - started < 30  # stopped by the grace signal, not by the job's own end
     assert (out / "stopped.10.0.5.1").read_text() == "saved\n"
-    assert "expiry grace period reached: asking the job to stop" in logs["10.0.5.1"]
+    assert "expiry grace period reached: asking the workers to save and stop" in logs["10.0.5.1"]
+    assert not (out / "agent-term.10.0.5.1").exists()  # torchrun itself is left to see its workers end
     assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___SUCCESS"]
     assert (out / "shutdown.10.0.5.1").exists()
 
@@ -369,3 +372,15 @@ def test_kept_nodes_do_not_power_off(tmp_path):
     assert codes == {"10.0.7.1": 0}, logs
     assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___SUCCESS"]
     assert not (out / "shutdown.10.0.7.1").exists()
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+def test_every_node_schedules_its_own_power_off_after_expiry(tmp_path):
+    import time
+    expires = int(time.time()) + 3600
+    spec = sim_spec(node_count=1, power_off_on_exit=False, expires_at_epoch=expires)
+    codes, logs, markers, out = run_cluster(tmp_path, spec, ["10.0.8.1"])
+    assert codes == {"10.0.8.1": 0}, logs
+    args = (out / "shutdown.10.0.8.1").read_text().split("\n")
+    # 3600 s to expiry + 300 s backstop, rounded up to whole minutes (65, or 66 across a second boundary)
+    assert args[0] == "-h" and args[1] in ("+65", "+66") and args[2] == "mlinfra: run demo-001 expires"

@@ -78,6 +78,7 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 def aws(moto_url, monkeypatch):
     """boto3 clients against a freshly reset moto server; env points every boto3 client at it."""
     _post(f"{moto_url}/moto-api/reset", {})
+    _post(f"{moto_url}/moto-api/mlinfra/faults", {"Faults": []})
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
@@ -95,7 +96,22 @@ def aws(moto_url, monkeypatch):
         _post(f"{moto_url}/moto-api/fsx/data-repository-task",
               {"TaskId": task_id, "Lifecycle": lifecycle, "FailureMessage": message})
 
-    return SimpleNamespace(url=moto_url, session=session, set_task=set_task, **clients)
+    def set_file_system(fs_id: str, lifecycle: str) -> None:
+        """Emulator extension: move a file system on, e.g. finish its deletion ("DELETED")."""
+        _post(f"{moto_url}/moto-api/fsx/file-system", {"FileSystemId": fs_id, "Lifecycle": lifecycle})
+
+    def inject_faults(*faults: dict[str, Any]) -> None:
+        """Emulator extension: the next calls of an action answer with an AWS error
+        ({"Action": "DescribeInstances", "Code": "RequestLimitExceeded", "Status": 503, "Count": 2})."""
+        _post(f"{moto_url}/moto-api/mlinfra/faults", {"Faults": list(faults)})
+
+    def set_association(association_id: str, lifecycle: str) -> None:
+        """Emulator extension: an association mid-update (UPDATING) or done (AVAILABLE)."""
+        _post(f"{moto_url}/moto-api/fsx/association", {"AssociationId": association_id, "Lifecycle": lifecycle})
+
+    return SimpleNamespace(url=moto_url, session=session, set_task=set_task, set_file_system=set_file_system,
+                           set_association=set_association,
+                           inject_faults=inject_faults, **clients)
 
 
 @pytest.fixture

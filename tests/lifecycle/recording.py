@@ -2,7 +2,7 @@
 
 Both stand-ins act on one shared `World` (the Pulumi backend and the run's cloud side) and record
 every call, in order, in `World.calls`. Failures are scripted (`destroy_failures`, `up_failure`,
-`export_states`, `leftovers`), and so is an interruption: with `interrupt_after=N` the N-th call
+`export_states`, `leftovers`, `leftovers_for`, `node_errors`), and so is an interruption: with `interrupt_after=N` the N-th call
 takes effect and then raises KeyboardInterrupt, as a Ctrl-C right after that step would.
 """
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Any, Optional
 
 from infra.config.paths import set_path
 from infra.lifecycle.console import Runtime
-from infra.lifecycle.ports import ExportStatus, Leftover, Marker, OnOutput, StackOpsError
+from infra.lifecycle.ports import ExportStatus, Leftover, Marker, OnOutput, StackOpsError, StoppedCompute
 
 RUN_ID = "demo-llama-7b-001"
 BUCKET = "mlinfra-registry-0123"
 START = datetime(2026, 3, 1, 10, 0, 30, tzinfo=timezone.utc)
+STOPPED_AT = "2026-03-01T10:00:24Z"  # when, by AWS's clock, the run's last instance stopped
 DEPENDENCY_VIOLATION = ("error: deleting urn:pulumi:s::mlinfra::aws:ec2/securityGroup:SecurityGroup::run-efa: "
                         "operation error EC2: DeleteSecurityGroup, api error DependencyViolation: resource "
                         "sg-0abc has a dependent object")
@@ -78,7 +79,10 @@ class World:
     nodes_plan: list[int] = field(default_factory=list)              # active_nodes answers, then the live count
     export_states: list[str] = field(default_factory=lambda: ["started", "running", "succeeded"])
     export_detail: str = ""
+    stopped_at: Optional[str] = STOPPED_AT                           # what stop_compute says (None: AWS did not say)
     leftovers: list[Leftover] = field(default_factory=list)
+    leftovers_for: Optional[int] = None  # the leftovers are listed by this many audits, then gone (None: always)
+    node_errors: list[BaseException] = field(default_factory=list)  # raised by the next active_nodes calls
     destroy_failures: list[str] = field(default_factory=list)       # outputs of the next failing destroys
     up_failure: Optional[str] = None
     deploy_outputs: dict[str, Any] = field(default_factory=deployed_outputs)
@@ -94,6 +98,18 @@ class World:
 
     def names(self) -> list[str]:
         return [call[0] for call in self.calls]
+
+
+def registry_state(bucket: str = BUCKET) -> StackState:
+    """The deployed `registry` stack the training stack refers to (`mlinfra:registryStack`)."""
+    return StackState({"mlinfra:kind": "registry"}, {"bucketName": bucket}, resources=True)
+
+
+def run_world(**overrides: Any) -> World:
+    """Nothing deployed yet but the registry: what `run` starts from."""
+    world = World(**overrides)
+    world.stacks.setdefault("registry", registry_state())
+    return world
 
 
 def deployed_world(**overrides: Any) -> World:
@@ -194,15 +210,20 @@ class RecordingCloud:
     def active_nodes(self, run_id: str) -> int:
         self.world.record("active_nodes", run_id)
         self.world.step_done()
+        if self.world.node_errors:
+            raise self.world.node_errors.pop(0)
         if self.world.nodes_plan:
             return self.world.nodes_plan.pop(0)
         return self.world.instances.get(run_id, 0)
 
-    def stop_compute(self, run_id: str) -> list[str]:
+    def stop_compute(self, run_id: str) -> StoppedCompute:
         self.world.record("stop_compute", run_id)
         count, self.world.instances[run_id] = self.world.instances.get(run_id, 0), 0
         self.world.step_done()
-        return [f"i-{n:017x}" for n in range(count)]
+        return StoppedCompute(tuple(f"i-{n:017x}" for n in range(count)), self.world.stopped_at)
+
+    def expect_file_systems(self, file_system_ids) -> None:
+        self.expected_file_systems = tuple(file_system_ids)  # not a call on AWS: kept, not recorded
 
     def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
         if run_id not in self.world.filesystems:
@@ -210,6 +231,8 @@ class RecordingCloud:
         else:
             states = self.world.export_states
             state = states.pop(0) if len(states) > 1 else states[0]
+            if state == "no-filesystem":  # scripted: the guard's deletion ("deleting") has finished
+                self.world.filesystems.discard(run_id)
         self.world.record("export_checkpoints", run_id, since, state)
         self.world.step_done()
         return ExportStatus(state, self.world.export_detail if state == "failed" else "",
@@ -218,4 +241,8 @@ class RecordingCloud:
     def audit(self, run_id: str) -> list[Leftover]:
         self.world.record("audit", run_id)
         self.world.step_done()
+        if self.world.leftovers_for is not None:
+            if self.world.leftovers_for <= 0:
+                return []
+            self.world.leftovers_for -= 1
         return list(self.world.leftovers)

@@ -150,13 +150,15 @@ def test_up_runs_the_local_program_and_streams_its_output(fake):
     assert lines == [f"Updating ({STACK}):", "Resources: 45 created"]
 
 
-def test_destroy_and_remove_keep_the_stack_file(fake):
+def test_destroy_refreshes_first_goes_on_past_errors_and_remove_keeps_the_stack_file(fake):
     stacks, calls, _, _ = fake
     stacks.destroy(STACK, lambda line: None)
     stacks.remove(STACK)
     issued = calls()
-    assert ["--non-interactive", "destroy", "--skip-preview", "--yes", "--color", "never", "--exec-kind",
-            "auto.local", "--stack", STACK] in issued
+    # --refresh: what the guard already deleted leaves the state first; --continue-on-error: one security
+    # group's DependencyViolation does not stop the deletion of everything else
+    assert ["--non-interactive", "destroy", "--skip-preview", "--yes", "--color", "never", "--continue-on-error",
+            "--refresh", "--exec-kind", "auto.local", "--stack", STACK] in issued
     assert issued[-1] == ["--non-interactive", "stack", "rm", "--yes", "--preserve-config", STACK]
 
 

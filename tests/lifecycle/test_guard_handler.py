@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from botocore.config import Config
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from run_guard import actions, config as guard_config, guard
 from run_guard.handler import handler
-from tests.lifecycle.aws_world import REGISTRY, instance_states, make_run, object_versions
+from tests.lifecycle.aws_world import REGISTRY, export_task, file_system_state, instance_states, make_run, object_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTION = "mlinfra-guard-run-a"
@@ -82,10 +82,6 @@ def billing(aws, run_id: str) -> list[str]:
     return actions.run_instances(aws.ec2, run_id, actions.BILLING_STATES)
 
 
-def file_system_exists(aws, fs_id: str) -> bool:
-    return any(fs["FileSystemId"] == fs_id for fs in aws.fsx.describe_file_systems()["FileSystems"])
-
-
 def tasks(aws, fs_id: str) -> list[dict]:
     return actions.export_tasks(aws.fsx, fs_id)
 
@@ -93,22 +89,63 @@ def tasks(aws, fs_id: str) -> list[dict]:
 # --- completion --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("status", ["SUCCESS", "FAILED"])
-def test_completion_terminates_the_runs_instances_only_and_leaves_the_registry_untouched(aws, env, context, status):
+def test_completion_terminates_at_once_then_exports_and_deletes_the_file_system_after_the_export(
+        aws, env, context, status):
     run_a, run_b = make_run(aws, "run-a", nodes=3), make_run(aws, "run-b", nodes=2)
     put_marker(aws, "run-a", status)
     before = object_versions(aws)
 
-    result = handler(s3_event(f"runs/run-a/_{status}"), context)
+    first = handler(s3_event(f"runs/run-a/_{status}"), context)
 
     assert billing(aws, "run-a") == []
     assert set(instance_states(aws, run_a.instance_ids).values()) == {"terminated"}
     assert set(instance_states(aws, run_b.instance_ids).values()) == {"running"}
-    assert sorted(result["terminated"]) == sorted(run_a.instance_ids)
+    assert sorted(first["terminated"]) == sorted(run_a.instance_ids) and first["marker"] == status
+    [task] = tasks(aws, run_a.file_system_id)
+    assert first["export"] == {"state": "started", "task_id": task["TaskId"],
+                               "detail": f"export task {task['TaskId']} started",
+                               "failure_report_path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports"}
+    assert first["continue"] == {"action": "finish-completion", "round": 1,
+                                 "started_at": first["continue"]["started_at"], "stopped_at": first["stopped_at"],
+                                 "task_ids": [task["TaskId"]], "marker": status}
+    assert first["reinvoked"] is True
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE", "kept until the export succeeded"
+
+    aws.set_task(task["TaskId"], "SUCCEEDED")
+    second = handler(first["continue"], context)
+    assert second["action"] == "completion" and second["round"] == 1 and second["continue"] is None
+    assert second["outcome"] == "compute-stopped; checkpoints exported; file system deleting"
+    assert file_system_state(aws, run_a.file_system_id) == "DELETING"
+    assert file_system_state(aws, run_b.file_system_id) == "AVAILABLE" and tasks(aws, run_b.file_system_id) == []
+    assert set(instance_states(aws, run_b.instance_ids).values()) == {"running"}
     after = object_versions(aws)
     assert before <= after, "a registry object version was deleted or changed"
-    new = after - before
-    assert len(new) == 1 and re.fullmatch(r"runs/run-a/guard/\d{8}T\d{6}\.\d{6}Z-completion\.json", next(iter(new))[0])
-    assert file_system_exists(aws, run_a.file_system_id), "completion leaves the file system to teardown"
+    new_keys = sorted(key for key, _, _ in after - before)
+    assert len(new_keys) == 2 and all(
+        re.fullmatch(r"runs/run-a/guard/\d{8}T\d{6}\.\d{6}Z-completion\.json", key) for key in new_keys)
+
+
+def test_completion_terminates_before_anything_else(aws, env):
+    make_run(aws, "run-a")
+    calls = []
+    clients = guard.Clients(ec2=aws.session.client("ec2"), fsx=aws.session.client("fsx"), s3=aws.s3)
+    for client in (clients.ec2, clients.fsx):
+        client.meta.events.register("before-call", lambda model, **_: calls.append(model.name))
+    guard.handle(s3_event("runs/run-a/_SUCCESS"), guard_config.load_config(env), clients,
+                 remaining_millis=lambda: 1_000)
+    assert calls[:2] == ["DescribeInstances", "TerminateInstances"]
+
+
+def test_completion_keeps_the_file_system_when_the_export_fails(aws, env, context):
+    run_a = make_run(aws, "run-a")
+    event = s3_event("runs/run-a/_SUCCESS")
+    for attempt in range(guard_config.MAX_EXPORT_ATTEMPTS):
+        result = handler(event, context)
+        aws.set_task(result["export"]["task_id"], "FAILED", "S3 access denied")
+        event = result["continue"]
+    final = handler(event, context)
+    assert final["outcome"].startswith("export-failed; file system kept") and final["continue"] is None
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
 
 
 def test_completion_only_records_when_teardown_on_completion_is_false(aws, env, context, monkeypatch):
@@ -119,6 +156,7 @@ def test_completion_only_records_when_teardown_on_completion_is_false(aws, env, 
     assert result["outcome"] == "recorded (teardownOnCompletion is false)"
     [(_, body)] = reports(aws)
     assert body["marker"] == "SUCCESS" and body["terminated"] == []
+    assert tasks(aws, run_a.file_system_id) == [] and file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
 
 
 def test_completion_twice_is_harmless(aws, env, context):
@@ -126,8 +164,8 @@ def test_completion_twice_is_harmless(aws, env, context):
     first = handler(s3_event("runs/run-a/_SUCCESS"), context)
     second = handler(s3_event("runs/run-a/_SUCCESS"), context)
     assert sorted(first["terminated"]) == sorted(run_a.instance_ids)
-    assert second["terminated"] == [] and second["outcome"] == "no-running-compute"
-    assert len({key for key, _ in reports(aws)}) == 2
+    assert second["terminated"] == [] and second["export"]["state"] == "running"
+    assert len(tasks(aws, run_a.file_system_id)) == 1 and len({key for key, _ in reports(aws)}) == 2
 
 
 @pytest.mark.parametrize("event", [
@@ -150,7 +188,7 @@ def test_events_for_another_run_bucket_or_key_do_nothing(aws, env, context, even
     assert result["outcome"] == "ignored" and result["reason"]
     assert set(instance_states(aws, run_a.instance_ids + run_b.instance_ids).values()) == {"running"}
     assert object_versions(aws) == before
-    assert file_system_exists(aws, run_a.file_system_id)
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
 
 
 # --- expiry ------------------------------------------------------------------------------------
@@ -162,25 +200,27 @@ def test_expiry_keeps_the_file_system_while_the_export_runs_and_deletes_it_once_
     first = handler({"action": "expire"}, context)
     assert billing(aws, "run-a") == [] and len(billing(aws, "run-b")) == 2
     [task] = tasks(aws, run_a.file_system_id)
-    assert (task["Type"], task["Paths"], task["Report"]) == ("EXPORT_TO_REPOSITORY", ["checkpoints"], {"Enabled": False})
+    assert (task["Type"], task["Paths"]) == ("EXPORT_TO_REPOSITORY", ["checkpoints"])
+    assert task["Report"] == {"Enabled": True, "Path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports",
+                              "Format": "REPORT_CSV_20191124", "Scope": "FAILED_FILES_ONLY"}
     assert task["Tags"] == [{"Key": "mlinfra:run-id", "Value": "run-a"}]
     assert first["export"]["state"] == "started" and first["reinvoked"] is True
     assert first["continue"] == {"action": "expire", "round": 1, "started_at": first["continue"]["started_at"],
                                  "stopped_at": first["stopped_at"], "task_ids": [task["TaskId"]]}
-    assert file_system_exists(aws, run_a.file_system_id)
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
 
     aws.set_task(task["TaskId"], "EXECUTING")
     second = handler(first["continue"], context)
     assert second["export"]["state"] == "running" and second["continue"]["round"] == 2
     assert len(tasks(aws, run_a.file_system_id)) == 1, "no second export while one runs"
-    assert file_system_exists(aws, run_a.file_system_id)
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
 
     aws.set_task(task["TaskId"], "SUCCEEDED")
     third = handler(second["continue"], context)
     assert third["export"]["state"] == "succeeded" and third["continue"] is None
-    assert not file_system_exists(aws, run_a.file_system_id)
-    assert file_system_exists(aws, run_b.file_system_id)
-    assert third["outcome"] == "compute-stopped; checkpoints exported; file system deleted"
+    assert file_system_state(aws, run_a.file_system_id) == "DELETING"
+    assert file_system_state(aws, run_b.file_system_id) == "AVAILABLE"
+    assert third["outcome"] == "compute-stopped; checkpoints exported; file system deleting"
     assert {k for k, _, _ in object_versions(aws) - before} == {key for key, _ in reports(aws)}
 
 
@@ -196,17 +236,15 @@ def test_expiry_polls_within_one_invocation_until_the_export_succeeds(aws, env, 
     clients = guard.Clients(ec2=aws.ec2, fsx=aws.fsx, s3=aws.s3)
     result = guard.handle({"action": "expire"}, config, clients, remaining_millis=lambda: 900_000, sleep=sleep)
     assert slept == [guard_config.EXPORT_POLL_SECONDS] and result["polls"] == 1
-    assert not file_system_exists(aws, run_a.file_system_id) and result["continue"] is None
+    assert file_system_state(aws, run_a.file_system_id) == "DELETING" and result["continue"] is None
 
 
 def test_an_export_that_succeeded_before_compute_stopped_does_not_count(aws, env, context):
     run_a = make_run(aws, "run-a")
-    early = aws.fsx.create_data_repository_task(Type="EXPORT_TO_REPOSITORY", FileSystemId=run_a.file_system_id,
-                                                Paths=["checkpoints"], Report={"Enabled": False})
-    aws.set_task(early["DataRepositoryTask"]["TaskId"], "SUCCEEDED")
+    aws.set_task(export_task(aws, run_a.file_system_id), "SUCCEEDED")
     result = handler({"action": "expire"}, context)
     assert result["export"]["state"] == "started" and len(tasks(aws, run_a.file_system_id)) == 2
-    assert file_system_exists(aws, run_a.file_system_id)
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
 
 
 def test_a_failed_export_keeps_the_file_system_retries_and_reports(aws, env, context):
@@ -214,23 +252,26 @@ def test_a_failed_export_keeps_the_file_system_retries_and_reports(aws, env, con
     event = {"action": "expire"}
     for attempt in range(guard_config.MAX_EXPORT_ATTEMPTS):
         result = handler(event, context)
-        assert result["export"]["state"] == "started" and file_system_exists(aws, run_a.file_system_id)
+        assert result["export"]["state"] == "started" and file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
         aws.set_task(result["export"]["task_id"], "FAILED", f"S3 access denied (attempt {attempt + 1})")
         event = result["continue"]
     final = handler(event, context)
     assert final["export"]["state"] == "failed" and final["continue"] is None
     assert final["outcome"].startswith("export-failed; file system kept")
     assert "S3 access denied (attempt 3)" in final["outcome"]
-    assert file_system_exists(aws, run_a.file_system_id)
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
     assert len(tasks(aws, run_a.file_system_id)) == guard_config.MAX_EXPORT_ATTEMPTS
-    assert "S3 access denied (attempt 3)" in reports(aws)[-1][1]["export"]["detail"]
+    last = reports(aws)[-1][1]["export"]
+    report_path = f"s3://{REGISTRY}/checkpoints/run-a/_export-reports"
+    assert "S3 access denied (attempt 3)" in last["detail"] and f"failed files: {report_path}/" in last["detail"]
+    assert last["failure_report_path"] == report_path
 
 
 def test_expiry_without_export_deletes_the_file_system_once_compute_stopped(aws, env, context, monkeypatch):
     monkeypatch.setenv("MLINFRA_EXPORT_CHECKPOINTS", "false")
-    run_a = make_run(aws, "run-a")
+    run_a = make_run(aws, "run-a", export_checkpoints=False)
     result = handler({"action": "expire"}, context)
-    assert billing(aws, "run-a") == [] and not file_system_exists(aws, run_a.file_system_id)
+    assert billing(aws, "run-a") == [] and file_system_state(aws, run_a.file_system_id) == "DELETING"
     assert tasks(aws, run_a.file_system_id) == [] and result["continue"] is None
 
 
@@ -240,16 +281,126 @@ def test_expiry_twice_is_harmless(aws, env, context):
     assert len(tasks(aws, run_a.file_system_id)) == 1 and second["export"]["state"] == "running"
     aws.set_task(first["export"]["task_id"], "SUCCEEDED")
     done = handler(first["continue"], context)
-    again = handler(second["continue"], context)
+    again = handler(second["continue"], context)  # the emulator, like FSx, refuses a second delete
     assert done["file_system_deletion"] == "deleting"
-    assert again["outcome"] == "compute-stopped; no file system left" and again["continue"] is None
+    assert again["outcome"] == "compute-stopped; file system being deleted" and again["continue"] is None
+    assert again["file_system_deletion"] == "already-deleting"
+    aws.set_file_system(run_a.file_system_id, "DELETED")
+    gone = handler(second["continue"], context)
+    assert gone["outcome"] == "compute-stopped; no file system left"
 
 
 def test_expiry_gives_up_after_the_last_round_and_keeps_the_file_system(aws, env, context):
     run_a = make_run(aws, "run-a")
     result = handler({"action": "expire", "round": guard_config.MAX_ROUNDS - 1}, context)
     assert result["continue"] is None and result["outcome"].startswith("gave-up")
-    assert file_system_exists(aws, run_a.file_system_id)
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
+
+
+def test_rounds_beyond_lambdas_loop_detection_need_recursion_allowed():
+    """Lambda stops a self-invocation chain after about 16 calls unless its recursion config allows it."""
+    component = (ROOT / "components" / "run_guard.py").read_text()
+    assert guard_config.MAX_ROUNDS <= guard_config.RECURSION_LIMIT_WITHOUT_ALLOW or \
+        re.search(r'FunctionRecursionConfig\([^)]*recursive_loop="Allow"', component, re.S)
+
+
+# --- deleting the file system --------------------------------------------------------------------
+
+def delete_requests(client) -> list[dict]:
+    """The parameters of every DeleteFileSystem the client sends (as the service receives them)."""
+    sent = []
+    client.meta.events.register("provide-client-params.fsx.DeleteFileSystem",
+                                lambda params, **_: sent.append(dict(params)))
+    return sent
+
+
+@pytest.mark.parametrize("deployment_type, lustre_configuration", [
+    ("SCRATCH_2", None), ("SCRATCH_1", None), ("PERSISTENT_2", {"SkipFinalBackup": True}),
+    ("PERSISTENT_1", {"SkipFinalBackup": True})])
+def test_delete_sends_skip_final_backup_only_for_persistent_file_systems(aws, deployment_type, lustre_configuration):
+    run = make_run(aws, "run-a", nodes=1, deployment_type=deployment_type, export_checkpoints=False)
+    fsx = aws.session.client("fsx")
+    sent = delete_requests(fsx)
+    [described] = actions.run_file_systems(fsx, "run-a")
+    assert actions.delete_file_system(fsx, described) == "deleting"
+    assert sent == [{"FileSystemId": run.file_system_id, "ClientRequestToken": f"mlinfra-guard-{run.file_system_id}",
+                     **({"LustreConfiguration": lustre_configuration} if lustre_configuration else {})}]
+    assert file_system_state(aws, run.file_system_id) == "DELETING"
+
+
+def test_the_emulator_refuses_a_lustre_configuration_on_deleting_a_scratch_file_system(aws):
+    run = make_run(aws, "run-a", nodes=1)
+    with pytest.raises(ClientError, match="LustreConfiguration"):
+        aws.fsx.delete_file_system(FileSystemId=run.file_system_id, LustreConfiguration={})
+
+
+def test_a_file_system_being_deleted_is_left_alone(aws, env, context):
+    run_a = make_run(aws, "run-a")
+    aws.fsx.delete_file_system(FileSystemId=run_a.file_system_id)  # teardown (or an earlier round) did
+    clients = guard.Clients(ec2=aws.ec2, fsx=aws.session.client("fsx"), s3=aws.s3)
+    sent = delete_requests(clients.fsx)
+    result = guard.handle({"action": "expire"}, guard_config.load_config(env), clients, remaining_millis=lambda: 1_000)
+    assert result["outcome"] == "compute-stopped; file system being deleted" and result["continue"] is None
+    assert sent == [] and tasks(aws, run_a.file_system_id) == []
+
+
+# --- transient AWS errors ------------------------------------------------------------------------
+
+def no_retries(aws) -> guard.Clients:
+    """Clients that surface every error at once (botocore's own retries would hide the injected ones)."""
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"})
+    return guard.Clients(ec2=aws.session.client("ec2", config=config), fsx=aws.session.client("fsx", config=config),
+                         s3=aws.s3)
+
+
+def test_throttling_and_server_errors_are_waited_out(aws, env):
+    run_a = make_run(aws, "run-a")
+    aws.inject_faults(
+        {"Action": "DescribeInstances", "Code": "RequestLimitExceeded", "Status": 503, "Count": 1},
+        {"Action": "DescribeDataRepositoryTasks", "Code": "ThrottlingException", "Status": 400, "Count": 1},
+        {"Action": "CreateDataRepositoryTask", "Code": "InternalServerError", "Status": 500, "Count": 1})
+    polls = []
+
+    def sleep(seconds):  # after the three faults (looking earlier would meet the injected one itself)
+        polls.append(seconds)
+        for task in tasks(aws, run_a.file_system_id) if len(polls) >= 3 else ():
+            aws.set_task(task["TaskId"], "SUCCEEDED")
+
+    result = guard.handle({"action": "expire"}, guard_config.load_config(env), no_retries(aws),
+                          remaining_millis=lambda: 900_000, sleep=sleep)
+    assert result["outcome"] == "compute-stopped; checkpoints exported; file system deleting"
+    assert [note.split(":")[:2] for note in result["transient_errors"]] == [
+        ["DescribeInstances", " RequestLimitExceeded"], ["DescribeDataRepositoryTasks", " ThrottlingException"],
+        ["CreateDataRepositoryTask", " InternalServerError"]]
+    assert len(polls) == 4 and billing(aws, "run-a") == []
+
+
+def test_throttling_on_the_completions_first_terminate_is_retried_at_once(aws, env):
+    run_a = make_run(aws, "run-a")
+    aws.inject_faults({"Action": "TerminateInstances", "Code": "RequestLimitExceeded", "Status": 503, "Count": 1})
+    result = guard.handle(s3_event("runs/run-a/_SUCCESS"), guard_config.load_config(env), no_retries(aws),
+                          remaining_millis=lambda: 1_000)
+    assert billing(aws, "run-a") == [] and sorted(result["terminated"]) == sorted(run_a.instance_ids)
+    assert result["transient_errors"][0].startswith("TerminateInstances: RequestLimitExceeded")
+
+
+def test_throttling_until_the_time_is_up_continues_in_a_new_round(aws, env):
+    make_run(aws, "run-a")
+    aws.inject_faults({"Action": "DescribeInstances", "Code": "Throttling", "Status": 400, "Count": 5})
+    result = guard.handle({"action": "expire"}, guard_config.load_config(env), no_retries(aws),
+                          remaining_millis=lambda: 1_000)
+    assert result["outcome"] == "waiting; re-invoking" and result["continue"]["round"] == 1
+
+
+def test_other_errors_are_reported_and_raised(aws, env):
+    run_a = make_run(aws, "run-a")
+    aws.inject_faults({"Action": "TerminateInstances", "Code": "UnauthorizedOperation", "Status": 403, "Count": 5})
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        guard.handle({"action": "expire"}, guard_config.load_config(env), no_retries(aws),
+                     remaining_millis=lambda: 1_000)
+    [(_, body)] = reports(aws)
+    assert body["outcome"].startswith("error: ClientError") and "UnauthorizedOperation" in body["outcome"]
+    assert len(billing(aws, "run-a")) == len(run_a.instance_ids)
 
 
 # --- reports and configuration -----------------------------------------------------------------
@@ -260,10 +411,19 @@ def test_reports_say_what_was_done(aws, env, context):
     handler({"action": "expire"}, context)
     (completion_key, completion), (expiry_key, expiry) = reports(aws)
     assert completion_key.endswith("-completion.json") and expiry_key.endswith("-expire.json")
-    assert completion == {"run_id": "run-a", "action": "completion", "at": completion["at"], "marker": "FAILED",
-                          "terminated": sorted(run_a.instance_ids), "outcome": "compute-terminating"}
+    [task] = tasks(aws, run_a.file_system_id)
+    report_path = f"s3://{REGISTRY}/checkpoints/run-a/_export-reports"
+    assert completion == {
+        "run_id": "run-a", "action": "completion", "at": completion["at"], "marker": "FAILED", "round": 0, "polls": 0,
+        "terminated": sorted(run_a.instance_ids), "compute": "stopped", "stopped_at": completion["stopped_at"],
+        "file_system": run_a.file_system_id, "task_ids": [task["TaskId"]],
+        "export": {"state": "started", "task_id": task["TaskId"], "detail": f"export task {task['TaskId']} started",
+                   "failure_report_path": report_path},
+        "outcome": "waiting; re-invoking", "continue": {
+            "action": "finish-completion", "round": 1, "started_at": completion["continue"]["started_at"],
+            "stopped_at": completion["stopped_at"], "task_ids": [task["TaskId"]], "marker": "FAILED"}}
     assert expiry["terminated"] == [] and expiry["compute"] == "stopped"
-    assert expiry["file_system"] == run_a.file_system_id and expiry["export"]["state"] == "started"
+    assert expiry["file_system"] == run_a.file_system_id and expiry["export"]["state"] == "running"
     assert expiry["continue"]["round"] == 1 and expiry["outcome"] == "waiting; re-invoking"
     head = aws.s3.head_object(Bucket=REGISTRY, Key=expiry_key)
     assert head["ContentType"] == "application/json" and head["ServerSideEncryption"] == "aws:kms"

@@ -78,3 +78,58 @@ def test_audit_hands_over_to_the_audit_command(monkeypatch):
         (run_id, region, as_json)) or 1)
     assert main(["audit", "--run-id", RUN_ID, "--region", "eu-west-1", "--json"]) == 1
     assert seen == [(RUN_ID, "eu-west-1", True)]
+
+
+def _client_error():
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "ExpiredToken", "Message": "The security token included in the request is "
+                                                                     "expired"}}, "TerminateInstances")
+
+
+def _no_credentials():
+    from botocore.exceptions import NoCredentialsError
+
+    return NoCredentialsError()
+
+
+def _no_endpoint():
+    from botocore.exceptions import EndpointConnectionError
+
+    return EndpointConnectionError(endpoint_url="https://ec2.us-east-1.amazonaws.com/")
+
+
+@pytest.mark.parametrize("error, line", [
+    (_client_error, "error: AWS: ExpiredToken: The security token included in the request is expired"),
+    (_no_credentials, "error: AWS: NoCredentialsError: Unable to locate credentials"),
+    (_no_endpoint, 'error: AWS: EndpointConnectionError: Could not connect to the endpoint URL: '
+                   '"https://ec2.us-east-1.amazonaws.com/"'),
+])
+def test_an_aws_failure_is_one_line_exit_1_not_an_internal_error(world, monkeypatch, capsys, error, line):
+    def failing(self, run_id):
+        raise error()
+
+    monkeypatch.setattr(RecordingCloud, "stop_compute", failing)
+    assert main(["teardown", "--stack", STACK, "--yes"]) == 1
+    assert capsys.readouterr().err.splitlines() == [line]
+    assert "destroy" not in world.names()
+
+
+def test_anything_else_unexpected_is_still_an_internal_error_exit_3(world, monkeypatch, capsys):
+    def failing(self, run_id):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(RecordingCloud, "stop_compute", failing)
+    monkeypatch.delenv("MLINFRA_DEBUG", raising=False)
+    assert main(["teardown", "--stack", STACK, "--yes"]) == 3
+    assert capsys.readouterr().err.startswith("internal error: ValueError: a bug")
+
+
+def test_audit_without_credentials_stays_bad_input_exit_2(monkeypatch, capsys):
+    def no_credentials(run_id, session):
+        raise _no_credentials()
+
+    monkeypatch.setattr("infra.lifecycle.audit.audit", no_credentials)
+    assert main(["audit", "--run-id", RUN_ID, "--region", "us-east-1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: no AWS credentials: set AWS_PROFILE or the AWS_ACCESS_KEY_ID variables")

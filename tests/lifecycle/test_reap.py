@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from infra.lifecycle.reap import ReapDecision, StackFacts, gather, plan_reap, reap
 from tests.lifecycle.recording import (
     FakeClock, RecordingCloud, RecordingStacks, StackState, World, deployed_outputs, printed, runtime,
@@ -133,3 +135,36 @@ def test_reap_reports_a_failed_teardown_and_goes_on():
     assert reap(RecordingStacks(world), lambda region: RecordingCloud(world), rt, execute=True) == 1
     assert "run-old" in world.stacks and "run-older" not in world.stacks
     assert printed(rt)[-1] == "reap: needs attention: run-old"
+
+
+def _aws_throttled():
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "TerminateInstances")
+
+
+@pytest.mark.parametrize("error, reported", [
+    (RuntimeError("instances of run run-old still not terminated after 600 s"),
+     "reap: run-old: RuntimeError: instances of run run-old still not terminated after 600 s"),
+    (_aws_throttled(), "reap: run-old: AWS: Throttling: Rate exceeded"),
+])
+def test_any_failure_of_one_stack_is_reported_and_the_others_are_still_reaped(error, reported):
+    world = _world()
+    world.stacks["run-older"] = StackState(training_config("run-older"),
+                                           deployed_outputs("run-older", "2026-03-01T08:00:00Z"), resources=True)
+    world.instances["run-older"] = 2
+    world.filesystems.add("run-older")
+
+    class Failing(RecordingCloud):
+        def stop_compute(self, run_id):
+            if run_id == "run-old":
+                raise error
+            return super().stop_compute(run_id)
+
+    rt = runtime(FakeClock(NOW))
+    assert reap(RecordingStacks(world), lambda region: Failing(world), rt, execute=True) == 1
+    assert "run-old" in world.stacks and "run-older" not in world.stacks
+    lines = printed(rt)
+    assert reported in lines
+    assert lines.index(reported) < lines.index("reap: tearing down run-older")
+    assert lines[-1] == "reap: needs attention: run-old"

@@ -19,8 +19,8 @@ from infra.lifecycle.run import EXPIRES_AT, fix_expiry, run
 from infra.config import load
 from infra.offline.project import ROOT, load_project, stack_config
 from tests.lifecycle.recording import (
-    RUN_ID, START, FakeClock, RecordingCloud, RecordingStacks, StackState, World, deployed_outputs, printed,
-    runtime, training_config,
+    BUCKET, RUN_ID, START, FakeClock, RecordingCloud, RecordingStacks, StackState, World, deployed_outputs, printed,
+    run_world, runtime, training_config,
 )
 
 STACK = "training-demo"
@@ -40,8 +40,9 @@ def launch(world: World, clock: FakeClock | None = None, live: bool = False, pre
 
 
 def succeeding_world(polls_before_marker: int = 121, **overrides) -> World:
-    """No nodes at the first poll, four from the second on; the marker at poll `polls_before_marker + 1`."""
-    world = World(nodes_plan=[0], markers_after=polls_before_marker, export_states=["succeeded"], **overrides)
+    """No nodes at the first poll, four from the second on; the marker at poll `polls_before_marker + 1`
+    (not before the deploy: the check that the run id has not ended yet finds none)."""
+    world = run_world(nodes_plan=[0], markers_after=polls_before_marker + 1, export_states=["succeeded"], **overrides)
     world.instances[RUN_ID] = 4
     world.markers[RUN_ID] = Marker("SUCCESS", exit_code=0, checkpoints_exported=True)
     return world
@@ -61,9 +62,10 @@ def test_a_whole_run_checks_offline_deploys_waits_and_tears_down():
     code, rt, clock = launch(world, preview_fn=__import__("infra.offline.engine", fromlist=["preview"]).preview)
     lines = printed(rt)
     assert code == 0, lines
-    assert world.names()[:5] == ["exists", "set_config", "up", "outputs", "marker"]
-    assert world.calls[1] == ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")
-    waited, teardown_calls = world.names()[4:4 + 2 * 122], world.names()[4 + 2 * 122:]
+    assert world.names()[:7] == ["exists", "outputs", "marker", "set_config", "up", "outputs", "marker"]
+    assert world.calls[1:4] == [("outputs", "registry"), ("marker", BUCKET, RUN_ID),
+                                ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")]
+    waited, teardown_calls = world.names()[6:6 + 2 * 122], world.names()[6 + 2 * 122:]
     assert waited == ["marker", "active_nodes"] * 122
     assert teardown_calls == ["exists", "config", "outputs", "stop_compute", "marker", "destroy", "audit", "remove"]
     assert STACK not in world.stacks
@@ -181,7 +183,7 @@ def test_an_existing_expiry_in_the_stack_config_is_kept():
 
 
 def test_an_expiry_that_has_passed_is_refused():
-    world = World()
+    world = run_world()
     world.stacks[STACK] = StackState(training_config(expiresAt="2026-03-01T09:00:00Z"))
     with pytest.raises(InputError) as error:
         launch(world)
@@ -202,19 +204,20 @@ def test_ctrl_c_while_waiting_leaves_the_stack_and_says_how_to_resume():
 
 
 def test_waiting_stops_at_expires_at_and_the_teardown_follows():
-    world = World(export_states=["succeeded"], deploy_outputs=deployed_outputs(expires_at="2026-03-01T10:02:30Z"))
+    world = run_world(export_states=["succeeded"], deploy_outputs=deployed_outputs(expires_at="2026-03-01T10:02:30Z"))
     world.instances[RUN_ID] = 4
     code, rt, clock = launch(world)
     lines = printed(rt)
     assert code == 1
-    assert world.names().count("marker") == 5 + 1  # polls at 0, 30, ..., 120 s; one more in the teardown
+    # one before the deploy; polls at 0, 30, ..., 120 s; one more in the teardown
+    assert world.names().count("marker") == 1 + 5 + 1
     assert "job: expires-at reached; the run guard terminates the nodes and exports the checkpoints" in lines
     assert world.names()[-3:] == ["destroy", "audit", "remove"]
     assert lines[-1].startswith(f"run {RUN_ID}: stopped at expires-at; 2m ")
 
 
 def test_nodes_gone_without_a_marker_end_the_wait():
-    world = World(nodes_plan=[4, 4], export_states=["succeeded"])
+    world = run_world(nodes_plan=[4, 4], export_states=["succeeded"])
     code, rt, _ = launch(world)
     assert code == 1
     assert "job: every node gone for 10m 00s with no completion marker" in printed(rt)
@@ -231,13 +234,13 @@ def test_keep_leaves_the_stack_up():
 
 
 def test_a_failed_up_is_torn_down_unless_kept():
-    world = World(up_failure="error: InsufficientInstanceCapacity: no p4d.24xlarge in us-east-1a",
-                  export_states=["succeeded"])
+    world = run_world(up_failure="error: InsufficientInstanceCapacity: no p4d.24xlarge in us-east-1a",
+                      export_states=["succeeded"])
     code, rt, _ = launch(world)
     assert code == 1
-    assert world.names()[2:5] == ["up", "exists", "config"]
+    assert world.names()[4:7] == ["up", "exists", "config"]
     assert "remove" in world.names()
-    kept = World(up_failure="error: InsufficientInstanceCapacity")
+    kept = run_world(up_failure="error: InsufficientInstanceCapacity")
     assert launch(kept, keep=True)[0] == 1
     assert "destroy" not in kept.names()
 
@@ -257,3 +260,127 @@ def test_the_runtime_writes_whole_lines():
     rt = Runtime(now=FakeClock().now, sleep=lambda s: None, stream=__import__("io").StringIO())
     rt.say("one")
     assert rt.stream.getvalue() == "one\n"
+
+
+def throttled():
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "DescribeInstances")
+
+
+def expired_token():
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "ExpiredToken", "Message": "The security token included in the request "
+                                                                     "is expired"}}, "GetObject")
+
+
+def test_a_run_id_whose_marker_is_in_the_registry_is_refused_before_anything_is_created():
+    world = run_world()
+    world.markers[RUN_ID] = Marker("SUCCESS", exit_code=0)  # a run under this id ended (and was torn down)
+    with pytest.raises(InputError) as error:
+        launch(world)
+    (problem,) = error.value.problems
+    assert problem.path == "mlinfra:training.runId"
+    assert str(problem) == (f"mlinfra:training.runId: run '{RUN_ID}' has already ended (runs/{RUN_ID}/_SUCCESS is in "
+                            "the registry); set a new runId for a new run and remove expiresAt (nothing was deployed)")
+    assert world.calls == [("exists", STACK), ("outputs", "registry"), ("marker", BUCKET, RUN_ID)]
+
+
+def test_a_refused_run_id_exits_2_with_one_line(monkeypatch, capsys):
+    world = run_world()
+    world.markers[RUN_ID] = Marker("FAILED", exit_code=1)
+    monkeypatch.setattr("infra.lifecycle.cli._stacks", lambda: RecordingStacks(world))
+    monkeypatch.setattr("infra.lifecycle.cli._cloud", lambda region: RecordingCloud(world))
+    monkeypatch.setattr("infra.lifecycle.cli._runtime", lambda: runtime(FakeClock()))
+    assert main(["run", "--stack", STACK]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: mlinfra:training.runId: run '{RUN_ID}' has already ended (runs/{RUN_ID}/_FAILED")
+    assert "up" not in world.names() and "set_config" not in world.names()
+
+
+def test_a_deployed_stack_is_watched_not_refused_for_its_own_marker():
+    """A re-run after Ctrl-C: the marker is this run's own, so the run goes on to its teardown."""
+    world = run_world(export_states=["succeeded"])
+    world.stacks[STACK] = StackState(training_config(expiresAt="2026-03-02T10:01:00Z"), deployed_outputs(),
+                                     resources=True)
+    world.markers[RUN_ID] = Marker("SUCCESS", exit_code=0, checkpoints_exported=True)
+    code, rt, _ = launch(world)
+    assert code == 0, printed(rt)
+    assert world.names()[:5] == ["exists", "outputs", "config", "up", "outputs"]
+    assert STACK not in world.stacks
+
+
+def test_a_registry_with_no_bucket_is_refused_naming_the_registry_stack():
+    world = run_world()
+    world.stacks["registry"].outputs = {}
+    with pytest.raises(InputError) as error:
+        launch(world)
+    assert str(error.value.problems[0]) == ("mlinfra:registryStack: stack 'registry' has no bucketName output: "
+                                            "deploy the registry first (nothing was deployed)")
+    assert "up" not in world.names()
+
+
+def test_a_new_stack_whose_file_has_a_passed_expiry_is_told_to_set_a_new_run_id(tmp_path):
+    project = _project_with(tmp_path, "old-run", {"runId": "old-run-001", "instanceType": "p4d.24xlarge",
+                                                  "nodeCount": 2, "lifecycle": {"expiresAt": "2026-02-27T10:00:00Z"}})
+    world = run_world()
+    rt = runtime(FakeClock())
+    with pytest.raises(InputError) as error:
+        run("old-run", RecordingStacks(world), RecordingCloud(world), rt, project=project, preview_fn=clean_preview)
+    assert str(error.value.problems[0]) == (
+        f"{EXPIRES_AT}: 2026-02-27T10:00:00Z has passed, so this run is over: tear it down with "
+        "`python -m infra teardown --stack old-run`; for a new run set a new runId and remove expiresAt")
+    assert "set_config" not in world.names() and "up" not in world.names()
+
+
+def test_aws_failing_for_a_while_in_the_wait_is_retried_with_one_line_each():
+    from botocore.exceptions import EndpointConnectionError
+
+    world = succeeding_world(polls_before_marker=3,
+                             node_errors=[throttled(), EndpointConnectionError(endpoint_url="https://ec2.us-east-1")])
+    code, rt, clock = launch(world)
+    lines = printed(rt)
+    assert code == 0, lines
+    assert [line for line in lines if line.startswith("wait:")] == [
+        "wait: AWS: ThrottlingException: Rate exceeded; trying again in 30s",
+        'wait: AWS: EndpointConnectionError: Could not connect to the endpoint URL: "https://ec2.us-east-1"; '
+        "trying again in 1m 00s"]
+    assert clock.sleeps[:2] == [30, 60]
+    assert world.names()[-1] == "remove"
+
+
+def test_aws_failing_past_the_retry_window_stops_waiting_and_leaves_the_run_to_its_guard():
+    world = succeeding_world(node_errors=[expired_token()] * 50)
+    code, rt, clock = launch(world)
+    lines = printed(rt)
+    assert code == 1
+    assert clock.sleeps == [30, 60, 120, 240, 300, 300]  # gives up at the first failure 15 minutes in
+    assert "stop_compute" not in world.names() and "destroy" not in world.names() and STACK in world.stacks
+    assert len([line for line in lines if line.startswith("wait: AWS: ExpiredToken")]) == 6
+    assert lines[-1] == (
+        "wait: stopped waiting, AWS still failing after 15m 00s (AWS: ExpiredToken: The security token included in "
+        f"the request is expired). Stack {STACK} stays deployed; its run guard still stops the compute at expires-at "
+        f"2026-03-02T10:01:00Z. Once the run has ended, or to end it now, finish with: "
+        f"python -m infra teardown --stack {STACK}")
+
+
+def test_a_failure_in_the_wait_that_is_not_aws_is_not_hidden():
+    world = succeeding_world(node_errors=[RuntimeError("a bug")])
+    with pytest.raises(RuntimeError):
+        launch(world)
+
+
+def test_aws_failing_in_the_teardown_after_the_wait_says_how_to_resume():
+    class ExpiringCloud(RecordingCloud):
+        def stop_compute(self, run_id):
+            raise expired_token()
+
+    world = succeeding_world(polls_before_marker=2)
+    rt = runtime(FakeClock())
+    code = run(STACK, RecordingStacks(world), ExpiringCloud(world), rt, preview_fn=clean_preview)
+    assert code == 1
+    assert printed(rt)[-1] == (
+        "error: AWS: ExpiredToken: The security token included in the request is expired; stack training-demo may "
+        "still be deployed; its run guard stops the compute at expires-at 2026-03-02T10:01:00Z at the latest. "
+        f"Resume the teardown with: python -m infra teardown --stack {STACK}")

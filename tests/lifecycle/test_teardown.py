@@ -5,14 +5,14 @@ import pytest
 
 from infra.lifecycle.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
 from infra.lifecycle.ports import Leftover, Marker
-from infra.lifecycle.teardown import Backoff, teardown, transient_destroy_failure
+from infra.lifecycle.teardown import AuditRetry, Backoff, teardown, transient_destroy_failure
 from tests.lifecycle.recording import (
-    BUCKET, DEPENDENCY_VIOLATION, PLACEMENT_GROUP_IN_USE, RUN_ID, FakeClock, RecordingCloud, RecordingStacks,
-    World, deployed_world, printed, runtime,
+    BUCKET, DEPENDENCY_VIOLATION, PLACEMENT_GROUP_IN_USE, RUN_ID, STOPPED_AT, FakeClock, RecordingCloud,
+    RecordingStacks, World, deployed_world, printed, runtime,
 )
 
 STACK = "training-demo"
-SINCE = "2026-03-01T10:00:30Z"
+SINCE = STOPPED_AT  # AWS's time of the last instance's stop, not the local clock (10:00:30)
 
 
 def tear(world: World, clock: FakeClock | None = None, **kwargs):
@@ -59,9 +59,16 @@ def _destroyed_only_after_export(calls: list[tuple]) -> bool:
     return True
 
 
-@pytest.mark.parametrize("step", range(1, CLEAN_CALLS + 1))
-def test_teardown_interrupted_after_any_step_finishes_when_run_again(step):
-    world = deployed_world(interrupt_after=step)
+# (export states, calls of an uninterrupted teardown): exporting itself; waiting for the guard's deletion
+INTERRUPTIONS = [(["started", "running", "succeeded"], step) for step in range(1, CLEAN_CALLS + 1)] + \
+                [(["deleting", "no-filesystem"], step) for step in range(1, CLEAN_CALLS)]
+
+
+@pytest.mark.parametrize("export_states, step", INTERRUPTIONS,
+                         ids=[f"{'export' if states[0] == 'started' else 'guard-deleting'}-{step}"
+                              for states, step in INTERRUPTIONS])
+def test_teardown_interrupted_after_any_step_finishes_when_run_again(export_states, step):
+    world = deployed_world(interrupt_after=step, export_states=list(export_states))
     with pytest.raises(KeyboardInterrupt):
         tear(world)
     assert len(world.calls) == step
@@ -130,17 +137,45 @@ def test_any_other_destroy_failure_stops_at_once():
     assert lines[-1] == f"destroy: failed: {failure}; the stack is kept"
 
 
-def test_leftovers_found_by_the_audit_keep_the_stack():
-    leftovers = [Leftover("ec2:network-interface", "eni-0abc", "network-interfaces"),
-                 Leftover("logs:log-group", "/aws/lambda/run-guard", "log-groups")]
-    world = deployed_world(leftovers=leftovers, export_states=["succeeded"])
-    code, lines, _ = tear(world)
+LEFTOVERS = [Leftover("ec2:network-interface", "eni-0abc", "network-interfaces"),
+             Leftover("logs:log-group", "/aws/lambda/run-guard", "log-groups")]
+
+
+def test_leftovers_still_there_after_the_audit_retries_keep_the_stack():
+    world = deployed_world(leftovers=LEFTOVERS, export_states=["succeeded"])
+    code, lines, clock = tear(world)
     assert code == 1
-    assert world.names()[-2:] == ["destroy", "audit"]
-    assert STACK in world.stacks
-    assert lines[-3:] == [f"audit: 2 resource(s) still belong to run {RUN_ID}; stack {STACK} is kept:",
-                          "  ec2:network-interface  eni-0abc  (found by network-interfaces)",
-                          "  logs:log-group  /aws/lambda/run-guard  (found by log-groups)"]
+    assert world.names()[-5:] == ["destroy", "audit", "audit", "audit", "audit"]
+    assert clock.sleeps == [60, 90, 150]  # 4 looks over 5 minutes
+    assert STACK in world.stacks and "remove" not in world.names()
+    assert lines[-6:] == [
+        f"audit: 2 resource(s) of run {RUN_ID} still listed, AWS may still be deleting them; looking again in "
+        "1m 00s (look 2 of 4)",
+        f"audit: 2 resource(s) of run {RUN_ID} still listed, AWS may still be deleting them; looking again in "
+        "1m 30s (look 3 of 4)",
+        f"audit: 2 resource(s) of run {RUN_ID} still listed, AWS may still be deleting them; looking again in "
+        "2m 30s (look 4 of 4)",
+        f"audit: 2 resource(s) still belong to run {RUN_ID}; stack {STACK} is kept:",
+        "  ec2:network-interface  eni-0abc  (found by network-interfaces)",
+        "  logs:log-group  /aws/lambda/run-guard  (found by log-groups)"]
+
+
+def test_resources_aws_is_still_deleting_right_after_the_destroy_are_not_leftovers():
+    world = deployed_world(leftovers=LEFTOVERS, leftovers_for=2, export_states=["succeeded"])
+    code, lines, clock = tear(world, audit_retry=AuditRetry(pauses=(5, 10, 20)))
+    assert code == 0, lines
+    assert world.names()[-5:] == ["destroy", "audit", "audit", "audit", "remove"]
+    assert clock.sleeps == [5, 10]
+    assert STACK not in world.stacks
+    assert f"audit: nothing left with run id {RUN_ID}" in lines
+
+
+def test_a_removed_stack_with_leftovers_is_audited_with_the_same_retries():
+    world = World(leftovers=LEFTOVERS, leftovers_for=1)
+    code, lines, clock = tear(world)
+    assert code == 0
+    assert world.calls == [("exists", STACK), ("audit", RUN_ID), ("audit", RUN_ID)]
+    assert clock.sleeps == [60]
 
 
 def test_a_failed_export_destroys_nothing():
@@ -160,6 +195,37 @@ def test_an_export_that_does_not_finish_in_time_destroys_nothing():
     assert "destroy" not in world.names()
     assert sum(clock.sleeps) == EXPORT_WAIT_SECONDS
     assert "run `python -m infra teardown --stack training-demo` again to keep waiting" in lines[-1]
+
+
+def test_with_no_stop_time_from_aws_the_export_counts_from_local_now():
+    world = deployed_world(stopped_at=None, export_states=["succeeded"])
+    assert tear(world)[0] == 0
+    (call,) = [call for call in world.calls if call[0] == "export_checkpoints"]
+    assert call == ("export_checkpoints", RUN_ID, "2026-03-01T10:00:30Z", "succeeded")  # never earlier than now
+
+
+def test_a_file_system_the_guard_is_deleting_is_waited_for_before_the_destroy():
+    world = deployed_world(export_states=["deleting", "deleting", "no-filesystem"])
+    code, lines, clock = tear(world)
+    assert code == 0, lines
+    assert [call[3] for call in world.calls if call[0] == "export_checkpoints"] == [
+        "deleting", "deleting", "no-filesystem"]
+    names = world.names()
+    assert names.index("destroy") > max(i for i, name in enumerate(names) if name == "export_checkpoints")
+    assert clock.sleeps == [EXPORT_POLL_SECONDS, EXPORT_POLL_SECONDS]
+    assert lines[2:5] == ["checkpoints: exported; the file system is being deleted, 0s so far",
+                          "checkpoints: exported; the file system is being deleted, 1m 00s so far",
+                          "checkpoints: no file system left to export from"]
+
+
+def test_a_file_system_that_stays_deleting_past_the_export_wait_destroys_nothing():
+    world = deployed_world(export_states=["running", "deleting"])
+    code, lines, clock = tear(world)
+    assert code == 1
+    assert "destroy" not in world.names() and STACK in world.stacks
+    assert sum(clock.sleeps) == EXPORT_WAIT_SECONDS
+    assert lines[-1] == (f"checkpoints: the file system is still being deleted after 1h 00m; nothing was destroyed, "
+                         f"run `python -m infra teardown --stack {STACK}` again to keep waiting")
 
 
 def test_checkpoints_exported_by_the_nodes_need_no_export():
@@ -221,3 +287,11 @@ def test_the_engine_output_of_the_destroy_is_shown_indented():
     assert teardown(STACK, Talking(world), RecordingCloud(world), rt) == 0
     lines = printed(rt)
     assert lines[lines.index(f"  Destroying ({STACK}):") + 1] == f"destroy: stack {STACK} holds no resources"
+
+
+def test_the_stacks_own_file_system_id_reaches_the_cloud_side():
+    world = deployed_world(export_states=["succeeded"])
+    world.stacks[STACK].outputs["lustreFileSystemId"] = "fs-0123456789abcdef0"
+    cloud = RecordingCloud(world)
+    assert teardown(STACK, RecordingStacks(world), cloud, runtime(FakeClock())) == 0
+    assert cloud.expected_file_systems == ("fs-0123456789abcdef0",)

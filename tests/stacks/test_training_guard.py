@@ -125,3 +125,29 @@ def test_bad_lifecycle_settings_exit_2_naming_the_field(override, message):
     result = run_cli("preview", "--stack", "training-demo", "-c", override, "-c", "mlinfra:training.lifecycle.ttlHours=1")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [f"error: {message}"]
+
+
+def test_failed_guard_invocations_are_kept_and_long_exports_may_continue(demo):
+    from infra.lifecycle.limits import GUARD_EVENT_MAX_AGE_SECONDS
+    invoke = one(demo, "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig").inputs
+    queue = one(demo, "aws:sqs/queue:Queue")
+    assert invoke["destinationConfig"]["onFailure"]["destination"] == queue.outputs["arn"]
+    assert invoke["maximumEventAgeInSeconds"] == GUARD_EVENT_MAX_AGE_SECONDS and invoke["maximumRetryAttempts"] == 2
+    assert queue.inputs["tags"]["mlinfra:run-id"] == RUN and queue.inputs["sqsManagedSseEnabled"] is True
+    assert one(demo, "aws:lambda/functionRecursionConfig:FunctionRecursionConfig").inputs["recursiveLoop"] == "Allow"
+    permissions = [json.loads(s.inputs["policy"]) for s in by_type(demo, "aws:iam/rolePolicy:RolePolicy")
+                   if s.name == f"run-{RUN}-guard-permissions"][0]
+    assert {"Sid": "RecordFailures", "Effect": "Allow", "Action": "sqs:SendMessage",
+            "Resource": queue.outputs["arn"]} in permissions["Statement"]
+
+
+def test_everything_that_bills_is_destroyed_before_the_guard(demo):
+    guard_children = {s.urn for s in demo.resources() if "mlinfra:lifecycle:RunGuard$" in s.urn}
+    for component in ("mlinfra:training:RunFileSystem", "mlinfra:training:Network", "mlinfra:training:Nodes"):
+        step = [s for s in demo.steps if s.type == component][0]
+        assert guard_children & set(step.dependencies), component
+
+
+def test_nodes_power_themselves_off_after_expiry(demo):
+    script = base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
+    assert "MLINFRA_EXPIRES_AT=1925089440\n" in script  # 2031-01-02T03:04:00Z

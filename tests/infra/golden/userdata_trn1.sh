@@ -21,6 +21,7 @@ MLINFRA_EXPORT_TIMEOUT=3600
 MLINFRA_POWER_OFF=1
 MLINFRA_EXPORT=1
 MLINFRA_STOP_AT=0
+MLINFRA_EXPIRES_AT=0
 MLINFRA_RDZV_PORT=29500
 
 MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -31,6 +32,14 @@ MLINFRA_JOB_PID=""
 MLINFRA_STOPPER_PID=""
 
 log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# The node's own hard cap, set first so it holds whatever fails later (the run guard included):
+# power off a few minutes after expires-at; the launch template turns that into termination.
+if (( MLINFRA_EXPIRES_AT > 0 )); then
+  mlinfra_backstop_min=$(( (MLINFRA_EXPIRES_AT + 300 - $(date -u +%s) + 59) / 60 ))
+  shutdown -h "+$(( mlinfra_backstop_min > 1 ? mlinfra_backstop_min : 1 ))" "mlinfra: run ${MLINFRA_RUN_ID} expires" \
+    || log "could not schedule the expiry power-off"
+fi
 
 # retry ATTEMPTS DELAY_SECONDS COMMAND...
 retry() {
@@ -85,7 +94,7 @@ on_exit() {
   local code=$? exported=false
   trap - EXIT
   set +e  # the marker is attempted whatever else has failed
-  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
+  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then pkill -P "$MLINFRA_STOPPER_PID" 2>/dev/null; kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
   if [[ -n "$MLINFRA_JOB_PID" ]]; then kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null && wait "$MLINFRA_JOB_PID"; fi
   if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
     if [[ -n "$MLINFRA_NODE_RANK" && "$MLINFRA_EXPORT" == 1 ]] && wait_for_export; then exported=true; fi
@@ -164,7 +173,7 @@ MLINFRA_RENDEZVOUS_HOST="${MLINFRA_HOSTS[0]}"
 log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${MLINFRA_RENDEZVOUS_HOST}"
 
 # ---- job environment ----
-export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST
+export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST MLINFRA_STOP_AT MLINFRA_EXPIRES_AT
 export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
 # libfabric over EFA (aws-ofi-nccl / Neuron collectives pick it up)
 export FI_PROVIDER=efa
@@ -189,13 +198,14 @@ torchrun \
   --rdzv-id="$MLINFRA_RUN_ID" \
   "${mlinfra_command[@]}" &
 MLINFRA_JOB_PID=$!
-# The grace period: ask the job to stop (SIGTERM, which torchrun passes to its workers) before the run
-# guard's hard stop at expires-at, so it can save a last checkpoint and end through the normal exit.
+# The grace period: at MLINFRA_STOP_AT, SIGTERM goes to the workers themselves, not to torchrun (whose
+# agent would kill them 30 s later): a job that saves a checkpoint and exits 0 on SIGTERM ends through
+# the normal exit (export wait, _SUCCESS marker) before the run guard's hard stop at expires-at.
 if (( MLINFRA_STOP_AT > 0 )); then
   mlinfra_stop_in=$(( MLINFRA_STOP_AT - $(date -u +%s) ))
   ( sleep "$(( mlinfra_stop_in > 0 ? mlinfra_stop_in : 0 ))"
-    log "expiry grace period reached: asking the job to stop"
-    kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null ) &
+    log "expiry grace period reached: asking the workers to save and stop"
+    pkill -TERM -P "$MLINFRA_JOB_PID" 2>/dev/null ) &
   MLINFRA_STOPPER_PID=$!
 fi
 mlinfra_job_code=0
