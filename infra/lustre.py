@@ -37,10 +37,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
+from infra.catalog.services import hours_per_month, lustre_price_key, service_price, service_price_region
+
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 DEPLOYMENT_TYPES: tuple[str, ...] = get_args(DeploymentType)
 
-HOURS_PER_MONTH = 730
+HOURS_PER_MONTH = hours_per_month()
 MB_PER_GIB = 1073.741824
 GIB_PER_TIB = 1024
 # Lustre version to create S3-linked file systems with (DRAs need 2.12 or later).
@@ -48,7 +50,6 @@ LUSTRE_VERSION = "2.15"
 
 _SOURCE_CAPACITY = "FSx API CreateFileSystem StorageCapacity (SSD)"
 _SOURCE_THROUGHPUT = "FSx for Lustre user guide, managing-throughput-capacity and ssd-storage"
-_SOURCE_PRICE = "us-east-1 list price (REFERENCE.md 'FSx for Lustre', early 2026)"
 _SOURCE_DRA = "FSx API CreateDataRepositoryAssociation: all 2.12/2.15 file systems except SCRATCH_1"
 
 
@@ -101,6 +102,14 @@ class Tier:
         return self.deployment_type + (f" {self.per_unit} MB/s/TiB" if self.per_unit else "")
 
 
+def _priced(deployment_type: str, per_unit: int | None, read: int, write: int, replicated: bool = True) -> Tier:
+    """A tier priced from the service price table (infra/catalog/data/aws_service_prices.json)."""
+    price = service_price(lustre_price_key(deployment_type, per_unit))
+    return Tier(deployment_type, per_unit, read, write, price.usd,
+                f"{service_price_region()} list price: {price.source}, as of {price.as_of}" if price.usd is not None else None,
+                replicated=replicated)
+
+
 CAPACITY_RULES: dict[str, CapacityRule] = {
     "SCRATCH_1": CapacityRule((1200, 2400), 3600),
     "SCRATCH_2": CapacityRule((1200,), 2400),
@@ -116,14 +125,14 @@ DRA_DEPLOYMENT_TYPES: frozenset[str] = frozenset({"SCRATCH_2", "PERSISTENT_1", "
 
 # The tiers that can be sized: every DRA-capable (type, per-unit) pair. SCRATCH_1 is absent on purpose.
 TIERS: tuple[Tier, ...] = (
-    Tier("SCRATCH_2", None, 200, 100, 0.140, _SOURCE_PRICE, replicated=False),
-    Tier("PERSISTENT_1", 50, 50, 50, None),
-    Tier("PERSISTENT_1", 100, 100, 100, None),
-    Tier("PERSISTENT_1", 200, 200, 200, None),
-    Tier("PERSISTENT_2", 125, 125, 125, 0.145, _SOURCE_PRICE),
-    Tier("PERSISTENT_2", 250, 250, 250, 0.21, _SOURCE_PRICE),
-    Tier("PERSISTENT_2", 500, 500, 500, 0.34, _SOURCE_PRICE),
-    Tier("PERSISTENT_2", 1000, 1000, 1000, 0.60, _SOURCE_PRICE),
+    _priced("SCRATCH_2", None, 200, 100, replicated=False),
+    _priced("PERSISTENT_1", 50, 50, 50),
+    _priced("PERSISTENT_1", 100, 100, 100),
+    _priced("PERSISTENT_1", 200, 200, 200),
+    _priced("PERSISTENT_2", 125, 125, 125),
+    _priced("PERSISTENT_2", 250, 250, 250),
+    _priced("PERSISTENT_2", 500, 500, 500),
+    _priced("PERSISTENT_2", 1000, 1000, 1000),
 )
 
 

@@ -132,8 +132,8 @@ def test_checkpoint_bound_example():
         "capacity 4800 GiB: dataset 2000 + 2 x checkpoint 1000 GiB x 1.2 headroom = 4800",
         "throughput 500 MB/s/TiB: checkpoint 1000 GiB in 600 s needs 1790 MB/s of writes; 4800 GiB gives "
         "2343 MB/s read, 2343 MB/s write",
-        "cost $2.24/hour ($1632.00/month): 4800 GiB x $0.340 per GB-month, us-east-1 list price "
-        "(REFERENCE.md 'FSx for Lustre', early 2026)",
+        "cost $2.24/hour ($1632.00/month): 4800 GiB x $0.340 per GB-month, us-east-1 list price: mlinfra field "
+        "reference (REFERENCE.md 'FSx for Lustre': persistent 500 MB/s/TiB), as of 2026-01",
     )
 
 

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from infra import lustre
 from infra.catalog.services import lustre_price_key, no_charge_reason, service_price, service_price_keys
 from tests.infra.cost_documents import DATA
 
@@ -27,13 +26,6 @@ def test_unknown_prices_say_why():
     for key, entry in RAW["prices"].items():
         if entry["usd"] is None:
             assert "no sourced price" in entry["source"], key
-
-
-def test_lustre_prices_match_the_sizing_tiers():
-    """infra.lustre sizes with its own tier prices; the cost must use the same figures."""
-    for tier in lustre.TIERS:
-        price = service_price(lustre_price_key(tier.deployment_type, tier.per_unit))
-        assert price.usd == tier.usd_per_gb_month, tier.label
 
 
 def test_reference_figures():
