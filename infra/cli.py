@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     add_report_parser(verbs)
     from infra.lifecycle.cli import add_lifecycle_parsers
     add_lifecycle_parsers(verbs)
+    from infra.promotion.cli import add_promotion_parsers
+    add_promotion_parsers(verbs)
     return parser
 
 

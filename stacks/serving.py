@@ -8,12 +8,14 @@ import pulumi_kubernetes as k8s
 from components.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.eks_cluster import EksCluster, EksClusterArgs
+from components.model_converter import ModelConverter, ModelConverterArgs
 from components.model_server import ModelServer, ModelServerArgs
 from components.registry_access import RegistryAccess
 from components.serving_node_pool import ServingNodePool, ServingNodePoolArgs
 from components.serving_vpc import ServingVpc, ServingVpcArgs
 from infra.config.serving import ServingStackConfig
 from infra.naming import slug
+from infra.promotion import access as conversion_access
 from infra.serving import manifests, node_pools
 from infra.tags import contract_tags
 
@@ -58,6 +60,11 @@ def build(config: ServingStackConfig) -> None:
             registry_location=location, tags=tags, after=[addons, plugins]), opts=on_cluster)
         for model in spec.models
     }
+    # The identity of `python -m infra promote`'s conversion Jobs (each down-scopes it to its own prefixes).
+    converter = ModelConverter("model-converter", ModelConverterArgs(
+        role_name=conversion_access.role_name(stack), partition=aws.get_partition().partition,
+        account_id=aws.get_caller_identity().account_id, namespace=spec.namespace, cluster_name=cluster.name,
+        registry=access, tags=tags, after=[addons]), opts=on_cluster)
 
     pulumi.export("clusterName", cluster.name)
     pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
@@ -65,3 +72,4 @@ def build(config: ServingStackConfig) -> None:
     pulumi.export("models", {name: {"service": f"http://{name}.{spec.namespace}.svc.cluster.local",
                                     "prefix": server.prefix, "roleArn": server.role.arn}
                              for name, server in servers.items()})
+    pulumi.export("converterRoleArn", converter.role.arn)

@@ -144,6 +144,11 @@ class ModelSpec(Spec):
     version: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,62}$", description="Released version (models/<name>/<version>/)."
     )
+    alias: str | None = Field(
+        None, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
+        description="Registry alias this entry follows (models/<name>/aliases/<alias>.json): `python -m infra "
+        "promote`/`rollback` write the alias's version into `version` and run `up`. Unset: a fixed version.",
+    )
     accelerator: Accelerator = Field(description="Node pool that serves it: inf2 (Inferentia2) or g5 (A10G).")
     variant: Variant | None = Field(
         None, description="Artefact variant to load (models/<name>/<version>/<variant>/); default: neuron on inf2, cuda on g5.",

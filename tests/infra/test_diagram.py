@@ -86,7 +86,9 @@ def test_bridge_edges_come_from_grants_and_data_repository_associations(previews
             "exports checkpoints/\nimports datasets/") in bridge
     served = {e for e in bridge if e[2] == "serving-demo"}
     assert {(e[3], e[4], e[5]) for e in served} == {("ModelServer", "reads", "reads models/")}
-    assert not [e for e in bridge if e[0] == "serving-demo"]  # serving never writes to the registry
+    # In serving, only the model converter writes to the registry (models/), reading checkpoints/.
+    assert {e[1:] for e in bridge if e[0] == "serving-demo"} == {
+        ("ModelConverter", "registry", "ModelRegistry", "both", "writes models/\nreads checkpoints/")}
 
 
 def test_dependency_edges_are_reduced_and_stay_inside_a_stack(previews):

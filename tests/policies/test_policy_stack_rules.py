@@ -24,7 +24,8 @@ from policies.rules import (
     training_resources_not_protected,
 )
 from tests.policies.policy_fixtures import (
-    FSX, LT, SG, SUBNET, changed, one, read_grant, registry_resources, stack_of, training_resources, urn, without,
+    FSX, LT, SERVING, SG, SUBNET, changed, one, read_grant, registry_resources, res, serving_tags, stack_of,
+    training_resources, urn, without, write_grant,
 )
 
 TRAINING = training_resources()
@@ -277,3 +278,36 @@ def test_unpriced_instance_types_are_advised():
         "p5e.48xlarge has no public on-demand price in the catalog, so the stack's cost ceiling does not cover it; "
         "check the Capacity Block or reservation price by hand"))]
     assert instance_types_have_catalog_price.RULE.enforcement == "advisory"
+
+
+def _converter(policy: dict) -> list[Resource]:
+    """A serving role bound to the model converter's service account, with one role policy."""
+    tags = serving_tags()
+    role_type, policy_type = "aws:iam/role:Role", "aws:iam/rolePolicy:RolePolicy"
+    return [
+        res(role_type, "converter-role", {"tags": tags}, stack=SERVING),
+        res("aws:eks/podIdentityAssociation:PodIdentityAssociation", "converter-identity",
+            {"serviceAccount": "model-converter", "namespace": "models", "tags": tags}, stack=SERVING,
+            deps={"roleArn": [(role_type, "converter-role")]}),
+        res(policy_type, "converter-write", {"policy": json.dumps(policy)}, stack=SERVING,
+            deps={"role": [(role_type, "converter-role")]}),
+    ]
+
+
+def _models_write_grant() -> dict:
+    return json.loads(json.dumps(write_grant()).replace("checkpoints/run-1/", "models/"))
+
+
+def test_the_model_converter_may_add_models_and_nothing_else():
+    assert run(serving_registry_access_read_only, _converter(_models_write_grant())) == []
+    elsewhere = _converter(write_grant())  # checkpoints/run-1/
+    message = ("model converter policy of 'converter-write' allows s3:PutObject outside models/ or deletes; the "
+               "converter only adds objects: grant with RegistryAccess.grant_write(role, 'models/')")
+    assert run(serving_registry_access_read_only, elsewhere) == [
+        Finding(urn(SERVING, "aws:iam/rolePolicy:RolePolicy", "converter-write"), message)]
+    deleting = _models_write_grant()
+    deleting["Statement"][1]["Action"].append("s3:DeleteObject")
+    assert run(serving_registry_access_read_only, _converter(deleting)) == [Finding(
+        urn(SERVING, "aws:iam/rolePolicy:RolePolicy", "converter-write"),
+        "model converter policy of 'converter-write' allows s3:DeleteObject outside models/ or deletes; "
+        "the converter only adds objects: grant with RegistryAccess.grant_write(role, 'models/')")]

@@ -83,7 +83,7 @@ def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
 def test_every_kubernetes_object_validates_against_its_schema(demo):
     objects = [s for s in demo.resources() if s.custom and s.type.startswith("kubernetes:")
                and s.type != "kubernetes:helm.sh/v3:Release"]
-    assert len(objects) == 1 + 5 * len(MODELS)  # the namespace, and five objects per model server
+    assert len(objects) == 2 + 5 * len(MODELS)  # the namespace, the converter's account, five objects per server
     for step in objects:
         validate(manifest_of(step))
 
@@ -103,6 +103,31 @@ def test_each_model_role_reads_only_its_own_prefix(demo, registry_preview):
         assert statements["RegistryList"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
         assert statements["RegistryKey"]["Action"] == ["kms:Decrypt"]
         assert statements["RegistryKey"]["Resource"] == registry_preview.outputs["kmsKeyArn"]
+
+
+def test_the_conversion_jobs_identity_reads_checkpoints_writes_models_and_may_down_scope_itself(demo, registry_preview):
+    bucket_arn = registry_preview.outputs["bucketArn"]
+    arn = "arn:aws:iam::123456789012:role/mlinfra-serving-demo-model-converter"
+    role = next(r for r in by_type(demo, "aws:iam/role:Role") if r.name == "model-converter-role")
+    assert role.inputs["name"] == "mlinfra-serving-demo-model-converter" and role.outputs["arn"] == arn
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert trust[0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert trust[0]["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    assert trust[1]["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
+    assert trust[1]["Condition"] == {"ArnEquals": {"aws:PrincipalArn": arn}}
+    policies = {p.name: json.loads(p.inputs["policy"]) for p in by_type(demo, "aws:iam/rolePolicy:RolePolicy")
+                if p.parent == role.urn}
+    grants = {name.split("-registry-")[1].split("-")[0]: {s["Sid"]: s for s in p["Statement"]}
+              for name, p in policies.items() if "-registry-" in name}
+    assert grants["read"]["RegistryRead"]["Resource"] == [f"{bucket_arn}/checkpoints/*"]
+    assert grants["write"]["RegistryWrite"]["Resource"] == [f"{bucket_arn}/models/*"]
+    assert policies["model-converter-role-self-assume"]["Statement"][0]["Resource"] == arn
+    [identity] = [i.inputs for i in by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                  if i.inputs["serviceAccount"] == "model-converter"]
+    assert identity["namespace"] == "models" and identity["roleArn"] == arn and identity["disableSessionTags"] is True
+    [account] = [s for s in by_type(demo, "kubernetes:core/v1:ServiceAccount") if s.name == "model-converter-sa"]
+    assert account.inputs["metadata"]["name"] == "model-converter" and account.inputs["metadata"]["namespace"] == "models"
+    assert demo.outputs["converterRoleArn"] == arn
 
 
 def test_every_taggable_resource_has_the_contract_tags(demo):

@@ -1,0 +1,106 @@
+"""The promotion verbs of `python -m infra`: promote, rollback. The handlers build the real adapters
+(Automation API, boto3, kubectl) and hand over to `promote.promote` / `promote.rollback`."""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from typing import Any
+
+from infra.promotion.recipes import VARIANTS
+
+
+def add_promotion_parsers(verbs: Any) -> None:
+    promote = verbs.add_parser("promote", help="convert a finished run's checkpoint, register a version, move an alias, roll out")
+    promote.add_argument("--run-id", required=True, help="training run whose final checkpoint is promoted (needs runs/<id>/_SUCCESS)")
+    promote.add_argument("--model", required=True, help="model name in the registry (models/<name>/)")
+    promote.add_argument("--version", required=True, help="new, never used version (versions are immutable)")
+    promote.add_argument("--variants", default="neuron,cuda", help=f"comma-separated, from {', '.join(VARIANTS)} (default: neuron,cuda)")
+    _common(promote)
+    promote.add_argument("--dry-run", action="store_true", help="check and print the plan; start and write nothing")
+    promote.set_defaults(handler=_promote)
+
+    rollback = verbs.add_parser("rollback", help="move a model's alias back to its previous version and roll out")
+    rollback.add_argument("--model", required=True, help="model name in the registry")
+    _common(rollback)
+    rollback.set_defaults(handler=_rollback)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--alias", default="production", help="alias to move (default: production)")
+    parser.add_argument("--stack", "-s", default="serving-demo",
+                        help="serving stack whose model entry follows the alias (default: serving-demo)")
+
+
+def _promote(args: argparse.Namespace) -> int:
+    from infra.promotion import promote, request
+
+    req = request.promotion(args.run_id, args.model, args.version, args.variants, args.alias, args.stack)
+    _serving_stack_file(args.stack)
+    return _reporting(lambda: promote.promote(req, _stacks(), _store, _jobs, _runtime(), dry_run=args.dry_run))
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from infra.promotion import promote, request
+
+    req = request.rollback(args.model, args.alias, args.stack)
+    _serving_stack_file(args.stack)
+    return _reporting(lambda: promote.rollback(req, _stacks(), _store, _runtime()))
+
+
+def _serving_stack_file(stack: str) -> None:
+    """Bad --stack is bad input (exit 2) before any backend is asked."""
+    from infra.errors import InputError, Problem
+    from infra.offline.project import load_project, stack_config
+
+    kind = stack_config(load_project(), stack).get("mlinfra:kind")
+    if kind != "serving":
+        raise InputError(Problem("--stack", f"'{stack}' is a {kind or 'kind-less'} stack; promotion takes a serving stack"))
+
+
+def _stacks():
+    from infra.lifecycle.automation import AutomationStacks
+
+    return AutomationStacks()
+
+
+def _store(bucket: str, region: str):
+    from infra.promotion.s3 import S3Store
+
+    return S3Store(bucket, region or None)
+
+
+def _jobs(stack: str):
+    """kubectl with the serving stack's kubeconfig output (it calls `aws eks get-token`)."""
+    from infra.promotion.kube import KubectlJobs
+
+    kubeconfig = _stacks().outputs(stack).get("kubeconfig")
+    if not kubeconfig:
+        return KubectlJobs(os.environ.get("KUBECONFIG"))
+    handle = tempfile.NamedTemporaryFile("w", prefix="mlinfra-kubeconfig-", suffix=".yaml", delete=False)
+    with handle:
+        handle.write(kubeconfig if isinstance(kubeconfig, str) else __import__("json").dumps(kubeconfig))
+    os.chmod(handle.name, 0o600)
+    return KubectlJobs(handle.name)
+
+
+def _runtime():
+    from infra.lifecycle.cli import _runtime as lifecycle_runtime
+
+    return lifecycle_runtime()
+
+
+def _reporting(action) -> int:
+    """A failed Pulumi, S3 or kubectl call is reported on one line (exit 1), not as a traceback."""
+    import sys
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from infra.lifecycle.ports import StackOpsError
+    from infra.promotion.kube import KubectlError
+
+    try:
+        return action()
+    except (StackOpsError, KubectlError, ClientError, BotoCoreError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
