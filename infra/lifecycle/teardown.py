@@ -149,26 +149,20 @@ def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, 
         if status.state == "no-filesystem":
             rt.say("checkpoints: no file system left to export from")
             return True
-        waited = rt.now() - started
-        if status.state == "deleting":
-            # The guard exported and is deleting the file system; destroying now would fail on the
-            # security groups its network interfaces still hold. Wait until it is gone.
-            if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
-                rt.say(f"checkpoints: the file system is still being deleted after {span(waited)}; nothing was "
-                       f"destroyed, run `python -m infra teardown --stack {stack}` again to keep waiting")
-                return False
-            rt.say(f"checkpoints: exported; the file system is being deleted, {span(waited)} so far")
-            rt.sleep(EXPORT_POLL_SECONDS)
-            continue
         if status.state == "failed":
             rt.say(f"checkpoints: export failed{task}: {status.detail or 'no detail'}; nothing was destroyed, "
                    f"fix it and run `python -m infra teardown --stack {stack}` again")
             return False
+        waited = rt.now() - started
+        # "deleting": the guard exported and is deleting the file system; destroying now would fail on
+        # the security groups its network interfaces still hold, so wait until it is gone.
+        doing = ("exported; the file system is being deleted" if status.state == "deleting"
+                 else f"export {status.state}{task}")
         if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
-            rt.say(f"checkpoints: export still {status.state} after {span(waited)}{task}; nothing was destroyed, "
+            rt.say(f"checkpoints: {doing}, still after {span(waited)}; nothing was destroyed, "
                    f"run `python -m infra teardown --stack {stack}` again to keep waiting")
             return False
-        rt.say(f"checkpoints: export {status.state}{task}, {span(waited)} so far")
+        rt.say(f"checkpoints: {doing}, {span(waited)} so far")
         rt.sleep(EXPORT_POLL_SECONDS)
 
 

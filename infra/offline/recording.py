@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -48,6 +49,9 @@ class RecordingMonitor(mocks.MockMonitor):
     def __init__(self, mocks_: "OfflineMocks"):
         super().__init__(mocks_)
         self.registrations: list[Registration] = []
+        # Registrations arrive on several worker threads: the duplicate check must see every earlier one.
+        self._claimed: set[str] = set()
+        self._claim_lock = threading.Lock()
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         # As the engine does: a child's type is qualified by its parent's whole chain, except the root stack.
@@ -60,7 +64,10 @@ class RecordingMonitor(mocks.MockMonitor):
     def RegisterResource(self, request):
         _ensure_event_loop()
         urn = self.make_urn(request.parent, request.type, request.name)
-        if request.type != "pulumi:pulumi:Stack" and any(r.urn == urn for r in self.registrations):
+        with self._claim_lock:
+            duplicate = urn in self._claimed
+            self._claimed.add(urn)
+        if request.type != "pulumi:pulumi:Stack" and duplicate:
             self.mocks.diagnostics.append(Diagnostic("error", f"duplicate resource URN {urn}; give each resource a unique name", urn))
         response = super().RegisterResource(request)
         state = self.resources[urn].state if urn in self.resources else {}
@@ -173,6 +180,10 @@ _ARN_FORMATS = {
 
 def computed_outputs(token: str, name: str, inputs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """Plausible values for outputs the provider computes, so dependent inputs are readable offline."""
+    if token.startswith("gcp:"):
+        from infra.offline.gcp_outputs import gcp_outputs
+
+        return gcp_outputs(token, name, inputs, config)
     if not token.startswith("aws:"):
         return {}
     region = config.get("aws:region", "us-east-1")

@@ -224,7 +224,7 @@ def test_a_file_system_that_stays_deleting_past_the_export_wait_destroys_nothing
     assert code == 1
     assert "destroy" not in world.names() and STACK in world.stacks
     assert sum(clock.sleeps) == EXPORT_WAIT_SECONDS
-    assert lines[-1] == (f"checkpoints: the file system is still being deleted after 1h 00m; nothing was destroyed, "
+    assert lines[-1] == (f"checkpoints: exported; the file system is being deleted, still after 1h 00m; nothing was destroyed, "
                          f"run `python -m infra teardown --stack {STACK}` again to keep waiting")
 
 
