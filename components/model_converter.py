@@ -1,7 +1,8 @@
 """The conversion Jobs' identity on the serving cluster: one role (the registry's read grant on checkpoints/,
-its write grant on models/, and leave to assume itself), the `model-converter` ServiceAccount, and the
-EKS Pod Identity association between them. Each Job down-scopes its session to its own promotion's
-prefixes (infra/promotion/access.py), so no stack update is needed per promotion."""
+its write grant on models/ with an explicit Deny on aliases and version claims, and leave to assume
+itself), the `model-converter` ServiceAccount, and the EKS Pod Identity association between them. Each
+Job down-scopes its session to its own promotion's prefixes (infra/promotion/access.py), so no stack
+update is needed per promotion."""
 from __future__ import annotations
 
 import json
@@ -44,6 +45,11 @@ class ModelConverter(pulumi.ComponentResource):
         args.registry.grant_write(self.role, "models/")
         aws.iam.RolePolicy(f"{name}-role-self-assume", role=self.role.id,
                            policy=json.dumps(access.self_assume_policy(arn)),
+                           opts=pulumi.ResourceOptions(parent=self.role))
+        # Aliases and version claims are written by `promote` with the operator's credentials, never by Jobs.
+        aws.iam.RolePolicy(f"{name}-role-deny-promotion-objects", role=self.role.id,
+                           policy=args.registry.bucket_arn.apply(lambda bucket: json.dumps(
+                               access.promotion_objects_deny(bucket))),
                            opts=pulumi.ResourceOptions(parent=self.role))
         # No session tags: they would be carried into every chained session and eat into the packed size
         # STS allows for session policy plus tags.

@@ -8,8 +8,8 @@ from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
+from components.model_server_objects import declare_model_objects
 from components.registry_access import RegistryAccess
 from infra.config.serving import ModelSpec
 from infra.serving import iam, manifests
@@ -42,24 +42,8 @@ class ModelServer(pulumi.ComponentResource):
             f"{name}-identity", cluster_name=args.cluster_name, namespace=ns, service_account=model.name,
             role_arn=self.role.arn, tags=tags, opts=pulumi.ResourceOptions(parent=self))
 
-        after = list(args.after)
-        k8s_opts = pulumi.ResourceOptions(parent=self, depends_on=after)
-        account = manifests.service_account(model, ns)
-        k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=account["metadata"],
-                                   automount_service_account_token=account["automountServiceAccountToken"], opts=k8s_opts)
-        deployment_spec = pulumi.Output.from_input(args.registry_location).apply(
-            lambda registry: manifests.deployment(model, ns, registry)["spec"])
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata=manifests.metadata(model, ns), spec=deployment_spec,
-            # Credentials must be associated before the first pod asks for them.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after + [identity]))
-        service = manifests.service(model, ns)
-        self.service = k8s.core.v1.Service(f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=k8s_opts)
-        budget = manifests.pod_disruption_budget(model, ns)
-        k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=budget["metadata"], spec=budget["spec"], opts=k8s_opts)
-        scaler = manifests.scaled_object(model, ns)
-        self.scaled_object = k8s.apiextensions.CustomResource(
-            f"{name}-scaler", api_version=scaler["apiVersion"], kind=scaler["kind"], metadata=scaler["metadata"],
-            spec=scaler["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=after + [self.deployment]))
+        # Credentials must be associated before the first pod asks for them.
+        objects = declare_model_objects(name, model, ns, args.registry_location, self, args.after, identity=[identity])
+        self.deployment, self.service, self.scaled_object = objects.deployment, objects.service, objects.scaled_object
         self.register_outputs({"prefix": self.prefix, "roleArn": self.role.arn,
                                "service": f"{model.name}.{ns}.svc.cluster.local"})

@@ -109,8 +109,11 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _catalog(args: argparse.Namespace) -> int:
     from infra.catalog import instance_table_source, instance_type, on_demand_price, price_table_source
+    from infra.catalog.gcp import known_machine_types
+    from infra.catalog.gcp_table import gcp_table
 
-    names = args.types or ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    gcp_names = [n for n in args.types if n in known_machine_types()] if args.types else list(known_machine_types())
+    names = [n for n in args.types if n not in gcp_names] if args.types else ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
                            "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "inf2.xlarge", "inf2.48xlarge",
                            "g5.xlarge", "g5.12xlarge", "g5.48xlarge"]
     problems = []
@@ -127,9 +130,14 @@ def _catalog(args: argparse.Namespace) -> int:
                      "no public price" if price is None else f"{price:.3f}"))
     if problems:
         raise InputError(problems)
+    if not rows:
+        print("\n".join(gcp_table(gcp_names)))
+        return 0
     header = ("type", "accelerators", "cards", "max EFA", "Gbps", "$/h")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
     print(f"\ninstances: {' / '.join(instance_table_source())}\nprices: {' / '.join(price_table_source())}")
+    if gcp_names:
+        print("\n" + "\n".join(gcp_table(gcp_names)))
     return 0

@@ -4,19 +4,22 @@ from __future__ import annotations
 import pulumi
 
 from infra.config import load
+from infra.config.stack import cloud_of
 from infra.config.source import runtime_values
 from infra.errors import InputError
 
 
 def build() -> None:
     """Entry point of the Pulumi program: validate all config first, then declare the stack's resources."""
-    from stacks import registry, serving, training
+    from stacks import registry, serving, serving_gcp, training
 
-    builders = {"registry": registry.build, "training": training.build, "serving": serving.build}
+    # One builder per (kind, cloud); the config has already refused combinations that do not exist.
+    builders = {("registry", "aws"): registry.build, ("training", "aws"): training.build,
+                ("serving", "aws"): serving.build, ("serving", "gcp"): serving_gcp.build}
     try:
         config = load(runtime_values())
         # Builders make every decision (and raise InputError) before declaring their first resource.
-        builders[config.kind](config)
+        builders[(config.kind, cloud_of(config))](config)
     except InputError as error:
         # RunError ends the program with this message only: no traceback, nothing declared.
         raise pulumi.RunError(f"invalid mlinfra config:\n{error}") from None

@@ -47,10 +47,13 @@ class _ServiceTable:
 @functools.cache
 def _table() -> _ServiceTable:
     raw = json.loads((files("infra.catalog") / "data" / "aws_service_prices.json").read_text(encoding="utf-8"))
+    from infra.catalog.gcp import no_charge_entries, service_entries  # GCP's entries (gcp_machines.json)
+
+    entries = {**raw["prices"], **service_entries()}
     prices = {key: ServicePrice(key, item["usd"], item["unit"], item["source"], item["asOf"])
-              for key, item in sorted(raw["prices"].items())}
+              for key, item in sorted(entries.items())}
     return _ServiceTable(raw["region"], int(raw["hoursPerMonth"]), MappingProxyType(prices),
-                         MappingProxyType(dict(raw["noCharge"])))
+                         MappingProxyType({**raw["noCharge"], **no_charge_entries()}))
 
 
 def service_price(key: str) -> ServicePrice:

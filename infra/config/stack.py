@@ -11,6 +11,7 @@ from infra.config.registry import RegistryStackConfig
 from infra.config.training import TrainingStackConfig
 from infra.config.training_checks import registry_region_finding, training_findings
 from infra.config.serving import ServingStackConfig
+from infra.config.gcp_serving import GcpServingStackConfig
 from infra.errors import InputError, Problem
 from infra.naming import is_region_name
 
@@ -23,7 +24,15 @@ KINDS: dict[str, type[BaseModel]] = {
     "serving": ServingStackConfig,
 }
 
-StackConfig = Union[RegistryStackConfig, TrainingStackConfig, ServingStackConfig]
+# `mlinfra:cloud` (default aws) picks the cloud; GCP has its own model per kind it supports so far.
+CLOUDS = ("aws", "gcp")
+GCP_KINDS: dict[str, type[BaseModel]] = {"serving": GcpServingStackConfig}
+
+StackConfig = Union[RegistryStackConfig, TrainingStackConfig, ServingStackConfig, GcpServingStackConfig]
+
+
+def cloud_of(config: BaseModel) -> str:
+    return getattr(config, "cloud", "aws")
 
 
 def validate(values: dict[str, Any]) -> StackConfig:
@@ -36,6 +45,16 @@ def validate(values: dict[str, Any]) -> StackConfig:
         raise InputError(
             Problem(f"{NAMESPACE}:kind", f"{kind!r} is not a stack kind; allowed: {', '.join(KINDS)}")
         )
+    cloud = values.get("cloud", "aws")
+    if cloud not in CLOUDS:
+        raise InputError(Problem(f"{NAMESPACE}:cloud", f"{cloud!r} is not a cloud; allowed: {', '.join(CLOUDS)}"))
+    if cloud == "gcp":
+        model = GCP_KINDS.get(kind)
+        if model is None:
+            raise InputError(Problem(f"{NAMESPACE}:cloud", f"gcp has no {kind} stacks yet (it has: "
+                                                           f"{', '.join(GCP_KINDS)}); use aws"))
+    else:
+        values = {k: v for k, v in values.items() if k != "cloud"}  # aws: the default, may be spelt out
     try:
         return model.model_validate(values)
     except ValidationError as error:
@@ -68,6 +87,11 @@ def load(flat: dict[str, Any]) -> StackConfig:
         config = validate(namespace_values(flat))
     except InputError as error:
         raise InputError(problems + error.problems) from None
+    if cloud_of(config) == "gcp":
+        from infra.config.gcp_serving_checks import gcp_provider_findings
+
+        problems += gcp_provider_findings(flat)
+        region = flat.get("gcp:region") if not problems else None
     problems += meaning_findings(config, region if not problems else None)
     if problems:
         raise InputError(problems)
@@ -79,6 +103,10 @@ def meaning_findings(config: StackConfig, region: str | None) -> list[Problem]:
     shape is valid. Each finding names its key path, so bad meaning exits 2 like bad shape."""
     if config.kind == "training":
         return training_findings(config.training, region) + registry_region_finding(config.registry_stack, region)
+    if config.kind == "serving" and cloud_of(config) == "gcp":
+        from infra.config.gcp_serving_checks import gcp_serving_findings
+
+        return gcp_serving_findings(config.serving, region)
     if config.kind == "serving":
         from infra.config.serving_checks import serving_findings
 

@@ -9,9 +9,11 @@ from typing import Any, Optional
 
 from infra import tags as contract
 from infra.catalog import price_table_source
+from infra.catalog.gcp import machine_table_source
 from infra.catalog.services import hours_per_month, no_charge_reason, service_price, service_price_region
 from infra.cost import guard
 from infra.cost.compute import COMPUTE_TYPES, compute_lines
+from infra.cost.gcp import GCP_PRICERS
 from infra.cost.idle import idle_tail
 from infra.cost.managed import PRICERS
 from infra.cost.model import GROUPS, Line, RunCost, Source, StackCost
@@ -33,12 +35,14 @@ def estimate(document: PreviewDocument, config: Any = None, hours: Optional[floa
         else:
             lines.extend(priced)
     lines.sort(key=lambda line: (GROUPS.index(line.group), line.component, line.resource, line.what))
-    region = str(document.config.get("aws:region") or "")
+    gcp = document.config.get("mlinfra:cloud") == "gcp"
+    region = str(document.config.get("gcp:region" if gcp else "aws:region") or "")
+    price_region = machine_table_source()[2] if gcp else service_price_region()
     cost = StackCost(
         project=document.project, stack=document.stack, kind=kind, region=region,
-        price_region=service_price_region(), lines=tuple(lines),
+        price_region=price_region, lines=tuple(lines),
         no_charge=tuple((t, n, why) for (t, why), n in sorted(free.items())),
-        sources=_sources(lines), notes=tuple(_notes(kind, region, lines)),
+        sources=_sources(lines), notes=tuple(_notes(kind, region, lines, price_region)),
         hours_per_month=hours_per_month(), hours=hours,
     )
     if kind == "training":
@@ -53,6 +57,8 @@ def _price(r: PolicyResource, res: Resources, per_run: bool) -> list[Line] | str
         return compute_lines(r, res) or [_unknown(r, res, "instance type or node count not known in the preview")]
     if r.type in PRICERS:
         return PRICERS[r.type](r, res)
+    if r.type in GCP_PRICERS:
+        return GCP_PRICERS[r.type](r, res)
     if r.type == guard.FUNCTION:
         return guard.function(r, res, per_run)
     if r.type == guard.SCHEDULE:
@@ -78,19 +84,23 @@ def _kind_from_tags(resources: list[PolicyResource]) -> Optional[str]:
 
 def _sources(lines: list[Line]) -> tuple[Source, ...]:
     sources = []
-    if any(line.group == "compute" for line in lines):
+    if any(line.group == "compute" and line.type in COMPUTE_TYPES for line in lines):
         source, as_of = price_table_source()
         sources.append(Source("EC2 instances, on demand", source, as_of))
+    if any(line.type in GCP_PRICERS and line.group == "compute" for line in lines):
+        source, as_of, _ = machine_table_source()
+        sources.append(Source("GCP machine types, on demand", source, as_of))
     for key in sorted({k for line in lines for k in line.price_keys}):
         price = service_price(key)
         sources.append(Source(key, price.source, price.as_of))
     return tuple(sources)
 
 
-def _notes(kind: str, region: str, lines: list[Line]) -> list[str]:
+def _notes(kind: str, region: str, lines: list[Line], price_region: str = "") -> list[str]:
     notes = []
-    if region and region != service_price_region():
-        notes.append(f"prices are {service_price_region()} list prices; this stack is in {region}, where they may differ")
+    price_region = price_region or service_price_region()
+    if region and region != price_region:
+        notes.append(f"prices are {price_region} list prices; this stack is in {region}, where they may differ")
     if any(line.basis == "unknown" for line in lines):
         notes.append("some prices are unknown: the totals are lower bounds")
     if kind == "serving":

@@ -68,6 +68,15 @@ def self_assume_policy(arn: str) -> dict[str, Any]:
          "Resource": arn}]}
 
 
+def promotion_objects_deny(bucket_arn: str) -> dict[str, Any]:
+    """An explicit Deny on the converter role: no Job (nor anything else holding the role) moves an alias or
+    claims a version; `promote` does that with its caller's own credentials. An explicit Deny wins over
+    the role's write grant on models/ and over any session policy."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "DenyPromotionObjects", "Effect": "Deny", "Action": ["s3:PutObject"],
+         "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"]}]}
+
+
 def service_account(ns: str) -> dict[str, Any]:
     # No annotations: the Pod Identity association maps it to the converter role on the AWS side.
     return {"apiVersion": "v1", "kind": "ServiceAccount",

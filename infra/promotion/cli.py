@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import tempfile
-from typing import Any
+from typing import Any, Iterator
 
 from infra.promotion.recipes import VARIANTS
 
@@ -16,6 +18,9 @@ def add_promotion_parsers(verbs: Any) -> None:
     promote.add_argument("--model", required=True, help="model name in the registry (models/<name>/)")
     promote.add_argument("--version", required=True, help="new, never used version (versions are immutable)")
     promote.add_argument("--variants", default="neuron,cuda", help=f"comma-separated, from {', '.join(VARIANTS)} (default: neuron,cuda)")
+    promote.add_argument("--checkpoint", metavar="PREFIX",
+                         help="checkpoint to promote, a prefix under checkpoints/<run-id>/ (default: the highest "
+                              "step-N/checkpoint-N/ckpt-N/global_stepN directory, else the run's root)")
     _common(promote)
     promote.add_argument("--dry-run", action="store_true", help="check and print the plan; start and write nothing")
     promote.set_defaults(handler=_promote)
@@ -28,16 +33,21 @@ def add_promotion_parsers(verbs: Any) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alias", default="production", help="alias to move (default: production)")
-    parser.add_argument("--stack", "-s", default="serving-demo",
-                        help="serving stack whose model entry follows the alias (default: serving-demo)")
+    parser.add_argument("--stack", "-s", required=True,
+                        help="serving stack whose model entry follows the alias (its config is changed and `pulumi up` "
+                             "run)")
 
 
 def _promote(args: argparse.Namespace) -> int:
     from infra.promotion import promote, request
 
-    req = request.promotion(args.run_id, args.model, args.version, args.variants, args.alias, args.stack)
+    req = request.promotion(args.run_id, args.model, args.version, args.variants, args.alias, args.stack,
+                            args.checkpoint)
     _serving_stack_file(args.stack)
-    return _reporting(lambda: promote.promote(req, _stacks(), _store, _jobs, _runtime(), dry_run=args.dry_run))
+    stacks = _stacks()
+    with _kubeconfig_dir() as directory:
+        return _reporting(lambda: promote.promote(req, stacks, _store, lambda stack: _jobs(stacks, stack, directory),
+                                                  _runtime(), dry_run=args.dry_run))
 
 
 def _rollback(args: argparse.Namespace) -> int:
@@ -45,7 +55,8 @@ def _rollback(args: argparse.Namespace) -> int:
 
     req = request.rollback(args.model, args.alias, args.stack)
     _serving_stack_file(args.stack)
-    return _reporting(lambda: promote.rollback(req, _stacks(), _store, _runtime()))
+    stacks = _stacks()
+    return _reporting(lambda: promote.rollback(req, stacks, _store, _runtime()))
 
 
 def _serving_stack_file(stack: str) -> None:
@@ -70,18 +81,26 @@ def _store(bucket: str, region: str):
     return S3Store(bucket, region or None)
 
 
-def _jobs(stack: str):
-    """kubectl with the serving stack's kubeconfig output (it calls `aws eks get-token`)."""
+@contextlib.contextmanager
+def _kubeconfig_dir() -> Iterator[str]:
+    """A private directory for the kubeconfig, removed (with it) when the command ends, however it ends."""
+    with tempfile.TemporaryDirectory(prefix="mlinfra-kubeconfig-") as directory:
+        os.chmod(directory, 0o700)
+        yield directory
+
+
+def _jobs(stacks: Any, stack: str, directory: str):
+    """kubectl with the serving stack's kubeconfig output (it calls `aws eks get-token`), written into
+    `directory` (removed by _kubeconfig_dir)."""
     from infra.promotion.kube import KubectlJobs
 
-    kubeconfig = _stacks().outputs(stack).get("kubeconfig")
+    kubeconfig = stacks.outputs(stack).get("kubeconfig")
     if not kubeconfig:
         return KubectlJobs(os.environ.get("KUBECONFIG"))
-    handle = tempfile.NamedTemporaryFile("w", prefix="mlinfra-kubeconfig-", suffix=".yaml", delete=False)
-    with handle:
-        handle.write(kubeconfig if isinstance(kubeconfig, str) else __import__("json").dumps(kubeconfig))
-    os.chmod(handle.name, 0o600)
-    return KubectlJobs(handle.name)
+    path = os.path.join(directory, "kubeconfig.yaml")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig))
+    return KubectlJobs(path)
 
 
 def _runtime():
@@ -98,9 +117,10 @@ def _reporting(action) -> int:
 
     from infra.lifecycle.ports import StackOpsError
     from infra.promotion.kube import KubectlError
+    from infra.promotion.ports import Conflict
 
     try:
         return action()
-    except (StackOpsError, KubectlError, ClientError, BotoCoreError) as error:
+    except (StackOpsError, KubectlError, Conflict, ClientError, BotoCoreError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -9,7 +9,12 @@ A Job runs as the serving stack's `model-converter` service account, on the hard
   2. init `fetch`   (aws-cli)       copies the checkpoint to /work/checkpoint;
   3. init `convert` (variant image) builds /work/out on the accelerator and writes /work/conversion.json:
                                     compiler and runtime versions, node, and size + sha256 of every file;
+                                    it gets no AWS credentials at all (see CONVERT_HAS_NO_CREDENTIALS);
   4. `upload`       (aws-cli)       copies /work/out to models/<name>/<version>/<variant>/, the report last.
+
+The `convert` step is sized from the checkpoint (sizing.py) and the work volume holds checkpoint,
+intermediates and artefact. A pod lost with its node (Spot reclaim, drain) is retried without counting
+against the backoff limit; a conversion error fails the Job at once (podFailurePolicy).
 """
 from __future__ import annotations
 
@@ -20,13 +25,22 @@ from infra import registry_layout
 from infra.naming import slug
 from infra.promotion import access
 from infra.promotion.recipes import RECIPES, Recipe
+from infra.promotion.sizing import Resources
 from infra.serving.node_pools import ACCELERATOR_LABEL, taint
 from infra.serving.servers import AWS_CLI_IMAGE
 
 Manifest = dict[str, Any]
 DEADLINE_SECONDS = 4 * 3600          # a Neuron compile of a 70B model takes hours, not days
 KEEP_FINISHED_SECONDS = 7 * 24 * 3600  # finished Jobs (and their logs) stay a week
-WORK_DISK = "150Gi"                  # checkpoint + artefact, within the pools' 200 GiB root volumes
+BACKOFF_LIMIT = 2                    # retries of a failed fetch/upload (S3 hiccups); node loss is not counted
+# The EKS Pod Identity webhook injects no credentials (env, token mount) into the containers this pod
+# annotation lists (initContainers too): aws/amazon-eks-pod-identity-webhook, pkg/annotations/constants.go
+# (SkipContainersAnnotation = "skip-containers", under the "eks.amazonaws.com" prefix) and its test pod
+# pkg/handler/testdata/containercredentials/rawPodSkip.pod.yaml (Pod Identity's container credentials).
+SKIP_CREDENTIALS_ANNOTATION = "eks.amazonaws.com/skip-containers"
+CONVERT_HAS_NO_CREDENTIALS = {SKIP_CREDENTIALS_ANNOTATION: "convert"}
+# The cluster autoscaler never removes a node to consolidate while a conversion runs on it.
+SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 
 _REPORT_SCRIPT = """import hashlib, json, os, sys
 files = []
@@ -68,8 +82,19 @@ def session_policy(*, bucket_arn: str, key_arn: str, run_id: str, model: str, ve
     return access.packed(access.session_policy(bucket_arn, key_arn, run_id, model, version, variant))
 
 
+def pod_failure_policy() -> dict[str, Any]:
+    """Node loss (the pod gets the DisruptionTarget condition: Spot reclaim, drain, eviction) is retried and not
+    counted; a failing `convert` step is a conversion error, which a retry would repeat: fail the Job.
+    Other failures (fetch, upload) count against BACKOFF_LIMIT. Needs restartPolicy: Never."""
+    return {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "convert", "operator": "NotIn", "values": [0]}},
+    ]}
+
+
 def conversion_job(*, bucket: str, bucket_arn: str, key_arn: str, role_arn: str, region: str, ns: str,
-                   checkpoint: str, model: str, version: str, variant: str, run_id: str) -> Manifest:
+                   checkpoint: str, model: str, version: str, variant: str, run_id: str,
+                   resources: Resources) -> Manifest:
     recipe = RECIPES[variant]
     name = job_name(model, version, variant)
     target = f"s3://{bucket}/{artefact_prefix(model, version, variant)}"
@@ -92,11 +117,14 @@ def conversion_job(*, bucket: str, bucket_arn: str, key_arn: str, role_arn: str,
     fetch = {"name": "fetch", "image": AWS_CLI_IMAGE, "env": s3_env, "volumeMounts": s3_mount, "securityContext": secure,
              "command": ["aws", "s3", "sync", "--only-show-errors", f"s3://{bucket}/{checkpoint}", "/work/checkpoint"],
              "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}}
+    memory, disk = f"{resources.memory_gib:g}Gi", f"{resources.disk_gib:g}Gi"
     convert = {"name": "convert", "image": recipe.image, "command": ["/bin/sh", "-c", convert_script(recipe)],
                "env": env + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
                "volumeMounts": mount, "securityContext": secure,
-               "resources": {"requests": {"cpu": "4", "memory": "32Gi", recipe.resource: "1"},
-                             "limits": {"memory": "32Gi", recipe.resource: "1"}}}
+               # The pod asks for the largest init step: this one. The work volume counts as ephemeral storage.
+               "resources": {"requests": {"cpu": f"{resources.cpu:g}", "memory": memory, "ephemeral-storage": disk,
+                                          recipe.resource: "1"},
+                             "limits": {"memory": memory, recipe.resource: "1"}}}
     upload = {"name": "upload", "image": AWS_CLI_IMAGE, "env": s3_env, "volumeMounts": s3_mount, "securityContext": secure,
               "command": ["/bin/sh", "-c", f"aws s3 sync --only-show-errors /work/out {target} && "
                                            f"aws s3 cp --only-show-errors /work/conversion.json {target}conversion.json"],
@@ -107,24 +135,27 @@ def conversion_job(*, bucket: str, bucket_arn: str, key_arn: str, role_arn: str,
         "tolerations": [taint(recipe.accelerator).toleration()],  # type: ignore[arg-type]
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [credentials, fetch, convert], "containers": [upload],
-        "volumes": [{"name": "work", "emptyDir": {"sizeLimit": WORK_DISK}},
+        "volumes": [{"name": "work", "emptyDir": {"sizeLimit": disk}},
                     {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
     }
     if recipe.scheduler_name:
         pod["schedulerName"] = recipe.scheduler_name
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
-        "backoffLimit": 0,  # a failed compile is reported, not retried into the same prefix
+        "backoffLimit": BACKOFF_LIMIT, "podFailurePolicy": pod_failure_policy(),
         "activeDeadlineSeconds": DEADLINE_SECONDS, "ttlSecondsAfterFinished": KEEP_FINISHED_SECONDS,
-        "template": {"metadata": {"labels": meta["labels"]}, "spec": pod}}}
+        "template": {"metadata": {"labels": meta["labels"],
+                                  "annotations": {**CONVERT_HAS_NO_CREDENTIALS, **SAFE_TO_EVICT}},
+                     "spec": pod}}}
 
 
 def conversion_objects(**kwargs: Any) -> list[Manifest]:
-    """What the Jobs port applies for one variant: its Job (the service account belongs to the serving stack)."""
+    """What the Jobs port creates for one variant: its Job (the service account belongs to the serving stack)."""
     return [conversion_job(**kwargs)]
 
 
 def convert_script(recipe: Recipe) -> str:
-    # The conversion needs no AWS access: drop the converter role Pod Identity offers every container.
+    # The conversion needs no AWS access. The pod annotation keeps Pod Identity from injecting credentials
+    # here; the unset is a second guard (should the webhook ignore the annotation).
     return ("set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
             "mkdir -p /work/out\n"
             f"{recipe.convert}\n"

@@ -17,14 +17,29 @@ class KubectlJobs:
     def __init__(self, kubeconfig: Optional[str] = None, kubectl: str = "kubectl"):
         self._base = [kubectl] + (["--kubeconfig", kubeconfig] if kubeconfig else [])
 
-    def apply(self, objects: list[dict[str, Any]]) -> None:
-        # Server-side apply: creates what is missing, leaves an identical object alone.
-        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-        self._run(["apply", "--server-side", "--field-manager", "mlinfra-promote", "-f", "-"], document)
+    def create(self, objects: list[dict[str, Any]]) -> None:
+        # `create`, not `apply`: an existing Job of the same name is an error (AlreadyExists), never adopted
+        # or changed, so a second promotion cannot take over the first one's Jobs.
+        for manifest in objects:
+            self._run(["create", "-f", "-"], json.dumps(manifest))
 
     def state(self, namespace: str, name: str) -> JobState:
         job = json.loads(self._run(["get", "job", name, "-n", namespace, "-o", "json"]))
-        return job_state(job)
+        state = job_state(job)
+        if state.state in ("succeeded", "failed"):
+            return state
+        pods = json.loads(self._run(["get", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={name}",
+                                     "-o", "json"]))
+        waiting = unschedulable(pods.get("items") or [])
+        if not waiting:
+            return state
+        pod, message = waiting
+        events = json.loads(self._run(["get", "events", "-n", namespace, "--field-selector",
+                                       f"involvedObject.name={pod},reason=NotTriggerScaleUp", "-o", "json"]))
+        return JobState("pending", "", scale_up_message(message, events.get("items") or []))
+
+    def delete(self, namespace: str, name: str) -> None:
+        self._run(["delete", "job", name, "-n", namespace, "--cascade=background", "--ignore-not-found"])
 
     def _run(self, args: list[str], stdin: Optional[str] = None) -> str:
         try:
@@ -47,3 +62,21 @@ def job_state(job: dict[str, Any]) -> JobState:
         if condition.get("type") == "Failed":
             return JobState("failed", condition.get("message") or condition.get("reason") or "")
     return JobState("running" if status.get("active") else "pending")
+
+
+def unschedulable(pods: list[dict[str, Any]]) -> Optional[tuple[str, str]]:
+    """(pod name, scheduler message) of the first pod whose PodScheduled condition is False/Unschedulable."""
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                    and condition.get("reason") == "Unschedulable":
+                return pod["metadata"]["name"], condition.get("message") or "Unschedulable"
+    return None
+
+
+def scale_up_message(message: str, events: list[dict[str, Any]]) -> str:
+    """The scheduler's message, and the cluster autoscaler's latest NotTriggerScaleUp reason when it gave one."""
+    latest = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", default=None)
+    if latest and latest.get("message"):
+        return f"{message}; cluster autoscaler: {latest['message']}"
+    return message

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 from infra.config.serving import MODEL_NAME_PATTERN
 from infra.config.training import RUN_ID_PATTERN
@@ -22,6 +23,7 @@ class Promotion:
     variants: tuple[str, ...]
     alias: str = "production"
     stack: str = "serving-demo"
+    checkpoint: Optional[str] = None  # a prefix under checkpoints/<run-id>/; None: the run's final checkpoint
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class Rollback:
     stack: str = "serving-demo"
 
 
-def promotion(run_id: str, model: str, version: str, variants: str, alias: str, stack: str) -> Promotion:
+def promotion(run_id: str, model: str, version: str, variants: str, alias: str, stack: str,
+              checkpoint: Optional[str] = None) -> Promotion:
     problems = _common(model, alias)
     if not re.fullmatch(RUN_ID_PATTERN, run_id):
         # The training stack's run id rule; its length also bounds the Jobs' session policy (access.py).
@@ -47,7 +50,7 @@ def promotion(run_id: str, model: str, version: str, variants: str, alias: str, 
         problems.append(Problem("--variants", "each variant once"))
     if problems:
         raise InputError(problems)
-    return Promotion(run_id, model, version, tuple(names), alias, stack)
+    return Promotion(run_id, model, version, tuple(names), alias, stack, checkpoint)
 
 
 def rollback(model: str, alias: str, stack: str) -> Rollback:

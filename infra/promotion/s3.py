@@ -6,9 +6,12 @@ from typing import Any, Optional
 import boto3
 from botocore.exceptions import ClientError
 
-from infra.promotion.ports import StoredObject
+from infra.promotion.ports import Conflict, StoredObject
 
 MISSING = ("NoSuchKey", "404", "NotFound")
+# A condition that did not hold; 409 when a concurrent conditional write won the race; NoSuchKey when an
+# If-Match target is gone.
+CONFLICTS = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409", *MISSING)
 
 
 class S3Store:
@@ -24,9 +27,29 @@ class S3Store:
                 return None
             raise
 
-    def put(self, key: str, body: bytes) -> None:
+    def read(self, key: str) -> Optional[tuple[bytes, str]]:
+        try:
+            answer = self._s3.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as error:
+            if error.response["Error"]["Code"] in MISSING:
+                return None
+            raise
+        return answer["Body"].read(), answer["ETag"]
+
+    def put(self, key: str, body: bytes, **conditions: str) -> None:
         # Encryption comes from the bucket's default (SSE-KMS with the registry key).
-        self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/json")
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/json", **conditions)
+        except ClientError as error:
+            if conditions and error.response["Error"]["Code"] in CONFLICTS:
+                raise Conflict(f"s3://{self.bucket}/{key}: {error.response['Error']['Code']}") from None
+            raise
+
+    def put_new(self, key: str, body: bytes) -> None:
+        self.put(key, body, IfNoneMatch="*")
+
+    def put_if_match(self, key: str, body: bytes, etag: str) -> None:
+        self.put(key, body, IfMatch=etag)
 
     def list(self, prefix: str) -> list[StoredObject]:
         found = []

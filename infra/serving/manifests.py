@@ -20,9 +20,17 @@ PROMETHEUS_URL = "http://prometheus-server.monitoring.svc.cluster.local"
 
 @dataclass(frozen=True)
 class Registry:
-    """Where the artefacts live: the registry bucket and its region (from the registry stack)."""
+    """Where the artefacts live: the registry bucket and its region (from the registry stack), or on GCP
+    the bridge bucket that mirrors its models/ prefix (scheme "gs")."""
     bucket: str
     region: str
+    scheme: str = "s3"
+
+    def uri(self, prefix: str) -> str:
+        return f"{self.scheme}://{self.bucket}/{prefix}"
+
+    def env(self) -> list[dict[str, str]]:
+        return [{"name": "AWS_REGION", "value": self.region}] if self.scheme == "s3" else []
 
 
 def artefact_prefix(model: ModelSpec) -> str:
@@ -54,10 +62,13 @@ def namespace(name: str) -> Manifest:
             "labels": {"app.kubernetes.io/managed-by": "mlinfra"}}}
 
 
-def service_account(model: ModelSpec, ns: str) -> Manifest:
-    # No annotations: EKS Pod Identity maps this account to its role on the AWS side.
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(model, ns),
-            "automountServiceAccountToken": False}
+def service_account(model: ModelSpec, ns: str, annotations: dict[str, str] | None = None) -> Manifest:
+    # On EKS no annotations: Pod Identity maps this account to its role on the AWS side. On GKE, Workload
+    # Identity reads iam.gke.io/gcp-service-account.
+    meta = metadata(model, ns)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": False}
 
 
 def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
@@ -67,10 +78,10 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
 
 def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     profile = servers.PROFILES[model.accelerator]
-    source = f"s3://{registry.bucket}/{artefact_prefix(model)}"
+    source = registry.uri(artefact_prefix(model))
     n = str(model.accelerators_per_replica)
     mounts = [{"name": "shm", "mountPath": "/dev/shm"}]
-    env = [{"name": "AWS_REGION", "value": registry.region}]
+    env = registry.env()
     if profile.fetch_to_disk:
         mounts.append({"name": "model", "mountPath": servers.MODEL_DIR, "readOnly": True})
         env.append({"name": "NEURON_COMPILED_ARTIFACTS", "value": servers.MODEL_DIR})
@@ -107,6 +118,18 @@ def _fetch_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     }
 
 
+def _check_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
+    """Streaming servers fetch nothing before they start: this step only refuses a failed or unfinished artefact."""
+    return {
+        "name": "check-model",
+        "image": servers.AWS_CLI_IMAGE,
+        "command": servers.check_command(f"s3://{registry.bucket}/{artefact_prefix(model)}"),
+        "env": [{"name": "AWS_REGION", "value": registry.region}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+
+
 def _spread(model: ModelSpec) -> list[dict[str, Any]]:
     return [
         {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
@@ -134,6 +157,8 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     if profile.fetch_to_disk:
         volumes.append({"name": "model", "emptyDir": {"sizeLimit": "100Gi"}})
         pod["initContainers"] = [_fetch_container(model, registry)]
+    elif registry.scheme == "s3":
+        pod["initContainers"] = [_check_container(model, registry)]
     annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(servers.PORT),
                    "prometheus.io/path": "/metrics"}
     return {

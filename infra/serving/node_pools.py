@@ -6,13 +6,13 @@ from typing import Literal
 
 from infra.config.serving import G5PoolSpec, Inf2PoolSpec
 
-Family = Literal["inf2", "g5", "system"]
+Family = Literal["inf2", "g5", "l4", "system"]
 ACCELERATOR_LABEL = "mlinfra.io/accelerator"
 POOL_LABEL = "mlinfra.io/pool"
 
 # Extended resource the device plugin advertises, and the taint that keeps other pods off the nodes.
-ACCELERATOR_RESOURCE = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu"}
-TAINT_KEY = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu"}
+ACCELERATOR_RESOURCE = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu", "l4": "nvidia.com/gpu"}
+TAINT_KEY = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu", "l4": "nvidia.com/gpu"}
 # EKS-optimised Amazon Linux 2023 images with the accelerator's drivers and runtime.
 AMI_TYPE = {"inf2": "AL2023_x86_64_NEURON", "g5": "AL2023_x86_64_NVIDIA", "system": "AL2023_x86_64_STANDARD"}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from infra.catalog import instance_type
 from policies.aws import EKS_NODE_GROUP, KARPENTER_NODE_POOL, as_list, instance_types
+from policies.gcp import GKE_NODE_POOL, node_config
 from policies.model import Resource, ResourceRule
 
 NAME = "accelerator-node-pools-tainted"
@@ -12,6 +13,8 @@ _NO_SCHEDULE = ("NO_SCHEDULE", "NoSchedule")
 
 
 def check(resource: Resource) -> list[str]:
+    if resource.type == GKE_NODE_POOL:
+        return _gke(resource)
     kinds = set()
     for name in instance_types(resource):
         try:
@@ -34,5 +37,17 @@ def _taints(resource: Resource) -> list:
     return as_list(((spec.get("template") or {}).get("spec") or {}).get("taints"))
 
 
+def _gke(resource: Resource) -> list[str]:
+    """A GKE pool with guest accelerators (all NVIDIA on GKE) wants the nvidia.com/gpu NO_SCHEDULE taint."""
+    config = node_config(resource)
+    if not isinstance(config, dict) or not as_list(config.get("guestAccelerators")):
+        return []
+    if any(isinstance(t, dict) and t.get("key") == TAINT_KEYS["gpu"] and t.get("effect") in _NO_SCHEDULE
+           for t in as_list(config.get("taints"))):
+        return []
+    return [f"accelerator pool has no {TAINT_KEYS['gpu']} taint with effect NO_SCHEDULE in nodeConfig.taints; add it "
+            f"so only pods requesting {TAINT_KEYS['gpu']} are scheduled here"]
+
+
 RULE = ResourceRule(NAME, "GPU and Neuron node pools carry their device taint.", "advisory",
-                    (EKS_NODE_GROUP, KARPENTER_NODE_POOL), check)
+                    (EKS_NODE_GROUP, KARPENTER_NODE_POOL, GKE_NODE_POOL), check)

@@ -72,9 +72,40 @@ def test_artefacts_come_from_the_models_prefix_of_the_matching_variant():
     assert "runai_streamer" in g5_args
     inf2 = pod(INF2)
     [fetch] = inf2["initContainers"]
-    assert fetch["command"] == ["aws", "s3", "sync", "--only-show-errors",
-                                "s3://mlinfra-registry-123456789012-us-east-1/models/llama/1.0/neuron/", "/models"]
+    source = "s3://mlinfra-registry-123456789012-us-east-1/models/llama/1.0/neuron/"
+    assert fetch["command"] == servers.fetch_command(source)
+    assert fetch["command"][-1].endswith(f"exec aws s3 sync --only-show-errors {source} /models\n")
     assert inf2["containers"][0]["args"][:2] == ["--model", "/models"]
+    # g5 streams from S3 and fetches nothing first: one step only checks the artefact before the server starts.
+    [check] = pod(G5)["initContainers"]
+    assert check["name"] == "check-model"
+    assert check["command"] == servers.check_command("s3://mlinfra-registry-123456789012-us-east-1/models/mistral/2.0/cuda/")
+
+
+@pytest.mark.parametrize("keys, code, said", [
+    (["manifest.json", "model.safetensors"], 0, "SYNC"),
+    (["manifest.json", "model.safetensors", "_FAILED"], 1, "refusing s3://b/models/m/v1/cuda/: marked _FAILED"),
+    (["model.safetensors", "conversion.json"], 1, "refusing s3://b/models/m/v1/cuda/: no manifest.json (promotion "
+                                                   "failed or unfinished)"),
+    ([], 1, "no manifest.json"),
+    (["sub/manifest.json", "manifest.json.tmp", "old_FAILED"], 1, "no manifest.json"),
+], ids=["served", "failed", "unfinished", "empty", "look-alikes"])
+def test_the_model_servers_refuse_a_failed_or_unfinished_artefact(tmp_path, keys, code, said):
+    """The rendered fetch command, run by /bin/sh with a stand-in `aws` answering the listing."""
+    import subprocess
+    listing = "\t".join(f"models/m/v1/cuda/{k}" for k in keys) or "None"
+    (tmp_path / "aws").write_text("#!/bin/sh\n"
+                                  f"case \"$1 $2\" in 's3api list-objects-v2') printf '%s\\n' '{listing}';;\n"
+                                  "  's3 sync') echo SYNC;; *) exit 9;; esac\n")
+    (tmp_path / "aws").chmod(0o755)
+    for command, fetches in ((servers.fetch_command("s3://b/models/m/v1/cuda/"), True),
+                             (servers.check_command("s3://b/models/m/v1/cuda/"), False)):
+        done = subprocess.run(command, capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+        assert done.returncode == code, done.stderr
+        if code:
+            assert said in done.stderr and done.stdout == ""  # refused before any copy
+        else:
+            assert done.stdout == ("SYNC\n" if fetches else "")
 
 
 def test_tensor_parallel_degree_counts_neuron_cores():

@@ -19,6 +19,7 @@ import pytest
 from botocore.credentials import ProcessProvider, RefreshableCredentials
 
 from infra.promotion import access, jobs
+from infra.promotion.sizing import Resources
 from tests.promotion.standins import BUCKET, KEY_ARN, credential_process_argv
 
 ACCOUNT = "123456789012"  # moto's account
@@ -40,7 +41,7 @@ def converter_role(aws):
 def _job(**names):
     return jobs.conversion_job(bucket=BUCKET, bucket_arn=f"arn:aws:s3:::{BUCKET}", key_arn=KEY_ARN, role_arn=ROLE_ARN,
                                region="us-east-1", ns="models", checkpoint=f"checkpoints/{names['run_id']}/step-9/",
-                               **names)
+                               resources=Resources(2, 21, 37), **names)
 
 
 @pytest.mark.parametrize("names", [dict(run_id="llama-ft-007", model="mistral-7b", version="v2", variant="cuda"),
@@ -67,6 +68,9 @@ def test_sts_accepts_the_jobs_assume_role_request(aws, converter_role, names):
 
 
 def test_the_trust_and_self_assume_documents_are_well_formed(aws, converter_role):
+    # The explicit Deny on aliases and version claims is well-formed IAM too.
+    aws.iam.put_role_policy(RoleName=ROLE, PolicyName="deny-promotion-objects",
+                            PolicyDocument=json.dumps(access.promotion_objects_deny(f"arn:aws:s3:::{BUCKET}")))
     role = aws.iam.get_role(RoleName=ROLE)["Role"]
     assert role["Arn"] == ROLE_ARN  # the fixed name gives the ARN the trust policy names
     document = role["AssumeRolePolicyDocument"]

@@ -8,12 +8,13 @@ import pytest
 from infra.promotion import access, jobs
 from infra.promotion.kube import job_state
 from infra.promotion.recipes import VARIANTS
+from infra.promotion.sizing import Resources
 from tests.k8s_schemas import validate
 from tests.promotion.standins import CONVERTER_ROLE_ARN, KEY_ARN, credential_process_argv
 
 ARGS = dict(bucket="mlinfra-registry-promo", bucket_arn="arn:aws:s3:::mlinfra-registry-promo", key_arn=KEY_ARN,
             role_arn=CONVERTER_ROLE_ARN, region="us-east-1", ns="models", checkpoint="checkpoints/run-7/step-1000/",
-            model="mistral-7b", version="2026-03-01", run_id="run-7")
+            model="mistral-7b", version="2026-03-01", run_id="run-7", resources=Resources(4, 35, 44))
 
 
 def containers(variant: str) -> dict[str, dict]:
@@ -53,7 +54,6 @@ def test_the_job_reads_the_checkpoint_and_writes_only_its_variant_prefix():
     assert fetch["command"][-2:] == ["s3://mlinfra-registry-promo/checkpoints/run-7/step-1000/", "/work/checkpoint"]
     target = "s3://mlinfra-registry-promo/models/mistral-7b/2026-03-01/neuron/"
     assert target in upload["command"][-1] and upload["command"][-1].endswith(f"{target}conversion.json")
-    assert job["spec"]["backoffLimit"] == 0
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -80,6 +80,47 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
     convert = steps["convert"]
     assert "aws" not in {m["name"] for m in convert["volumeMounts"]}
     assert "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE" in convert["command"][-1]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_pod_identity_injects_no_credentials_into_the_convert_step(variant):
+    template = jobs.conversion_job(variant=variant, **ARGS)["spec"]["template"]
+    # The EKS Pod Identity webhook reads the pod's annotation (not the Job's): comma-separated container names.
+    assert template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"] == "convert"
+    names = [c["name"] for c in template["spec"]["initContainers"] + template["spec"]["containers"]]
+    assert "convert" in names  # the annotation names a container that exists
+    # The S3 steps keep the pod's credentials (they assume the down-scoped session with them).
+    assert set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(",")) == {"convert"}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_node_loss_is_retried_and_a_conversion_error_fails_the_job(variant):
+    job = jobs.conversion_job(variant=variant, **ARGS)
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 2
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"  # podFailurePolicy requires it
+    assert spec["podFailurePolicy"] == {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "convert", "operator": "NotIn", "values": [0]}}]}
+    assert spec["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+    validate(job)
+    broken = json.loads(json.dumps(job))
+    broken["spec"]["podFailurePolicy"]["rules"][1]["onExitCode"] = broken["spec"]["podFailurePolicy"]["rules"][1].pop("onExitCodes")
+    with pytest.raises(Exception, match="onExitCode"):
+        validate(broken)
+
+
+def test_the_convert_step_and_work_volume_are_sized_from_the_checkpoint():
+    pod = jobs.conversion_job(variant="neuron", **ARGS)["spec"]["template"]["spec"]
+    convert = next(c for c in pod["initContainers"] if c["name"] == "convert")
+    assert convert["resources"] == {
+        "requests": {"cpu": "4", "memory": "35Gi", "ephemeral-storage": "44Gi", "aws.amazon.com/neuron": "1"},
+        "limits": {"memory": "35Gi", "aws.amazon.com/neuron": "1"}}
+    assert {"name": "work", "emptyDir": {"sizeLimit": "44Gi"}} in pod["volumes"]
+    # The pod's request is its largest init step's: convert asks for more than every other step.
+    others = [c for c in pod["initContainers"] + pod["containers"] if c["name"] != "convert"]
+    assert {c["resources"]["requests"]["memory"] for c in others} <= {"256Mi", "1Gi"}
+    assert {c["resources"]["requests"]["cpu"] for c in others} <= {"100m", "1"}
 
 
 def test_long_names_stay_dns_labels_and_distinct():

@@ -122,6 +122,10 @@ def test_the_conversion_jobs_identity_reads_checkpoints_writes_models_and_may_do
     assert grants["read"]["RegistryRead"]["Resource"] == [f"{bucket_arn}/checkpoints/*"]
     assert grants["write"]["RegistryWrite"]["Resource"] == [f"{bucket_arn}/models/*"]
     assert policies["model-converter-role-self-assume"]["Statement"][0]["Resource"] == arn
+    # Jobs never move aliases nor claim versions: `promote` writes those with its caller's credentials.
+    assert policies["model-converter-role-deny-promotion-objects"]["Statement"] == [
+        {"Sid": "DenyPromotionObjects", "Effect": "Deny", "Action": ["s3:PutObject"],
+         "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"]}]
     [identity] = [i.inputs for i in by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
                   if i.inputs["serviceAccount"] == "model-converter"]
     assert identity["namespace"] == "models" and identity["roleArn"] == arn and identity["disableSessionTags"] is True

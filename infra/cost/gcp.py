@@ -1,0 +1,62 @@
+"""GCP resources a stack declares: GKE's cluster management fee, node pools priced from the GCP machine
+catalog (infra/catalog/data/gcp_machines.json) and Cloud NAT. Prices without a source are 'unknown'."""
+from __future__ import annotations
+
+from typing import Callable
+
+from infra.catalog.gcp import UnknownMachineType, machine_type
+from infra.catalog.services import service_price
+from infra.cost.managed import Priced, _hourly, _line
+from infra.cost.resources import Resources, dict_at, list_at, whole
+from infra.policy.preview_json import PolicyResource
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
+
+
+def gke_cluster(r: PolicyResource, res: Resources) -> Priced:
+    return [_hourly(r, res, "control plane", "gke.cluster", 1, "GKE cluster management fee")]
+
+
+def node_pool(r: PolicyResource, res: Resources) -> Priced:
+    config = dict_at(r.props, "nodeConfig")
+    name = str(config.get("machineType") or "")
+    scaling = dict_at(r.props, "autoscaling")
+    low = whole(scaling.get("minNodeCount")) if scaling else whole(r.props.get("nodeCount"))
+    high = whole(scaling.get("maxNodeCount")) if scaling else low
+    zones = len(list_at(r.props, "nodeLocations"))
+    per_zone = f"{low}" if low == high else f"{low}-{high}"
+    where = f" ({per_zone} per zone in {zones} zones)" if zones else " (per zone; zones not declared: at least one)"
+    zones = zones or 1
+    if low is None or high is None or not name:
+        return [_line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
+    low, high = low * zones, high * zones
+    nodes = f"{low}" if low == high else f"{low}-{high}"
+    try:
+        mtype = machine_type(name)
+    except UnknownMachineType:
+        return [_line(r, res, "compute", basis="unknown", nodes=high,
+                      what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}")]
+    if mtype.price is None:
+        host = mtype.host_price_excluding_gpu
+        part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
+        return [_line(r, res, "compute", basis="unknown", nodes=high,
+                      what=f"{nodes} x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no "
+                           f"sourced price for its GPUs{part}){where}")]
+    what = f"{nodes} x {name} at ${mtype.price:.3f}/h{where}"
+    return [_line(r, res, "compute", basis="hourly", what=what, low=low * mtype.price, high=high * mtype.price,
+                  nodes=high, node_usd=mtype.price)]
+
+
+def router_nat(r: PolicyResource, res: Resources) -> Priced:
+    price = service_price("gcp.cloudNat.gateway")
+    if price.usd is None:
+        return [_line(r, res, "network", basis="unknown", price_keys=(price.key, "gcp.cloudNat.data"),
+                      what=f"Cloud NAT: unknown ({price.source})")]
+    return [_hourly(r, res, "network", price.key, 1, "Cloud NAT gateway", usage=("gcp.cloudNat.data",))]
+
+
+GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
+    CLUSTER: gke_cluster, NODE_POOL: node_pool, ROUTER_NAT: router_nat,
+}

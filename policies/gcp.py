@@ -1,0 +1,34 @@
+"""Reading pulumi-gcp inputs as rules need them (pure). Property names are the provider's wire names."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from policies.model import Resource, is_unknown
+
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def flag(value: Any) -> Optional[bool]:
+    """A boolean as it arrives (true, or the string "true"); None when unset or unknown in the preview."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+def block(resource: Resource, *path: str) -> Any:
+    """The nested object at `path`, {} when unset; UNKNOWN stays UNKNOWN (rules skip what a preview cannot know)."""
+    value: Any = resource.props
+    for key in path:
+        if is_unknown(value):
+            return value
+        value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, list):  # the engine may send one-element lists for single nested blocks
+            value = value[0] if value else None
+    return {} if value is None else value
+
+
+def node_config(resource: Resource) -> Any:
+    return block(resource, "nodeConfig")

@@ -1,0 +1,121 @@
+"""The serving-gcp-demo stack through the offline preview: private GKE, Workload Identity, shielded nodes,
+a bounded and tainted L4 pool, and the same model server objects and KEDA scaler as on AWS."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from infra.offline.engine import preview
+from tests.conftest import ROOT, by_type, one
+from tests.k8s_schemas import manifest_of, validate
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+PREFIX = "models/llama-3-8b-l4/2025-06-01/cuda/"
+ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return preview("serving-gcp-demo")
+
+
+def pools(demo):
+    return {p.parent.rsplit("::", 1)[1]: p.inputs for p in by_type(demo, NODE_POOL)}
+
+
+def test_previews_without_errors_or_unknown_properties(demo):
+    assert [d.message for d in demo.errors] == []
+    types = {s.type for s in demo.resources()}
+    assert {"gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork", "gcp:compute/router:Router",
+            "gcp:compute/routerNat:RouterNat", CLUSTER, NODE_POOL, "gcp:serviceaccount/account:Account",
+            "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:serviceaccount/iAMMember:IAMMember",
+            "kubernetes:keda.sh/v1alpha1:ScaledObject", "kubernetes:apps/v1:Deployment"} <= types
+    assert not any(t.startswith("aws:") for t in types)
+
+
+def test_vpc_native_subnet_and_nat_egress(demo):
+    subnet = one(demo, "gcp:compute/subnetwork:Subnetwork").inputs
+    assert subnet["privateIpGoogleAccess"] is True and subnet["region"] == "us-central1"
+    assert [r["rangeName"] for r in subnet["secondaryIpRanges"]] == ["pods", "services"]
+    nat = one(demo, "gcp:compute/routerNat:RouterNat").inputs
+    assert nat["sourceSubnetworkIpRangesToNat"] == "LIST_OF_SUBNETWORKS"
+
+
+def test_private_cluster_with_workload_identity_shielded_nodes_and_a_release_channel(demo):
+    cluster = one(demo, CLUSTER).inputs
+    assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
+    assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is False  # access: restricted
+    assert [b["cidrBlock"] for b in cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["10.90.0.0/20", "203.0.113.0/24"]
+    assert cluster["workloadIdentityConfig"] == {"workloadPool": "mlinfra-demo-project.svc.id.goog"}
+    assert cluster["enableShieldedNodes"] is True and cluster["releaseChannel"] == {"channel": "REGULAR"}
+    assert cluster["removeDefaultNodePool"] is True
+    assert cluster["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
+
+
+def test_authorized_networks_per_endpoint_access():
+    from components.gke_cluster import _authorized_networks
+    from infra.config.gcp_serving import GkeClusterSpec
+    from infra.config.serving import EndpointSpec
+
+    private = _authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="private")))
+    assert [b.cidr_block for b in private.cidr_blocks] == ["10.90.0.0/20"]  # the VPC only
+    assert _authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="public-internet"))) is None
+
+
+def test_l4_pool_is_bounded_tainted_with_gke_installed_drivers(demo):
+    l4 = pools(demo)["pool-l4"]
+    spec = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]["mlinfra:serving"]
+    bounds = spec["nodePools"]["l4"]
+    assert l4["autoscaling"] == {"minNodeCount": bounds["minNodes"], "maxNodeCount": bounds["maxNodes"]}
+    assert l4["nodeLocations"] == ZONES
+    config = l4["nodeConfig"]
+    assert config["machineType"] == "g2-standard-8"
+    assert config["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert config["guestAccelerators"] == [{"type": "nvidia-l4", "count": 1,
+                                            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
+    assert config["labels"]["mlinfra.io/accelerator"] == "l4"
+
+
+def test_every_pool_private_shielded_on_the_gke_metadata_server(demo):
+    found = pools(demo)
+    assert set(found) == {"pool-system", "pool-l4"}
+    for pool in found.values():
+        assert pool["networkConfig"] == {"enablePrivateNodes": True}
+        assert pool["nodeConfig"]["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+        assert pool["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        assert pool["nodeConfig"]["serviceAccount"].startswith("gke-nodes-mlinfra-serving-gcp")
+    assert "taints" not in found["pool-system"]["nodeConfig"]
+
+
+def test_model_server_reads_the_bridge_bucket_read_only_through_workload_identity(demo):
+    account = one(demo, "gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert account.inputs["bucket"] == "mlinfra-models-bridge-demo"
+    assert account.inputs["role"] == "roles/storage.objectViewer"
+    email = "model-llama-3-8b-l4@mlinfra-demo-project.iam.gserviceaccount.com"
+    assert account.inputs["member"] == f"serviceAccount:{email}"
+    binding = one(demo, "gcp:serviceaccount/iAMMember:IAMMember").inputs
+    assert binding["role"] == "roles/iam.workloadIdentityUser"
+    assert binding["member"] == "serviceAccount:mlinfra-demo-project.svc.id.goog[models/llama-3-8b-l4]"
+    sa = one(demo, "kubernetes:core/v1:ServiceAccount").inputs
+    assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": email}
+    container = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][:2] == ["--model", f"gs://mlinfra-models-bridge-demo/{PREFIX}"]
+    assert "runai_streamer" in container["args"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_scales_on_queue_depth_and_every_kubernetes_object_validates(demo):
+    scaler = one(demo, "kubernetes:keda.sh/v1alpha1:ScaledObject").inputs
+    assert [t["name"] for t in scaler["spec"]["triggers"]] == ["queue-depth", "kv-cache"]
+    assert (scaler["spec"]["minReplicaCount"], scaler["spec"]["maxReplicaCount"]) == (1, 3)
+    objects = [s for s in demo.resources() if s.custom and s.type.startswith("kubernetes:")
+               and s.type != "kubernetes:helm.sh/v3:Release"]
+    assert len(objects) == 1 + 5  # the namespace, five objects per server
+    for step in objects:
+        validate(manifest_of(step))
+
+
+def test_kubernetes_provider_targets_the_cluster_with_the_gke_auth_plugin(demo):
+    provider = one(demo, "pulumi:providers:kubernetes").inputs
+    assert "gke-gcloud-auth-plugin" in provider["kubeconfig"] and "https://192.0.2.10" in provider["kubeconfig"]
