@@ -44,7 +44,8 @@ class GkeModelServer(pulumi.ComponentResource):
             f"{name}-workload-identity", service_account_id=self.account.name, role="roles/iam.workloadIdentityUser",
             member=gke.workload_member(args.project, ns, model.name), opts=pulumi.ResourceOptions(parent=self))
         location = manifests.Registry(bucket=args.store.bucket, region=args.region, scheme="gs")
-        objects = declare_model_objects(name, model, ns, location, self, args.after, identity=[read, binding],
+        identity = [grant for grant in (read, binding) if grant is not None]
+        objects = declare_model_objects(name, model, ns, location, self, args.after, identity=identity,
                                         account_annotations={WORKLOAD_IDENTITY_ANNOTATION: self.account.email})
         self.deployment, self.service, self.scaled_object = objects.deployment, objects.service, objects.scaled_object
         self.register_outputs({"prefix": self.prefix, "account": self.account.email,

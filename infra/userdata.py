@@ -34,7 +34,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from infra.lifecycle.limits import EXPORT_WAIT_SECONDS, NODE_BACKSTOP_SECONDS, NODE_POWER_OFF_DELAY_SECONDS
 from infra.naming import bucket_name_problem, is_region_name
@@ -51,6 +51,30 @@ _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHELL_OWNED = frozenset(
     {"IFS", "SECONDS", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "ENV", "PS4", "BASH_XTRACEFD"}
 )
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The cloud's parts of the bootstrap. Everything else - the expiry backstop, retries, the exit trap and
+    marker JSON, the Lustre mount, the rendezvous and ranks, the job environment, torchrun and the grace
+    period - is the one shared template, so both clouds run the same logic."""
+
+    variables_a: str          # MLINFRA_* assignments after MLINFRA_NPROC_PER_NODE
+    variables_b: str          # ... after MLINFRA_MARKER_URI
+    export_functions: str     # defines wait_for_export: 0 once the checkpoints are in the registry
+    marker_upload: str        # the pipe stage that stores the marker JSON (stdin) as ${MLINFRA_MARKER_URI}/_${status}
+    devices_check: str        # checks the fabric devices after the mount
+    private_ip: str           # sets MLINFRA_PRIVATE_IP from the metadata service
+    metadata_name: str        # how messages name the metadata service
+    power_off_means: str      # what powering off does to the node, for the script's comments
+    power_off_on_exit_note: str
+
+    def slots(self) -> dict[str, str]:
+        return {"PLATFORM_VARIABLES_A": self.variables_a, "PLATFORM_VARIABLES_B": self.variables_b,
+                "EXPORT_FUNCTIONS": self.export_functions, "MARKER_UPLOAD": self.marker_upload,
+                "DEVICES_CHECK": self.devices_check, "PRIVATE_IP": self.private_ip,
+                "METADATA_NAME": self.metadata_name, "POWER_OFF_MEANS": self.power_off_means,
+                "POWER_OFF_ON_EXIT_NOTE": self.power_off_on_exit_note}
 
 
 @dataclass(frozen=True)
@@ -110,19 +134,32 @@ def render_user_data(spec: NodeBootstrap) -> str:
     runs = runs_prefix(spec.run_id)  # "runs/<run-id>/", validated against the registry layout
     kms = f" --sse-kms-key-id {q(spec.registry_kms_key_id)}" if spec.registry_kms_key_id else ""
     values = {
+        **common_values(spec, f"{spec.lustre_dns_name}@tcp:/{spec.lustre_mount_name}",
+                        f"s3://{spec.registry_bucket}/{runs.rstrip('/')}"),
+        "EFA_DEVICES": str(spec.efa_devices),
+        "REGION": q(spec.registry_region),
+        "KMS_ARGS": kms,
+        "FABRIC_ENV": _fabric_env(spec),
+    }
+    return render_script(AWS_PLATFORM, values)
+
+
+def common_values(spec: Any, lustre_source: str, marker_uri: str) -> dict[str, str]:
+    """Values of the shared part of the script, from any bootstrap spec with the shared fields (run_id,
+    node_count, nproc_per_node, directories, timeouts, lifecycle epochs, env, torchrun, command)."""
+    q = shlex.quote
+    runs = runs_prefix(spec.run_id)
+    return {
         "RUN_ID": q(spec.run_id),
         "RUN_ID_JSON": q(json.dumps(spec.run_id)),
         "NODE_COUNT": str(spec.node_count),
         "NPROC": str(spec.nproc_per_node),
-        "EFA_DEVICES": str(spec.efa_devices),
-        "LUSTRE_SOURCE": q(f"{spec.lustre_dns_name}@tcp:/{spec.lustre_mount_name}"),
+        "LUSTRE_SOURCE": q(lustre_source),
         "MOUNT_POINT": q(MOUNT_POINT),
         "CHECKPOINTS_DIR": q(spec.checkpoints_dir),
         "DATASETS_DIR": q(spec.datasets_dir),
         "RUN_DIR": q(f"{MOUNT_POINT}/{runs.rstrip('/')}"),
-        "MARKER_URI": q(f"s3://{spec.registry_bucket}/{runs.rstrip('/')}"),
-        "REGION": q(spec.registry_region),
-        "KMS_ARGS": kms,
+        "MARKER_URI": q(marker_uri),
         "TIMEOUT": str(spec.rendezvous_timeout_seconds),
         "EXPORT_TIMEOUT": str(spec.export_timeout_seconds),
         "POWER_OFF": "1" if spec.power_off_on_exit else "0",
@@ -132,16 +169,10 @@ def render_user_data(spec: NodeBootstrap) -> str:
         "EXPIRES_AT": str(spec.expires_at_epoch or 0),
         "BACKSTOP_SECONDS": str(NODE_BACKSTOP_SECONDS),
         "RDZV_PORT": str(RDZV_PORT),
-        "FABRIC_ENV": _fabric_env(spec),
         "USER_ENV": "".join(f"export {k}={q(v)}\n" for k, v in spec.env.items()) or "# (none)\n",
         "TORCHRUN": q(spec.torchrun),
         "COMMAND": " ".join(q(arg) for arg in spec.command),
     }
-    script = _TEMPLATE
-    for key, value in values.items():
-        script = script.replace(f"@@{key}@@", value)
-    assert "@@" not in script, script
-    return script
 
 
 def _fabric_env(spec: NodeBootstrap) -> str:
@@ -168,34 +199,45 @@ def _fabric_env(spec: NodeBootstrap) -> str:
 
 
 def _problems(spec: NodeBootstrap) -> list[str]:
-    problems = []
-    for name in ("node_count", "devices_per_node", "rendezvous_timeout_seconds", "export_timeout_seconds"):
-        value = getattr(spec, name)
-        if not _positive_int(value):
-            problems.append(f"{name} must be a whole number >= 1 (got {value!r})")
+    problems = common_problems(spec, spec.registry_bucket, "registry_bucket")
+    if not _positive_int(spec.devices_per_node):
+        problems.append(f"devices_per_node must be a whole number >= 1 (got {spec.devices_per_node!r})")
     if not isinstance(spec.efa_devices, int) or isinstance(spec.efa_devices, bool) or spec.efa_devices < 0:
         problems.append(f"efa_devices must be a whole number >= 0 (got {spec.efa_devices!r})")
-    for name in ("stop_at_epoch", "expires_at_epoch"):
-        value = getattr(spec, name)
-        if value is not None and not _positive_int(value):
-            problems.append(f"{name} must be a Unix time >= 1 (got {value!r})")
     if spec.processes_per_node is not None and not _positive_int(spec.processes_per_node):
         problems.append(f"processes_per_node must be a whole number >= 1 (got {spec.processes_per_node!r})")
     if spec.accelerator_kind not in ("gpu", "neuron"):
         problems.append(f"accelerator_kind must be 'gpu' or 'neuron' (got {spec.accelerator_kind!r})")
-    try:
-        runs_prefix(spec.run_id)
-    except ValueError as err:
-        problems.append(f"run_id: {err}")
-    if bucket_name_problem(spec.registry_bucket):
-        problems.append(f"registry_bucket: {bucket_name_problem(spec.registry_bucket)}")
     if not is_region_name(spec.registry_region):
         problems.append(
             f"registry_region must be an AWS region name like us-east-1 (got {spec.registry_region!r})"
         )
-    for name in ("lustre_dns_name", "lustre_mount_name", "torchrun"):
+    for name in ("lustre_dns_name", "lustre_mount_name"):
         if not getattr(spec, name):
             problems.append(f"{name} must not be empty")
+    return problems
+
+
+def common_problems(spec: Any, bucket: str, bucket_field: str) -> list[str]:
+    """Checks of the shared fields (see `common_values`); `bucket` is where the markers go (S3 and GCS bucket
+    names follow the same rules for what is checked here)."""
+    problems = []
+    for name in ("node_count", "rendezvous_timeout_seconds", "export_timeout_seconds"):
+        value = getattr(spec, name)
+        if not _positive_int(value):
+            problems.append(f"{name} must be a whole number >= 1 (got {value!r})")
+    for name in ("stop_at_epoch", "expires_at_epoch"):
+        value = getattr(spec, name)
+        if value is not None and not _positive_int(value):
+            problems.append(f"{name} must be a Unix time >= 1 (got {value!r})")
+    try:
+        runs_prefix(spec.run_id)
+    except ValueError as err:
+        problems.append(f"run_id: {err}")
+    if bucket_name_problem(bucket):
+        problems.append(f"{bucket_field}: {bucket_name_problem(bucket)}")
+    if not spec.torchrun:
+        problems.append("torchrun must not be empty")
     for name in ("checkpoints_dir", "datasets_dir"):
         path = getattr(spec, name)
         if not path.startswith(f"{MOUNT_POINT}/") or "/../" in f"{path}/":
@@ -216,6 +258,32 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+
+# The AWS parts of the script (EC2 with EFA and FSx for Lustre linked to the S3 registry).
+AWS_PLATFORM = Platform(
+    variables_a="MLINFRA_EFA_DEVICES=@@EFA_DEVICES@@\n",
+    variables_b="MLINFRA_REGISTRY_REGION=@@REGION@@\n",
+    export_functions='# pending_exports: checkpoint files Lustre has not yet exported to the registry (HSM state dirty or\n# not archived); the checkpoints association exports new and changed files asynchronously.\npending_exports() {\n  find "$MLINFRA_CHECKPOINTS_DIR" -type f -print0 2>/dev/null \\\n    | xargs -0 -r lfs hsm_state 2>/dev/null \\\n    | awk \'/dirty/ || !/archived/ {n++} END {print n+0}\'\n}\n\n# wait_for_export: 0 once every checkpoint is in the registry, 1 after MLINFRA_EXPORT_TIMEOUT seconds.\nwait_for_export() {\n  local deadline=$((SECONDS + MLINFRA_EXPORT_TIMEOUT)) pending\n  while :; do\n    pending="$(pending_exports)"\n    if [[ "$pending" == 0 ]]; then return 0; fi\n    if (( SECONDS >= deadline )); then\n      log "${pending} checkpoint files still not exported after ${MLINFRA_EXPORT_TIMEOUT}s"\n      return 1\n    fi\n    sleep 15\n  done\n}\n',
+    marker_upload='    | aws s3 cp - "${MLINFRA_MARKER_URI}/_${status}" --sse aws:kms@@KMS_ARGS@@ \\\n        --region "$MLINFRA_REGISTRY_REGION" --content-type application/json --only-show-errors\n',
+    devices_check='# ---- EFA: the launch template attached one device per card; all of them must be here ----\nmlinfra_efa_found=0\nif [[ -d /sys/class/infiniband ]]; then\n  mlinfra_efa_found=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 | wc -l)\nfi\nif (( mlinfra_efa_found < MLINFRA_EFA_DEVICES )); then\n  log "expected ${MLINFRA_EFA_DEVICES} EFA devices, found ${mlinfra_efa_found}: check the launch template\'s network interfaces"\n  exit 1\nfi\n',
+    private_ip='imds_token() {\n  curl -sSf -X PUT -H \'X-aws-ec2-metadata-token-ttl-seconds: 300\' http://169.254.169.254/latest/api/token\n}\nmlinfra_token="$(retry 10 3 imds_token)"\nMLINFRA_PRIVATE_IP="$(curl -sSf -H "X-aws-ec2-metadata-token: ${mlinfra_token}" \\\n  http://169.254.169.254/latest/meta-data/local-ipv4)"\n',
+    metadata_name="IMDS",
+    power_off_means="the launch template turns that into termination",
+    power_off_on_exit_note="Shutdown terminates the node (launch template), so billing stops within minutes of the job's end.",
+)
+
+
+def render_script(platform: Platform, values: Mapping[str, str]) -> str:
+    """The shared script with `platform`'s parts, then `values` (@@KEY@@ -> value) filled in."""
+    script = _TEMPLATE
+    for key, part in platform.slots().items():
+        script = script.replace(f"@@{key}@@", part)
+    for key, value in values.items():
+        script = script.replace(f"@@{key}@@", value)
+    assert "@@" not in script, script
+    return script
+
+
 _TEMPLATE = r"""#!/bin/bash
 # shellcheck disable=SC2016  # values from the run spec are single-quoted literals on purpose
 # mlinfra training node bootstrap. Rendered by infra/userdata.py; edit that, not this.
@@ -226,15 +294,13 @@ MLINFRA_RUN_ID=@@RUN_ID@@
 MLINFRA_RUN_ID_JSON=@@RUN_ID_JSON@@
 MLINFRA_NODE_COUNT=@@NODE_COUNT@@
 MLINFRA_NPROC_PER_NODE=@@NPROC@@
-MLINFRA_EFA_DEVICES=@@EFA_DEVICES@@
-MLINFRA_LUSTRE_SOURCE=@@LUSTRE_SOURCE@@
+@@PLATFORM_VARIABLES_A@@MLINFRA_LUSTRE_SOURCE=@@LUSTRE_SOURCE@@
 MLINFRA_MOUNT_POINT=@@MOUNT_POINT@@
 MLINFRA_CHECKPOINTS_DIR=@@CHECKPOINTS_DIR@@
 MLINFRA_DATASETS_DIR=@@DATASETS_DIR@@
 MLINFRA_RUN_DIR=@@RUN_DIR@@
 MLINFRA_MARKER_URI=@@MARKER_URI@@
-MLINFRA_REGISTRY_REGION=@@REGION@@
-MLINFRA_RENDEZVOUS_TIMEOUT=@@TIMEOUT@@
+@@PLATFORM_VARIABLES_B@@MLINFRA_RENDEZVOUS_TIMEOUT=@@TIMEOUT@@
 MLINFRA_EXPORT_TIMEOUT=@@EXPORT_TIMEOUT@@
 MLINFRA_POWER_OFF=@@POWER_OFF@@
 MLINFRA_EXPORT=@@EXPORT@@
@@ -252,7 +318,7 @@ MLINFRA_STOPPER_PID=""
 log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # The node's own hard cap, set first so it holds whatever fails later (the run guard included):
-# power off a few minutes after expires-at; the launch template turns that into termination.
+# power off a few minutes after expires-at; @@POWER_OFF_MEANS@@.
 if (( MLINFRA_EXPIRES_AT > 0 )); then
   mlinfra_backstop_min=$(( (MLINFRA_EXPIRES_AT + @@BACKSTOP_SECONDS@@ - $(date -u +%s) + 59) / 60 ))
   shutdown -h "+$(( mlinfra_backstop_min > 1 ? mlinfra_backstop_min : 1 ))" "mlinfra: run ${MLINFRA_RUN_ID} expires" \
@@ -273,28 +339,7 @@ retry() {
   done
 }
 
-# pending_exports: checkpoint files Lustre has not yet exported to the registry (HSM state dirty or
-# not archived); the checkpoints association exports new and changed files asynchronously.
-pending_exports() {
-  find "$MLINFRA_CHECKPOINTS_DIR" -type f -print0 2>/dev/null \
-    | xargs -0 -r lfs hsm_state 2>/dev/null \
-    | awk '/dirty/ || !/archived/ {n++} END {print n+0}'
-}
-
-# wait_for_export: 0 once every checkpoint is in the registry, 1 after MLINFRA_EXPORT_TIMEOUT seconds.
-wait_for_export() {
-  local deadline=$((SECONDS + MLINFRA_EXPORT_TIMEOUT)) pending
-  while :; do
-    pending="$(pending_exports)"
-    if [[ "$pending" == 0 ]]; then return 0; fi
-    if (( SECONDS >= deadline )); then
-      log "${pending} checkpoint files still not exported after ${MLINFRA_EXPORT_TIMEOUT}s"
-      return 1
-    fi
-    sleep 15
-  done
-}
-
+@@EXPORT_FUNCTIONS@@
 # write_marker EXIT_CODE EXPORTED: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
 # _SUCCESS means the job exited 0 AND (when checkpoints are exported) its checkpoints are in the registry.
 write_marker() {
@@ -304,9 +349,7 @@ write_marker() {
   printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
     "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" \
-    | aws s3 cp - "${MLINFRA_MARKER_URI}/_${status}" --sse aws:kms@@KMS_ARGS@@ \
-        --region "$MLINFRA_REGISTRY_REGION" --content-type application/json --only-show-errors
-}
+@@MARKER_UPLOAD@@}
 
 on_exit() {
   local code=$? exported=false
@@ -320,7 +363,7 @@ on_exit() {
   fi
   log "exit ${code}"
   if [[ "$MLINFRA_POWER_OFF" == 1 ]]; then
-    # Shutdown terminates the node (launch template), so billing stops within minutes of the job's end.
+    # @@POWER_OFF_ON_EXIT_NOTE@@
     shutdown -h +@@POWER_OFF_MINUTES@@ "mlinfra: run ${MLINFRA_RUN_ID} ended (exit ${code})"
   fi
   exit "$code"
@@ -338,25 +381,10 @@ mkdir -p "$MLINFRA_MOUNT_POINT"
 log "mounting ${MLINFRA_LUSTRE_SOURCE} at ${MLINFRA_MOUNT_POINT}"
 retry 30 10 mount_lustre
 
-# ---- EFA: the launch template attached one device per card; all of them must be here ----
-mlinfra_efa_found=0
-if [[ -d /sys/class/infiniband ]]; then
-  mlinfra_efa_found=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 | wc -l)
-fi
-if (( mlinfra_efa_found < MLINFRA_EFA_DEVICES )); then
-  log "expected ${MLINFRA_EFA_DEVICES} EFA devices, found ${mlinfra_efa_found}: check the launch template's network interfaces"
-  exit 1
-fi
-
+@@DEVICES_CHECK@@
 # ---- rendezvous through Lustre: rank = index of this node's IP among the sorted IPs ----
-imds_token() {
-  curl -sSf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token
-}
-mlinfra_token="$(retry 10 3 imds_token)"
-MLINFRA_PRIVATE_IP="$(curl -sSf -H "X-aws-ec2-metadata-token: ${mlinfra_token}" \
-  http://169.254.169.254/latest/meta-data/local-ipv4)"
-if [[ ! "$MLINFRA_PRIVATE_IP" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
-  log "IMDS returned no usable private IPv4 address: '${MLINFRA_PRIVATE_IP}'"
+@@PRIVATE_IP@@if [[ ! "$MLINFRA_PRIVATE_IP" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
+  log "@@METADATA_NAME@@ returned no usable private IPv4 address: '${MLINFRA_PRIVATE_IP}'"
   MLINFRA_PRIVATE_IP=""
   exit 1
 fi

@@ -15,6 +15,15 @@ from policies.rules import (
     efa_security_group_self_referencing,
     eks_api_endpoint_restricted,
     eks_secrets_encrypted,
+    gcp_instances_without_public_ip,
+    gcp_training_nodes_end_by_expiry,
+    gcp_training_nodes_have_every_gpu_nic,
+    gcp_training_nodes_in_compact_placement,
+    gcp_training_resources_labelled_with_run,
+    gcs_buckets_encrypted_with_cmek,
+    gcs_buckets_not_granted_to_the_public,
+    gcs_buckets_not_public,
+    gcs_buckets_versioned,
     gke_node_pools_without_public_ip,
     gke_nodes_private,
     gke_shielded_nodes,
@@ -53,6 +62,8 @@ from policies.rules import (
     training_resources_carry_run_tags,
     training_resources_not_protected,
     training_stack_has_run_guard,
+    transfer_jobs_copy_models_only,
+    transfer_jobs_never_delete,
 )
 
 PACK_NAME = "mlinfra"
@@ -81,6 +92,12 @@ RULES: list[Rule] = [
     training_expiry_within_max_lifetime.RULE,
     training_stack_has_run_guard.RULE,
     guard_role_scoped_to_run.RULE,
+    # training on GCP
+    gcp_training_nodes_in_compact_placement.RULE,
+    gcp_training_nodes_have_every_gpu_nic.RULE,
+    gcp_training_nodes_end_by_expiry.RULE,
+    gcp_training_resources_labelled_with_run.RULE,
+    gcp_instances_without_public_ip.RULE,
     # registry
     registry_bucket_versioned.RULE,
     registry_bucket_public_access_blocked.RULE,
@@ -88,6 +105,13 @@ RULES: list[Rule] = [
     registry_bucket_tls_only.RULE,
     registry_bucket_and_key_protected.RULE,
     registry_bucket_sends_events_to_eventbridge.RULE,
+    # registry mirror on GCP
+    gcs_buckets_not_public.RULE,
+    gcs_buckets_encrypted_with_cmek.RULE,
+    gcs_buckets_versioned.RULE,
+    gcs_buckets_not_granted_to_the_public.RULE,
+    transfer_jobs_copy_models_only.RULE,
+    transfer_jobs_never_delete.RULE,
     # serving
     eks_api_endpoint_restricted.RULE,
     eks_secrets_encrypted.RULE,

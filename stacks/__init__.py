@@ -11,11 +11,12 @@ from infra.errors import InputError
 
 def build() -> None:
     """Entry point of the Pulumi program: validate all config first, then declare the stack's resources."""
-    from stacks import registry, serving, serving_gcp, training
+    from stacks import registry, registry_gcp, serving, serving_gcp, training, training_gcp
 
     # One builder per (kind, cloud); the config has already refused combinations that do not exist.
     builders = {("registry", "aws"): registry.build, ("training", "aws"): training.build,
-                ("serving", "aws"): serving.build, ("serving", "gcp"): serving_gcp.build}
+                ("serving", "aws"): serving.build, ("serving", "gcp"): serving_gcp.build,
+                ("registry", "gcp"): registry_gcp.build, ("training", "gcp"): training_gcp.build}
     try:
         config = load(runtime_values())
         # Builders make every decision (and raise InputError) before declaring their first resource.

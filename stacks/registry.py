@@ -8,7 +8,8 @@ import pulumi_aws as aws
 
 from components.registry import ModelRegistry, ModelRegistryArgs
 from infra import registry_layout
-from infra.config.registry import RegistryStackConfig
+from infra.config.registry import GcpMirrorAccessSpec, RegistryStackConfig
+from infra.registry_mirror import MIRRORED_PREFIX, sts_role_trust_policy
 from infra.naming import registry_bucket_name
 from infra.tags import contract_tags
 
@@ -30,3 +31,15 @@ def build(config: RegistryStackConfig) -> None:
     pulumi.export("region", region)
     pulumi.export("eventBridge", spec.event_bridge)
     pulumi.export("prefixes", registry_layout.ROOTS)
+    if spec.gcp_mirror is not None:
+        pulumi.export("gcpMirrorRoleArn", _gcp_mirror_role(registry, spec.gcp_mirror).arn)
+
+
+def _gcp_mirror_role(registry: ModelRegistry, access: GcpMirrorAccessSpec) -> aws.iam.Role:
+    """The role GCP's Storage Transfer Service assumes to copy models/ to the mirror: read-only, models/ only."""
+    role = aws.iam.Role("registry-gcp-mirror", name=access.role_name,
+                        assume_role_policy=json.dumps(sts_role_trust_policy(access.sts_subject_ids)),
+                        max_session_duration=3600, tags=contract_tags("registry", pulumi.get_stack()),
+                        opts=pulumi.ResourceOptions(parent=registry))
+    registry.grant_read(role, MIRRORED_PREFIX)
+    return role

@@ -39,7 +39,7 @@ def build(config: GcpServingStackConfig) -> None:
     provider = k8s.Provider("serving-k8s", kubeconfig=cluster.kubeconfig)
     on_cluster = pulumi.ResourceOptions(providers={"kubernetes": provider})
     addons = GkeAddons("serving-addons", GkeAddonsArgs(workload_namespace=spec.namespace, after=pools), opts=on_cluster)
-    store = GcsModelStore(spec.model_store.bucket)
+    store = GcsModelStore(spec.model_store.bucket, grants=spec.model_store.grant_read)
     servers = {
         model.name: GkeModelServer(f"model-{model.name}", GkeModelServerArgs(
             model=model, namespace=spec.namespace, project=project, store=store, region=region,

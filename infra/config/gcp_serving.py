@@ -84,6 +84,11 @@ class ModelStoreSpec(Spec):
         pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
         description="The GCS bucket mirroring the registry's models/ prefix (the bridge); model servers read "
                     "gs://<bucket>/models/<name>/<version>/<variant>/ read-only.")
+    grant_read: bool = Field(
+        True,
+        description="Grant each model server's service account read on the bucket from this stack. Set false when "
+                    "the bucket's own stack grants it (the registry's mirror lists the readers in mlinfra:registry.mirror."
+                    "readers): one IAM binding must have one owner, or destroying either stack revokes the other's.")
 
 
 class GcpModelSpec(ModelSpec):

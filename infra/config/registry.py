@@ -36,6 +36,31 @@ class LifecycleSpec(Spec):
     )
 
 
+class GcpMirrorAccessSpec(Spec):
+    sts_subject_ids: list[str] = Field(
+        min_length=1, max_length=10,
+        description="Numeric subject ids of the Storage Transfer Service agents (one per GCP project) that may read "
+                    "models/ through web identity federation: the transferAgentSubjectId output of the registry's "
+                    "mirror stack on GCP (googleServiceAccounts.get).")
+    role_name: str = Field("mlinfra-registry-gcp-mirror", pattern=r"^[\w+=,.@-]{1,64}$",
+                           description="Name of the IAM role they assume (the mirror's mlinfra:registry.mirror.roleArn).")
+
+    @field_validator("sts_subject_ids", mode="before")
+    @classmethod
+    def _as_text(cls, value: object) -> object:
+        # A long digit string reads as a number in YAML and in `-c` values; it is an identifier, kept as text.
+        return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value] \
+            if isinstance(value, list) else value
+
+    @field_validator("sts_subject_ids")
+    @classmethod
+    def _numeric(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not (v.isdigit() and 10 <= len(v) <= 30)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a Google subject id (digits only, e.g. 100000000000000000001)")
+        return value
+
+
 class RegistrySpec(Spec):
     bucket_name: Optional[str] = Field(
         None,
@@ -57,6 +82,9 @@ class RegistrySpec(Spec):
     lifecycle: LifecycleSpec = Field(
         default_factory=LifecycleSpec, description="Expiry of old object versions and abandoned uploads."
     )
+    gcp_mirror: Optional[GcpMirrorAccessSpec] = Field(
+        None, description="Let the registry's mirror on GCP (Storage Transfer Service) read models/ only, through an "
+                          "IAM role trusted by accounts.google.com for the given subject ids. Off by default.")
     event_bridge: bool = Field(
         True,
         description="Send the bucket's object events to EventBridge; training run guards watch their "

@@ -12,6 +12,8 @@ from infra.config.training import TrainingStackConfig
 from infra.config.training_checks import registry_region_finding, training_findings
 from infra.config.serving import ServingStackConfig
 from infra.config.gcp_serving import GcpServingStackConfig
+from infra.config.gcp_training import GcpTrainingStackConfig
+from infra.config.gcp_registry import GcpRegistryStackConfig
 from infra.errors import InputError, Problem
 from infra.naming import is_region_name
 
@@ -26,9 +28,11 @@ KINDS: dict[str, type[BaseModel]] = {
 
 # `mlinfra:cloud` (default aws) picks the cloud; GCP has its own model per kind it supports so far.
 CLOUDS = ("aws", "gcp")
-GCP_KINDS: dict[str, type[BaseModel]] = {"serving": GcpServingStackConfig}
+GCP_KINDS: dict[str, type[BaseModel]] = {"serving": GcpServingStackConfig, "registry": GcpRegistryStackConfig,
+                                        "training": GcpTrainingStackConfig}
 
-StackConfig = Union[RegistryStackConfig, TrainingStackConfig, ServingStackConfig, GcpServingStackConfig]
+StackConfig = Union[RegistryStackConfig, TrainingStackConfig, ServingStackConfig, GcpServingStackConfig,
+                    GcpRegistryStackConfig, GcpTrainingStackConfig]
 
 
 def cloud_of(config: BaseModel) -> str:
@@ -101,8 +105,16 @@ def load(flat: dict[str, Any]) -> StackConfig:
 def meaning_findings(config: StackConfig, region: str | None) -> list[Problem]:
     """Second validation tier: a kind's meaning checks (instance facts, cross-field rules), run once the
     shape is valid. Each finding names its key path, so bad meaning exits 2 like bad shape."""
+    if config.kind == "training" and cloud_of(config) == "gcp":
+        from infra.config.gcp_training_checks import gcp_training_findings
+
+        return gcp_training_findings(config.training, region)
     if config.kind == "training":
         return training_findings(config.training, region) + registry_region_finding(config.registry_stack, region)
+    if config.kind == "registry" and cloud_of(config) == "gcp":
+        from infra.config.gcp_registry_checks import mirror_findings
+
+        return mirror_findings(config.registry.mirror)
     if config.kind == "serving" and cloud_of(config) == "gcp":
         from infra.config.gcp_serving_checks import gcp_serving_findings
 

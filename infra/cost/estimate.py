@@ -106,7 +106,11 @@ def _notes(kind: str, region: str, lines: list[Line], price_region: str = "") ->
     if kind == "serving":
         notes.append("min: every node group at its minSize on its cheapest allowed type; max: at its maxSize on its "
                      "dearest type (the cluster autoscaler moves between them with load)")
-    if kind == "registry":
+    if kind == "registry" and any(line.type == "gcp:storage/transferJob:TransferJob" for line in lines):
+        from infra.cost.gcp import mirror_notes
+
+        notes += mirror_notes()
+    elif kind == "registry":
         price = service_price("s3.standard.storage")
         notes.append(f"registry storage is usage-based: ${price.usd:g} per GB-month ({price.source}); the cost depends "
                      "on what is stored, including noncurrent versions until the lifecycle rules expire them")

@@ -6,7 +6,7 @@ from typing import Callable
 
 from infra.catalog.gcp import UnknownMachineType, machine_type
 from infra.catalog.services import service_price
-from infra.cost.managed import Priced, _hourly, _line
+from infra.cost.managed import Priced, _hourly, _line, _usage
 from infra.cost.resources import Resources, dict_at, list_at, whole
 from infra.policy.preview_json import PolicyResource
 
@@ -57,6 +57,61 @@ def router_nat(r: PolicyResource, res: Resources) -> Priced:
     return [_hourly(r, res, "network", price.key, 1, "Cloud NAT gateway", usage=("gcp.cloudNat.data",))]
 
 
+def gcs_bucket(r: PolicyResource, res: Resources) -> Priced:
+    return [_usage(r, res, "registry data", "GCS bucket: depends on what is stored (every object version counts) and on "
+                   "writes", "gcs.standard.storage", "gcs.classA.operation")]
+
+
+def kms_key(r: PolicyResource, res: Resources) -> Priced:
+    return [_hourly(r, res, "encryption", "gcp.kms.keyVersion", 1, "1 Cloud KMS key version (each rotation adds one)",
+                    per_month=True, usage=("gcp.kms.operation",))]
+
+
+def transfer_job(r: PolicyResource, res: Resources) -> Priced:
+    return [_usage(r, res, "network", "Storage Transfer from S3: per GB copied (S3 egress to the internet; the "
+                   "transfer service itself is free) and per object", "dataTransfer.internetOut",
+                   "gcp.storageTransfer.agentless", "s3.get.request", "gcs.classA.operation")]
+
+
+def mirror_notes() -> list[str]:
+    storage, egress = service_price("gcs.standard.storage"), service_price("dataTransfer.internetOut")
+    return [f"the mirror is usage-based: each GB copied costs ${egress.usd:g} of S3 egress to the internet once (AWS "
+            f"list price, us-east-1) and ${storage.usd:g} per GB-month while stored; the transfer service is free and "
+            "unchanged objects are not copied again"]
+
+
+COMPUTE_INSTANCE = "gcp:compute/instance:Instance"
+LUSTRE_INSTANCE = "gcp:lustre/instance:Instance"
+
+
+def compute_instance(r: PolicyResource, res: Resources) -> Priced:
+    """One VM (a training node): its machine type's catalog price, or unknown with the sourced host part."""
+    name = str(r.props.get("machineType") or "")
+    try:
+        mtype = machine_type(name)
+    except UnknownMachineType:
+        return [_line(r, res, "compute", basis="unknown", nodes=1,
+                      what=f"1 x {name or 'machine'}: unknown ({name} is not in the GCP machine catalog)")]
+    if mtype.price is None:
+        host = mtype.host_price_excluding_gpu
+        part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
+        return [_line(r, res, "compute", basis="unknown", nodes=1,
+                      what=f"1 x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no sourced "
+                           f"price for its GPUs{part})")]
+    return [_line(r, res, "compute", basis="hourly", what=f"1 x {name} at ${mtype.price:.3f}/h", low=mtype.price,
+                  high=mtype.price, nodes=1, node_usd=mtype.price)]
+
+
+def lustre_instance(r: PolicyResource, res: Resources) -> Priced:
+    capacity, tier = r.props.get("capacityGib"), r.props.get("perUnitStorageThroughput")
+    return [_line(r, res, "storage", basis="unknown",
+                  what=f"Managed Lustre {capacity} GiB at {tier} MB/s/TiB: unknown (no sourced Managed Lustre price; "
+                       "billed per GiB-hour of provisioned capacity by tier)")]
+
+
 GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
     CLUSTER: gke_cluster, NODE_POOL: node_pool, ROUTER_NAT: router_nat,
+    COMPUTE_INSTANCE: compute_instance, LUSTRE_INSTANCE: lustre_instance,
+    "gcp:storage/bucket:Bucket": gcs_bucket, "gcp:kms/cryptoKey:CryptoKey": kms_key,
+    "gcp:storage/transferJob:TransferJob": transfer_job,
 }

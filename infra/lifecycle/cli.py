@@ -34,13 +34,14 @@ def add_lifecycle_parsers(verbs: Any) -> None:
     audit.add_argument("--run-id", required=True, help="the run id (mlinfra:run-id tag)")
     audit.add_argument("--region", help="AWS region; default: the AWS configuration's")
     audit.add_argument("--json", action="store_true", help="print the leftovers as JSON")
+    audit.add_argument("--cloud", choices=("aws", "gcp"), default="aws", help="cloud of the run (default aws)")
     audit.set_defaults(handler=_audit)
 
 
 def _run(args: argparse.Namespace) -> int:
     from infra.lifecycle.run import run
 
-    config = _training_stack(args.stack)
+    config = _training_stack(args.stack, "run")
     rt = _runtime()
     return _reporting_failures(lambda: run(args.stack, _stacks(), _cloud(config.get("aws:region")), rt, keep=args.keep))
 
@@ -48,7 +49,7 @@ def _run(args: argparse.Namespace) -> int:
 def _teardown(args: argparse.Namespace) -> int:
     from infra.lifecycle.teardown import teardown, training_config
 
-    config = _training_stack(args.stack)
+    config = _training_stack(args.stack, "teardown")
     if not args.yes:
         if not sys.stdin.isatty():
             raise InputError(Problem("--yes", "required to tear down without a terminal to confirm on (nothing was changed)"))
@@ -70,14 +71,24 @@ def _reap(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from infra.lifecycle.audit import audit_main
 
+    if args.cloud == "gcp":
+        raise InputError(Problem("--cloud", "audit is not yet on GCP: list what is left with `gcloud compute instances "
+                                            f"list --filter=labels.mlinfra-run-id={args.run_id}`, `gcloud lustre instances list` "
+                                            "likewise, and networks named mlinfra-<run-id>-*; nothing was checked"))
     return audit_main(args.run_id, args.region, args.json)
 
 
-def _training_stack(stack: str) -> dict[str, Any]:
+def _training_stack(stack: str, verb: str) -> dict[str, Any]:
     from infra.lifecycle.target import training_stack_config
     from infra.offline.project import load_project
 
-    return training_stack_config(load_project(), stack)
+    config = training_stack_config(load_project(), stack)
+    if config.get("mlinfra:cloud") == "gcp":
+        raise InputError(Problem("--stack", (
+            f"'{stack}' is a GCP training stack: `{verb}` is not yet on GCP (nothing was changed). Its nodes are "
+            "deleted by Compute Engine at lifecycle.expiresAt (scheduling.terminationTime); deploy with "
+            f"`pulumi up -s {stack}` once expiresAt is set, remove the rest with `pulumi destroy -s {stack}`")))
+    return config
 
 
 def _stacks():

@@ -28,6 +28,7 @@ class StackFacts:
     expires_at_config: Optional[str] = None
     region: Optional[str] = None
     unreadable: Optional[str] = None          # why the facts could not be read
+    cloud: str = "aws"                        # mlinfra:cloud; teardown is AWS-only so far
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,10 @@ def _decide(facts: StackFacts, now: datetime) -> ReapDecision:
     expires_at = parse_iso(text)
     if expires_at is None:
         return decision("problem", f"expiresAt {text!r} ({source}) is not a UTC time like 2026-11-22T08:00:00Z")
+    if now >= expires_at and facts.cloud == "gcp":
+        return decision("problem", f"expired at {iso(expires_at)}, {span(now - expires_at)} ago; its nodes were deleted "
+                                   "by Compute Engine at expires-at, but teardown is not yet on GCP: remove the rest "
+                                   f"with `pulumi destroy -s {facts.name}`")
     if now >= expires_at:
         return decision("reap", f"expired at {iso(expires_at)}, {span(now - expires_at)} ago")
     return decision("keep", f"expires at {iso(expires_at)}, in {span(expires_at - now)}")
@@ -82,6 +87,7 @@ def gather(stacks: StackOps) -> list[StackFacts]:
             expires_at_output=_text(outputs.get("expiresAt")),
             expires_at_config=_text(lifecycle_config(config).get("expiresAt")),
             region=_text(config.get("aws:region")),
+            cloud="gcp" if config.get("mlinfra:cloud") == "gcp" else "aws",
         ))
     return found
 

@@ -41,6 +41,25 @@ def gcp_outputs(token: str, name: str, inputs: dict[str, Any], config: dict[str,
                    selfLink=f"https://container.googleapis.com/v1/{base}/locations/{region}/clusters/{physical}")
     elif token == "gcp:container/nodePool:NodePool":
         out.update(name=physical, instanceGroupUrls=[])
+    elif token == "gcp:lustre/instance:Instance":  # TEST-NET-1 address: a placeholder, never a real server
+        out.update(mountPoint=f"192.0.2.20@tcp:/{inputs.get('filesystem') or 'lustre'}",
+                   id=f"{base}/locations/{inputs.get('location') or region}/instances/{inputs.get('instanceId') or physical}")
+    elif token == "gcp:compute/resourcePolicy:ResourcePolicy":
+        out.update(name=physical, id=f"{base}/regions/{region}/resourcePolicies/{physical}",
+                   selfLink=f"https://www.googleapis.com/compute/v1/{base}/regions/{region}/resourcePolicies/{physical}")
+    elif token == "gcp:compute/instance:Instance":  # plausible addresses in the default ranges of training-gcp-demo
+        out.update(name=physical, networkInterfaces=[{**nic, "networkIp": f"10.64.0.{10 + int(_hash(name, 2), 16) % 200}"
+                                                      if i == 0 else f"10.128.{i}.10"}
+                                                     for i, nic in enumerate(inputs.get("networkInterfaces") or [])])
+    elif token == "gcp:kms/keyRing:KeyRing":
+        out.update(name=physical, id=f"{base}/locations/{inputs.get('location') or region}/keyRings/{physical}")
+    elif token == "gcp:kms/cryptoKey:CryptoKey":
+        out.update(name=physical, id=f"{inputs.get('keyRing') or base + '/locations/' + region + '/keyRings/x'}/cryptoKeys/{physical}")
+    elif token == "gcp:storage/bucket:Bucket":
+        out.update(name=physical, id=physical, url=f"gs://{physical}",
+                   selfLink=f"https://www.googleapis.com/storage/v1/b/{physical}")
+    elif token == "gcp:storage/transferJob:TransferJob":
+        out.update(name=f"transferJobs/{int(_hash(token + name, 12), 16)}")
     else:
         out.setdefault("name", physical)
     return out

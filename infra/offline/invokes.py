@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable
 
+from infra.offline.gcp_invokes import GCP_ANSWERS
+
 OFFLINE_ACCOUNT_ID = "123456789012"  # AWS's documentation account id
 OFFLINE_AMI_PREFIX = "ami-0offline"
 
@@ -74,6 +76,7 @@ ANSWERS: dict[str, tuple[Callable[[dict, dict], dict], str]] = {
     "aws:ssm/getParameter:getParameter": (_ssm_parameter, f"a placeholder ({OFFLINE_AMI_PREFIX}... for AMI parameters)"),
     "aws:ec2/getAmi:getAmi": (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...) with root device /dev/sda1"),
     "aws:ec2/getInstances:getInstances": (_instances, "the filtered instance ids with placeholder IPs in 10.255.0.0/16"),
+    **GCP_ANSWERS,
 }
 
 

@@ -155,7 +155,10 @@ class OfflineMocks(mocks.Mocks):
         if args.typ == "pulumi:pulumi:StackReference":
             target = args.inputs.get("name") or args.resource_id
             return target, {"name": target, "outputs": self.resolve_stack(target), "secretOutputNames": []}
-        return _offline_id(args), {**args.inputs, **computed_outputs(args.typ, args.name, args.inputs, self.config)}
+        outputs = {**args.inputs, **computed_outputs(args.typ, args.name, args.inputs, self.config)}
+        if args.typ.startswith("gcp:kms/") and outputs.get("id"):
+            return outputs["id"], outputs  # KMS ids are resource paths other resources name (a bucket's CMEK)
+        return _offline_id(args), outputs
 
 
 def _short_hash(text: str, length: int = 7) -> str:

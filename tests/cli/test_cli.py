@@ -35,7 +35,7 @@ def test_preview_all_prints_a_readable_tree():
     (["-c", "mlinfra:kind=bogus"], "error: mlinfra:kind: 'bogus' is not a stack kind; allowed: registry, training, serving"),
     (["-c", "mlinfra:registry.objectLok.enabled=true"],
      "error: mlinfra:registry.objectLok: unknown key (did you mean 'objectLock'?); allowed: bucketName, "
-     "bucketNamePrefix, eventBridge, kmsKeyDeletionWindowDays, lifecycle, objectLock"),
+     "bucketNamePrefix, eventBridge, gcpMirror, kmsKeyDeletionWindowDays, lifecycle, objectLock"),
     (["-c", "mlinfra:registry.lifecycle.noncurrentVersionDays=0"],
      "error: mlinfra:registry.lifecycle.noncurrentVersionDays: must be at least 1 (got 0)"),
     (["-c", "oops"], "error: oops: expected -c KEY=VALUE, e.g. -c mlinfra:training.nodeCount=8"),

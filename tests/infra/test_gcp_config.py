@@ -34,8 +34,6 @@ def test_gcp_serving_loads():
 
 @pytest.mark.parametrize("flat, expected", [
     ({**gcp(), "mlinfra:cloud": "azure"}, [("mlinfra:cloud", "'azure' is not a cloud; allowed: aws, gcp")]),
-    ({"gcp:project": "p-123456", "gcp:region": "us-central1", "mlinfra:kind": "training", "mlinfra:cloud": "gcp"},
-     [("mlinfra:cloud", "gcp has no training stacks yet (it has: serving); use aws")]),
     ({k: v for k, v in gcp().items() if k != "gcp:project"},
      [("gcp:project", "required with mlinfra:cloud gcp: the project id the stack deploys to")]),
     ({**gcp(), "gcp:region": "Iowa"}, [("gcp:region", "must be a GCP region name such as us-central1 (got 'Iowa')")]),

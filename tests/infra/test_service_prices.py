@@ -35,7 +35,7 @@ def test_reference_figures():
 
 
 def test_unknown_key_names_the_known_ones():
-    with pytest.raises(KeyError, match="known: cloudwatch.alarm, ebs.gp3.storage"):
+    with pytest.raises(KeyError, match="known: cloudwatch.alarm, dataTransfer.internetOut, ebs.gp3.storage"):
         service_price("nat")
     assert "vpc.natGateway.hour" in service_price_keys()
 

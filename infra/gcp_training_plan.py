@@ -1,0 +1,128 @@
+"""Every decision of a GCP training stack, from its config and the GCP catalog (pure, no pulumi).
+
+The A3 network layout follows Google's published A3 blueprints (cluster-toolkit
+examples/machine-learning/a3-highgpu-8g and a3-megagpu-8g: a system VPC with MTU 8244 for nic0, plus
+`network_count` GPU VPCs of one subnet each from a /9 split into /20s, gVNIC on every NIC, internal traffic
+allowed): nic0 in the primary VPC, then one NIC per GPU NIC of the machine type, each in its own VPC.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Optional
+
+from infra.catalog.gcp import GcpMachineType, machine_type
+from infra.config.gcp_training import GcpTrainingSpec
+from infra.config.training import EXPIRES_AT_FORMAT, LifecycleSpec
+from infra.config.gcp_training_checks import chosen_zone, gcp_training_findings, lustre_intent
+from infra.errors import InputError
+from infra.gcp_lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
+from infra.registry_layout import ROOTS, checkpoints_prefix, runs_prefix
+from infra.tags import contract_tags
+from infra.training_plan import run_expiry
+
+GPU_MTU = 8244         # A3 blueprints: MTU of the system VPC and of every GPU VPC
+GPU_SUBNET_PREFIX = 20  # A3 blueprints: subnetwork_cidr_suffix 20
+NIC_TYPE = "GVNIC"
+
+
+@dataclass(frozen=True)
+class GpuNic:
+    index: int      # 1.. (nic0 is the host NIC)
+    cidr: str       # the subnet of its own VPC
+
+
+@dataclass(frozen=True)
+class GcpTrainingPlan:
+    run_id: str
+    region: str
+    zone: str
+    mtype: GcpMachineType
+    node_count: int
+    image: str
+    boot_disk_gib: int
+    primary_cidr: str
+    lustre_cidr: str
+    gpu_nics: tuple[GpuNic, ...]
+    lustre: ManagedLustrePlan
+    data_bucket: str
+    expires_at: str
+    expires_at_provisional: bool
+    lifecycle: LifecycleSpec
+    tags: dict[str, str]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return gcp_labels(self.tags)
+
+    @property
+    def termination_time(self) -> str:
+        """The nodes' hard end (scheduling.terminationTime, RFC 3339): expires-at itself."""
+        return self.expires_at
+
+    @property
+    def expires_at_epoch(self) -> int:
+        return int(datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc).timestamp())
+
+    @property
+    def stop_at_epoch(self) -> int:
+        return self.expires_at_epoch - 60 * self.lifecycle.grace_period_minutes
+
+    @property
+    def prefixes(self) -> dict[str, str]:
+        return {"datasets": ROOTS["datasets"], "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
+
+    @property
+    def processes_per_node(self) -> int:
+        return self.mtype.accelerator.count
+
+
+def gcp_labels(tags: dict[str, str]) -> dict[str, str]:
+    """GCP labels from the contract tags. Label keys and values take lowercase letters, digits, '_' and '-'
+    only: `mlinfra:run-id` -> `mlinfra-run-id`, and expires-at 2026-11-22T08:00:00Z -> 2026-11-22t08-00-00z
+    (every character that is not allowed becomes '-', letters are lowercased; `expires_at_from_label`
+    reverses it)."""
+    return {_label(k): _label(v) for k, v in tags.items()}
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+
+_LABEL_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z$")
+
+
+def expires_at_from_label(value: str) -> Optional[str]:
+    """The ISO-8601 UTC expiry from its label form; None if it is not one."""
+    match = _LABEL_TIME.match(value)
+    return f"{match.group(1)}T{match.group(2)}:{match.group(3)}:{match.group(4)}Z" if match else None
+
+
+def gpu_nic_layout(mtype: GcpMachineType, gpu_cidr: str) -> tuple[GpuNic, ...]:
+    """One NIC per GPU NIC of the machine type, each in its own VPC with a /20 of `gpu_cidr`."""
+    subnets = ipaddress.IPv4Network(gpu_cidr).subnets(new_prefix=GPU_SUBNET_PREFIX)
+    return tuple(GpuNic(i + 1, str(next(subnets))) for i in range(mtype.gpu_nics))
+
+
+def plan_gcp_training(spec: GcpTrainingSpec, region: str, stack: str, now: datetime, dry_run: bool) -> GcpTrainingPlan:
+    """The plan for `spec`, or InputError with every finding (each names the field and the fix)."""
+    findings = gcp_training_findings(spec, region)
+    expires_at, provisional, problem = run_expiry(spec, now, dry_run)
+    if problem:
+        findings.append(problem)
+    if findings:
+        raise InputError(findings)
+    mtype = machine_type(spec.machine_type)
+    fs = spec.lustre
+    return GcpTrainingPlan(
+        run_id=spec.run_id, region=region, zone=chosen_zone(spec, region), mtype=mtype, node_count=spec.node_count,
+        image=spec.image, boot_disk_gib=spec.boot_disk_gib, primary_cidr=spec.network.cidr,
+        lustre_cidr=spec.network.lustre_cidr, gpu_nics=gpu_nic_layout(mtype, spec.network.gpu_cidr),
+        lustre=size_managed_lustre(lustre_intent(spec), pinned_tier(fs.per_unit_storage_throughput, fs.capacity_gib),
+                                   fs.capacity_gib),
+        data_bucket=spec.data_bucket, expires_at=expires_at, expires_at_provisional=provisional,
+        lifecycle=spec.lifecycle,
+        tags=contract_tags("training", stack, run_id=spec.run_id, expires_at=expires_at),
+    )
