@@ -10,18 +10,17 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Optional
 
 from infra.catalog.gcp import GcpMachineType, machine_type
 from infra.config.gcp_training import GcpTrainingSpec
-from infra.config.training import EXPIRES_AT_FORMAT, LifecycleSpec
+from infra.config.training import LifecycleSpec
 from infra.config.gcp_training_checks import chosen_zone, gcp_training_findings, lustre_intent
 from infra.errors import InputError
 from infra.gcp_lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
-from infra.registry_layout import ROOTS, checkpoints_prefix, runs_prefix
 from infra.tags import contract_tags
-from infra.training_plan import run_expiry
+from infra.training_plan import RunLifetime, run_expiry
 
 GPU_MTU = 8244         # A3 blueprints: MTU of the system VPC and of every GPU VPC
 GPU_SUBNET_PREFIX = 20  # A3 blueprints: subnetwork_cidr_suffix 20
@@ -35,7 +34,7 @@ class GpuNic:
 
 
 @dataclass(frozen=True)
-class GcpTrainingPlan:
+class GcpTrainingPlan(RunLifetime):
     run_id: str
     region: str
     zone: str
@@ -62,17 +61,6 @@ class GcpTrainingPlan:
         """The nodes' hard end (scheduling.terminationTime, RFC 3339): expires-at itself."""
         return self.expires_at
 
-    @property
-    def expires_at_epoch(self) -> int:
-        return int(datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc).timestamp())
-
-    @property
-    def stop_at_epoch(self) -> int:
-        return self.expires_at_epoch - 60 * self.lifecycle.grace_period_minutes
-
-    @property
-    def prefixes(self) -> dict[str, str]:
-        return {"datasets": ROOTS["datasets"], "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
 
     @property
     def processes_per_node(self) -> int:

@@ -24,8 +24,29 @@ from infra.tags import contract_tags
 LOGICAL_NEURON_CORE_SIZE = {"Trainium2": 2}
 
 
+class RunLifetime:
+    """What every training plan derives from its run id, expires-at and lifecycle (AWS and GCP)."""
+    run_id: str
+    expires_at: str
+    lifecycle: LifecycleSpec
+
+    @property
+    def expires_at_epoch(self) -> int:
+        return int(datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc).timestamp())
+
+    @property
+    def stop_at_epoch(self) -> int:
+        """When the nodes ask the job to stop: the grace period before expires-at (Unix time)."""
+        return self.expires_at_epoch - 60 * self.lifecycle.grace_period_minutes
+
+    @property
+    def prefixes(self) -> dict[str, str]:
+        """Registry prefixes of this run."""
+        return {"datasets": ROOTS["datasets"], "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
+
+
 @dataclass(frozen=True)
-class TrainingPlan:
+class TrainingPlan(RunLifetime):
     run_id: str
     region: str
     availability_zone: str
@@ -85,19 +106,6 @@ class TrainingPlan:
         """Interfaces per node that take a VPC IP address (1 with the efa-only layout)."""
         return sum(i.carries_ip for i in self.layout)
 
-    @property
-    def expires_at_epoch(self) -> int:
-        return int(datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc).timestamp())
-
-    @property
-    def stop_at_epoch(self) -> int:
-        """When the nodes ask the job to stop: the grace period before expires-at (Unix time)."""
-        return self.expires_at_epoch - 60 * self.lifecycle.grace_period_minutes
-
-    @property
-    def prefixes(self) -> dict[str, str]:
-        """Registry prefixes of this run."""
-        return {"datasets": ROOTS["datasets"], "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
 
 
 def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dry_run: bool) -> TrainingPlan:

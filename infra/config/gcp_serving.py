@@ -2,7 +2,6 @@
 autoscaled L4 (G2) node pool serving models read from the GCS bridge bucket of the registry."""
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Literal
 
@@ -10,20 +9,9 @@ from pydantic import Field, field_validator
 
 from infra.config.base import Spec
 from infra.config.serving import AutoscalingSpec, EndpointSpec, ModelSpec
+from infra.network_layout import private_cidr
 
 GKE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
-
-
-def _cidr(value: str, low: int, high: int) -> str:
-    try:
-        network = ipaddress.IPv4Network(value, strict=True)
-    except ValueError as error:
-        raise ValueError(f"not an IPv4 CIDR: {error}") from None
-    if not network.is_private:
-        raise ValueError("use a private (RFC 1918) range")
-    if not low <= network.prefixlen <= high:
-        raise ValueError(f"use a /{low} to /{high}")
-    return value
 
 
 class GkeNetworkSpec(Spec):
@@ -35,24 +23,24 @@ class GkeNetworkSpec(Spec):
     @field_validator("nodes_cidr")
     @classmethod
     def _nodes(cls, value: str) -> str:
-        return _cidr(value, 16, 24)
+        return private_cidr(value, 16, 24)
 
     @field_validator("pods_cidr")
     @classmethod
     def _pods(cls, value: str) -> str:
-        return _cidr(value, 9, 21)
+        return private_cidr(value, 9, 21)
 
     @field_validator("services_cidr")
     @classmethod
     def _services(cls, value: str) -> str:
-        return _cidr(value, 16, 27)
+        return private_cidr(value, 16, 27)
 
     @field_validator("master_cidr")
     @classmethod
     def _master(cls, value: str) -> str:
         if not value.endswith("/28"):
             raise ValueError("GKE's private control plane range must be a /28")
-        return _cidr(value, 28, 28)
+        return private_cidr(value, 28, 28)
 
 
 class GkeClusterSpec(Spec):

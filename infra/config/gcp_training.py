@@ -5,28 +5,16 @@ The run id, the job and the lifecycle are the AWS models themselves (`infra.conf
 read `runId`, `job` and `lifecycle.ttlHours`/`expiresAt` the same way."""
 from __future__ import annotations
 
-import ipaddress
 from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
 from infra.config.base import Spec
 from infra.config.training import RUN_ID_PATTERN, JobSpec, LifecycleSpec
+from infra.network_layout import private_cidr
 
 GCS_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
 ZONE_PATTERN = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"
-
-
-def _private_cidr(value: str, low: int, high: int) -> str:
-    try:
-        network = ipaddress.IPv4Network(value, strict=True)
-    except ValueError as error:
-        raise ValueError(f"not an IPv4 CIDR: {error}") from None
-    if not network.is_private:
-        raise ValueError("use a private (RFC 1918) range")
-    if not low <= network.prefixlen <= high:
-        raise ValueError(f"use a /{low} to /{high}")
-    return value
 
 
 class ManagedLustreSpec(Spec):
@@ -49,12 +37,12 @@ class GcpTrainingNetworkSpec(Spec):
     @field_validator("cidr", "lustre_cidr")
     @classmethod
     def _primary(cls, value: str) -> str:
-        return _private_cidr(value, 16, 24)
+        return private_cidr(value, 16, 24)
 
     @field_validator("gpu_cidr")
     @classmethod
     def _gpu(cls, value: str) -> str:
-        return _private_cidr(value, 9, 16)
+        return private_cidr(value, 9, 16)
 
 
 class GcpTrainingSpec(Spec):
