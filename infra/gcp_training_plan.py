@@ -17,10 +17,9 @@ from infra.catalog.gcp import GcpMachineType, machine_type
 from infra.config.gcp_training import GcpTrainingSpec
 from infra.config.training import LifecycleSpec
 from infra.config.gcp_training_checks import chosen_zone, gcp_training_findings, lustre_intent
-from infra.errors import InputError
 from infra.gcp_lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
 from infra.tags import contract_tags
-from infra.training_plan import RunLifetime, run_expiry
+from infra.training_plan import RunLifetime, checked_expiry
 
 GPU_MTU = 8244         # A3 blueprints: MTU of the system VPC and of every GPU VPC
 GPU_SUBNET_PREFIX = 20  # A3 blueprints: subnetwork_cidr_suffix 20
@@ -96,12 +95,7 @@ def gpu_nic_layout(mtype: GcpMachineType, gpu_cidr: str) -> tuple[GpuNic, ...]:
 
 def plan_gcp_training(spec: GcpTrainingSpec, region: str, stack: str, now: datetime, dry_run: bool) -> GcpTrainingPlan:
     """The plan for `spec`, or InputError with every finding (each names the field and the fix)."""
-    findings = gcp_training_findings(spec, region)
-    expires_at, provisional, problem = run_expiry(spec, now, dry_run)
-    if problem:
-        findings.append(problem)
-    if findings:
-        raise InputError(findings)
+    expires_at, provisional = checked_expiry(gcp_training_findings(spec, region), spec, now, dry_run)
     mtype = machine_type(spec.machine_type)
     fs = spec.lustre
     return GcpTrainingPlan(

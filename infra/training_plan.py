@@ -12,7 +12,7 @@ from typing import Literal, Optional
 from infra import lustre
 from infra.catalog import InstanceType, instance_type
 from infra.config.training import EXPIRES_AT_FORMAT, LifecycleSpec, TrainingSpec
-from infra.config.training_checks import P, chosen_az, training_findings
+from infra.config.training_checks import EXPIRES_AT_KEY, chosen_az, training_findings
 from infra.efa import Interface, bandwidth_fraction, efa_device_count, efa_layout
 from infra.errors import InputError, Problem
 from infra.images import NodeImage, node_image
@@ -110,12 +110,7 @@ class TrainingPlan(RunLifetime):
 
 def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dry_run: bool) -> TrainingPlan:
     """The plan for `spec`, or InputError with every finding (each names the field and the fix)."""
-    findings = training_findings(spec, region)
-    expires_at, provisional, problem = run_expiry(spec, now, dry_run)
-    if problem:
-        findings.append(problem)
-    if findings:
-        raise InputError(findings)
+    expires_at, provisional = checked_expiry(training_findings(spec, region), spec, now, dry_run)
     itype = instance_type(spec.instance_type)
     fs = spec.lustre
     intent = lustre.LustreIntent(
@@ -145,6 +140,17 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
     )
 
 
+def checked_expiry(findings: list[Problem], spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, bool]:
+    """(expires-at, provisional?) once neither the meaning checks' `findings` nor the expiry has a
+    problem; otherwise InputError with all of them, so every plan reports everything at once."""
+    expires_at, provisional, problem = run_expiry(spec, now, dry_run)
+    if problem:
+        findings = [*findings, problem]
+    if findings:
+        raise InputError(findings)
+    return expires_at, provisional
+
+
 def run_expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Optional[Problem]]:
     """(expires-at, provisional?, problem). A preview without a fixed expiry shows now + ttlHours,
     rounded up to the minute; `pulumi up` needs it fixed in config so updates never move it."""
@@ -153,10 +159,10 @@ def run_expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, b
         try:
             at = datetime.strptime(fixed, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc)
         except ValueError:
-            return fixed, False, Problem(P + "lifecycle.expiresAt", f"{fixed!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+            return fixed, False, Problem(EXPIRES_AT_KEY, f"{fixed!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")
         if not dry_run and at <= now:
             return fixed, False, Problem(
-                P + "lifecycle.expiresAt",
+                EXPIRES_AT_KEY,
                 f"{fixed} has passed: this run's lifetime is over; tear it down (`python -m infra teardown --stack "
                 "<stack>`), or start a new run with a new runId and no expiresAt")
         return fixed, False, None
@@ -166,7 +172,7 @@ def run_expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, b
     if dry_run:
         return text, True, None
     return text, False, Problem(
-        P + "lifecycle.expiresAt",
+        EXPIRES_AT_KEY,
         "required for `pulumi up`, so the run's expiry is fixed once: start it with `python -m infra run`, or "
         f"`pulumi config set --path mlinfra:training.lifecycle.expiresAt {text}`",
     )

@@ -11,6 +11,7 @@ from infra.errors import Problem
 from infra.network_layout import cidr_problem
 
 P = "mlinfra:training."
+EXPIRES_AT_KEY = P + "lifecycle.expiresAt"  # fixed once per run by `python -m infra run`
 
 
 def training_findings(spec: TrainingSpec, region: Optional[str]) -> list[Problem]:

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Literal, Optional
 
+from infra.config.training_checks import EXPIRES_AT_KEY
 from infra.errors import InputError
 from infra.lifecycle.console import Runtime, aws_error, iso, parse_iso, span
 from infra.lifecycle.ports import RunCloud, StackOps, StackOpsError
 from infra.lifecycle.teardown import lifecycle_config, teardown
 
 Action = Literal["reap", "keep", "skip", "problem"]
-EXPIRES_AT = "mlinfra:training.lifecycle.expiresAt"
+EXPIRES_AT = EXPIRES_AT_KEY
 
 
 @dataclass(frozen=True)

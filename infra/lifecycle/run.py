@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, Optional
 from infra.catalog import on_demand_price
 from infra.config import load
 from infra.config.training import TrainingStackConfig
+from infra.config.training_checks import EXPIRES_AT_KEY
 from infra.errors import InputError, Problem
 from infra.lifecycle.console import Runtime, aws_error, iso, parse_iso, span
 from infra.lifecycle.ports import Marker, RunCloud, StackOps, StackOpsError
@@ -27,7 +28,7 @@ from infra.offline.engine import preview
 from infra.offline.project import Project, load_project
 from infra.training_plan import run_expiry
 
-EXPIRES_AT = "mlinfra:training.lifecycle.expiresAt"
+EXPIRES_AT = EXPIRES_AT_KEY
 RUN_ID = "mlinfra:training.runId"
 WAIT_POLL_SECONDS = 30
 NODES_GONE_AFTER = timedelta(minutes=10)  # nodes seen, then none and no marker: the job died without one
