@@ -27,8 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 a bug must still not greet the user with a traceback
-        from infra.lifecycle.console import aws_error
-        if (cloud := aws_error(error)) is not None:  # AWS failed (throttling, credentials, network): exit 1
+        from infra.lifecycle.console import cloud_error
+        if (cloud := cloud_error(error)) is not None:  # the cloud failed (throttling, credentials, network): exit 1
             print(f"error: {cloud}", file=sys.stderr)
             return 1
         if os.environ.get("MLINFRA_DEBUG"):

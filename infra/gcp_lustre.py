@@ -4,9 +4,9 @@ Tiers, minimum capacity and capacity step (the step below each tier's threshold,
 Managed Lustre docs, "Increase the capacity of a Managed Lustre instance" / "Performance tiers"
 (cloud.google.com/managed-lustre/docs/increase-capacity, read 2026-01): 1000 MB/s/TiB from 9,000 GiB in
 9,000 GiB steps, 500 from 18,000 in 18,000, 250 from 36,000 in 36,000, 125 from 72,000 in 72,000.
-Aggregate throughput = capacity TiB x the tier. No Managed Lustre price was retrieved with a source, so
-sizing cannot pick the cheapest: it picks the smallest capacity that meets every target (the lower tier on
-a tie) and says so; cost reports the file system as unknown.
+Aggregate throughput = capacity TiB x the tier. Only the 125 MB/s/TiB tier's price is sourced, so sizing
+cannot pick the cheapest: it picks the smallest capacity that meets every target (the lower tier on a tie)
+and says so; cost prices the 125 tier and reports the others as unknown.
 """
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def size_managed_lustre(intent: LustreIntent, tier: Optional[int] = None,
         f"throughput: {capacity:,} GiB x {chosen} MB/s/TiB = {_throughput(chosen, capacity):,.0f} MB/s for reads of "
         f"{intent.read_mbps_needed:,.0f} MB/s and checkpoint writes of {intent.write_mbps_needed:,.0f} MB/s",
         "choice: " + (f"pinned to {chosen} MB/s/TiB" if tier else
-                      "no sourced Managed Lustre prices, so the smallest capacity that meets the targets "
+                      "Managed Lustre prices are sourced for one tier only (125 MB/s/TiB), so tiers are not compared "
+                      "on price: the smallest capacity that meets the targets "
                       f"({', '.join(f'{t}: {c:,} GiB' for c, t in sorted(options, key=lambda o: o[1]))}), the lower "
                       "tier on a tie"),
     )

@@ -18,7 +18,8 @@ from infra.config.gcp_training import GcpTrainingSpec
 from infra.config.training import LifecycleSpec
 from infra.config.gcp_training_checks import chosen_zone, gcp_training_findings, lustre_intent
 from infra.gcp_lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
-from infra.tags import contract_tags
+from infra.registry_layout import checkpoints_prefix
+from infra.tags import RUN_ID, contract_tags
 from infra.training_plan import RunLifetime, checked_expiry
 
 GPU_MTU = 8244         # A3 blueprints: MTU of the system VPC and of every GPU VPC
@@ -79,6 +80,27 @@ def _label(text: str) -> str:
 
 
 _LABEL_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z$")
+
+
+def run_label(run_id: str) -> tuple[str, str]:
+    """(key, value) of the run's label on its instances, disks and file system."""
+    return _label(RUN_ID), _label(run_id)
+
+
+def run_resource_prefix(run_id: str) -> str:
+    """Physical-name prefix of the run's networks, subnets, firewalls, placement policy, nodes and file
+    system (they are found by it; networks take no labels)."""
+    return f"mlinfra-{run_id}"[:40].rstrip("-")
+
+
+def lustre_instance_name(project: str, zone: str, run_id: str) -> str:
+    """The full name of the run's Managed Lustre instance (its id is the run's resource prefix)."""
+    return f"projects/{project}/locations/{zone}/instances/{run_resource_prefix(run_id)}"
+
+
+def checkpoints_uri(bucket: str, run_id: str) -> str:
+    """Where the run's checkpoints go in its data bucket: gs://<bucket>/checkpoints/<run-id>/."""
+    return f"gs://{bucket}/{checkpoints_prefix(run_id)}"
 
 
 def expires_at_from_label(value: str) -> Optional[str]:

@@ -143,7 +143,7 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
 def checked_expiry(findings: list[Problem], spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, bool]:
     """(expires-at, provisional?) once neither the meaning checks' `findings` nor the expiry has a
     problem; otherwise InputError with all of them, so every plan reports everything at once."""
-    expires_at, provisional, problem = run_expiry(spec, now, dry_run)
+    expires_at, provisional, problem = run_expiry(spec.lifecycle, now, dry_run)
     if problem:
         findings = [*findings, problem]
     if findings:
@@ -151,10 +151,10 @@ def checked_expiry(findings: list[Problem], spec: TrainingSpec, now: datetime, d
     return expires_at, provisional
 
 
-def run_expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Optional[Problem]]:
+def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Optional[Problem]]:
     """(expires-at, provisional?, problem). A preview without a fixed expiry shows now + ttlHours,
     rounded up to the minute; `pulumi up` needs it fixed in config so updates never move it."""
-    fixed = spec.lifecycle.expires_at
+    fixed = lifecycle.expires_at
     if fixed:
         try:
             at = datetime.strptime(fixed, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc)
@@ -166,7 +166,7 @@ def run_expiry(spec: TrainingSpec, now: datetime, dry_run: bool) -> tuple[str, b
                 f"{fixed} has passed: this run's lifetime is over; tear it down (`python -m infra teardown --stack "
                 "<stack>`), or start a new run with a new runId and no expiresAt")
         return fixed, False, None
-    at = now.astimezone(timezone.utc) + timedelta(hours=spec.lifecycle.ttl_hours)
+    at = now.astimezone(timezone.utc) + timedelta(hours=lifecycle.ttl_hours)
     at = datetime.fromtimestamp(math.ceil(at.timestamp() / 60) * 60, tz=timezone.utc)
     text = at.strftime(EXPIRES_AT_FORMAT)
     if dry_run:

@@ -8,7 +8,8 @@ among the sorted IPs), torchrun, the grace period, the exit trap and the marker 
 - Managed Lustre is not linked to a bucket continuously, so "export" is rank 0 copying /fsx/checkpoints to
   gs://<bucket>/checkpoints/<run-id>/ with `gcloud storage cp` (bounded by the same export timeout), and
   the marker goes to gs://<bucket>/runs/<run-id>/_SUCCESS|_FAILED with `gcloud storage cp -`;
-- powering off stops the VM (GPU and vCPU billing stop; disks until the VM is deleted at terminationTime).
+- powering off stops the VM: GPU and vCPU billing stop, the boot disk bills until the teardown deletes the VM
+  (stopping clears a VM's time limit, so Compute Engine no longer deletes a stopped node at expires-at).
 NCCL over GPUDirect-TCPX/TCPXO needs the image's NCCL plugin (and, for TCPX, its receive-datapath manager);
 this script does not install it: `image` names an image that has it.
 """
@@ -21,7 +22,8 @@ from types import MappingProxyType
 from typing import Optional
 
 from infra.lifecycle.limits import EXPORT_WAIT_SECONDS
-from infra.registry_layout import checkpoints_prefix, runs_prefix
+from infra.gcp_training_plan import checkpoints_uri
+from infra.registry_layout import runs_prefix
 from infra.userdata import (
     CHECKPOINTS_PATH, DATASETS_PATH, MOUNT_POINT, Platform, _positive_int, common_problems, common_values,
     render_script,
@@ -61,7 +63,7 @@ GCP_PLATFORM = Platform(
     devices_check=_GCP_DEVICES,
     private_ip=_GCP_IP,
     metadata_name="the metadata server",
-    power_off_means="that stops the VM, and terminationTime deletes it at expires-at",
+    power_off_means="that stops the VM (its GPUs and vCPUs stop billing); the teardown deletes it",
     power_off_on_exit_note="Shutdown stops the VM, so GPU and vCPU billing stop within minutes of the job's end.",
 )
 
@@ -112,7 +114,7 @@ def render_startup_script(spec: GcpNodeBootstrap) -> str:
     values = {
         **common_values(spec, spec.lustre_mount_point, f"gs://{spec.bucket}/{runs_prefix(spec.run_id).rstrip('/')}"),
         "GPU_NICS": str(spec.gpu_nics),
-        "CHECKPOINTS_URI": q(f"gs://{spec.bucket}/{checkpoints_prefix(spec.run_id).rstrip('/')}"),
+        "CHECKPOINTS_URI": q(checkpoints_uri(spec.bucket, spec.run_id).rstrip("/")),
         "FABRIC_ENV": "# NCCL over GPUDirect-TCPX/TCPXO: the image's NCCL plugin and its settings (not set here)\n",
     }
     return render_script(GCP_PLATFORM, values)

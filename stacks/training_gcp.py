@@ -11,7 +11,7 @@ from components.gcp_run_filesystem import GcpRunFileSystem, GcpRunFileSystemArgs
 from components.gcp_training_network import GcpTrainingNetwork, GcpTrainingNetworkArgs
 from components.gcp_training_nodes import GcpTrainingNodes, GcpTrainingNodesArgs
 from infra.config.gcp_training import GcpTrainingStackConfig
-from infra.gcp_training_plan import GcpTrainingPlan, plan_gcp_training
+from infra.gcp_training_plan import GcpTrainingPlan, lustre_instance_name, plan_gcp_training, run_resource_prefix
 from infra.serving.gke import account_id
 from infra.userdata_gcp import GcpNodeBootstrap, render_startup_script
 
@@ -23,7 +23,7 @@ def build(config: GcpTrainingStackConfig) -> None:
     plan = plan_gcp_training(spec, region, pulumi.get_stack(), now=datetime.now(timezone.utc),
                              dry_run=pulumi.runtime.is_dry_run())
     _explain(plan)
-    labels, name, prefix = plan.labels, f"run-{plan.run_id}", f"mlinfra-{plan.run_id}"[:40].rstrip("-")
+    labels, name, prefix = plan.labels, f"run-{plan.run_id}", run_resource_prefix(plan.run_id)
 
     network = GcpTrainingNetwork(name, GcpTrainingNetworkArgs(plan=plan, prefix=prefix, labels=labels))
     prefixes = plan.prefixes
@@ -54,6 +54,7 @@ def build(config: GcpTrainingStackConfig) -> None:
     pulumi.export("nodePrivateIps", nodes.private_ips)
     pulumi.export("rendezvousHost", nodes.private_ips.apply(lambda ips: ips[0] if ips else None))
     pulumi.export("lustreMountPoint", filesystem.mount_point)
+    pulumi.export("lustreInstanceId", lustre_instance_name(project, plan.zone, plan.run_id))
     pulumi.export("lustre", {"perUnitStorageThroughput": plan.lustre.per_unit_storage_throughput,
                              "capacityGib": plan.lustre.capacity_gib, "reasons": list(plan.lustre.reasons)})
     pulumi.export("dataBucket", plan.data_bucket)

@@ -1,6 +1,7 @@
 """Shared fixtures: the recording mocks (the offline engine's own runtime) for component tests."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,9 @@ def taggable(step) -> bool:
     return step.custom and step.op == "create" and has_input(step.type, "tags")
 
 
-def run_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: int = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m infra <args>` in a subprocess; `env` adds to (or with "" clears) the environment."""
+    environ = {**os.environ, **(env or {})}
+    environ = {k: v for k, v in environ.items() if v != ""}
     return subprocess.run([sys.executable, "-m", "infra", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=environ)

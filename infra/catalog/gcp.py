@@ -71,6 +71,8 @@ class UnknownMachineType(LookupError):
 class _Table:
     source: str
     as_of: str
+    price_source: str
+    price_as_of: str
     region: str
     note: str
     rows: Mapping[str, GcpMachineType]
@@ -82,7 +84,8 @@ class _Table:
 def _table() -> _Table:
     raw = json.loads((files("infra.catalog") / "data" / "gcp_machines.json").read_text(encoding="utf-8"))
     rows = {name: GcpMachineType.from_json(name, item) for name, item in sorted(raw["machineTypes"].items())}
-    return _Table(raw["source"], raw["asOf"], raw["region"], raw["note"], MappingProxyType(rows),
+    return _Table(raw["source"], raw["asOf"], raw["priceSource"], raw["priceAsOf"], raw["region"], raw["note"],
+                  MappingProxyType(rows),
                   MappingProxyType(dict(raw["services"])), MappingProxyType(dict(raw["noCharge"])))
 
 
@@ -103,9 +106,15 @@ def on_demand_price(name: str) -> Optional[float]:
 
 
 def machine_table_source() -> tuple[str, str, str]:
-    """(source, asOf, price region) of the GCP machine facts and prices."""
+    """(source, asOf, price region) of the GCP machine facts."""
     table = _table()
     return table.source, table.as_of, table.region
+
+
+def price_table_source() -> tuple[str, str]:
+    """(source, asOf) of the GCP machine prices."""
+    table = _table()
+    return table.price_source, table.price_as_of
 
 
 def service_entries() -> Mapping[str, Mapping[str, Any]]:

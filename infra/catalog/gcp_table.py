@@ -1,7 +1,7 @@
 """The GCP part of `python -m infra catalog`: machine facts, NIC layout, zones and prices, as text lines."""
 from __future__ import annotations
 
-from infra.catalog.gcp import machine_table_source, machine_type
+from infra.catalog.gcp import machine_table_source, machine_type, price_table_source
 
 
 def _usd(value) -> str:
@@ -23,4 +23,6 @@ def gcp_table(names: list[str]) -> list[str]:
                      _usd(m.host_price_excluding_gpu), _usd(m.gpu_price), _usd(m.price)))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
-    return lines + ["", f"gcp: {source} / {as_of}", "gcp prices: unknown = no sourced price (never estimated)"]
+    price_source, price_as_of = price_table_source()
+    return lines + ["", f"gcp: {source} / {as_of}", f"gcp prices ({region}, on demand): {price_source} / {price_as_of}; "
+                    "unknown = no sourced price (never estimated)"]

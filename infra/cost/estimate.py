@@ -10,6 +10,7 @@ from typing import Any, Optional
 from infra import tags as contract
 from infra.catalog import price_table_source
 from infra.catalog.gcp import machine_table_source
+from infra.catalog.gcp import price_table_source as gcp_price_table_source
 from infra.catalog.services import hours_per_month, no_charge_reason, service_price, service_price_region
 from infra.cost import guard
 from infra.cost.compute import COMPUTE_TYPES, compute_lines
@@ -88,7 +89,7 @@ def _sources(lines: list[Line]) -> tuple[Source, ...]:
         source, as_of = price_table_source()
         sources.append(Source("EC2 instances, on demand", source, as_of))
     if any(line.type in GCP_PRICERS and line.group == "compute" for line in lines):
-        source, as_of, _ = machine_table_source()
+        source, as_of = gcp_price_table_source()
         sources.append(Source("GCP machine types, on demand", source, as_of))
     for key in sorted({k for line in lines for k in line.price_keys}):
         price = service_price(key)

@@ -102,11 +102,17 @@ def compute_instance(r: PolicyResource, res: Resources) -> Priced:
                   high=mtype.price, nodes=1, node_usd=mtype.price)]
 
 
+LUSTRE_PRICE_KEYS = {125: "gcp.managedLustre.capacity125"}  # the tiers with a sourced price
+
+
 def lustre_instance(r: PolicyResource, res: Resources) -> Priced:
-    capacity, tier = r.props.get("capacityGib"), r.props.get("perUnitStorageThroughput")
+    capacity, tier = whole(r.props.get("capacityGib")), whole(r.props.get("perUnitStorageThroughput"))
+    label = f"Managed Lustre {capacity} GiB at {tier} MB/s/TiB"
+    if capacity is not None and tier in LUSTRE_PRICE_KEYS:
+        return [_hourly(r, res, "storage", LUSTRE_PRICE_KEYS[tier], capacity, label, per_month=True)]
     return [_line(r, res, "storage", basis="unknown",
-                  what=f"Managed Lustre {capacity} GiB at {tier} MB/s/TiB: unknown (no sourced Managed Lustre price; "
-                       "billed per GiB-hour of provisioned capacity by tier)")]
+                  what=f"{label}: unknown (no sourced price for this tier; Managed Lustre bills per GiB of provisioned "
+                       f"capacity by tier: {service_price(LUSTRE_PRICE_KEYS[125]).per_unit()} at 125 MB/s/TiB)")]
 
 
 GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {

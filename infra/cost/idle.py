@@ -3,6 +3,7 @@ it. Every duration comes from infra/lifecycle/limits.py, so the cost follows the
 from __future__ import annotations
 
 from infra.cost.compute import COMPUTE_TYPES
+from infra.cost.gcp import COMPUTE_INSTANCE as GCP_INSTANCE
 from infra.cost.model import IdleTail, IdleTerm, Line
 from infra.lifecycle.limits import (
     COMPLETION_TO_TERMINATE_SECONDS, COMPLETION_TO_TERMINATE_WORST_SECONDS, EC2_SHUTDOWN_SECONDS, EXPORT_WAIT_SECONDS,
@@ -14,11 +15,17 @@ def idle_tail(lines: list[Line], hours: float, ttl_hours: float, teardown_on_com
               export_checkpoints: bool = True) -> IdleTail:
     hourly = [line for line in lines if line.basis == "hourly"]
     # Instances and the root volumes they delete on termination stop together; the rest stays until teardown.
-    nodes_usd = sum(line.high for line in hourly if line.type in COMPUTE_TYPES)
+    node_types = (*COMPUTE_TYPES, GCP_INSTANCE)
+    nodes_usd = sum(line.high for line in hourly if line.type in node_types)
     nodes = sum(line.nodes for line in lines if line.group == "compute")  # priced or not
     one_node_usd = nodes_usd / nodes if nodes else 0.0
-    standing_usd = sum(line.high for line in hourly if line.type not in COMPUTE_TYPES)
+    standing_usd = sum(line.high for line in hourly if line.type not in node_types)
     until_expiry = max(ttl_hours - hours, 0.0) * 3600
+    gcp = any(line.type == GCP_INSTANCE for line in lines)
+    stops = (f"takes up to {EC2_SHUTDOWN_SECONDS} s to stop (the EC2_SHUTDOWN_SECONDS bound; Compute Engine stops "
+             "billing its GPUs and vCPUs once it is stopped)") if gcp else (
+             f"takes up to {EC2_SHUTDOWN_SECONDS} s to terminate (EC2_SHUTDOWN_SECONDS; an upper bound, EC2 stops "
+             "billing at shutting-down)")
 
     terms = []
     if teardown_on_completion:
@@ -26,8 +33,7 @@ def idle_tail(lines: list[Line], hours: float, ttl_hours: float, teardown_on_com
             f"all {nodes} nodes, from the job's end to termination", COMPLETION_TO_TERMINATE_SECONDS,
             nodes_usd * COMPLETION_TO_TERMINATE_SECONDS / 3600,
             f"each node powers off {NODE_POWER_OFF_DELAY_SECONDS} s after its job exits (NODE_POWER_OFF_DELAY_SECONDS) "
-            f"and takes up to {EC2_SHUTDOWN_SECONDS} s to terminate (EC2_SHUTDOWN_SECONDS; an upper bound, EC2 stops "
-            "billing at shutting-down)"))
+            f"and {stops}"))
     else:
         seconds = until_expiry + HARD_CAP_OVERRUN_SECONDS
         terms.append(IdleTerm(
@@ -47,9 +53,17 @@ def idle_tail(lines: list[Line], hours: float, ttl_hours: float, teardown_on_com
         "everything but the nodes (Lustre, network) bills until `teardown` removes it: that starts on the completion marker, "
         f"after the export wait ({export_seconds} s) and the nodes' termination ({COMPLETION_TO_TERMINATE_SECONDS} s); "
         "the destroy's own duration is not bounded by the design"))
+    if gcp:  # no cloud-side guard: a node whose power-off fails runs until the teardown or terminationTime
+        guard_seconds = max(until_expiry, COMPLETION_TO_TERMINATE_WORST_SECONDS)
+        guard_what = ("if a node's own power-off fails and nobody runs the teardown, it bills until Compute Engine "
+                      "deletes it at expires-at (GCP has no run guard; `run` tears down on the completion marker)")
+    else:
+        guard_seconds = COMPLETION_TO_TERMINATE_WORST_SECONDS
+        guard_what = "if a node's own power-off fails, the run guard stops it (worst case by design)"
     return IdleTail(
         terms=tuple(terms),
-        guard_path_usd=nodes_usd * COMPLETION_TO_TERMINATE_WORST_SECONDS / 3600,
+        guard_path_usd=nodes_usd * guard_seconds / 3600,
+        guard_path_what=guard_what,
         hard_cap_overrun_usd=nodes_usd * HARD_CAP_OVERRUN_SECONDS / 3600,
         unattended_usd=standing_usd * until_expiry / 3600,
     )

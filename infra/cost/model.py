@@ -42,6 +42,7 @@ class IdleTail:
     guard_path_usd: float        # compute if the nodes' own power-off fails and the guard stops them
     hard_cap_overrun_usd: float  # compute past expires-at before the hard cap has terminated it
     unattended_usd: float        # storage and network if nobody tears down before expires-at
+    guard_path_what: str = "if a node's own power-off fails, the run guard stops it (worst case by design)"
 
     @property
     def usd(self) -> float:

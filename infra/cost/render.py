@@ -99,7 +99,7 @@ def idle_lines(cost: StackCost) -> list[str]:
     idle = cost.run.idle
     out = [f"{t.what}: {t.seconds:g} s, {usd(t.usd)} ({t.why})" for t in idle.terms]
     out += [
-        f"if a node's own power-off fails, the run guard stops it (worst case by design): {usd(idle.guard_path_usd)} of compute",
+        f"{idle.guard_path_what}: {usd(idle.guard_path_usd)} of compute",
         f"a run that reaches expires-at overruns it by at most the hard cap's margin: {usd(idle.hard_cap_overrun_usd)} "
         "of compute",
         f"if nobody tears down, storage and network bill until expires-at: {usd(idle.unattended_usd)}",

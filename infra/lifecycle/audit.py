@@ -134,20 +134,26 @@ def audit(run_id: str, session: Any = None) -> list[Leftover]:
     return sorted(found.values(), key=lambda left: (left.kind, left.identifier))
 
 
-def render_leftovers(leftovers: list[Leftover]) -> str:
+def render_leftovers(leftovers: list[Leftover], mark: str = "tag") -> str:
+    """`mark`: what marks the run's resources, "tag" on AWS, "label" on GCP."""
     if not leftovers:
-        return "nothing left: no resource carries the run's tag"
+        return f"nothing left: no resource carries the run's {mark}"
     width = max(len(left.kind) for left in leftovers)
     lines = [f"{len(leftovers)} resource(s) left:"]
     lines += [f"  {left.kind:<{width}}  {left.identifier}  (found by {left.found_by})" for left in leftovers]
     return "\n".join(lines)
 
 
-def audit_main(run_id: str, region: str | None, as_json: bool) -> int:
-    """Print what the run left; 1 when anything is left, 0 when clean."""
+def checked_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id):
         raise InputError(Problem("--run-id", f"{run_id!r} is not a run id: lowercase letters, digits and '-', "
                                              "1 to 40 characters, starting and ending with a letter or digit"))
+    return run_id
+
+
+def audit_main(run_id: str, region: str | None, as_json: bool) -> int:
+    """Print what the run left in an AWS region; 1 when anything is left, 0 when clean."""
+    checked_run_id(run_id)
     session = boto3.session.Session(region_name=region)
     if not session.region_name:
         raise InputError(Problem("--region", "no AWS region: pass --region or set AWS_REGION"))
@@ -157,9 +163,31 @@ def audit_main(run_id: str, region: str | None, as_json: bool) -> int:
         raise InputError(Problem("", "no AWS credentials: set AWS_PROFILE or the AWS_ACCESS_KEY_ID variables"))
     except NoRegionError:
         raise InputError(Problem("--region", "no AWS region: pass --region or set AWS_REGION"))
+    return print_leftovers(run_id, "region", session.region_name, leftovers, as_json, "tag")
+
+
+def gcp_audit_main(run_id: str, project: str | None, as_json: bool) -> int:
+    """Print what the run left in a GCP project; 1 when anything is left, 0 when clean."""
+    from google.auth.exceptions import DefaultCredentialsError
+
+    from infra.lifecycle.gcp_cloud import GcpRunCloud
+
+    checked_run_id(run_id)
+    if not project:
+        raise InputError(Problem("--project", "required with --cloud gcp (or set GOOGLE_CLOUD_PROJECT): the project "
+                                              "the run was in; nothing was checked"))
+    try:
+        leftovers = GcpRunCloud(project, data_bucket="").audit(run_id)
+    except DefaultCredentialsError:
+        raise InputError(Problem("", "no GCP credentials: run `gcloud auth application-default login` or set "
+                                     "GOOGLE_APPLICATION_CREDENTIALS"))
+    return print_leftovers(run_id, "project", project, leftovers, as_json, "label")
+
+
+def print_leftovers(run_id: str, scope: str, where: str, leftovers: list[Leftover], as_json: bool, mark: str) -> int:
     if as_json:
-        print(json.dumps({"run_id": run_id, "region": session.region_name, "clean": not leftovers,
+        print(json.dumps({"run_id": run_id, scope: where, "clean": not leftovers,
                           "leftovers": [asdict(left) for left in leftovers]}, indent=2))
     else:
-        print(f"run {run_id} in {session.region_name}: {render_leftovers(leftovers)}")
+        print(f"run {run_id} in {where}: {render_leftovers(leftovers, mark)}")
     return 1 if leftovers else 0

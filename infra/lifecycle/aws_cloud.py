@@ -3,16 +3,15 @@ so the CLI and the guard Lambda act alike. boto3 honours AWS_ENDPOINT_URL, so an
 """
 from __future__ import annotations
 
-import json
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Optional, Sequence
 
 import boto3
 from botocore.exceptions import ClientError
 
 from infra.lifecycle import audit as audit_module
-from infra.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute
+from infra.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute, iso_precise, parse_marker
 from run_guard import actions
 
 MISSING = ("NoSuchKey", "404", "NotFound")
@@ -65,7 +64,7 @@ class AwsRunCloud:
                 raise RuntimeError(f"instances of run {run_id} still not terminated after {STOP_WAIT_SECONDS} s")
             self.sleep(STOP_POLL_SECONDS)
         stopped = actions.last_stopped_at(ec2, run_id)
-        return StoppedCompute(tuple(ids), _iso(stopped) if stopped else None)
+        return StoppedCompute(tuple(ids), iso_precise(stopped) if stopped else None)
 
     def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
         fsx = self._client("fsx")
@@ -90,27 +89,6 @@ class AwsRunCloud:
 
     def audit(self, run_id: str) -> list[Leftover]:
         return audit_module.audit(run_id, self.session)
-
-
-def parse_marker(status: str, body: bytes) -> Marker:
-    """The marker's JSON (infra.userdata's write_marker); an unreadable body still counts as the marker."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        data = None
-    if not isinstance(data, dict):
-        return Marker(status)  # type: ignore[arg-type]
-    exit_code = data.get("exit_code")
-    exported = data.get("checkpoints_exported")
-    ended_at = data.get("ended_at")
-    return Marker(status,  # type: ignore[arg-type]
-                  exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
-                  checkpoints_exported=exported if isinstance(exported, bool) else None,
-                  ended_at=ended_at if isinstance(ended_at, str) else None, body=data)
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _parse_since(since: Optional[str]) -> Optional[datetime]:

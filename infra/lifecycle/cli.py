@@ -1,14 +1,14 @@
 """The lifecycle verbs of `python -m infra`: run, teardown, reap, audit.
 
-The handlers only build the real adapters (Automation API, boto3) and hand over to the orchestration
-functions, which tests drive with recording stand-ins.
+The handlers only build the real adapters (Automation API; boto3 on AWS, Google's REST APIs on GCP) and
+hand over to the orchestration functions, which tests drive with recording stand-ins.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from infra.errors import InputError, Problem
 from infra.lifecycle.console import Runtime, real_runtime
@@ -35,21 +35,22 @@ def add_lifecycle_parsers(verbs: Any) -> None:
     audit.add_argument("--region", help="AWS region; default: the AWS configuration's")
     audit.add_argument("--json", action="store_true", help="print the leftovers as JSON")
     audit.add_argument("--cloud", choices=("aws", "gcp"), default="aws", help="cloud of the run (default aws)")
+    audit.add_argument("--project", help="GCP project of the run (with --cloud gcp); default: GOOGLE_CLOUD_PROJECT")
     audit.set_defaults(handler=_audit)
 
 
 def _run(args: argparse.Namespace) -> int:
     from infra.lifecycle.run import run
 
-    config = _training_stack(args.stack, "run")
+    config = _training_stack(args.stack)
     rt = _runtime()
-    return _reporting_failures(lambda: run(args.stack, _stacks(), _cloud(config.get("aws:region")), rt, keep=args.keep))
+    return _reporting_failures(lambda: run(args.stack, _stacks(), run_cloud(config), rt, keep=args.keep))
 
 
 def _teardown(args: argparse.Namespace) -> int:
     from infra.lifecycle.teardown import teardown, training_config
 
-    config = _training_stack(args.stack, "teardown")
+    config = _training_stack(args.stack)
     if not args.yes:
         if not sys.stdin.isatty():
             raise InputError(Problem("--yes", "required to tear down without a terminal to confirm on (nothing was changed)"))
@@ -58,37 +59,35 @@ def _teardown(args: argparse.Namespace) -> int:
             print("nothing was changed")
             return 0
     run_id = training_config(config).get("runId")
-    return _reporting_failures(lambda: teardown(args.stack, _stacks(), _cloud(config.get("aws:region")), _runtime(),
+    return _reporting_failures(lambda: teardown(args.stack, _stacks(), run_cloud(config), _runtime(),
                                                 run_id=run_id if isinstance(run_id, str) else None))
 
 
 def _reap(args: argparse.Namespace) -> int:
     from infra.lifecycle.reap import reap
 
-    return _reporting_failures(lambda: reap(_stacks(), _cloud, _runtime(), execute=args.execute))
+    stacks = _stacks()
+    return _reporting_failures(lambda: reap(stacks, lambda stack: run_cloud(stacks.config(stack)), _runtime(),
+                                            execute=args.execute))
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from infra.lifecycle.audit import audit_main
+    from infra.lifecycle.audit import audit_main, gcp_audit_main
 
     if args.cloud == "gcp":
-        raise InputError(Problem("--cloud", "audit is not yet on GCP: list what is left with `gcloud compute instances "
-                                            f"list --filter=labels.mlinfra-run-id={args.run_id}`, `gcloud lustre instances list` "
-                                            "likewise, and networks named mlinfra-<run-id>-*; nothing was checked"))
+        if args.region:
+            raise InputError(Problem("--region", "only with --cloud aws (a GCP run is audited in its --project)"))
+        return gcp_audit_main(args.run_id, args.project or os.environ.get("GOOGLE_CLOUD_PROJECT"), args.json)
+    if args.project:
+        raise InputError(Problem("--project", "only with --cloud gcp (an AWS run is audited in --region)"))
     return audit_main(args.run_id, args.region, args.json)
 
 
-def _training_stack(stack: str, verb: str) -> dict[str, Any]:
+def _training_stack(stack: str) -> dict[str, Any]:
     from infra.lifecycle.target import training_stack_config
     from infra.offline.project import load_project
 
-    config = training_stack_config(load_project(), stack)
-    if config.get("mlinfra:cloud") == "gcp":
-        raise InputError(Problem("--stack", (
-            f"'{stack}' is a GCP training stack: `{verb}` is not yet on GCP (nothing was changed). Its nodes are "
-            "deleted by Compute Engine at lifecycle.expiresAt (scheduling.terminationTime); deploy with "
-            f"`pulumi up -s {stack}` once expiresAt is set, remove the rest with `pulumi destroy -s {stack}`")))
-    return config
+    return training_stack_config(load_project(), stack)
 
 
 def _stacks():
@@ -97,10 +96,21 @@ def _stacks():
     return AutomationStacks()
 
 
-def _cloud(region: Optional[str]):
+def run_cloud(config: dict[str, Any]):
+    """The cloud side of a training stack's run, from its config: boto3 in its AWS region, or Google's
+    APIs in its GCP project with its data bucket."""
+    if config.get("mlinfra:cloud") == "gcp":
+        from infra.lifecycle.gcp_cloud import GcpRunCloud
+        from infra.lifecycle.teardown import training_config
+
+        project, bucket = config.get("gcp:project"), training_config(config).get("dataBucket")
+        if not isinstance(project, str) or not project:
+            raise InputError(Problem("gcp:project", "required for a GCP training stack (nothing was changed)"))
+        return GcpRunCloud(project, bucket if isinstance(bucket, str) else "")
     from infra.lifecycle.aws_cloud import AwsRunCloud
 
-    return AwsRunCloud(region)
+    region = config.get("aws:region")
+    return AwsRunCloud(region if isinstance(region, str) else None)
 
 
 def _runtime() -> Runtime:

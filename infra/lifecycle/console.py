@@ -41,9 +41,9 @@ def parse_iso(text: object) -> Optional[datetime]:
         return None
 
 
-def aws_error(error: BaseException) -> Optional[str]:
-    """`AWS: <code>: <message>` for a botocore error (a cloud-side failure: throttling, expired or missing
-    credentials, no network), None for anything else."""
+def cloud_error(error: BaseException) -> Optional[str]:
+    """`AWS: <code>: <message>` for a botocore error, `GCP: <reason>: <message>` for a Google API's (a
+    cloud-side failure: throttling, expired or missing credentials, no network), None for anything else."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     if isinstance(error, ClientError):
@@ -53,7 +53,17 @@ def aws_error(error: BaseException) -> Optional[str]:
         return f"AWS: {code}: {message}"
     if isinstance(error, BotoCoreError):
         return f"AWS: {type(error).__name__}: {error}"
-    return None
+    return _gcp_error(error)
+
+
+def _gcp_error(error: BaseException) -> Optional[str]:
+    from google.auth.exceptions import GoogleAuthError
+
+    from infra.lifecycle.gcp_api import GcpApiError
+
+    if isinstance(error, GcpApiError):
+        return f"GCP: {error}"
+    return f"GCP: {type(error).__name__}: {error}" if isinstance(error, GoogleAuthError) else None
 
 
 def span(delta: timedelta) -> str:

@@ -1,12 +1,14 @@
 """The two small interfaces the lifecycle commands drive: Pulumi stacks and the run's cloud side.
 
-`StackOps` narrows the Pulumi Automation API to what run/teardown/reap need; `RunCloud` is the boto3
+`StackOps` narrows the Pulumi Automation API to what run/teardown/reap need; `RunCloud` is the cloud
 side (completion marker, compute, checkpoint export, audit). Tests use recording stand-ins for both;
-the real adapters are `automation.AutomationStacks` and `aws_cloud.AwsRunCloud`.
+the real adapters are `automation.AutomationStacks`, `aws_cloud.AwsRunCloud` and `gcp_cloud.GcpRunCloud`.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Optional, Protocol, Sequence
 
 OnOutput = Callable[[str], None]  # one line of engine output, for the progress display
@@ -87,3 +89,25 @@ class RunCloud(Protocol):
         """The stack's outputs name these file systems: look them up by id too, so a tag or region
         mismatch cannot pass for "no file system left" and let a destroy skip the export."""
     def audit(self, run_id: str) -> list[Leftover]: ...
+
+
+def parse_marker(status: str, body: bytes) -> Marker:
+    """The marker's JSON (infra.userdata's write_marker); an unreadable body still counts as the marker."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        return Marker(status)  # type: ignore[arg-type]
+    exit_code = data.get("exit_code")
+    exported = data.get("checkpoints_exported")
+    ended_at = data.get("ended_at")
+    return Marker(status,  # type: ignore[arg-type]
+                  exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+                  checkpoints_exported=exported if isinstance(exported, bool) else None,
+                  ended_at=ended_at if isinstance(ended_at, str) else None, body=data)
+
+
+def iso_precise(moment: datetime) -> str:
+    """ISO-8601 UTC with the fraction of a second kept (export cut-offs compare to the microsecond)."""
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")

@@ -11,7 +11,7 @@ from typing import Any, Callable, Literal, Optional
 
 from infra.config.training_checks import EXPIRES_AT_KEY
 from infra.errors import InputError
-from infra.lifecycle.console import Runtime, aws_error, iso, parse_iso, span
+from infra.lifecycle.console import Runtime, cloud_error, iso, parse_iso, span
 from infra.lifecycle.ports import RunCloud, StackOps, StackOpsError
 from infra.lifecycle.teardown import lifecycle_config, teardown
 
@@ -27,9 +27,7 @@ class StackFacts:
     deployed: bool = False                    # the last deployment left outputs
     expires_at_output: Optional[str] = None   # the `expiresAt` output: what the resources were tagged with
     expires_at_config: Optional[str] = None
-    region: Optional[str] = None
     unreadable: Optional[str] = None          # why the facts could not be read
-    cloud: str = "aws"                        # mlinfra:cloud; teardown is AWS-only so far
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,6 @@ class ReapDecision:
     stack: str
     action: Action
     reason: str
-    region: Optional[str] = None
 
 
 def plan_reap(stacks: list[StackFacts], now: datetime) -> list[ReapDecision]:
@@ -48,7 +45,7 @@ def plan_reap(stacks: list[StackFacts], now: datetime) -> list[ReapDecision]:
 
 def _decide(facts: StackFacts, now: datetime) -> ReapDecision:
     def decision(action: Action, reason: str) -> ReapDecision:
-        return ReapDecision(facts.name, action, reason, facts.region)
+        return ReapDecision(facts.name, action, reason)
 
     if facts.unreadable:
         return decision("problem", f"cannot read the stack: {facts.unreadable}")
@@ -63,10 +60,6 @@ def _decide(facts: StackFacts, now: datetime) -> ReapDecision:
     expires_at = parse_iso(text)
     if expires_at is None:
         return decision("problem", f"expiresAt {text!r} ({source}) is not a UTC time like 2026-11-22T08:00:00Z")
-    if now >= expires_at and facts.cloud == "gcp":
-        return decision("problem", f"expired at {iso(expires_at)}, {span(now - expires_at)} ago; its nodes were deleted "
-                                   "by Compute Engine at expires-at, but teardown is not yet on GCP: remove the rest "
-                                   f"with `pulumi destroy -s {facts.name}`")
     if now >= expires_at:
         return decision("reap", f"expired at {iso(expires_at)}, {span(now - expires_at)} ago")
     return decision("keep", f"expires at {iso(expires_at)}, in {span(expires_at - now)}")
@@ -87,14 +80,13 @@ def gather(stacks: StackOps) -> list[StackFacts]:
             name, kind=kind if isinstance(kind, str) else None, deployed=bool(outputs),
             expires_at_output=_text(outputs.get("expiresAt")),
             expires_at_config=_text(lifecycle_config(config).get("expiresAt")),
-            region=_text(config.get("aws:region")),
-            cloud="gcp" if config.get("mlinfra:cloud") == "gcp" else "aws",
         ))
     return found
 
 
-def reap(stacks: StackOps, cloud_for: Callable[[Optional[str]], RunCloud], rt: Runtime, execute: bool) -> int:
-    """Print the plan; with `execute`, tear down every expired stack. 1 when a stack needs a human."""
+def reap(stacks: StackOps, cloud_for: Callable[[str], RunCloud], rt: Runtime, execute: bool) -> int:
+    """Print the plan; with `execute`, tear down every expired stack (`cloud_for(stack)`: the cloud side of
+    that stack's run, AWS or GCP). 1 when a stack needs a human."""
     decisions = plan_reap(gather(stacks), rt.now())
     if not decisions:
         rt.say("reap: no training stacks")
@@ -111,7 +103,7 @@ def reap(stacks: StackOps, cloud_for: Callable[[Optional[str]], RunCloud], rt: R
     for d in expired:
         rt.say(f"reap: tearing down {d.stack}")
         try:
-            code = teardown(d.stack, stacks, cloud_for(d.region), rt)
+            code = teardown(d.stack, stacks, cloud_for(d.stack), rt)
         except Exception as error:  # noqa: BLE001 one stack's failure, whatever it is, must not spare the others
             rt.say(f"reap: {d.stack}: {failure_text(error)}")
             code = 1
@@ -123,10 +115,10 @@ def reap(stacks: StackOps, cloud_for: Callable[[Optional[str]], RunCloud], rt: R
 
 
 def failure_text(error: Exception) -> str:
-    """One line for a stack's failed teardown: our own errors as they read, AWS's with its code."""
+    """One line for a stack's failed teardown: our own errors as they read, the cloud's with its code."""
     if isinstance(error, (StackOpsError, InputError)):
         return str(error)
-    return aws_error(error) or f"{type(error).__name__}: {error}"
+    return cloud_error(error) or f"{type(error).__name__}: {error}"
 
 
 def _text(value: Any) -> Optional[str]:

@@ -5,8 +5,9 @@ marker is already in the registry is refused (its marker would end the new run a
 is written to the stack's config once and never moved, so a re-run (after Ctrl-C, say) keeps the
 run's hard cap. The wait ends at the completion marker, at expires-at (the run guard has taken over by
 then), or when the nodes have been gone for a while with no marker; then the teardown runs unless
-asked to keep. AWS failing while it waits (throttling, expiring credentials, no network) is retried
-for a while; after that it stops waiting and leaves the run to its guard.
+asked to keep. The cloud failing while it waits (throttling, expiring credentials, no network) is retried
+for a while; after that it stops waiting and leaves the run to its hard cap (the run guard on AWS,
+Compute Engine's termination time on GCP).
 """
 from __future__ import annotations
 
@@ -14,15 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Literal, Optional
 
-from infra.catalog import on_demand_price
 from infra.config import load
-from infra.config.training import TrainingStackConfig
 from infra.config.training_checks import EXPIRES_AT_KEY
 from infra.errors import InputError, Problem
-from infra.lifecycle.console import Runtime, aws_error, iso, parse_iso, span
+from infra.lifecycle.console import Runtime, cloud_error, iso, parse_iso, span
 from infra.lifecycle.ports import Marker, RunCloud, StackOps, StackOpsError
 from infra.lifecycle.progress import StatusLine, Usage, status_text, summary_text
-from infra.lifecycle.target import training_stack_config
+from infra.lifecycle.target import RunSubject, marker_bucket, run_subject, training_stack_config
 from infra.lifecycle.teardown import lifecycle_config, teardown
 from infra.offline.engine import preview
 from infra.offline.project import Project, load_project
@@ -32,7 +31,7 @@ EXPIRES_AT = EXPIRES_AT_KEY
 RUN_ID = "mlinfra:training.runId"
 WAIT_POLL_SECONDS = 30
 NODES_GONE_AFTER = timedelta(minutes=10)  # nodes seen, then none and no marker: the job died without one
-# AWS failing while waiting: try again after 30 s, 1, 2, 4, then every 5 minutes; stop waiting once it
+# The cloud failing while waiting: try again after 30 s, 1, 2, 4, then every 5 minutes; stop waiting once it
 # has failed for this long in a row (the run guard does not depend on this machine).
 CLOUD_RETRY_FIRST_SECONDS, CLOUD_RETRY_MAX_SECONDS = 30, 300
 CLOUD_FAILING_GIVE_UP = timedelta(minutes=15)
@@ -42,7 +41,7 @@ CLOUD_FAILING_GIVE_UP = timedelta(minutes=15)
 class WaitResult:
     ended: Literal["marker", "expired", "nodes-gone", "cloud-failing"]
     marker: Optional[Marker] = None
-    error: str = ""  # "cloud-failing": the last AWS error
+    error: str = ""  # "cloud-failing": the last cloud error
 
 
 class Progress:
@@ -71,7 +70,7 @@ def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: boo
         project: Optional[Project] = None, preview_fn: Callable[..., Any] = preview) -> int:
     project = project or load_project()
     config = load(training_stack_config(project, stack))  # bad config: InputError (exit 2), nothing issued
-    assert isinstance(config, TrainingStackConfig)
+    subject = run_subject(config)
     checked = preview_fn(stack, (), project)
     if checked.errors:
         for diagnostic in checked.errors:
@@ -80,36 +79,38 @@ def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: boo
         return 1
     exists = stacks.exists(stack)
     if not (exists and stacks.outputs(stack)):  # not deployed: a new run, or one already torn down
-        refuse_ended_run(stacks, cloud, config)
-    expires_at = fix_expiry(stack, stacks, config, rt, exists=exists)
-    progress = Progress(rt, on_demand_price(config.training.instance_type))
+        refuse_ended_run(stacks, cloud, subject, config.registry_stack if subject.cloud == "aws" else None)
+    expires_at = fix_expiry(stack, stacks, subject, rt, exists=exists)
+    progress = Progress(rt, subject.hourly_price)
     try:
-        return _deploy_and_watch(stack, stacks, cloud, rt, config, expires_at, progress, keep)
+        return _deploy_and_watch(stack, stacks, cloud, rt, subject, expires_at, progress, keep)
     except KeyboardInterrupt:
         progress.display.end()
-        rt.say(f"interrupted: stack {stack} may still be deployed; its run guard stops the compute at "
+        rt.say(f"interrupted: stack {stack} may still be deployed; {subject.hard_cap} at "
                f"expires-at {expires_at} at the latest. Resume the teardown with: "
                f"python -m infra teardown --stack {stack}")
         return 130
-    except Exception as error:  # noqa: BLE001 AWS failing after the deploy: say what stands, no traceback
-        text = aws_error(error)
+    except Exception as error:  # noqa: BLE001 the cloud failing after the deploy: say what stands, no traceback
+        text = cloud_error(error)
         if text is None:
             raise
         progress.display.end()
-        rt.say(f"error: {text}; stack {stack} may still be deployed; its run guard stops the compute at "
+        rt.say(f"error: {text}; stack {stack} may still be deployed; {subject.hard_cap} at "
                f"expires-at {expires_at} at the latest. Resume the teardown with: "
                f"python -m infra teardown --stack {stack}")
         return 1
 
 
-def refuse_ended_run(stacks: StackOps, cloud: RunCloud, config: TrainingStackConfig) -> None:
-    """InputError when the run id already has a completion marker in the registry: a new run under it
-    would see that marker at its first poll and be torn down at once."""
-    run_id, registry = config.training.run_id, config.registry_stack
-    bucket = stacks.outputs(registry).get("bucketName")
-    if not bucket:
-        raise InputError(Problem("mlinfra:registryStack", f"stack {registry!r} has no bucketName output: deploy the "
-                                                          "registry first (nothing was deployed)"))
+def refuse_ended_run(stacks: StackOps, cloud: RunCloud, subject: RunSubject, registry: Optional[str]) -> None:
+    """InputError when the run id already has a completion marker in its bucket (the registry's, or on GCP
+    the data bucket): a new run under it would see that marker at its first poll and be torn down at once."""
+    run_id, bucket = subject.run_id, subject.data_bucket
+    if registry is not None:
+        bucket = stacks.outputs(registry).get("bucketName")
+        if not bucket:
+            raise InputError(Problem("mlinfra:registryStack", f"stack {registry!r} has no bucketName output: deploy "
+                                                              "the registry first (nothing was deployed)"))
+    assert bucket is not None
     marker = cloud.marker(bucket, run_id)
     if marker is not None:
         raise InputError(Problem(RUN_ID, f"run {run_id!r} has already ended (runs/{run_id}/_{marker.status} is in "
@@ -117,13 +118,12 @@ def refuse_ended_run(stacks: StackOps, cloud: RunCloud, config: TrainingStackCon
                                          f"(nothing was deployed)"))
 
 
-def fix_expiry(stack: str, stacks: StackOps, config: TrainingStackConfig, rt: Runtime,
+def fix_expiry(stack: str, stacks: StackOps, subject: RunSubject, rt: Runtime,
                exists: Optional[bool] = None) -> str:
     """The run's expires-at: the one in the stack's config, or now + ttlHours written there once."""
     now = rt.now()
     exists = stacks.exists(stack) if exists is None else exists
-    current = lifecycle_config(stacks.config(stack)).get("expiresAt") if exists \
-        else config.training.lifecycle.expires_at
+    current = lifecycle_config(stacks.config(stack)).get("expiresAt") if exists else subject.lifecycle.expires_at
     if current:
         at = parse_iso(current)
         if at is None:
@@ -134,15 +134,15 @@ def fix_expiry(stack: str, stacks: StackOps, config: TrainingStackConfig, rt: Ru
                                                  f"new runId and remove expiresAt"))
         rt.say(f"expires-at: {current} (fixed when the run started; kept)")
         return str(current)
-    text, _, problem = run_expiry(config.training, now, dry_run=True)
+    text, _, problem = run_expiry(subject.lifecycle, now, dry_run=True)
     if problem:
         raise InputError(problem)
     stacks.set_config(stack, EXPIRES_AT, text)
-    rt.say(f"expires-at: {text} (now + ttlHours {config.training.lifecycle.ttl_hours:g}), written to the stack's config")
+    rt.say(f"expires-at: {text} (now + ttlHours {subject.lifecycle.ttl_hours:g}), written to the stack's config")
     return text
 
 
-def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, config: TrainingStackConfig,
+def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, subject: RunSubject,
                       expires_at: str, progress: Progress, keep: bool) -> int:
     def engine_line(line: str) -> None:
         if rt.live:
@@ -160,24 +160,24 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
                    f"`python -m infra teardown --stack {stack}`")
             return 1
         rt.say("up: failed; tearing down what was created so nothing is left running")
-        _teardown(stack, stacks, cloud, rt, progress, config.training.run_id)
+        _teardown(stack, stacks, cloud, rt, progress, subject.run_id)
         return 1
     outputs = stacks.outputs(stack)
-    run_id = outputs.get("runId") or config.training.run_id
+    run_id = outputs.get("runId") or subject.run_id
     deadline = parse_iso(outputs.get("expiresAt")) or parse_iso(expires_at)
     assert deadline is not None
-    progress.display.line(f"up: deployed run {run_id} ({config.training.node_count} x "
-                          f"{config.training.instance_type}), expires-at {iso(deadline)}")
-    result = wait_for_end(cloud, rt, progress, run_id, outputs.get("registryBucket"), deadline)
+    progress.display.line(f"up: deployed run {run_id} ({subject.node_count} x {subject.machine_type}), "
+                          f"expires-at {iso(deadline)}")
+    result = wait_for_end(cloud, rt, progress, run_id, marker_bucket(outputs), deadline)
     if result.ended == "cloud-failing":
         progress.display.line(
-            f"wait: stopped waiting, AWS still failing after {span(CLOUD_FAILING_GIVE_UP)} ({result.error}). "
-            f"Stack {stack} stays deployed; its run guard still stops the compute at expires-at {iso(deadline)}. "
+            f"wait: stopped waiting, {subject.cloud.upper()} still failing after {span(CLOUD_FAILING_GIVE_UP)} "
+            f"({result.error}). Stack {stack} stays deployed; {subject.hard_cap} at expires-at {iso(deadline)}. "
             f"Once the run has ended, or to end it now, finish with: python -m infra teardown --stack {stack}")
         return 1
-    progress.display.line(_ending(result, run_id))
+    progress.display.line(_ending(result, run_id, subject))
     succeeded = result.marker is not None and result.marker.status == "SUCCESS"
-    inspect = not config.training.lifecycle.teardown_on_completion and result.ended != "expired"
+    inspect = not subject.lifecycle.teardown_on_completion and result.ended != "expired"
     if keep or inspect:
         why = "--keep" if keep else "teardownOnCompletion is false"
         rt.say(f"stack {stack} is kept ({why}) until expires-at {iso(deadline)}; tear it down with "
@@ -193,7 +193,7 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
 
 def wait_for_end(cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str, bucket: Optional[str],
                  deadline: datetime) -> WaitResult:
-    """Poll the marker and the active nodes until the run ends or expires-at comes, or AWS keeps failing
+    """Poll the marker and the active nodes until the run ends or expires-at comes, or the cloud keeps failing
     for CLOUD_FAILING_GIVE_UP (each failure one line, retried with backoff)."""
     seen_nodes = False
     gone_since: Optional[datetime] = None
@@ -203,8 +203,8 @@ def wait_for_end(cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str, 
         try:
             marker = cloud.marker(bucket, run_id) if bucket else None
             nodes = cloud.active_nodes(run_id)
-        except Exception as error:  # noqa: BLE001 only AWS's failures are retried; anything else is a bug
-            text = aws_error(error)
+        except Exception as error:  # noqa: BLE001 only the cloud's failures are retried; anything else is a bug
+            text = cloud_error(error)
             if text is None:
                 raise
             failures, failing_since = failures + 1, failing_since or rt.now()
@@ -232,12 +232,12 @@ def wait_for_end(cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str, 
         rt.sleep(WAIT_POLL_SECONDS)
 
 
-def _ending(result: WaitResult, run_id: str) -> str:
+def _ending(result: WaitResult, run_id: str, subject: RunSubject) -> str:
     if result.marker is not None:
         code = "" if result.marker.exit_code is None else f", exit code {result.marker.exit_code}"
         return f"job: ended, runs/{run_id}/_{result.marker.status}{code}"
     if result.ended == "expired":
-        return "job: expires-at reached; the run guard terminates the nodes and exports the checkpoints"
+        return f"job: expires-at reached; {subject.on_expiry}"
     return f"job: every node gone for {span(NODES_GONE_AFTER)} with no completion marker"
 
 

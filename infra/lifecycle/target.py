@@ -1,8 +1,13 @@
-"""Which stacks the lifecycle commands take: training stacks with a file in the project's stacks/."""
+"""Which stacks the lifecycle commands take (training stacks with a file in the project's stacks/), and what
+they need to know of one whichever its cloud."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
 
+from infra.catalog import on_demand_price as aws_price
+from infra.catalog.gcp import on_demand_price as gcp_price
+from infra.config.training import LifecycleSpec
 from infra.errors import InputError, Problem
 from infra.offline.project import Project, stack_config
 
@@ -27,3 +32,41 @@ def training_stack_config(project: Project, stack: str) -> dict[str, Any]:
         raise InputError(Problem("--stack", f"'{stack}' is a {kind or 'kind-less'} stack; "
                                             f"this command takes a training stack: {allowed}"))
     return config
+
+
+@dataclass(frozen=True)
+class RunSubject:
+    """What `run` and `teardown` need of a training stack that differs between the clouds."""
+    cloud: Literal["aws", "gcp"]
+    run_id: str
+    machine_type: str
+    node_count: int
+    hourly_price: Optional[float]          # per node, on demand; None when the catalog has no sourced price
+    lifecycle: LifecycleSpec
+    data_bucket: Optional[str] = None      # GCP: where the markers are (the config's dataBucket); AWS: the registry's
+
+    @property
+    def hard_cap(self) -> str:
+        """Who stops the compute at expires-at when nobody runs the teardown."""
+        return ("its run guard stops the compute" if self.cloud == "aws"
+                else "Compute Engine deletes its nodes (scheduling.terminationTime)")
+
+    @property
+    def on_expiry(self) -> str:
+        return ("the run guard terminates the nodes and exports the checkpoints" if self.cloud == "aws"
+                else "Compute Engine deletes the nodes; the teardown exports the checkpoints")
+
+
+def run_subject(config: Any) -> RunSubject:
+    """From a loaded training config (`TrainingStackConfig` or `GcpTrainingStackConfig`)."""
+    spec = config.training
+    if getattr(config, "cloud", "aws") == "gcp":
+        return RunSubject("gcp", spec.run_id, spec.machine_type, spec.node_count, gcp_price(spec.machine_type),
+                          spec.lifecycle, data_bucket=spec.data_bucket)
+    return RunSubject("aws", spec.run_id, spec.instance_type, spec.node_count, aws_price(spec.instance_type),
+                      spec.lifecycle)
+
+
+def marker_bucket(outputs: dict[str, Any]) -> Optional[str]:
+    """Where a deployed training stack's nodes write their markers, from its outputs."""
+    return outputs.get("registryBucket") or outputs.get("dataBucket") or None

@@ -3,7 +3,7 @@ remove the stack.
 
 Stateless: every step derives what to do from the stack and the cloud as they are now, so a teardown
 interrupted at any point and run again finishes. The stack is removed only when the audit finds
-nothing left with the run's tag (looking again for a few minutes while AWS finishes deleting); on any
+nothing left with the run's tag (looking again for a few minutes while the cloud finishes deleting); on any
 problem it is kept, so the next run can pick up from there.
 """
 from __future__ import annotations
@@ -16,14 +16,14 @@ from infra.errors import InputError, Problem
 from infra.lifecycle.console import Runtime, iso, span
 from infra.lifecycle.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
 from infra.lifecycle.ports import RunCloud, StackOps, StackOpsError, StoppedCompute
+from infra.lifecycle.target import marker_bucket
 
-# When AWS does not say when the run's compute stopped, the export must still start after it: local
-# now, less this much for a local clock running ahead of AWS's.
-
-# Destroy failures that go away on their own once AWS has finished releasing what held the resource.
+# Destroy failures that go away on their own once the cloud has finished releasing what held the resource.
 TRANSIENT_DESTROY_FAILURES = (
     ("DependencyViolation", "a security group is still held by network interfaces being released"),
     ("InvalidPlacementGroup.InUse", "the placement group still holds terminating instances"),
+    # GCP: a subnet, network or placement policy still used by instances or a file system being deleted
+    ("resourceInUseByAnotherResource", "a network resource is still used by resources being deleted"),
 )
 
 
@@ -41,7 +41,7 @@ class Backoff:
 
 @dataclass(frozen=True)
 class AuditRetry:
-    """Right after a destroy the audit may still list what AWS is deleting (network interfaces of a file
+    """Right after a destroy the audit may still list what the cloud is deleting (network interfaces of a file
     system, a log group): look again after these pauses before calling anything a leftover. 4 looks
     over 5 minutes by default."""
     pauses: Sequence[float] = (60, 90, 150)
@@ -51,7 +51,7 @@ class AuditRetry:
 class RunFacts:
     """What teardown needs to know about the stack's run."""
     run_id: str
-    bucket: Optional[str]       # the registry bucket, from the outputs (None once destroyed)
+    bucket: Optional[str]       # where the markers are (the registry, or GCP's data bucket), from the outputs
     export_checkpoints: bool
     file_system_ids: tuple[str, ...] = ()  # the stack's own record of its file system (outputs)
 
@@ -81,15 +81,15 @@ def run_facts(stack: str, config: dict[str, Any], outputs: dict[str, Any]) -> Ru
     if not isinstance(run_id, str) or not run_id:
         raise InputError(Problem("mlinfra:training.runId", f"stack {stack!r} has no run id in its outputs or config"))
     lifecycle = lifecycle_config(config)
-    file_system = outputs.get("lustreFileSystemId")
-    return RunFacts(run_id=run_id, bucket=outputs.get("registryBucket") or None,
+    file_system = outputs.get("lustreFileSystemId") or outputs.get("lustreInstanceId")
+    return RunFacts(run_id=run_id, bucket=marker_bucket(outputs),
                     export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False,
                     file_system_ids=(file_system,) if isinstance(file_system, str) and file_system else ())
 
 
 def export_since(stopped: StoppedCompute, rt: Runtime) -> str:
-    """From when an export sees every write: when the last instance stopped by AWS's clock, else local
-    now (stop_compute has returned, so nothing runs). Never earlier: a clock behind AWS's could then
+    """From when an export sees every write: when the last instance stopped by the cloud's clock, else local
+    now (stop_compute has returned, so nothing runs). Never earlier: a clock behind the cloud's could then
     accept an export that began while a node still wrote; one ahead only costs a redundant export
     (the adapter always accepts the tasks it started itself)."""
     return stopped.stopped_at or iso(rt.now())
@@ -110,7 +110,7 @@ def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_
         rt.say(f"stack {stack}: already removed; auditing run {run_id}")
         return 0 if _audit_clean(stack, cloud, run_id, rt, audit_retry) else 1
     facts = run_facts(stack, stacks.config(stack), stacks.outputs(stack))
-    rt.say(f"stack {stack}: run {facts.run_id}, registry bucket {facts.bucket or 'unknown (no outputs)'}")
+    rt.say(f"stack {stack}: run {facts.run_id}, bucket {facts.bucket or 'unknown (no outputs)'}")
     cloud.expect_file_systems(facts.file_system_ids)
     on_phase("tearing down")
     stopped = cloud.stop_compute(facts.run_id)
@@ -192,7 +192,7 @@ def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff,
 
 def _audit_clean(stack: str, cloud: RunCloud, run_id: str, rt: Runtime, retry: AuditRetry) -> bool:
     """True when the audit finds nothing; what it finds is called left over only once it is still there
-    after the retry's pauses (AWS lists resources for a while after deleting them)."""
+    after the retry's pauses (clouds list resources for a while after deleting them)."""
     looks = len(retry.pauses) + 1
     for look, pause in enumerate([*retry.pauses, None], start=1):
         leftovers = cloud.audit(run_id)
@@ -201,7 +201,7 @@ def _audit_clean(stack: str, cloud: RunCloud, run_id: str, rt: Runtime, retry: A
             return True
         if pause is None:
             break
-        rt.say(f"audit: {len(leftovers)} resource(s) of run {run_id} still listed, AWS may still be deleting "
+        rt.say(f"audit: {len(leftovers)} resource(s) of run {run_id} still listed, the cloud may still be deleting "
                f"them; looking again in {span(timedelta(seconds=pause))} (look {look + 1} of {looks})")
         rt.sleep(pause)
     rt.say(f"audit: {len(leftovers)} resource(s) still belong to run {run_id}; stack {stack} is kept:")

@@ -1,7 +1,9 @@
 """The GCP machine catalog: typed facts from data with source and as-of, unknown prices said so."""
 import pytest
 
-from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_table_source, machine_type, on_demand_price
+from infra.catalog.gcp import (
+    UnknownMachineType, known_machine_types, machine_table_source, machine_type, on_demand_price, price_table_source,
+)
 from infra.catalog.services import no_charge_reason, service_price
 
 G2 = {"g2-standard-4": (4, 1), "g2-standard-8": (8, 1), "g2-standard-12": (12, 1), "g2-standard-16": (16, 1),
@@ -31,12 +33,25 @@ def test_a3_nic_layout_one_extra_nic_per_gpu_pair_or_per_gpu():
     assert mega.accelerator.type == "nvidia-h100-mega-80gb" and high.accelerator.type == "nvidia-h100-80gb"
 
 
-def test_prices_without_a_source_are_none_never_estimated():
-    for name in known_machine_types():
-        m = machine_type(name)
-        assert m.price is None and m.gpu_price is None and on_demand_price(name) is None
-        assert m.host_price_excluding_gpu and m.host_price_excluding_gpu > 0
-    assert machine_type("g2-standard-8").host_price_excluding_gpu == 0.29358
+@pytest.mark.parametrize("name", sorted(G2))
+def test_g2_whole_vm_price_is_its_host_part_plus_its_l4s(name):
+    """Two independent sources (whole-VM hour price; host and GPU SKU rows) must agree."""
+    m = machine_type(name)
+    assert m.gpu_price == 0.56004
+    assert m.price == pytest.approx(m.host_price_excluding_gpu + m.accelerator.count * m.gpu_price, abs=1e-4)
+    assert on_demand_price(name) == m.price
+
+
+def test_a3_prices_per_host_and_per_gpu_with_their_source_and_date():
+    high, mega = machine_type("a3-highgpu-8g"), machine_type("a3-megagpu-8g")
+    assert (high.price, high.gpu_price, high.host_price_excluding_gpu) == (88.49, 9.79655, 9.46006)
+    # The whole-VM price also holds the bundled 6,000 GiB Local SSD: above host + GPUs, by less than a dollar.
+    assert 0 < high.price - (high.host_price_excluding_gpu + 8 * high.gpu_price) < 1
+    # No source lists a3-megagpu-8g's whole-VM price in us-central1: unknown, though its parts are known.
+    assert mega.price is None and on_demand_price("a3-megagpu-8g") is None and mega.gpu_price == 10.34428
+    source, as_of = price_table_source()
+    assert "Cyclenerd/google-cloud-pricing-cost-calculator" in source and "skypilot-catalog" in source
+    assert as_of == "2025-03-06"
 
 
 def test_zones_known_for_us_central1_unknown_elsewhere():

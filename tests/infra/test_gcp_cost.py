@@ -1,6 +1,8 @@
-"""`python -m infra cost` on the GCP serving stack: GKE's fee priced, node pools from the GCP catalog,
+"""`python -m infra cost` on the GCP stacks: GKE's fee priced, node pools and training nodes from the GCP catalog,
 prices without a source reported as unknown (the totals are then lower bounds)."""
 import json
+
+import pytest
 
 from infra.cli import main
 
@@ -12,9 +14,8 @@ def test_serving_gcp_demo_cost(capsys):
     assert lines["serving-gke-cluster"]["basis"] == "hourly"
     assert (lines["serving-gke-cluster"]["minUsdPerHour"], lines["serving-gke-cluster"]["maxUsdPerHour"]) == (0.1, 0.1)
     l4 = lines["pool-l4-pool"]
-    assert l4["basis"] == "unknown"
-    assert l4["what"] == ("3-9 x g2-standard-8 (1 x L4): unknown (no sourced price for its GPUs; its vCPU and memory "
-                          "alone are $0.294/h) (1-3 per zone in 3 zones)")
+    assert l4["basis"] == "hourly" and l4["what"] == "3-9 x g2-standard-8 at $0.854/h (1-3 per zone in 3 zones)"
+    assert (l4["minUsdPerHour"], l4["maxUsdPerHour"]) == (pytest.approx(3 * 0.853624), pytest.approx(9 * 0.853624))
     assert "e2-standard-4 is not in the GCP machine catalog" in lines["pool-system-pool"]["what"]
     assert lines["serving-net-nat"]["basis"] == "unknown"
 
@@ -22,6 +23,29 @@ def test_serving_gcp_demo_cost(capsys):
 def test_text_output_says_unknown_and_names_sources(capsys):
     assert main(["cost", "--stack", "serving-gcp-demo"]) == 0
     out = capsys.readouterr().out
-    assert "us-central1 list prices" in out and "at least $0.1000" in out
+    assert "us-central1 list prices" in out and "at least $2.66 at min to $7.78 at max" in out
+    assert "Cyclenerd/google-cloud-pricing-cost-calculator" in out and "(as of 2025-03-06)" in out
     assert "gke.cluster: cloud.google.com/kubernetes-engine/pricing" in out
     assert "some prices are unknown: the totals are lower bounds" in out
+
+
+def test_training_gcp_demo_cost_prices_the_a3_nodes_and_their_idle_tail(capsys):
+    assert main(["cost", "--stack", "training-gcp-demo", "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out)
+    nodes = [line for line in cost["lines"] if line["type"] == "gcp:compute/instance:Instance"]
+    assert [line["maxUsdPerHour"] for line in nodes] == [88.49, 88.49]
+    lustre = next(line for line in cost["lines"] if line["type"] == "gcp:lustre/instance:Instance")
+    assert lustre["basis"] == "unknown" and "9000 GiB at 1000 MB/s/TiB" in lustre["what"]  # only 125 is sourced
+    idle = cost["run"]["idleTail"]
+    # Both nodes bill from the job's end until they are stopped (120 s), then rank 0 alone for the export wait.
+    assert [term["usd"] for term in idle["terms"][:2]] == [pytest.approx(2 * 88.49 * 120 / 3600, abs=0.01),
+                                                           pytest.approx(88.49, abs=0.01)]
+
+
+def test_managed_lustre_at_125_mb_s_per_tib_is_priced_per_gib_month(capsys):
+    assert main(["cost", "--stack", "training-gcp-demo", "--json",
+                 "-c", "mlinfra:training.lustre.perUnitStorageThroughput=125"]) == 0
+    cost = json.loads(capsys.readouterr().out)
+    lustre = next(line for line in cost["lines"] if line["type"] == "gcp:lustre/instance:Instance")
+    capacity = int(lustre["what"].split()[2])
+    assert lustre["basis"] == "hourly" and lustre["maxUsdPerHour"] == pytest.approx(capacity * 0.145 / 730, abs=0.01)

@@ -1,4 +1,5 @@
-"""The moto server on loopback (a real HTTP AWS endpoint, started and stopped here) and clients for it."""
+"""The moto server on loopback (a real HTTP AWS endpoint, started and stopped here) and clients for it; the GCP
+emulators (Cloud Storage, and ours for Compute Engine, Managed Lustre and Cloud Asset Inventory) and an adapter on them."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,9 @@ from typing import Any
 import boto3
 import pytest
 
+from tests.lifecycle import gcp_world
 from tests.lifecycle.aws_world import REGION, make_registry
+from tests.lifecycle.gcp_emulator import GcpEmulator
 
 LAUNCHER = Path(__file__).with_name("moto_launcher.py")
 
@@ -117,3 +120,42 @@ def aws(moto_url, monkeypatch):
 @pytest.fixture
 def registry(aws) -> str:
     return make_registry(aws)
+
+
+@pytest.fixture(scope="session")
+def gcs_url():
+    """gcp-storage-emulator in this process, in memory, holding the run's data bucket."""
+    from gcp_storage_emulator.server import create_server
+
+    port = gcp_world.free_port()
+    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=gcp_world.BUCKET)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def gcp(gcs_url):
+    """A fresh Compute/Lustre/Asset emulator, and the storage emulator emptied but for the bucket."""
+    import requests
+
+    emulator = GcpEmulator(gcp_world.PROJECT)
+    base = emulator.start()
+    emulator.base = base
+    emulator.endpoints = {"compute": f"{base}/compute/v1", "lustre": f"{base}/lustre/v1",
+                          "asset": f"{base}/asset/v1", "storage": f"{gcs_url}/storage/v1"}
+    emulator.storage = gcs_url
+    assert requests.get(f"{gcs_url}/wipe", params={"keep-buckets": "true"}).status_code == 200
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def gcp_cloud(gcp):
+    import requests
+
+    from infra.lifecycle.gcp_api import GcpApi
+    from infra.lifecycle.gcp_cloud import GcpRunCloud
+
+    return GcpRunCloud(gcp_world.PROJECT, gcp_world.BUCKET, api=GcpApi(requests.Session(), gcp.endpoints),
+                       sleep=lambda s: None)

@@ -16,7 +16,8 @@ def world(monkeypatch):
     world = deployed_world(export_states=["succeeded"])
     regions = []
     monkeypatch.setattr("infra.lifecycle.cli._stacks", lambda: RecordingStacks(world))
-    monkeypatch.setattr("infra.lifecycle.cli._cloud", lambda region: regions.append(region) or RecordingCloud(world))
+    monkeypatch.setattr("infra.lifecycle.cli.run_cloud",
+                        lambda config: regions.append(config.get("aws:region")) or RecordingCloud(world))
     monkeypatch.setattr("infra.lifecycle.cli._runtime", lambda: runtime(FakeClock()))
     world.regions = regions
     return world

@@ -15,8 +15,7 @@ NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 def training(name: str, output: str | None = None, config: str | None = None, deployed: bool = True) -> StackFacts:
-    return StackFacts(name, "training", deployed=deployed, expires_at_output=output, expires_at_config=config,
-                      region="us-east-1")
+    return StackFacts(name, "training", deployed=deployed, expires_at_output=output, expires_at_config=config)
 
 
 def test_expired_stacks_are_reaped_and_the_others_kept_with_their_time_left():
@@ -27,10 +26,10 @@ def test_expired_stacks_are_reaped_and_the_others_kept_with_their_time_left():
         training("run-d", output="2026-03-01T12:00:00Z"),
     ], NOW)
     assert decisions == [
-        ReapDecision("run-a", "reap", "expired at 2026-03-01T08:45:00Z, 3h 15m ago", "us-east-1"),
-        ReapDecision("run-b", "reap", "expired at 2026-03-01T11:59:59Z, 1s ago", "us-east-1"),
-        ReapDecision("run-c", "keep", "expires at 2026-03-02T14:30:00Z, in 26h 30m", "us-east-1"),
-        ReapDecision("run-d", "reap", "expired at 2026-03-01T12:00:00Z, 0s ago", "us-east-1"),
+        ReapDecision("run-a", "reap", "expired at 2026-03-01T08:45:00Z, 3h 15m ago"),
+        ReapDecision("run-b", "reap", "expired at 2026-03-01T11:59:59Z, 1s ago"),
+        ReapDecision("run-c", "keep", "expires at 2026-03-02T14:30:00Z, in 26h 30m"),
+        ReapDecision("run-d", "reap", "expired at 2026-03-01T12:00:00Z, 0s ago"),
     ]
 
 
@@ -50,7 +49,7 @@ def test_other_kinds_are_not_reaped_nor_listed():
 
 def test_a_training_stack_never_deployed_with_no_expiry_is_skipped():
     assert plan_reap([training("fresh", deployed=False)], NOW) == [
-        ReapDecision("fresh", "skip", "never deployed, and no expiresAt", "us-east-1")]
+        ReapDecision("fresh", "skip", "never deployed, and no expiresAt")]
 
 
 def test_a_deployed_stack_with_no_expiry_needs_a_human():
@@ -64,9 +63,9 @@ def test_a_malformed_expiry_is_reported_not_guessed():
                            training("bad-config", config="tomorrow", deployed=False)], NOW)
     assert decisions == [
         ReapDecision("bad-config", "problem",
-                     "expiresAt 'tomorrow' (config) is not a UTC time like 2026-11-22T08:00:00Z", "us-east-1"),
+                     "expiresAt 'tomorrow' (config) is not a UTC time like 2026-11-22T08:00:00Z"),
         ReapDecision("bad-output", "problem",
-                     "expiresAt '2026-03-01 08:00' (output) is not a UTC time like 2026-11-22T08:00:00Z", "us-east-1"),
+                     "expiresAt '2026-03-01 08:00' (output) is not a UTC time like 2026-11-22T08:00:00Z"),
     ]
 
 
@@ -94,13 +93,13 @@ def test_gather_reads_kind_config_and_outputs_through_the_stack_port():
     assert world.calls == [("list_stacks",), ("config", "registry"), ("config", "run-new"), ("outputs", "run-new"),
                            ("config", "run-old"), ("outputs", "run-old")]
     assert facts[2] == StackFacts("run-old", "training", deployed=True, expires_at_output="2026-03-01T09:00:00Z",
-                                  expires_at_config=None, region="us-east-1")
+                                  expires_at_config=None)
 
 
 def test_reap_is_a_dry_run_by_default():
     world = _world()
     rt = runtime(FakeClock(NOW))
-    assert reap(RecordingStacks(world), lambda region: RecordingCloud(world), rt, execute=False) == 0
+    assert reap(RecordingStacks(world), lambda stack: RecordingCloud(world), rt, execute=False) == 0
     assert {name for name in world.names()} == {"list_stacks", "config", "outputs"}
     assert printed(rt) == [
         "keep     run-new  expires at 2026-03-02T09:00:00Z, in 21h 00m",
@@ -111,17 +110,17 @@ def test_reap_is_a_dry_run_by_default():
 
 def test_reap_execute_tears_down_only_the_expired_stacks():
     world = _world()
-    regions = []
+    asked = []
 
-    def cloud_for(region):
-        regions.append(region)
+    def cloud_for(stack):
+        asked.append(stack)
         return RecordingCloud(world)
 
     rt = runtime(FakeClock(NOW))
     assert reap(RecordingStacks(world), cloud_for, rt, execute=True) == 0
     assert sorted(world.stacks) == ["registry", "run-new"]
     assert world.instances == {"run-old": 0, "run-new": 4}
-    assert regions == ["us-east-1"]
+    assert asked == ["run-old"]
     assert ("destroy", "run-new") not in world.calls
     assert "reap: tearing down run-old" in printed(rt)
 
@@ -132,7 +131,7 @@ def test_reap_reports_a_failed_teardown_and_goes_on():
                                            deployed_outputs("run-older", "2026-03-01T08:00:00Z"), resources=True)
     world.destroy_failures = ["error: AccessDenied: not authorized"]
     rt = runtime(FakeClock(NOW))
-    assert reap(RecordingStacks(world), lambda region: RecordingCloud(world), rt, execute=True) == 1
+    assert reap(RecordingStacks(world), lambda stack: RecordingCloud(world), rt, execute=True) == 1
     assert "run-old" in world.stacks and "run-older" not in world.stacks
     assert printed(rt)[-1] == "reap: needs attention: run-old"
 
@@ -162,7 +161,7 @@ def test_any_failure_of_one_stack_is_reported_and_the_others_are_still_reaped(er
             return super().stop_compute(run_id)
 
     rt = runtime(FakeClock(NOW))
-    assert reap(RecordingStacks(world), lambda region: Failing(world), rt, execute=True) == 1
+    assert reap(RecordingStacks(world), lambda stack: Failing(world), rt, execute=True) == 1
     assert "run-old" in world.stacks and "run-older" not in world.stacks
     lines = printed(rt)
     assert reported in lines

@@ -16,6 +16,7 @@ from infra.lifecycle.console import Runtime
 from infra.lifecycle.ports import Marker
 from infra.lifecycle.progress import StatusLine, Usage, status_text, summary_text
 from infra.lifecycle.run import EXPIRES_AT, fix_expiry, run
+from infra.lifecycle.target import run_subject
 from infra.config import load
 from infra.offline.project import ROOT, load_project, stack_config
 from tests.lifecycle.recording import (
@@ -139,7 +140,7 @@ def test_bad_config_exits_2_before_anything_is_issued(tmp_path, monkeypatch, cap
     monkeypatch.setattr("infra.offline.project.load_project", lambda: project)
     monkeypatch.setattr("infra.lifecycle.run.load_project", lambda: project)
     monkeypatch.setattr("infra.lifecycle.cli._stacks", lambda: RecordingStacks(world))
-    monkeypatch.setattr("infra.lifecycle.cli._cloud", lambda region: RecordingCloud(world))
+    monkeypatch.setattr("infra.lifecycle.cli.run_cloud", lambda config: RecordingCloud(world))
     assert main(["run", "--stack", "bad-run"]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert errors[0].startswith("error: mlinfra:training.runId: ")
@@ -164,7 +165,7 @@ def test_offline_preview_errors_stop_the_run_before_anything_is_issued():
 def test_expires_at_is_fixed_once_and_kept_on_a_rerun():
     world = World()
     clock = FakeClock()
-    config = load(stack_config(load_project(), STACK))
+    config = run_subject(load(stack_config(load_project(), STACK)))
     stacks = RecordingStacks(world)
     assert fix_expiry(STACK, stacks, config, runtime(clock)) == "2026-03-02T10:01:00Z"
     clock.sleep(3 * 3600)
@@ -291,7 +292,7 @@ def test_a_refused_run_id_exits_2_with_one_line(monkeypatch, capsys):
     world = run_world()
     world.markers[RUN_ID] = Marker("FAILED", exit_code=1)
     monkeypatch.setattr("infra.lifecycle.cli._stacks", lambda: RecordingStacks(world))
-    monkeypatch.setattr("infra.lifecycle.cli._cloud", lambda region: RecordingCloud(world))
+    monkeypatch.setattr("infra.lifecycle.cli.run_cloud", lambda config: RecordingCloud(world))
     monkeypatch.setattr("infra.lifecycle.cli._runtime", lambda: runtime(FakeClock()))
     assert main(["run", "--stack", STACK]) == 2
     (line,) = capsys.readouterr().err.splitlines()
@@ -360,7 +361,7 @@ def test_aws_failing_past_the_retry_window_stops_waiting_and_leaves_the_run_to_i
     assert len([line for line in lines if line.startswith("wait: AWS: ExpiredToken")]) == 6
     assert lines[-1] == (
         "wait: stopped waiting, AWS still failing after 15m 00s (AWS: ExpiredToken: The security token included in "
-        f"the request is expired). Stack {STACK} stays deployed; its run guard still stops the compute at expires-at "
+        f"the request is expired). Stack {STACK} stays deployed; its run guard stops the compute at expires-at "
         f"2026-03-02T10:01:00Z. Once the run has ended, or to end it now, finish with: "
         f"python -m infra teardown --stack {STACK}")
 

@@ -37,7 +37,7 @@ def test_a_clean_teardown_stops_exports_destroys_audits_then_removes():
     ]
     assert clock.sleeps == [EXPORT_POLL_SECONDS, EXPORT_POLL_SECONDS]
     assert world.stacks == {} and world.instances[RUN_ID] == 0 and world.filesystems == set()
-    assert lines[0] == f"stack {STACK}: run {RUN_ID}, registry bucket {BUCKET}"
+    assert lines[0] == f"stack {STACK}: run {RUN_ID}, bucket {BUCKET}"
     assert lines[1] == f"compute: terminated 4 instance(s) of run {RUN_ID}"
     assert lines[-4:] == ["checkpoints: exported to the registry (task task-0123)",
                           f"destroy: stack {STACK} holds no resources",
@@ -90,7 +90,7 @@ def test_resumed_after_destroy_finds_no_file_system_and_finishes():
     assert code == 0
     assert world.names() == ["exists", "config", "outputs", "stop_compute", "export_checkpoints",
                              "destroy", "audit", "remove"]
-    assert "registry bucket unknown (no outputs)" in lines[0]
+    assert "bucket unknown (no outputs)" in lines[0]
     assert "checkpoints: no file system left to export from" in lines
 
 
@@ -149,11 +149,11 @@ def test_leftovers_still_there_after_the_audit_retries_keep_the_stack():
     assert clock.sleeps == [60, 90, 150]  # 4 looks over 5 minutes
     assert STACK in world.stacks and "remove" not in world.names()
     assert lines[-6:] == [
-        f"audit: 2 resource(s) of run {RUN_ID} still listed, AWS may still be deleting them; looking again in "
+        f"audit: 2 resource(s) of run {RUN_ID} still listed, the cloud may still be deleting them; looking again in "
         "1m 00s (look 2 of 4)",
-        f"audit: 2 resource(s) of run {RUN_ID} still listed, AWS may still be deleting them; looking again in "
+        f"audit: 2 resource(s) of run {RUN_ID} still listed, the cloud may still be deleting them; looking again in "
         "1m 30s (look 3 of 4)",
-        f"audit: 2 resource(s) of run {RUN_ID} still listed, AWS may still be deleting them; looking again in "
+        f"audit: 2 resource(s) of run {RUN_ID} still listed, the cloud may still be deleting them; looking again in "
         "2m 30s (look 4 of 4)",
         f"audit: 2 resource(s) still belong to run {RUN_ID}; stack {STACK} is kept:",
         "  ec2:network-interface  eni-0abc  (found by network-interfaces)",

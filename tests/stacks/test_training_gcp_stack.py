@@ -99,10 +99,9 @@ def test_policy_check_passes():
     assert "0 mandatory, 0 advisory" in done.stdout
 
 
-def test_cost_says_what_is_unknown():
+def test_cost_prices_the_nodes_and_says_what_is_unknown():
     done = run_cli("cost", "--stack", "training-gcp-demo")
     assert done.returncode == 0, done.stderr
-    assert "1 x a3-highgpu-8g (8 x H100): unknown (no sourced price for its GPUs; its vCPU and memory alone are " \
-           "$9.460/h)" in done.stdout
-    assert "Managed Lustre 9000 GiB at 1000 MB/s/TiB: unknown (no sourced Managed Lustre price" in done.stdout
+    assert "1 x a3-highgpu-8g at $88.490/h" in done.stdout
+    assert "Managed Lustre 9000 GiB at 1000 MB/s/TiB: unknown (no sourced price for this tier" in done.stdout
     assert "the totals are lower bounds" in done.stdout

@@ -34,7 +34,7 @@ MLINFRA_STOPPER_PID=""
 log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # The node's own hard cap, set first so it holds whatever fails later (the run guard included):
-# power off a few minutes after expires-at; that stops the VM, and terminationTime deletes it at expires-at.
+# power off a few minutes after expires-at; that stops the VM (its GPUs and vCPUs stop billing); the teardown deletes it.
 if (( MLINFRA_EXPIRES_AT > 0 )); then
   mlinfra_backstop_min=$(( (MLINFRA_EXPIRES_AT + 300 - $(date -u +%s) + 59) / 60 ))
   shutdown -h "+$(( mlinfra_backstop_min > 1 ? mlinfra_backstop_min : 1 ))" "mlinfra: run ${MLINFRA_RUN_ID} expires" \

@@ -1,0 +1,122 @@
+"""A thin client of the Google Cloud REST APIs the GCP lifecycle needs (Compute Engine, Cloud Storage, Managed
+Lustre, Cloud Asset Inventory), over an authorized `requests` session.
+
+REST rather than four generated client libraries: a handful of calls, one error type, and endpoints that a
+test can point at a local emulator (`STORAGE_EMULATOR_HOST` for Cloud Storage, as Google's own clients read
+it; `MLINFRA_GCP_API_ENDPOINT` for the others, a test-only override).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Optional
+from urllib.parse import quote
+
+DEFAULT_ENDPOINTS = {
+    "compute": "https://compute.googleapis.com/compute/v1",
+    "storage": "https://storage.googleapis.com/storage/v1",
+    "lustre": "https://lustre.googleapis.com/v1",
+    "asset": "https://cloudasset.googleapis.com/v1",
+}
+SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+TIMEOUT_SECONDS = 60
+
+
+class GcpApiError(Exception):
+    """A Google API answered with an error (or could not be reached): `status` is the HTTP status (0: no
+    answer), `reason` Google's error status or reason, e.g. NOT_FOUND, PERMISSION_DENIED, notFound."""
+
+    def __init__(self, status: int, reason: str, message: str, method: str = "", url: str = ""):
+        super().__init__(f"{reason}: {message}")
+        self.status, self.reason, self.message, self.method, self.url = status, reason, message, method, url
+
+
+def endpoints_from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    endpoints = dict(DEFAULT_ENDPOINTS)
+    base = environ.get("MLINFRA_GCP_API_ENDPOINT", "").rstrip("/")
+    if base:
+        endpoints.update(compute=f"{base}/compute/v1", lustre=f"{base}/lustre/v1", asset=f"{base}/asset/v1")
+    storage = environ.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
+    if storage:
+        endpoints["storage"] = f"{storage if '://' in storage else 'http://' + storage}/storage/v1"
+    return endpoints
+
+
+def default_session() -> Any:
+    """An authorized session with Application Default Credentials (`gcloud auth application-default
+    login`, a service account key, or the metadata server); anonymous against an emulator."""
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+    from google.auth.transport.requests import AuthorizedSession
+
+    if os.environ.get("MLINFRA_GCP_API_ENDPOINT") or os.environ.get("STORAGE_EMULATOR_HOST"):
+        return AuthorizedSession(AnonymousCredentials())
+    credentials, _ = google.auth.default(scopes=list(SCOPES))
+    return AuthorizedSession(credentials)
+
+
+@dataclass
+class GcpApi:
+    """`session`: an authorized requests session; None: Application Default Credentials, looked up at the first
+    call (so building the adapter needs no credentials, and a missing one surfaces where it is needed)."""
+    session: Any = None
+    endpoints: dict[str, str] = field(default_factory=endpoints_from_environment)
+
+    def url(self, service: str, path: str) -> str:
+        return f"{self.endpoints[service]}/{path.lstrip('/')}"
+
+    def call(self, method: str, service: str, path: str, params: Optional[Mapping[str, Any]] = None,
+             body: Optional[Mapping[str, Any]] = None, raw: bool = False) -> Any:
+        url = self.url(service, path)
+        import requests
+
+        if self.session is None:
+            self.session = default_session()
+        try:
+            response = self.session.request(method, url, params=params, json=body, timeout=TIMEOUT_SECONDS)
+        except requests.RequestException as error:
+            raise GcpApiError(0, type(error).__name__, str(error), method, url) from error
+        if response.status_code >= 400:
+            reason, message = _error_of(response)
+            raise GcpApiError(response.status_code, reason, message, method, url)
+        if raw:
+            return response.content
+        return response.json() if response.content else {}
+
+    def get(self, service: str, path: str, params: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+        return self.call("GET", service, path, params=params)
+
+    def pages(self, service: str, path: str, params: Optional[Mapping[str, Any]] = None) -> Iterator[dict[str, Any]]:
+        """Every page of a list call, one response at a time (following `nextPageToken`)."""
+        query = dict(params or {})
+        while True:
+            page = self.get(service, path, query)
+            yield page
+            token = page.get("nextPageToken")
+            if not token:
+                return
+            query["pageToken"] = token
+
+    def object_media(self, bucket: str, name: str) -> Optional[bytes]:
+        """The object's bytes, None when it does not exist."""
+        try:
+            return self.call("GET", "storage", f"b/{quote(bucket, safe='')}/o/{quote(name, safe='')}",
+                             params={"alt": "media"}, raw=True)
+        except GcpApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+
+def _error_of(response: Any) -> tuple[str, str]:
+    """(reason, message) of a Google error body {"error": {"code", "message", "status", "errors": [...]}}."""
+    try:
+        error = response.json().get("error", {})
+    except ValueError:
+        error = {}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    reasons = [e.get("reason") for e in error.get("errors", []) if isinstance(e, dict) and e.get("reason")]
+    reason = error.get("status") or (reasons[0] if reasons else "") or f"HTTP {response.status_code}"
+    message = error.get("message") or (response.text or "").strip()[:200] or "no message"
+    return str(reason), str(message)
