@@ -1,6 +1,6 @@
 """`python -m infra <verb>`: the offline preview and project tools.
 
-Exit codes (DESIGN.md): 0 ok; 1 the check found problems, or AWS failed; 2 bad input (one line per problem).
+Exit codes (DESIGN.md): 0 ok; 1 the check found problems, or the cloud failed; 2 bad input (one line per problem).
 """
 from __future__ import annotations
 

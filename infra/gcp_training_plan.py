@@ -7,6 +7,7 @@ allowed): nic0 in the primary VPC, then one NIC per GPU NIC of the machine type,
 """
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -87,10 +88,27 @@ def run_label(run_id: str) -> tuple[str, str]:
     return _label(RUN_ID), _label(run_id)
 
 
+PREFIX_LENGTH = 40  # leaves room for the longest suffix within GCP's 63-character names
+
+
 def run_resource_prefix(run_id: str) -> str:
     """Physical-name prefix of the run's networks, subnets, firewalls, placement policy, nodes and file
-    system (they are found by it; networks take no labels)."""
-    return f"mlinfra-{run_id}"[:40].rstrip("-")
+    system (they are found by it; networks take no labels). A run id too long for it keeps its head and gets
+    a hash of the whole id, so two runs never share a prefix."""
+    prefix = f"mlinfra-{run_id}"
+    if len(prefix) <= PREFIX_LENGTH:
+        return prefix
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
+    return f"{prefix[:PREFIX_LENGTH - 9].rstrip('-')}-{digest}"
+
+
+# Every name the run's components give (components/gcp_training_*.py, gcp_run_filesystem.py): the audit
+# matches these exactly, so another run whose id merely starts with this one's is never taken for it.
+RUN_RESOURCE_SUFFIXES = r"(-net|-sub|-internal|-router|-lustre|-compact|-node-\d+|-gpunet-\d+(-sub|-internal)?)?"
+
+
+def run_resource_name(run_id: str) -> re.Pattern[str]:
+    return re.compile(re.escape(run_resource_prefix(run_id)) + RUN_RESOURCE_SUFFIXES + "$")
 
 
 def lustre_instance_name(project: str, zone: str, run_id: str) -> str:

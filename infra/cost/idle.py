@@ -53,6 +53,12 @@ def idle_tail(lines: list[Line], hours: float, ttl_hours: float, teardown_on_com
         "everything but the nodes (Lustre, network) bills until `teardown` removes it: that starts on the completion marker, "
         f"after the export wait ({export_seconds} s) and the nodes' termination ({COMPLETION_TO_TERMINATE_SECONDS} s); "
         "the destroy's own duration is not bounded by the design"))
+    unattended_usd, unattended_what = standing_usd * until_expiry / 3600, \
+        "if nobody tears down, storage and network bill until expires-at"
+    if gcp:  # no run guard: the file system and networks bill until someone runs the teardown
+        unattended_usd, unattended_what = standing_usd, (
+            "if nobody tears down, storage and network bill until `teardown` or `reap --execute` runs, with no bound "
+            "on GCP (no run guard), per hour")
     if gcp:  # no cloud-side guard: a node whose power-off fails runs until the teardown or terminationTime
         guard_seconds = max(until_expiry, COMPLETION_TO_TERMINATE_WORST_SECONDS)
         guard_what = ("if a node's own power-off fails and nobody runs the teardown, it bills until Compute Engine "
@@ -65,5 +71,6 @@ def idle_tail(lines: list[Line], hours: float, ttl_hours: float, teardown_on_com
         guard_path_usd=nodes_usd * guard_seconds / 3600,
         guard_path_what=guard_what,
         hard_cap_overrun_usd=nodes_usd * HARD_CAP_OVERRUN_SECONDS / 3600,
-        unattended_usd=standing_usd * until_expiry / 3600,
+        unattended_usd=unattended_usd,
+        unattended_what=unattended_what,
     )

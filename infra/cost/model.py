@@ -41,8 +41,9 @@ class IdleTail:
     terms: tuple[IdleTerm, ...]
     guard_path_usd: float        # compute if the nodes' own power-off fails and the guard stops them
     hard_cap_overrun_usd: float  # compute past expires-at before the hard cap has terminated it
-    unattended_usd: float        # storage and network if nobody tears down before expires-at
+    unattended_usd: float        # storage and network if nobody tears down (until expires-at; on GCP per hour)
     guard_path_what: str = "if a node's own power-off fails, the run guard stops it (worst case by design)"
+    unattended_what: str = "if nobody tears down, storage and network bill until expires-at"
 
     @property
     def usd(self) -> float:

@@ -43,7 +43,7 @@ def to_json(cost: StackCost) -> dict[str, Any]:
             "idleTail": {
                 "terms": [{"what": t.what, "seconds": t.seconds, "usd": _r(t.usd), "why": t.why} for t in idle.terms],
                 "guardPathWorstUsd": _r(idle.guard_path_usd), "hardCapOverrunUsd": _r(idle.hard_cap_overrun_usd),
-                "unattendedUntilExpiryUsd": _r(idle.unattended_usd),
+                "unattendedUntilExpiryUsd": _r(idle.unattended_usd), "unattendedWhat": idle.unattended_what,
             },
         }
     return doc
@@ -102,7 +102,7 @@ def idle_lines(cost: StackCost) -> list[str]:
         f"{idle.guard_path_what}: {usd(idle.guard_path_usd)} of compute",
         f"a run that reaches expires-at overruns it by at most the hard cap's margin: {usd(idle.hard_cap_overrun_usd)} "
         "of compute",
-        f"if nobody tears down, storage and network bill until expires-at: {usd(idle.unattended_usd)}",
+        f"{idle.unattended_what}: {usd(idle.unattended_usd)}",
     ]
     return out
 

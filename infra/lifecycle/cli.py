@@ -100,13 +100,7 @@ def run_cloud(config: dict[str, Any]):
     """The cloud side of a training stack's run, from its config: boto3 in its AWS region, or Google's
     APIs in its GCP project with its data bucket."""
     if config.get("mlinfra:cloud") == "gcp":
-        from infra.lifecycle.gcp_cloud import GcpRunCloud
-        from infra.lifecycle.teardown import training_config
-
-        project, bucket = config.get("gcp:project"), training_config(config).get("dataBucket")
-        if not isinstance(project, str) or not project:
-            raise InputError(Problem("gcp:project", "required for a GCP training stack (nothing was changed)"))
-        return GcpRunCloud(project, bucket if isinstance(bucket, str) else "")
+        return _gcp_run_cloud(config)
     from infra.lifecycle.aws_cloud import AwsRunCloud
 
     region = config.get("aws:region")
@@ -125,3 +119,20 @@ def _reporting_failures(action) -> int:
     except StackOpsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+
+
+def _gcp_run_cloud(config: dict[str, Any]):
+    """The GCP adapter for the stack's run: its project, its data bucket, and the name of its file system (so
+    an unlabelled or unlisted one is still found and exported before the destroy)."""
+    from infra.config import load
+    from infra.config.gcp_training_checks import chosen_zone
+    from infra.gcp_training_plan import lustre_instance_name
+    from infra.lifecycle.gcp_cloud import GcpRunCloud
+
+    project, region = config.get("gcp:project"), config.get("gcp:region")
+    if not isinstance(project, str) or not project:
+        raise InputError(Problem("gcp:project", "required for a GCP training stack (nothing was changed)"))
+    spec = load(config).training  # a bad config is an InputError naming the key
+    zone = chosen_zone(spec, region) if isinstance(region, str) else spec.zone
+    names = [lustre_instance_name(project, zone, spec.run_id)] if zone else []
+    return GcpRunCloud(project, spec.data_bucket, lustre_instances=names)

@@ -14,12 +14,18 @@ from urllib.parse import quote
 
 DEFAULT_ENDPOINTS = {
     "compute": "https://compute.googleapis.com/compute/v1",
+    "iam": "https://iam.googleapis.com/v1",
     "storage": "https://storage.googleapis.com/storage/v1",
     "lustre": "https://lustre.googleapis.com/v1",
     "asset": "https://cloudasset.googleapis.com/v1",
 }
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_SECONDS = 60
+# Throttling and transient server errors are retried (as boto3 does on AWS): 5 attempts over about 30 s.
+# POSTs are retried too: the one this adapter makes (exportData) carries a requestId, so a retry is not a
+# second export.
+RETRY = {"total": 5, "backoff_factor": 2, "status_forcelist": (429, 500, 502, 503, 504),
+         "allowed_methods": frozenset({"GET", "DELETE", "POST"}), "raise_on_status": False}
 
 
 class GcpApiError(Exception):
@@ -35,7 +41,8 @@ def endpoints_from_environment(environ: Mapping[str, str] = os.environ) -> dict[
     endpoints = dict(DEFAULT_ENDPOINTS)
     base = environ.get("MLINFRA_GCP_API_ENDPOINT", "").rstrip("/")
     if base:
-        endpoints.update(compute=f"{base}/compute/v1", lustre=f"{base}/lustre/v1", asset=f"{base}/asset/v1")
+        endpoints.update(compute=f"{base}/compute/v1", iam=f"{base}/iam/v1", lustre=f"{base}/lustre/v1",
+                         asset=f"{base}/asset/v1")
     storage = environ.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
     if storage:
         endpoints["storage"] = f"{storage if '://' in storage else 'http://' + storage}/storage/v1"
@@ -44,15 +51,27 @@ def endpoints_from_environment(environ: Mapping[str, str] = os.environ) -> dict[
 
 def default_session() -> Any:
     """An authorized session with Application Default Credentials (`gcloud auth application-default
-    login`, a service account key, or the metadata server); anonymous against an emulator."""
+    login`, a service account key, or the metadata server); anonymous only when every API but Cloud Storage
+    is redirected to an emulator (a stray STORAGE_EMULATOR_HOST alone must not send real calls unsigned)."""
     import google.auth
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.requests import AuthorizedSession
 
-    if os.environ.get("MLINFRA_GCP_API_ENDPOINT") or os.environ.get("STORAGE_EMULATOR_HOST"):
+    if os.environ.get("MLINFRA_GCP_API_ENDPOINT"):
         return AuthorizedSession(AnonymousCredentials())
     credentials, _ = google.auth.default(scopes=list(SCOPES))
     return AuthorizedSession(credentials)
+
+
+def with_retries(session: Any) -> Any:
+    """Mount the RETRY policy on a requests session (AuthorizedSession is one)."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    adapter = HTTPAdapter(max_retries=Retry(**RETRY))
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    return session
 
 
 @dataclass
@@ -71,7 +90,7 @@ class GcpApi:
         import requests
 
         if self.session is None:
-            self.session = default_session()
+            self.session = with_retries(default_session())
         try:
             response = self.session.request(method, url, params=params, json=body, timeout=TIMEOUT_SECONDS)
         except requests.RequestException as error:
@@ -81,16 +100,29 @@ class GcpApi:
             raise GcpApiError(response.status_code, reason, message, method, url)
         if raw:
             return response.content
-        return response.json() if response.content else {}
+        try:
+            return response.json() if response.content else {}
+        except ValueError:
+            raise GcpApiError(response.status_code, "invalid-json", _one_line(response.text), method, url) from None
 
     def get(self, service: str, path: str, params: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
         return self.call("GET", service, path, params=params)
 
     def pages(self, service: str, path: str, params: Optional[Mapping[str, Any]] = None) -> Iterator[dict[str, Any]]:
-        """Every page of a list call, one response at a time (following `nextPageToken`)."""
+        """Every page of a list call, one response at a time (following `nextPageToken`). A list that says part
+        of it could not be read (`unreachables`, `unreachable`, or a scope's UNREACHABLE warning) is an error:
+        read as "nothing there", it would let a teardown miss running nodes or a file system."""
         query = dict(params or {})
         while True:
             page = self.get(service, path, query)
+            unreachable = list(page.get("unreachables") or page.get("unreachable") or [])
+            items = page.get("items")
+            if isinstance(items, dict):
+                unreachable += [scope for scope, listed in items.items()
+                                if ((listed or {}).get("warning") or {}).get("code") == "UNREACHABLE"]
+            if unreachable:
+                raise GcpApiError(0, "UNREACHABLE", f"part of the list could not be read: {', '.join(unreachable)}; "
+                                                    "nothing was changed, try again", "GET", self.url(service, path))
             yield page
             token = page.get("nextPageToken")
             if not token:
@@ -118,5 +150,9 @@ def _error_of(response: Any) -> tuple[str, str]:
         error = {"message": str(error)}
     reasons = [e.get("reason") for e in error.get("errors", []) if isinstance(e, dict) and e.get("reason")]
     reason = error.get("status") or (reasons[0] if reasons else "") or f"HTTP {response.status_code}"
-    message = error.get("message") or (response.text or "").strip()[:200] or "no message"
-    return str(reason), str(message)
+    message = error.get("message") or _one_line(response.text or "") or "no message"
+    return str(reason), _one_line(str(message))
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(text.split())[:limit]

@@ -50,7 +50,7 @@ class Marker:
 @dataclass(frozen=True)
 class ExportStatus:
     """Where the export of the run's /fsx/checkpoints to the registry stands."""
-    # "deleting": the file system is being deleted (by the guard, after its export succeeded); wait
+    # "deleting": the file system is being deleted (on AWS by the guard, after its export succeeded); wait
     # for it to be gone before destroying, or its network interfaces hold the security groups.
     state: Literal["no-filesystem", "deleting", "started", "running", "succeeded", "failed"]
     detail: str = ""
@@ -67,8 +67,9 @@ class Leftover:
 
 @dataclass(frozen=True)
 class StoppedCompute:
-    """What stop_compute did: the instances it asked to terminate, and when (by AWS's clock, ISO UTC)
-    the last of the run's instances stopped; None when AWS does not say. Exports must start after it."""
+    """What stop_compute did: the instances it asked to terminate (or delete), and when (by the cloud's clock,
+    ISO UTC) the last of the run's instances stopped; None when the cloud does not say. Exports must start
+    after it."""
     instance_ids: tuple[str, ...] = ()
     stopped_at: Optional[str] = None
 

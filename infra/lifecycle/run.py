@@ -86,8 +86,7 @@ def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: boo
         return _deploy_and_watch(stack, stacks, cloud, rt, subject, expires_at, progress, keep)
     except KeyboardInterrupt:
         progress.display.end()
-        rt.say(f"interrupted: stack {stack} may still be deployed; {subject.hard_cap} at "
-               f"expires-at {expires_at} at the latest. Resume the teardown with: "
+        rt.say(f"interrupted: stack {stack} may still be deployed; {subject.cap(expires_at)}. Resume the teardown with: "
                f"python -m infra teardown --stack {stack}")
         return 130
     except Exception as error:  # noqa: BLE001 the cloud failing after the deploy: say what stands, no traceback
@@ -95,8 +94,7 @@ def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: boo
         if text is None:
             raise
         progress.display.end()
-        rt.say(f"error: {text}; stack {stack} may still be deployed; {subject.hard_cap} at "
-               f"expires-at {expires_at} at the latest. Resume the teardown with: "
+        rt.say(f"error: {text}; stack {stack} may still be deployed; {subject.cap(expires_at)}. Resume the teardown with: "
                f"python -m infra teardown --stack {stack}")
         return 1
 
@@ -172,7 +170,7 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
     if result.ended == "cloud-failing":
         progress.display.line(
             f"wait: stopped waiting, {subject.cloud.upper()} still failing after {span(CLOUD_FAILING_GIVE_UP)} "
-            f"({result.error}). Stack {stack} stays deployed; {subject.hard_cap} at expires-at {iso(deadline)}. "
+            f"({result.error}). Stack {stack} stays deployed; {subject.cap(iso(deadline))}. "
             f"Once the run has ended, or to end it now, finish with: python -m infra teardown --stack {stack}")
         return 1
     progress.display.line(_ending(result, run_id, subject))
@@ -180,7 +178,7 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
     inspect = not subject.lifecycle.teardown_on_completion and result.ended != "expired"
     if keep or inspect:
         why = "--keep" if keep else "teardownOnCompletion is false"
-        rt.say(f"stack {stack} is kept ({why}) until expires-at {iso(deadline)}; tear it down with "
+        rt.say(f"stack {stack} is kept ({why}) {subject.kept_until(iso(deadline))}; tear it down with "
                f"`python -m infra teardown --stack {stack}`")
         code = 0
     else:

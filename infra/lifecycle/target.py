@@ -45,16 +45,23 @@ class RunSubject:
     lifecycle: LifecycleSpec
     data_bucket: Optional[str] = None      # GCP: where the markers are (the config's dataBucket); AWS: the registry's
 
-    @property
-    def hard_cap(self) -> str:
-        """Who stops the compute at expires-at when nobody runs the teardown."""
-        return ("its run guard stops the compute" if self.cloud == "aws"
-                else "Compute Engine deletes its nodes (scheduling.terminationTime)")
+    def cap(self, expires_at: str) -> str:
+        """What stops the spend at expires-at when nobody runs the teardown, and what does not."""
+        if self.cloud == "aws":
+            return f"its run guard stops the compute at expires-at {expires_at} at the latest"
+        return (f"Compute Engine deletes its running nodes at expires-at {expires_at} at the latest, but its file "
+                "system and networks bill until the teardown (there is no run guard on GCP)")
+
+    def kept_until(self, expires_at: str) -> str:
+        if self.cloud == "aws":
+            return f"until expires-at {expires_at}"
+        return (f"(its running nodes until expires-at {expires_at}; its file system and networks until the teardown, "
+                "however long that is)")
 
     @property
     def on_expiry(self) -> str:
         return ("the run guard terminates the nodes and exports the checkpoints" if self.cloud == "aws"
-                else "Compute Engine deletes the nodes; the teardown exports the checkpoints")
+                else "Compute Engine deletes the running nodes; the teardown exports the checkpoints")
 
 
 def run_subject(config: Any) -> RunSubject:

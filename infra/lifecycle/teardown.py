@@ -24,6 +24,8 @@ TRANSIENT_DESTROY_FAILURES = (
     ("InvalidPlacementGroup.InUse", "the placement group still holds terminating instances"),
     # GCP: a subnet, network or placement policy still used by instances or a file system being deleted
     ("resourceInUseByAnotherResource", "a network resource is still used by resources being deleted"),
+    # GCP: the private services access peering while Managed Lustre is still being deleted
+    ("Producer services", "private services access is still used by the file system being deleted"),
 )
 
 
@@ -154,8 +156,8 @@ def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, 
                    f"fix it and run `python -m infra teardown --stack {stack}` again")
             return False
         waited = rt.now() - started
-        # "deleting": the guard exported and is deleting the file system; destroying now would fail on
-        # the security groups its network interfaces still hold, so wait until it is gone.
+        # "deleting": the file system is being deleted (on AWS by the guard, after its export); destroying now
+        # would fail on the network resources it still holds, so wait until it is gone.
         doing = ("exported; the file system is being deleted" if status.state == "deleting"
                  else f"export {status.state}{task}")
         if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):

@@ -142,7 +142,7 @@ def gcp(gcs_url):
     emulator = GcpEmulator(gcp_world.PROJECT)
     base = emulator.start()
     emulator.base = base
-    emulator.endpoints = {"compute": f"{base}/compute/v1", "lustre": f"{base}/lustre/v1",
+    emulator.endpoints = {"compute": f"{base}/compute/v1", "iam": f"{base}/iam/v1", "lustre": f"{base}/lustre/v1",
                           "asset": f"{base}/asset/v1", "storage": f"{gcs_url}/storage/v1"}
     emulator.storage = gcs_url
     assert requests.get(f"{gcs_url}/wipe", params={"keep-buckets": "true"}).status_code == 200

@@ -51,6 +51,9 @@ class GcpEmulator:
         self.lustre_polls: dict[str, int] = {}
         self.export = Export()
         self.assets: list[dict[str, Any]] = []
+        self.service_accounts: set[str] = set()  # emails
+        self.unreachable_zones: list[str] = []   # aggregated lists say these could not be read
+        self.failing_deletes: dict[str, str] = {}  # instance name -> the error its delete operation ends with
         self.fail_next: list[tuple[int, str, str]] = []  # (status, reason, message) for the next requests
         self._ids = 0
         self._server: Optional[ThreadingHTTPServer] = None
@@ -81,15 +84,21 @@ class GcpEmulator:
         return name
 
     def add_lustre_operation(self, instance: str, transfer: str, created: datetime, done: bool = True,
-                             error: Optional[str] = None) -> str:
-        """A data transfer of `instance` ("EXPORT" or "IMPORT"), as ExportDataMetadata/ImportDataMetadata."""
+                             error: Optional[str] = None, path: str = "/checkpoints", uri: str = "",
+                             failed_files: int = 0) -> str:
+        """A data transfer of `instance` ("EXPORT" or "IMPORT"), as ExportDataMetadata/ImportDataMetadata with
+        its TransferOperationMetadata (paths, counters as int64 strings)."""
         name = self._lustre_operation_name(instance)
         kind = "ExportDataMetadata" if transfer == "EXPORT" else "ImportDataMetadata"
+        paths = ({"sourceLustrePath": {"path": path}, "destinationGcsPath": {"uri": uri}} if transfer == "EXPORT"
+                 else {"sourceGcsPath": {"uri": uri}, "destinationLustrePath": {"path": path}})
         self.lustre_operations[name] = {
             "name": name, "done": done,
             "metadata": {"@type": f"type.googleapis.com/google.cloud.lustre.v1.{kind}", "createTime": rfc3339(created),
                          "target": instance, "verb": transfer.lower(),
-                         "operationMetadata": {"transferType": transfer}},
+                         "operationMetadata": {"transferType": transfer, **paths,
+                                               "counters": {"objectsCopiedCount": "12",
+                                                            "objectsFailedCount": str(failed_files)}}},
             **({"error": {"code": 13, "message": error}} if error else {}),
             **({"response": {}} if done and not error else {})}
         return name
@@ -154,6 +163,8 @@ class GcpEmulator:
                 ("GET", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/instances/[\w-]+)$", self._lustre_get),
                 ("POST", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/instances/[\w-]+):exportData$", self._export),
                 ("GET", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+)/operations$", self._lustre_operations),
+                ("GET", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/operations/[\w-]+)$", self._lustre_operation),
+                ("GET", rf"^/iam/v1/projects/{p}/serviceAccounts/([^/]+)$", self._service_account),
                 ("GET", rf"^/asset/v1/projects/{p}:searchAllResources$", self._assets),
             ]
             for verb, pattern, handler in routes:
@@ -187,7 +198,11 @@ class GcpEmulator:
             items = [(scope, i) for scope, i in items if i.get("labels", {}).get(wanted.group(1)) == wanted.group(2)]
 
         def by_scope(page: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-            grouped: dict[str, Any] = {}
+            # as Compute Engine answers: scopes with nothing carry only a warning, unreadable ones say so
+            grouped: dict[str, Any] = {"zones/us-east1-b": {"warning": {"code": "NO_RESULTS_ON_PAGE",
+                                                                        "message": "There are no results"}}}
+            for zone in self.unreachable_zones:
+                grouped[f"zones/{zone}"] = {"warning": {"code": "UNREACHABLE", "message": f"{zone} is unreachable"}}
             for scope, item in page:
                 grouped.setdefault(scope, {collection: []})[collection].append(item)
             return grouped
@@ -199,6 +214,19 @@ class GcpEmulator:
         if key not in self.instances:
             return 404, _error(404, "notFound", f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
                                                 "was not found")
+        if key in self.deleting:  # another operation (its deletion) runs on it
+            return 400, _error(400, "resourceNotReady", f"The resource 'projects/{self.project}/zones/{zone}/"
+                                                        f"instances/{name}' is not ready")
+        if name in self.failing_deletes:
+            self._ids += 1
+            op = f"operation-{self._ids}"
+            self.operations[op] = {"kind": "compute#operation", "name": op, "operationType": "delete", "zone": zone,
+                                   "targetLink": self.instances[key]["selfLink"], "instance": None, "status": "DONE",
+                                   "selfLink": self.link(f"zones/{zone}/operations/{op}"), "httpErrorStatusCode": 403,
+                                   "error": {"errors": [{"code": "PERMISSION_DENIED",
+                                                         "message": self.failing_deletes[name]}]}}
+            return 200, {**{k: v for k, v in self.operations[op].items() if k not in ("instance", "error")},
+                         "status": "RUNNING"}
         self.instances[key]["status"] = "STOPPING"
         self.deleting.setdefault(key, 2)
         self._ids += 1
@@ -212,7 +240,7 @@ class GcpEmulator:
         operation = self.operations.get(op)
         if operation is None:
             return 404, _error(404, "notFound", f"operation {op} not found")
-        if operation["status"] != "DONE" and operation["instance"] not in self.instances:
+        if operation["status"] != "DONE" and operation["instance"] and operation["instance"] not in self.instances:
             operation.update(status="DONE", endTime=rfc3339(self.clock()))
         return 200, {k: v for k, v in operation.items() if k != "instance"}
 
@@ -236,7 +264,8 @@ class GcpEmulator:
             return 404, _error(404, "NOT_FOUND", f"Resource '{instance}' was not found")
         if any(not op["done"] and op["metadata"]["target"] == instance for op in self.lustre_operations.values()):
             return 409, _error(409, "ABORTED", "unable to queue the operation")
-        name = self.add_lustre_operation(instance, "EXPORT", self.clock(), done=False)
+        name = self.add_lustre_operation(instance, "EXPORT", self.clock(), done=False,
+                                         path=body["lustrePath"]["path"], uri=body["gcsPath"]["uri"])
         self.lustre_operations[name]["request"] = body
         self.lustre_polls[name] = self.export.polls
         return 200, {k: v for k, v in self.lustre_operations[name].items() if k != "request"}
@@ -257,9 +286,20 @@ class GcpEmulator:
                   if name.startswith(location + "/")]
         return self._paged(listed, query, "operations", list)
 
+    def _lustre_operation(self, name: str, query: Any, body: Any) -> tuple[int, Any]:
+        if name not in self.lustre_operations:
+            return 404, _error(404, "NOT_FOUND", f"operation {name} not found")
+        return 200, {k: v for k, v in self.lustre_operations[name].items() if k != "request"}
+
+    def _service_account(self, email: str, query: Any, body: Any) -> tuple[int, Any]:
+        if email not in self.service_accounts:
+            return 404, _error(404, "NOT_FOUND", f"Unknown service account {email}")
+        return 200, {"email": email, "name": f"projects/{self.project}/serviceAccounts/{email}"}
+
     def _assets(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
-        wanted = re.match(r"^labels\.([a-z0-9_-]+)[:=](.+)$", query.get("query", [""])[0])
-        results = [a for a in self.assets if wanted and a.get("labels", {}).get(wanted.group(1)) == wanted.group(2)]
+        wanted = re.match(r'^labels\.([a-z0-9_-]+)=(?:"([^"]*)"|(\S+))$', query.get("query", [""])[0])
+        value = wanted and (wanted.group(2) if wanted.group(2) is not None else wanted.group(3))
+        results = [a for a in self.assets if wanted and a.get("labels", {}).get(wanted.group(1)) == value]
         return self._paged(results, query, "results", list)
 
 

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from infra.errors import InputError
 from infra.lifecycle.gcp_cloud import GcpRunCloud
 from infra.lifecycle.reap import StackFacts, plan_reap
 from infra.lifecycle.teardown import AuditRetry, teardown
@@ -29,7 +30,8 @@ def test_reap_plans_gcp_stacks_by_expiry_like_aws_ones():
 def gcp_config() -> dict:
     return {"gcp:project": PROJECT, "gcp:region": "us-central1", "mlinfra:kind": "training", "mlinfra:cloud": "gcp",
             "mlinfra:training": {"runId": RUN, "machineType": "a3-highgpu-8g", "nodeCount": 2, "zone": ZONE,
-                                 "dataBucket": BUCKET, "lifecycle": {"ttlHours": 24}}}
+                                 "dataBucket": BUCKET, "image": "projects/p/global/images/family/a3",
+                                 "lifecycle": {"ttlHours": 24}}}
 
 
 class EmulatedStacks(RecordingStacks):
@@ -107,6 +109,10 @@ def test_the_cli_builds_the_gcp_adapter_from_the_stack_config():
 
     built = run_cloud(gcp_config())
     assert isinstance(built, GcpRunCloud) and (built.project, built.data_bucket) == (PROJECT, BUCKET)
+    assert built.lustre_instances == (f"projects/{PROJECT}/locations/{ZONE}/instances/mlinfra-{RUN}",)
+    del (config := gcp_config())["mlinfra:training"]["dataBucket"]
+    with pytest.raises(InputError, match="dataBucket"):
+        run_cloud(config)
 
 
 def test_audit_cli_on_gcp_against_the_emulators(gcp):

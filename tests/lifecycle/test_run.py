@@ -362,7 +362,7 @@ def test_aws_failing_past_the_retry_window_stops_waiting_and_leaves_the_run_to_i
     assert lines[-1] == (
         "wait: stopped waiting, AWS still failing after 15m 00s (AWS: ExpiredToken: The security token included in "
         f"the request is expired). Stack {STACK} stays deployed; its run guard stops the compute at expires-at "
-        f"2026-03-02T10:01:00Z. Once the run has ended, or to end it now, finish with: "
+        f"2026-03-02T10:01:00Z at the latest. Once the run has ended, or to end it now, finish with: "
         f"python -m infra teardown --stack {STACK}")
 
 

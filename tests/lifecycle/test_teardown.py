@@ -262,6 +262,12 @@ def test_phases_are_announced():
 @pytest.mark.parametrize("output, transient", [
     (DEPENDENCY_VIOLATION, True),
     (PLACEMENT_GROUP_IN_USE, True),
+    ("error: deleting urn:...gcp:compute/network:Network::run-vpc: Error 400: The network resource "
+     "'projects/p/global/networks/mlinfra-r-net' is already being used by 'projects/p/global/firewalls/"
+     "mlinfra-r-internal', resourceInUseByAnotherResource", True),
+    ("error: Error waiting for Delete Service Networking Connection: Error code 9, message: Failed to delete "
+     "connection; Producer services (e.g. CloudSQL, Cloud Memstore, etc.) are still using this connection.", True),
+    ("error: googleapi: Error 403: Required 'compute.networks.delete' permission, forbidden", False),
     ("error: AccessDenied: not authorized to perform ec2:DeleteVpc", False),
     ("error: the stack is currently locked by 1 lock(s)", False),
     ("", False),
