@@ -3,9 +3,9 @@
 Nothing is created until the offline preview of the stack is clean, and a run id whose completion
 marker is already in the registry is refused (its marker would end the new run at once). expires-at
 is written to the stack's config once and never moved, so a re-run (after Ctrl-C, say) keeps the
-run's hard cap. The wait ends at the completion marker, at expires-at (the run guard has taken over by
-then), or when the nodes have been gone for a while with no marker; then the teardown runs unless
-asked to keep. The cloud failing while it waits (throttling, expiring credentials, no network) is retried
+run's hard cap. The wait ends at the completion marker, at expires-at (on AWS the run guard has taken
+over by then), or when the nodes have been gone for a while with no marker; then the teardown runs
+unless asked to keep. The cloud failing while it waits (throttling, expiring credentials, no network) is retried
 for a while; after that it stops waiting and leaves the run to its hard cap (the run guard on AWS,
 Compute Engine's termination time on GCP).
 """
