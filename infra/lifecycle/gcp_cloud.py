@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional, Sequence
 
-from infra.gcp_training_plan import checkpoints_uri, run_label, run_resource_name
+from infra.gcp_training_plan import checkpoints_uri, run_label, run_resource_name, run_resource_prefix
 from infra.lifecycle.gcp_api import GcpApiError, GcpApi
 from infra.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute, iso_precise, parse_marker
 from infra.serving.gke import account_id
@@ -111,11 +111,13 @@ class GcpRunCloud:
         self.lustre_instances = tuple(dict.fromkeys((*self.lustre_instances, *file_system_ids)))
 
     def file_systems(self, run_id: str) -> list[dict[str, Any]]:
-        """Managed Lustre instances labelled with the run and the ones named for it, once each. Listed
-        without a server-side filter (a project holds few) and matched here."""
+        """Managed Lustre instances labelled with the run or carrying its name (in any location), and the ones
+        the stack names, once each. Listed without a server-side filter (a project holds few), matched here."""
         key, value = run_label(run_id)
+        own_id = run_resource_prefix(run_id)
         found = {fs["name"]: fs for page in self.api.pages("lustre", f"projects/{self.project}/locations/-/instances")
-                 for fs in page.get("instances", []) if (fs.get("labels") or {}).get(key) == value}
+                 for fs in page.get("instances", [])
+                 if (fs.get("labels") or {}).get(key) == value or fs["name"].rsplit("/", 1)[-1] == own_id}
         for name in self.lustre_instances:
             if name not in found:
                 try:

@@ -120,10 +120,13 @@ def test_a_file_system_being_deleted_is_not_gone_and_none_left_is_said(gcp, gcp_
     assert gcp_cloud.export_checkpoints(RUN).state == "deleting"
 
 
-def test_the_stacks_file_system_is_looked_up_by_name_when_no_label_matches(gcp, gcp_cloud):
-    name = gcp.add_file_system(ZONE, f"mlinfra-{RUN}", {LABEL: "someone-relabelled-it"})
+def test_a_file_system_is_found_by_its_runs_name_or_the_stacks_record_when_no_label_matches(gcp, gcp_cloud):
+    gcp.add_file_system(ZONE, f"mlinfra-{RUN}", {LABEL: "someone-relabelled-it"})
+    assert [fs["name"].rsplit("/", 1)[-1] for fs in gcp_cloud.file_systems(RUN)] == [f"mlinfra-{RUN}"]
+    gcp.file_systems.clear()
+    legacy = gcp.add_file_system(ZONE, "named-otherwise", {})
     assert gcp_cloud.export_checkpoints(RUN).state == "no-filesystem"
-    gcp_cloud.expect_file_systems([name])
+    gcp_cloud.expect_file_systems([legacy])  # the stack's outputs name it
     assert gcp_cloud.export_checkpoints(RUN).state == "started"
 
 
