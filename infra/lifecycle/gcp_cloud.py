@@ -81,12 +81,14 @@ class GcpRunCloud:
                 if error.status != 404 and error.reason not in ALREADY_GOING:
                     raise
         names = tuple(op.get("targetLink", "").rsplit("/", 1)[-1] for op in operations)
+        ends: dict[str, datetime] = {}  # delete operation -> when it ended
         for _ in range(STOP_WAIT_SECONDS // STOP_POLL_SECONDS):
             gone = not self.nodes(run_id)
-            ends = [self._finished(op) for op in operations]  # raises as soon as a deletion failed
+            for op in operations:
+                if op["name"] not in ends and (end := self._finished(op)) is not None:  # raises if one failed
+                    ends[op["name"]] = end
             if gone:
-                known = [end for end in ends if end is not None]
-                return StoppedCompute(names, iso_precise(max(known)) if known else None)
+                return StoppedCompute(names, iso_precise(max(ends.values())) if ends else None)
             self.sleep(STOP_POLL_SECONDS)
         raise GcpApiError(0, "DEADLINE_EXCEEDED", f"instances of run {run_id} still listed {STOP_WAIT_SECONDS} s "
                                                   "after their deletion was asked; nothing else was changed")
