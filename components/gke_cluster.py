@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 
 from components.gke_network import PODS_RANGE, SERVICES_RANGE
 from infra.config.gcp_serving import GkeClusterSpec
+from infra.gcp_naming import account_id
 from infra.serving import gke
 
 
@@ -41,7 +42,7 @@ class GkeCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
         self.node_account = gcp.serviceaccount.Account(
-            f"{name}-nodes", account_id=gke.account_id("gke-nodes", args.cluster_name),
+            f"{name}-nodes", account_id=account_id("gke-nodes", args.cluster_name),
             display_name=f"GKE nodes of {args.cluster_name}", opts=child)
         for role in gke.NODE_ROLES:
             gcp.projects.IAMMember(f"{name}-nodes-{role.rsplit('/', 1)[-1].replace('.', '-').lower()}",

@@ -11,6 +11,7 @@ import pulumi_gcp as gcp
 from components.gcs_model_store import GcsModelStore
 from components.model_server_objects import declare_model_objects
 from infra.config.gcp_serving import GcpModelSpec
+from infra.gcp_naming import account_id
 from infra.serving import gke, manifests
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -34,7 +35,7 @@ class GkeModelServer(pulumi.ComponentResource):
         model, ns = args.model, args.namespace
         self.prefix = manifests.artefact_prefix(model)
         self.account = gcp.serviceaccount.Account(
-            f"{name}-account", account_id=gke.account_id("model", model.name),
+            f"{name}-account", account_id=account_id("model", model.name),
             display_name=f"model server {model.name}: reads gs://{args.store.bucket}/ only",
             opts=pulumi.ResourceOptions(parent=self))
         member = self.account.email.apply(lambda email: f"serviceAccount:{email}")

@@ -18,6 +18,7 @@ from infra.catalog.gcp import GcpMachineType, machine_type
 from infra.config.gcp_training import GcpTrainingSpec
 from infra.config.training import LifecycleSpec
 from infra.config.gcp_training_checks import chosen_zone, gcp_training_findings, lustre_intent
+from infra.gcp_naming import gcp_labels, label_value
 from infra.gcp_lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
 from infra.registry_layout import checkpoints_prefix
 from infra.tags import RUN_ID, contract_tags
@@ -68,24 +69,12 @@ class GcpTrainingPlan(RunLifetime):
         return self.mtype.accelerator.count
 
 
-def gcp_labels(tags: dict[str, str]) -> dict[str, str]:
-    """GCP labels from the contract tags. Label keys and values take lowercase letters, digits, '_' and '-'
-    only: `mlinfra:run-id` -> `mlinfra-run-id`, and expires-at 2026-11-22T08:00:00Z -> 2026-11-22t08-00-00z
-    (every character that is not allowed becomes '-', letters are lowercased; `expires_at_from_label`
-    reverses it)."""
-    return {_label(k): _label(v) for k, v in tags.items()}
-
-
-def _label(text: str) -> str:
-    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
-
-
 _LABEL_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z$")
 
 
 def run_label(run_id: str) -> tuple[str, str]:
     """(key, value) of the run's label on its instances, disks and file system."""
-    return _label(RUN_ID), _label(run_id)
+    return label_value(RUN_ID), label_value(run_id)
 
 
 PREFIX_LENGTH = 40  # leaves room for the longest suffix within GCP's 63-character names

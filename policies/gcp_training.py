@@ -1,10 +1,11 @@
 """Reading GCP training resources as the training rules need them (pure): which resources are a run's,
-its labels (the contract tags in GCP label form, see infra/gcp_training_plan.gcp_labels)."""
+its labels (the contract tags in GCP label form, see infra/gcp_naming.gcp_labels)."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from infra.gcp_training_plan import expires_at_from_label, gcp_labels
+from infra.gcp_naming import gcp_labels
+from infra.gcp_training_plan import expires_at_from_label
 from infra.tags import EXPIRES_AT, ROLE, RUN_ID
 from policies.model import Resource, Stack, is_unknown
 

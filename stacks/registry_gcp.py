@@ -9,7 +9,7 @@ import pulumi
 from components.gcs_registry_mirror import GcsRegistryMirror, GcsRegistryMirrorArgs
 from infra import registry_mirror
 from infra.config.gcp_registry import GcpRegistryStackConfig
-from infra.serving.gke import labels as gcp_labels
+from infra.gcp_naming import gcp_labels
 from infra.tags import contract_tags
 
 ROLE_KEY = "mlinfra:registry.mirror.roleArn"

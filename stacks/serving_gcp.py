@@ -12,6 +12,7 @@ from components.gke_model_server import GkeModelServer, GkeModelServerArgs
 from components.gke_network import GkeNetwork, GkeNetworkArgs
 from components.gke_node_pool import GkeNodePool, GkeNodePoolArgs
 from infra.config.gcp_serving import GcpServingStackConfig
+from infra.gcp_naming import gcp_labels
 from infra.naming import slug
 from infra.serving import gke
 from infra.tags import contract_tags
@@ -22,7 +23,7 @@ def build(config: GcpServingStackConfig) -> None:
     stack = pulumi.get_stack()
     provider_config = pulumi.Config("gcp")
     project, region = provider_config.require("project"), provider_config.require("region")
-    labels = gke.labels(contract_tags("serving", stack))
+    labels = gcp_labels(contract_tags("serving", stack))
     cluster_name = f"mlinfra-{slug(stack, 30)}"
 
     net = GkeNetwork("serving-net", GkeNetworkArgs(spec=spec.cluster.network, region=region))

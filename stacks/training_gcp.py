@@ -12,7 +12,7 @@ from components.gcp_training_network import GcpTrainingNetwork, GcpTrainingNetwo
 from components.gcp_training_nodes import GcpTrainingNodes, GcpTrainingNodesArgs
 from infra.config.gcp_training import GcpTrainingStackConfig
 from infra.gcp_training_plan import GcpTrainingPlan, lustre_instance_name, plan_gcp_training, run_resource_prefix
-from infra.serving.gke import account_id
+from infra.gcp_naming import account_id
 from infra.userdata_gcp import GcpNodeBootstrap, render_startup_script
 
 

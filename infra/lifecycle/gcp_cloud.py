@@ -13,10 +13,10 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional, Sequence
 
+from infra.gcp_naming import account_id
 from infra.gcp_training_plan import checkpoints_uri, run_label, run_resource_name, run_resource_prefix
 from infra.lifecycle.gcp_api import GcpApiError, GcpApi
 from infra.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute, iso_precise, parse_marker
-from infra.serving.gke import account_id
 
 # Compute Engine bills vCPUs and GPUs in these states (stopping ones included: the guest is still shutting down).
 BILLING_STATES = frozenset({"PENDING", "PROVISIONING", "STAGING", "RUNNING", "PENDING_STOP", "STOPPING", "SUSPENDING",

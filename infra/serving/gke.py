@@ -1,9 +1,8 @@
 """GKE decisions as pure functions: node pool plans (taints, labels, accelerators, bounds), the workload
-identity names, labels from the contract tags and the kubeconfig of the stack's Kubernetes provider."""
+identity names, and the kubeconfig of the stack's Kubernetes provider."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -65,18 +64,6 @@ def workload_pool(project: str) -> str:
 def workload_member(project: str, namespace: str, account: str) -> str:
     """The IAM member of a Kubernetes service account under Workload Identity."""
     return f"serviceAccount:{workload_pool(project)}[{namespace}/{account}]"
-
-
-def account_id(prefix: str, name: str) -> str:
-    """A GCP service account id (6-30 chars, lowercase letters, digits, '-', starting with a letter)."""
-    raw = re.sub(r"[^a-z0-9-]", "-", f"{prefix}-{name}".lower())[:30].strip("-")
-    return raw if len(raw) >= 6 else (raw + "-sa-000")[:6]
-
-
-def labels(tags: dict[str, str]) -> dict[str, str]:
-    """GCP labels from the contract tags: keys may not hold ':' (mlinfra:role -> mlinfra-role); values lowercase."""
-    return {re.sub(r"[^a-z0-9_-]", "-", k.lower())[:63]: re.sub(r"[^a-z0-9_-]", "-", v.lower())[:63]
-            for k, v in tags.items()}
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from infra.gcp_training_plan import gcp_labels
+from infra.gcp_naming import gcp_labels
 from infra.tags import contract_tags
 from policies.gcp_training import EXPIRES_AT_LABEL, INSTANCE, LUSTRE, label_expiry, labels, stack_is_training
 from policies.model import Finding, Stack, StackRule, is_unknown

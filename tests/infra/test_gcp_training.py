@@ -12,7 +12,8 @@ from infra.config import load
 from infra.config.gcp_training import GcpTrainingSpec
 from infra.errors import InputError
 from infra.gcp_lustre import size_managed_lustre
-from infra.gcp_training_plan import expires_at_from_label, gcp_labels, plan_gcp_training
+from infra.gcp_naming import gcp_labels
+from infra.gcp_training_plan import expires_at_from_label, plan_gcp_training
 from infra.lustre import LustreIntent
 from infra.userdata_gcp import GcpNodeBootstrap, render_startup_script
 

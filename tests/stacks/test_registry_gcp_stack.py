@@ -99,7 +99,7 @@ def test_serving_gcp_demo_reads_the_mirror_and_its_servers_are_the_readers():
     serving = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]
     mirror = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())["config"]["mlinfra:registry"]["mirror"]
     assert serving["mlinfra:serving"]["modelStore"]["bucket"] == mirror["bucketName"]
-    from infra.serving.gke import account_id
+    from infra.gcp_naming import account_id
     accounts = [f"{account_id('model', m['name'])}@{serving['gcp:project']}.iam.gserviceaccount.com"
                 for m in serving["mlinfra:serving"]["models"]]
     assert accounts == mirror["readers"]
