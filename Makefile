@@ -25,4 +25,4 @@ schema: $(STAMP)
 	$(VENV)/bin/python -m infra schema --out stacks/mlinfra-stack.schema.json
 
 catalog-check: $(STAMP)
-	$(VENV)/bin/python scripts/refresh_catalog.py --check
+	$(VENV)/bin/python -m infra.catalog.refresh --check

@@ -59,7 +59,8 @@ def main() -> int:
     if args.resources < 2 or args.repeat < 1:
         parser.error("--resources must be at least 2 and --repeat at least 1")
 
-    from infra.policy import preview_json, runner
+    from infra.tools import preview_json
+    from infra.tools.policy_runner import runner
 
     document = preview_json.parse(generated_document(args.resources))
     times, violations = [], None

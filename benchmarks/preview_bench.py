@@ -33,8 +33,8 @@ def main() -> int:
         parser.error("--repeat must be at least 1")
 
     started = time.perf_counter()
-    from infra.offline.engine import preview
-    from infra.offline.project import load_project
+    from infra.tools.offline.engine import preview
+    from infra.core.project import load_project
 
     project = load_project()
     import_s = time.perf_counter() - started

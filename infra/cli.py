@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from infra.errors import InputError, Problem
+from infra.core.errors import InputError, Problem
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 a bug must still not greet the user with a traceback
-        from infra.lifecycle.console import cloud_error
+        from infra.ops.runtime import cloud_error
         if (cloud := cloud_error(error)) is not None:  # the cloud failed (throttling, credentials, network): exit 1
             print(f"error: {cloud}", file=sys.stderr)
             return 1
@@ -58,27 +58,27 @@ def _parser() -> argparse.ArgumentParser:
     catalog.add_argument("types", nargs="*", help="instance types; default: the training and serving types")
     catalog.set_defaults(handler=_catalog)
 
-    from infra.policy.cli import add_policy_parser
+    from infra.tools.policy_runner.cli import add_policy_parser
     add_policy_parser(verbs)
-    from infra.cost.cli import add_cost_parser
+    from infra.tools.cost.cli import add_cost_parser
     add_cost_parser(verbs)
-    from infra.diagram.cli import add_diagram_parser
+    from infra.tools.diagram.cli import add_diagram_parser
     add_diagram_parser(verbs)
-    from infra.report import add_report_parser
+    from infra.tools.report import add_report_parser
     add_report_parser(verbs)
-    from infra.lifecycle.cli import add_lifecycle_parsers
+    from infra.ops.lifecycle.cli import add_lifecycle_parsers
     add_lifecycle_parsers(verbs)
-    from infra.promotion.cli import add_promotion_parsers
+    from infra.ops.promotion.cli import add_promotion_parsers
     add_promotion_parsers(verbs)
     return parser
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from infra.config.paths import parse_override
-    from infra.offline.digest import to_digest
-    from infra.offline.engine import preview
-    from infra.offline.project import load_project
-    from infra.offline.render import render
+    from infra.core.paths import parse_override
+    from infra.tools.offline.digest import to_digest
+    from infra.tools.offline.engine import preview
+    from infra.core.project import load_project
+    from infra.tools.offline.render import render
 
     overrides = [parse_override(text) for text in args.config]
     project = load_project()
@@ -96,7 +96,7 @@ def _preview(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from infra.config.schema_export import stack_file_schema
+    from infra.tools.stack_schema import stack_file_schema
 
     text = json.dumps(stack_file_schema(), indent=2) + "\n"
     if args.out:
@@ -108,9 +108,9 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from infra.catalog import instance_table_source, instance_type, on_demand_price, price_table_source
+    from infra.catalog.aws import instance_table_source, instance_type, on_demand_price, price_table_source
     from infra.catalog.gcp import known_machine_types
-    from infra.catalog.gcp_table import gcp_table
+    from infra.catalog.gcp.table import gcp_table
 
     gcp_names = [n for n in args.types if n in known_machine_types()] if args.types else list(known_machine_types())
     names = [n for n in args.types if n not in gcp_names] if args.types else ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",

@@ -1,6 +1,6 @@
 """The guard's settings, from the Lambda's environment, and its timing constants.
 
-The constants mirror infra/lifecycle/limits.py (a test keeps them equal); the guard cannot import it.
+The constants mirror infra/training/limits.py (a test keeps them equal); the guard cannot import it.
 """
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Mapping
 EXPORT_POLL_SECONDS = 60        # = limits.EXPORT_POLL_SECONDS
 MAX_ROUNDS = 24                 # invocations of one stop flow: ~6 h of export polling at 15 min each.
 # Lambda's recursive loop detection stops a self-invocation chain after about 16 calls: more than 15
-# rounds need the function's recursion config set to Allow (components/run_guard.py does).
+# rounds need the function's recursion config set to Allow (components/training/aws/run_guard.py does).
 RECURSION_LIMIT_WITHOUT_ALLOW = 15
 MAX_EXPORT_ATTEMPTS = 3         # export tasks tried after compute stopped before giving up (and keeping the data)
 SAFETY_MILLIS = 20_000          # stop polling this long before the Lambda times out, to report and re-invoke
 
-RUN_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"  # = infra.config.training.RUN_ID_PATTERN
+RUN_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"  # = infra.training.aws.config.RUN_ID_PATTERN
 _BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 _PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._=-]*(?:/[A-Za-z0-9][A-Za-z0-9._=-]*)*$"  # no "..", no leading "/"
 

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import pulumi
 
-from infra.config import load
-from infra.config.stack import cloud_of
-from infra.config.source import runtime_values
-from infra.errors import InputError
+from infra.kinds import load
+from infra.kinds import cloud_of
+from infra.core.source import runtime_values
+from infra.core.errors import InputError
 
 
 def build() -> None:
     """Entry point of the Pulumi program: validate all config first, then declare the stack's resources."""
-    from stacks import registry, registry_gcp, serving, serving_gcp, training, training_gcp
+    from stacks.aws import registry, serving, training
+    from stacks.gcp import registry as registry_gcp, serving as serving_gcp, training as training_gcp
 
     # One builder per (kind, cloud); the config has already refused combinations that do not exist.
     builders = {("registry", "aws"): registry.build, ("training", "aws"): training.build,

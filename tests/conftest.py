@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from infra.offline.engine import Preview, preview, run_program  # noqa: E402
-from infra.offline.schema import has_input  # noqa: E402
+from infra.tools.offline.engine import Preview, preview, run_program  # noqa: E402
+from infra.tools.offline.schema import has_input  # noqa: E402
 
 
 @pytest.fixture

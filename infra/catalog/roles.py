@@ -6,7 +6,7 @@ import json
 from importlib import resources
 from typing import Literal, Optional
 
-from infra.catalog.lookup import instance_type
+from infra.catalog.aws.lookup import instance_type
 
 Role = Literal["training", "serving"]
 

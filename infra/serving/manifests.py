@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra import registry_layout
-from infra.config.serving import ModelSpec
+from infra.registry import layout as registry_layout
+from infra.serving.aws.config import ModelSpec
 from infra.serving import servers
-from infra.serving.node_pools import ACCELERATOR_LABEL, taint
+from infra.serving.aws.node_pools import ACCELERATOR_LABEL, taint
 
 Manifest = dict[str, Any]
 PROMETHEUS_URL = "http://prometheus-server.monitoring.svc.cluster.local"

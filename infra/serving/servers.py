@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from infra.config.serving import ModelSpec
+from infra.serving.aws.config import ModelSpec
 
 PORT = 8000
 MODEL_DIR = "/models"

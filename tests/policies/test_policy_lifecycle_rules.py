@@ -5,15 +5,12 @@ from dataclasses import replace
 
 import pytest
 
-from policies import event_patterns
-from policies.event_patterns import ANY, matches, s3_object_created
+from policies.readers import event_patterns
+from policies.readers.event_patterns import ANY, matches, s3_object_created
 from policies.model import UNKNOWN, Finding
-from policies.rules import guard_role_scoped_to_run, registry_bucket_sends_events_to_eventbridge, \
-    training_stack_has_run_guard
-from tests.policies.policy_fixtures import (
-    EVENT_RULE, EVENT_TARGET, EXPIRES, NOTIFICATION, ROLE, ROLE_POLICY, SCHEDULE, changed, completion_pattern,
-    guard_policy, registry_resources, res, serving_resources, stack_of, training_resources, training_tags, urn, without,
-)
+from policies.rules.training import guard_role_scoped_to_run, training_stack_has_run_guard
+from policies.rules.registry import registry_bucket_sends_events_to_eventbridge
+from tests.policies.policy_fixtures import EVENT_RULE, EVENT_TARGET, EXPIRES, NOTIFICATION, ROLE, ROLE_POLICY, SCHEDULE, changed, completion_pattern, guard_policy, registry_resources, res, serving_resources, stack_of, training_resources, training_tags, urn, without
 
 TRAINING = training_resources()
 REGISTRY = registry_resources()

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import policies.rules
 from policies.model import ResourceRule, StackRule
-from policies.registry import RULES
+from policies.pack import RULES
 
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
-MODULES = [importlib.import_module(f"policies.rules.{m.name}") for m in pkgutil.iter_modules(policies.rules.__path__)]
+AREAS = ("training", "serving", "registry", "everywhere", "cost")
+MODULES = [importlib.import_module(m.name) for m in pkgutil.walk_packages(policies.rules.__path__, "policies.rules.")
+           if not m.ispkg]
 
 
 def test_one_rule_per_module_named_after_it():
@@ -18,6 +20,10 @@ def test_one_rule_per_module_named_after_it():
         assert isinstance(rule, (ResourceRule, StackRule))
         assert rule.name == module.NAME == module.__name__.rsplit(".", 1)[1].replace("_", "-")
         assert module.__doc__ and rule.description and "\n" not in rule.description
+
+
+def test_every_rule_lives_in_an_area_folder():
+    assert [m.__name__ for m in MODULES if m.__name__.split(".")[2] not in AREAS or m.__name__.count(".") != 3] == []
 
 
 def test_names_are_unique_kebab_case():

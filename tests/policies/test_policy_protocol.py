@@ -2,10 +2,10 @@
 import pytest
 from google.protobuf import empty_pb2
 
-from infra.policy.analyzer_client import AnalyzerClient
-from infra.policy.preview_json import PolicyResource
-from infra.policy.runner import PACK_DIR
-from policies.registry import RULES
+from infra.tools.policy_runner.analyzer_client import AnalyzerClient
+from infra.tools.preview_json import PolicyResource
+from infra.tools.policy_runner.runner import PACK_DIR
+from policies.pack import RULES
 from tests.policies.policy_fixtures import launch_template_props, training_tags, urn
 
 

@@ -4,32 +4,11 @@ import json
 import pytest
 
 from policies.model import UNKNOWN, Resource
-from policies.rules import (
-    accelerator_node_pools_tainted,
-    block_devices_encrypted,
-    efa_on_every_network_card,
-    eks_api_endpoint_restricted,
-    eks_secrets_encrypted,
-    ingress_not_open_to_the_internet,
-    instance_metadata_requires_imdsv2,
-    log_groups_have_retention,
-    lustre_capacity_allowed_step,
-    lustre_data_repository_paths_in_s3,
-    lustre_final_backup_choice_explicit,
-    lustre_linked_through_data_repository_associations,
-    lustre_throughput_allowed_value,
-    multi_interface_instances_without_public_ip,
-    node_pools_have_limits,
-    placement_groups_use_cluster_strategy,
-    registry_access_without_wildcards,
-    registry_bucket_and_key_protected,
-    serving_pools_use_serving_types,
-    training_launch_templates_tag_what_they_launch,
-    training_nodes_use_training_types,
-)
-from tests.policies.policy_fixtures import (
-    IN, changed, one, read_grant, registry_resources, training_resources, write_grant,
-)
+from policies.rules.serving import accelerator_node_pools_tainted, eks_api_endpoint_restricted, eks_secrets_encrypted, node_pools_have_limits, serving_pools_use_serving_types
+from policies.rules.everywhere import block_devices_encrypted, ingress_not_open_to_the_internet, instance_metadata_requires_imdsv2, log_groups_have_retention
+from policies.rules.training import efa_on_every_network_card, lustre_capacity_allowed_step, lustre_data_repository_paths_in_s3, lustre_final_backup_choice_explicit, lustre_linked_through_data_repository_associations, lustre_throughput_allowed_value, multi_interface_instances_without_public_ip, placement_groups_use_cluster_strategy, training_launch_templates_tag_what_they_launch, training_nodes_use_training_types
+from policies.rules.registry import registry_access_without_wildcards, registry_bucket_and_key_protected
+from tests.policies.policy_fixtures import IN, changed, one, read_grant, registry_resources, training_resources, write_grant
 
 TRAINING = training_resources()
 REGISTRY = registry_resources()
@@ -48,10 +27,10 @@ CASES = [
         {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
         {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"}],
      ["p4d.24xlarge has EFA on network card 0 only, 1 of its 4 EFA cards (100 of 400 Gbps); add interfaceType "
-      "'efa-only' at networkCardIndex 1-3 (deviceIndex 0), as infra.efa.efa_layout lays out"]),
+      "'efa-only' at networkCardIndex 1-3 (deviceIndex 0), as infra.training.aws.efa.efa_layout lays out"]),
     (efa_on_every_network_card, "template", "networkInterfaces.1.interfaceType", "interface",
      ["p4d.24xlarge has EFA on network cards 1-3, 3 of its 4 EFA cards (300 of 400 Gbps); add interfaceType "
-      "'efa-only' at networkCardIndex 0 (deviceIndex 1), as infra.efa.efa_layout lays out"]),
+      "'efa-only' at networkCardIndex 0 (deviceIndex 1), as infra.training.aws.efa.efa_layout lays out"]),
     (efa_on_every_network_card, "template", "instanceType", "g5.xlarge",
      ["instanceType: g5.xlarge does not support EFA (Elastic Fabric Adapter), which multi-node training needs on "
       "every network card; choose an EFA-capable instance type, e.g. g5.8xlarge, g5.12xlarge, g5.16xlarge, "

@@ -3,12 +3,10 @@ import json
 
 import pytest
 
-from infra.offline.project import load_project
-from policies.registry import RULES
+from infra.core.project import load_project
+from policies.pack import RULES
 from tests.conftest import run_cli
-from tests.policies.policy_fixtures import (
-    changed, guard_policy, registry_resources, serving_resources, to_document, training_resources,
-)
+from tests.policies.policy_fixtures import changed, guard_policy, registry_resources, serving_resources, to_document, training_resources
 
 
 def write(tmp_path, document, name="preview.json"):

@@ -3,12 +3,9 @@ the compliant stacks pass; each broken field gives its exact message."""
 import pytest
 
 from policies.model import UNKNOWN, Finding, Resource
-from policies.rules import autoscalers_have_replica_bounds, model_servers_scale_on_inference_signals, \
-    nodes_without_public_ip
-from tests.policies.policy_fixtures import (
-    DEPLOYMENT, HPA, INSTANCE, LT, SCALED_OBJECT, SERVING, SUBNET, changed, model_deployment, one, res,
-    serving_resources, stack_of, training_resources, urn, without,
-)
+from policies.rules.serving import autoscalers_have_replica_bounds, model_servers_scale_on_inference_signals
+from policies.rules.everywhere import nodes_without_public_ip
+from tests.policies.policy_fixtures import DEPLOYMENT, HPA, INSTANCE, LT, SCALED_OBJECT, SERVING, SUBNET, changed, model_deployment, one, res, serving_resources, stack_of, training_resources, urn, without
 
 SERVING_STACK = serving_resources()
 TRAINING = training_resources()

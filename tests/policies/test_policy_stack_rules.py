@@ -6,27 +6,11 @@ from datetime import datetime, timezone
 import pytest
 
 from policies.model import Finding, Resource
-from policies.rules import (
-    efa_nodes_in_one_subnet,
-    efa_security_group_self_referencing,
-    instance_types_have_catalog_price,
-    lustre_in_same_az_as_nodes,
-    lustre_security_group_allows_lustre_ports,
-    placement_group_matches_capacity_mode,
-    registry_bucket_encrypted_with_kms,
-    registry_bucket_public_access_blocked,
-    registry_bucket_tls_only,
-    registry_bucket_versioned,
-    serving_registry_access_read_only,
-    stack_hourly_cost_under_ceiling,
-    training_expiry_within_max_lifetime,
-    training_resources_carry_run_tags,
-    training_resources_not_protected,
-)
-from tests.policies.policy_fixtures import (
-    FSX, LT, SERVING, SG, SUBNET, changed, one, read_grant, registry_resources, res, serving_tags, stack_of,
-    training_resources, urn, without, write_grant,
-)
+from policies.rules.training import efa_nodes_in_one_subnet, efa_security_group_self_referencing, lustre_in_same_az_as_nodes, lustre_security_group_allows_lustre_ports, placement_group_matches_capacity_mode, training_expiry_within_max_lifetime, training_resources_carry_run_tags, training_resources_not_protected
+from policies.rules.cost import instance_types_have_catalog_price, stack_hourly_cost_under_ceiling
+from policies.rules.registry import registry_bucket_encrypted_with_kms, registry_bucket_public_access_blocked, registry_bucket_tls_only, registry_bucket_versioned
+from policies.rules.serving import serving_registry_access_read_only
+from tests.policies.policy_fixtures import FSX, LT, SERVING, SG, SUBNET, changed, one, read_grant, registry_resources, res, serving_tags, stack_of, training_resources, urn, without, write_grant
 
 TRAINING = training_resources()
 REGISTRY = registry_resources()
@@ -147,7 +131,7 @@ def test_protected_training_resource():
 def test_taggable_training_resources_carry_run_tags():
     broken = changed(TRAINING, "logs", "tags", {"mlinfra:role": "training", "mlinfra:stack": T})
     assert run(training_resources_carry_run_tags, broken) == [Finding(urn(T, "aws:cloudwatch/logGroup:LogGroup", "logs"), (
-        "'logs' lacks tags mlinfra:run-id, mlinfra:expires-at; tag it with infra.tags.contract_tags('training', "
+        "'logs' lacks tags mlinfra:run-id, mlinfra:expires-at; tag it with infra.core.tags.contract_tags('training', "
         "stack, run_id, expires_at)"))]
     untagged = changed(TRAINING, "placement", "tags", delete=True)
     assert run(training_resources_carry_run_tags, untagged)[0].message.startswith(

@@ -9,9 +9,9 @@ import pulumi
 import pytest
 import yaml
 
-from infra.offline.engine import preview
-from infra.offline.gcp_invokes import OFFLINE_PROJECT_NUMBER, OFFLINE_STS_SUBJECT_ID
-from stacks.registry_gcp import _role_arn
+from infra.tools.offline.engine import preview
+from infra.tools.offline.invokes_gcp import OFFLINE_PROJECT_NUMBER, OFFLINE_STS_SUBJECT_ID
+from stacks.gcp.registry import _role_arn
 from tests.conftest import ROOT, by_type, one, run_cli
 
 STACK = "registry-gcp-mirror"
@@ -99,7 +99,7 @@ def test_serving_gcp_demo_reads_the_mirror_and_its_servers_are_the_readers():
     serving = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]
     mirror = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())["config"]["mlinfra:registry"]["mirror"]
     assert serving["mlinfra:serving"]["modelStore"]["bucket"] == mirror["bucketName"]
-    from infra.gcp_naming import account_id
+    from infra.core.labels import account_id
     accounts = [f"{account_id('model', m['name'])}@{serving['gcp:project']}.iam.gserviceaccount.com"
                 for m in serving["mlinfra:serving"]["models"]]
     assert accounts == mirror["readers"]

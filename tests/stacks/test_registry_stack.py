@@ -3,8 +3,8 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from infra.offline.digest import to_digest
-from infra.tags import missing_contract_tags
+from infra.tools.offline.digest import to_digest
+from infra.core.tags import missing_contract_tags
 from tests.conftest import one, taggable
 
 
@@ -46,7 +46,7 @@ def test_digest_shape(registry_preview):
 
 
 def test_explicit_bucket_name_from_config():
-    from infra.offline.engine import preview
+    from infra.tools.offline.engine import preview
 
     result = preview("registry", [("mlinfra:registry.bucketName", "team-models")])
     assert one(result, "aws:s3/bucket:Bucket").inputs["bucket"] == "team-models"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from infra.offline.engine import preview
+from infra.tools.offline.engine import preview
 from tests.conftest import ROOT, by_type, one
 from tests.k8s_schemas import manifest_of, validate
 
@@ -54,9 +54,9 @@ def test_private_cluster_with_workload_identity_shielded_nodes_and_a_release_cha
 
 
 def test_authorized_networks_per_endpoint_access():
-    from components.gke_cluster import _authorized_networks
-    from infra.config.gcp_serving import GkeClusterSpec
-    from infra.config.serving import EndpointSpec
+    from components.serving.gcp.cluster import _authorized_networks
+    from infra.serving.gcp.config import GkeClusterSpec
+    from infra.serving.aws.config import EndpointSpec
 
     private = _authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="private")))
     assert [b.cidr_block for b in private.cidr_blocks] == ["10.90.0.0/20"]  # the VPC only

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from infra.offline.engine import preview
-from infra.tags import missing_contract_tags
+from infra.tools.offline.engine import preview
+from infra.core.tags import missing_contract_tags
 from tests.conftest import by_type, one, taggable
 from tests.k8s_schemas import manifest_of, validate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.offline.engine import preview
+from infra.tools.offline.engine import preview
 from tests.conftest import by_type, one, run_cli
 
 INSTANCE = "gcp:compute/instance:Instance"

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from infra.lifecycle import guard
-from infra.lifecycle.limits import GUARD_RETRY_WINDOW_SECONDS
-from infra.offline.engine import preview
+from infra.training.aws import guard
+from infra.training.limits import GUARD_RETRY_WINDOW_SECONDS
+from infra.tools.offline.engine import preview
 from tests.conftest import by_type, one, run_cli
 
 RUN = "demo-llama-7b-001"
@@ -128,7 +128,7 @@ def test_bad_lifecycle_settings_exit_2_naming_the_field(override, message):
 
 
 def test_failed_guard_invocations_are_kept_and_long_exports_may_continue(demo):
-    from infra.lifecycle.limits import GUARD_EVENT_MAX_AGE_SECONDS
+    from infra.training.limits import GUARD_EVENT_MAX_AGE_SECONDS
     invoke = one(demo, "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig").inputs
     queue = one(demo, "aws:sqs/queue:Queue")
     assert invoke["destinationConfig"]["onFailure"]["destination"] == queue.outputs["arn"]

@@ -1,0 +1,1 @@
+"""The registry on AWS: the protected bucket and its grants."""

@@ -1,0 +1,25 @@
+"""Accelerator device plugins as pinned Helm releases: NVIDIA for g5, Neuron (with its scheduler extension) for inf2."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import pulumi
+
+from components.serving.helm_release import helm_release
+from infra.serving import charts
+
+
+@dataclass(frozen=True)
+class DevicePluginsArgs:
+    after: Sequence[pulumi.Resource] = field(default_factory=list)  # node pools the plugins run on
+
+
+class DevicePlugins(pulumi.ComponentResource):
+    """Needs a kubernetes provider for the cluster (opts.providers)."""
+
+    def __init__(self, name: str, args: DevicePluginsArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("mlinfra:device_plugins:DevicePlugins", name, None, opts)
+        self.nvidia = helm_release(f"{name}-nvidia", charts.NVIDIA_DEVICE_PLUGIN, charts.nvidia_values(), self, args.after)
+        self.neuron = helm_release(f"{name}-neuron", charts.NEURON, charts.neuron_values(), self, args.after)
+        self.register_outputs({"nvidia": self.nvidia.status, "neuron": self.neuron.status})

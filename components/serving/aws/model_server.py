@@ -1,0 +1,50 @@
+"""One model server: its own AWS role (read-only on its artefact prefix, through EKS Pod Identity) and
+its Kubernetes objects (ServiceAccount, Deployment, Service, PodDisruptionBudget, KEDA ScaledObject)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from components.serving.model_server_objects import declare_model_objects
+from components.registry.aws.access import RegistryAccess
+from infra.serving.aws.config import ModelSpec
+from infra.serving.aws import iam
+from infra.serving import manifests
+
+
+@dataclass(frozen=True)
+class ModelServerArgs:
+    model: ModelSpec
+    namespace: str
+    cluster_name: pulumi.Input[str]
+    registry: RegistryAccess
+    registry_location: pulumi.Input[manifests.Registry]  # bucket and region, from the registry stack
+    tags: Mapping[str, str]
+    after: Sequence[pulumi.Resource] = field(default_factory=list)  # add-ons: KEDA CRDs, device plugins, namespace
+
+
+class ModelServer(pulumi.ComponentResource):
+    """Kubernetes objects use the provider passed in opts.providers."""
+
+    def __init__(self, name: str, args: ModelServerArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("mlinfra:model_server:ModelServer", name, None, opts)
+        model, ns, tags = args.model, args.namespace, dict(args.tags)
+        self.prefix = manifests.artefact_prefix(model)
+
+        self.role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps(iam.pod_identity_trust()),
+                                 description=f"model server {model.name}: reads {self.prefix} only",
+                                 tags=tags, opts=pulumi.ResourceOptions(parent=self))
+        args.registry.grant_read(self.role, self.prefix)
+        identity = aws.eks.PodIdentityAssociation(
+            f"{name}-identity", cluster_name=args.cluster_name, namespace=ns, service_account=model.name,
+            role_arn=self.role.arn, tags=tags, opts=pulumi.ResourceOptions(parent=self))
+
+        # Credentials must be associated before the first pod asks for them.
+        objects = declare_model_objects(name, model, ns, args.registry_location, self, args.after, identity=[identity])
+        self.deployment, self.service, self.scaled_object = objects.deployment, objects.service, objects.scaled_object
+        self.register_outputs({"prefix": self.prefix, "roleArn": self.role.arn,
+                               "service": f"{model.name}.{ns}.svc.cluster.local"})

@@ -1,0 +1,61 @@
+"""One accelerator (or system) node pool: an EKS managed node group on an IMDSv2-only, encrypted launch template."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.serving.aws.node_pools import NodePoolPlan, launch_template_metadata
+
+
+@dataclass(frozen=True)
+class ServingNodePoolArgs:
+    plan: NodePoolPlan
+    cluster_name: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: Sequence[pulumi.Input[str]]
+    tags: Mapping[str, str]
+
+
+class ServingNodePool(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ServingNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("mlinfra:serving_node_pool:ServingNodePool", name, None, opts)
+        plan, tags = args.plan, dict(args.tags)
+        instance_tags = {**tags, "Name": name}
+        self.launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            description=f"mlinfra {plan.family} serving nodes",
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(**launch_template_metadata()),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/xvda",
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=plan.disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"),
+            )],
+            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=instance_tags)
+                                for kind in ("instance", "volume", "network-interface")],
+            update_default_version=True,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-nodes",
+            cluster_name=args.cluster_name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=list(args.subnet_ids),
+            instance_types=list(plan.instance_types),
+            capacity_type=plan.capacity_type,
+            ami_type=plan.ami_type,
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=plan.min_size, max_size=plan.max_size, desired_size=plan.desired_size),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            labels=plan.labels,
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in plan.taints],
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=self.launch_template.id, version=self.launch_template.latest_version.apply(str)),
+            tags=tags,
+            # The cluster autoscaler owns the size between min and max once the group exists.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.register_outputs({"nodeGroupName": self.node_group.node_group_name})

@@ -1,0 +1,1 @@
+"""Serving on GKE: network, cluster, node pools, add-ons, model servers."""

@@ -1,0 +1,32 @@
+"""Cluster add-ons of the GKE serving cluster on its system nodes: KEDA, Prometheus (which KEDA queries)
+and the model servers' namespace. GKE itself provides the NVIDIA driver, device plugin and autoscaler."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.serving.helm_release import helm_release
+from infra.serving import charts, manifests
+
+
+@dataclass(frozen=True)
+class GkeAddonsArgs:
+    workload_namespace: str
+    after: Sequence[pulumi.Resource] = field(default_factory=list)  # node pools
+
+
+class GkeAddons(pulumi.ComponentResource):
+    """Needs a kubernetes provider for the cluster (opts.providers)."""
+
+    def __init__(self, name: str, args: GkeAddonsArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("mlinfra:gke_addons:GkeAddons", name, None, opts)
+        after = list(args.after)
+        self.prometheus = helm_release(f"{name}-prometheus", charts.PROMETHEUS, charts.prometheus_values(), self, after)
+        self.keda = helm_release(f"{name}-keda", charts.KEDA, charts.keda_values(), self, after)
+        ns = manifests.namespace(args.workload_namespace)
+        self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=ns["metadata"],
+                                               opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+        self.register_outputs({"namespace": self.namespace.metadata["name"], "keda": self.keda.status})

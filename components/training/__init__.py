@@ -1,0 +1,1 @@
+"""ComponentResources of the training stacks."""

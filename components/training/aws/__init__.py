@@ -1,0 +1,1 @@
+"""Training on AWS: network, security groups, node role, nodes, FSx for Lustre, run guard."""

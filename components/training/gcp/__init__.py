@@ -1,0 +1,1 @@
+"""Training on GCP: network, node account, nodes, Managed Lustre."""

@@ -1,0 +1,24 @@
+"""GCP names and labels derived from mlinfra's own (pure): the contract tags as labels, and service account ids.
+
+One place for both clouds' GCP stacks (serving, training, the registry mirror) and the lifecycle's audit, so a
+resource is always named and labelled the way the audit looks for it."""
+from __future__ import annotations
+
+import re
+
+
+def label_value(text: str) -> str:
+    """A label key or value: lowercase letters, digits, '_' and '-' only, at most 63 characters; every other
+    character becomes '-' (`mlinfra:run-id` -> `mlinfra-run-id`, `2026-11-22T08:00:00Z` -> `2026-11-22t08-00-00z`)."""
+    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+
+def gcp_labels(tags: dict[str, str]) -> dict[str, str]:
+    """GCP labels from the contract tags (`infra.training.gcp.plan.expires_at_from_label` reverses the expiry's)."""
+    return {label_value(k): label_value(v) for k, v in tags.items()}
+
+
+def account_id(prefix: str, name: str) -> str:
+    """A GCP service account id (6-30 chars, lowercase letters, digits, '-', starting with a letter)."""
+    raw = re.sub(r"[^a-z0-9-]", "-", f"{prefix}-{name}".lower())[:30].strip("-")
+    return raw if len(raw) >= 6 else (raw + "-sa-000")[:6]

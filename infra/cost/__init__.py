@@ -1,2 +1,0 @@
-"""What a stack costs: priced from its offline preview and the catalogs' price tables (pure library;
-`infra.cost.cli` is the `python -m infra cost` verb)."""

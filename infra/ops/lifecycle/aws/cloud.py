@@ -1,0 +1,103 @@
+"""`RunCloud` on AWS with boto3. Compute and export reuse the run guard's own steps (run_guard.actions),
+so the CLI and the guard Lambda act alike. boto3 honours AWS_ENDPOINT_URL, so an emulator works too.
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, Callable, Optional, Sequence
+
+import boto3
+from botocore.exceptions import ClientError
+
+from infra.ops.lifecycle import audit as audit_module
+from infra.ops.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute, iso_precise, parse_marker
+from run_guard import actions
+
+MISSING = ("NoSuchKey", "404", "NotFound")
+STOP_WAIT_SECONDS = 600  # EC2 terminates in a minute or two; longer means something is wrong
+STOP_POLL_SECONDS = 5
+
+
+class AwsRunCloud:
+    """`file_system_ids`: the run's file systems as the stack knows them (its outputs); looked up
+    directly when no file system carries the run's tag, so a tag or region mismatch cannot make an
+    export look unnecessary."""
+
+    def __init__(self, region: str | None, session: Any = None, checkpoints_path: str = "checkpoints",
+                 sleep: Callable[[float], None] = time.sleep, file_system_ids: Sequence[str] = ()):
+        self.session = session or boto3.session.Session(region_name=region)
+        self.sleep = sleep
+        self.checkpoints_path = checkpoints_path
+        self.file_system_ids = tuple(file_system_ids)
+        self._clients: dict[str, Any] = {}
+        self._own_tasks: set[str] = set()  # export tasks this object started: they count whatever the clocks say
+
+    def _client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self.session.client(service)
+        return self._clients[service]
+
+    def marker(self, bucket: str, run_id: str) -> Optional[Marker]:
+        """runs/<run-id>/_SUCCESS, else _FAILED, else None."""
+        for status in ("SUCCESS", "FAILED"):
+            try:
+                body = self._client("s3").get_object(Bucket=bucket, Key=f"runs/{run_id}/_{status}")["Body"].read()
+            except ClientError as error:
+                if error.response["Error"]["Code"] in MISSING:
+                    continue
+                raise
+            return parse_marker(status, body)
+        return None
+
+    def active_nodes(self, run_id: str) -> int:
+        return len(actions.run_instances(self._client("ec2"), run_id, actions.BILLING_STATES))
+
+    def stop_compute(self, run_id: str) -> StoppedCompute:
+        """Terminate the run's instances and return once none is left, not even shutting down, so an
+        export started afterwards sees every write; with when the last one stopped, by EC2's clock."""
+        ec2 = self._client("ec2")
+        ids = actions.terminate_run_instances(ec2, run_id)
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while actions.run_instances(ec2, run_id, actions.NOT_GONE_STATES):
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"instances of run {run_id} still not terminated after {STOP_WAIT_SECONDS} s")
+            self.sleep(STOP_POLL_SECONDS)
+        stopped = actions.last_stopped_at(ec2, run_id)
+        return StoppedCompute(tuple(ids), iso_precise(stopped) if stopped else None)
+
+    def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
+        fsx = self._client("fsx")
+        file_systems = actions.run_file_systems(fsx, run_id) or actions.file_systems_by_id(fsx, self.file_system_ids)
+        if not file_systems:
+            looked = f" nor has id {', '.join(self.file_system_ids)}" if self.file_system_ids else ""
+            return ExportStatus("no-filesystem", f"no file system carries the tag mlinfra:run-id={run_id}{looked}")
+        live = [fs for fs in file_systems if fs.get("Lifecycle") != actions.DELETING]
+        if not live:
+            ids = ", ".join(fs["FileSystemId"] for fs in file_systems)
+            return ExportStatus("deleting", f"file system {ids} is being deleted")
+        if len(live) > 1:
+            ids = ", ".join(fs["FileSystemId"] for fs in live)
+            return ExportStatus("failed", f"{len(live)} file systems carry the run's tag: {ids}")
+        step = actions.export_step(fsx, live[0], run_id, self.checkpoints_path, _parse_since(since), self._own_tasks)
+        if step.state == "started" and step.task_id:
+            self._own_tasks.add(step.task_id)
+        return ExportStatus(step.state, step.detail, step.task_id)  # a failure's detail names its report
+
+    def expect_file_systems(self, file_system_ids: Sequence[str]) -> None:
+        self.file_system_ids = tuple(dict.fromkeys((*self.file_system_ids, *file_system_ids)))
+
+    def audit(self, run_id: str) -> list[Leftover]:
+        return audit_module.audit(run_id, self.session)
+
+
+def _parse_since(since: Optional[str]) -> Optional[datetime]:
+    if since is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(since.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"since={since!r} is not an ISO-8601 UTC time like 2026-01-31T12:00:00Z") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"since={since!r} has no time zone; use UTC like 2026-01-31T12:00:00Z")
+    return moment

@@ -1,0 +1,1 @@
+"""The lifecycle's GCP side: Google's REST APIs and RunCloud over them."""

@@ -1,0 +1,218 @@
+"""Teardown of one training stack: stop compute, confirm the checkpoints are exported, destroy, audit,
+remove the stack.
+
+Stateless: every step derives what to do from the stack and the cloud as they are now, so a teardown
+interrupted at any point and run again finishes. The stack is removed only when the audit finds
+nothing left with the run's tag (looking again for a few minutes while the cloud finishes deleting); on any
+problem it is kept, so the next run can pick up from there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Optional, Sequence
+
+from infra.core.errors import InputError, Problem
+from infra.ops.runtime import Runtime, iso, span
+from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
+from infra.ops.lifecycle.ports import RunCloud, StackOps, StackOpsError, StoppedCompute
+from infra.ops.lifecycle.target import marker_bucket
+
+# Destroy failures that go away on their own once the cloud has finished releasing what held the resource.
+TRANSIENT_DESTROY_FAILURES = (
+    ("DependencyViolation", "a security group is still held by network interfaces being released"),
+    ("InvalidPlacementGroup.InUse", "the placement group still holds terminating instances"),
+    # GCP: a subnet, network or placement policy still used by instances or a file system being deleted
+    ("resourceInUseByAnotherResource", "a network resource is still used by resources being deleted"),
+    # GCP: the private services access peering while Managed Lustre is still being deleted
+    ("Producer services", "private services access is still used by the file system being deleted"),
+)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Destroy retries: 30 s, 1, 2, 4 min, then every 5 min; about 22 minutes in all by default."""
+    attempts: int = 8
+    first_seconds: float = 30
+    factor: float = 2
+    max_seconds: float = 300
+
+    def delay(self, failures: int) -> float:
+        return min(self.max_seconds, self.first_seconds * self.factor ** (failures - 1))
+
+
+@dataclass(frozen=True)
+class AuditRetry:
+    """Right after a destroy the audit may still list what the cloud is deleting (network interfaces of a file
+    system, a log group): look again after these pauses before calling anything a leftover. 4 looks
+    over 5 minutes by default."""
+    pauses: Sequence[float] = (60, 90, 150)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What teardown needs to know about the stack's run."""
+    run_id: str
+    bucket: Optional[str]       # where the markers are (the registry, or GCP's data bucket), from the outputs
+    export_checkpoints: bool
+    file_system_ids: tuple[str, ...] = ()  # the stack's own record of its file system (outputs)
+
+
+def transient_destroy_failure(output: str) -> Optional[str]:
+    """Why a failed destroy is worth retrying, or None when it is not a known transient failure."""
+    for code, reason in TRANSIENT_DESTROY_FAILURES:
+        if code in output:
+            return f"{code}: {reason}"
+    return None
+
+
+def training_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The `mlinfra:training` map of a stack's config ({} when absent)."""
+    training = config.get("mlinfra:training")
+    return training if isinstance(training, dict) else {}
+
+
+def lifecycle_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The `mlinfra:training.lifecycle` map of a stack's config ({} when absent)."""
+    lifecycle = training_config(config).get("lifecycle")
+    return lifecycle if isinstance(lifecycle, dict) else {}
+
+
+def run_facts(stack: str, config: dict[str, Any], outputs: dict[str, Any]) -> RunFacts:
+    run_id = outputs.get("runId") or training_config(config).get("runId")
+    if not isinstance(run_id, str) or not run_id:
+        raise InputError(Problem("mlinfra:training.runId", f"stack {stack!r} has no run id in its outputs or config"))
+    lifecycle = lifecycle_config(config)
+    file_system = outputs.get("lustreFileSystemId") or outputs.get("lustreInstanceId")
+    return RunFacts(run_id=run_id, bucket=marker_bucket(outputs),
+                    export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False,
+                    file_system_ids=(file_system,) if isinstance(file_system, str) and file_system else ())
+
+
+def export_since(stopped: StoppedCompute, rt: Runtime) -> str:
+    """From when an export sees every write: when the last instance stopped by the cloud's clock, else local
+    now (stop_compute has returned, so nothing runs). Never earlier: a clock behind the cloud's could then
+    accept an export that began while a node still wrote; one ahead only costs a redundant export
+    (the adapter always accepts the tasks it started itself)."""
+    return stopped.stopped_at or iso(rt.now())
+
+
+def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_id: Optional[str] = None,
+             backoff: Backoff = Backoff(), audit_retry: AuditRetry = AuditRetry(),
+             on_phase: Callable[[str], None] = lambda phase: None,
+             engine_output: Optional[Callable[[str], None]] = None) -> int:
+    """Tear `stack` down; 0 when nothing is left, 1 when a step found a problem (the stack is kept).
+    `run_id` (from the stack file) is audited when the stack no longer exists. The engine's output of
+    the destroy is printed indented unless `engine_output` takes it."""
+    engine_output = engine_output or (lambda line: rt.say(f"  {line}") if line.strip() else None)
+    if not stacks.exists(stack):
+        if run_id is None:
+            rt.say(f"stack {stack}: does not exist, and no run id to audit; nothing to do")
+            return 0
+        rt.say(f"stack {stack}: already removed; auditing run {run_id}")
+        return 0 if _audit_clean(stack, cloud, run_id, rt, audit_retry) else 1
+    facts = run_facts(stack, stacks.config(stack), stacks.outputs(stack))
+    rt.say(f"stack {stack}: run {facts.run_id}, bucket {facts.bucket or 'unknown (no outputs)'}")
+    cloud.expect_file_systems(facts.file_system_ids)
+    on_phase("tearing down")
+    stopped = cloud.stop_compute(facts.run_id)
+    since = export_since(stopped, rt)  # every instance is gone: an export created from then on sees every write
+    rt.say(f"compute: terminated {len(stopped.instance_ids)} instance(s) of run {facts.run_id}" if stopped.instance_ids
+           else f"compute: no instance of run {facts.run_id} running")
+    on_phase("exporting")
+    if not _checkpoints_safe(stack, facts, cloud, since, rt):
+        return 1
+    on_phase("tearing down")
+    if not _destroy(stack, stacks, rt, backoff, engine_output):
+        return 1
+    if not _audit_clean(stack, cloud, facts.run_id, rt, audit_retry):
+        return 1
+    stacks.remove(stack)
+    rt.say(f"stack {stack}: removed (its file in stacks/ is kept)")
+    return 0
+
+
+def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, rt: Runtime) -> bool:
+    """True once the run's checkpoints are in the registry, or there is nothing left to export."""
+    if not facts.export_checkpoints:
+        rt.say("checkpoints: not exported (exportCheckpoints is false)")
+        return True
+    marker = cloud.marker(facts.bucket, facts.run_id) if facts.bucket else None
+    if marker is not None and marker.status == "SUCCESS" and marker.checkpoints_exported:
+        rt.say(f"checkpoints: exported by the nodes (runs/{facts.run_id}/_SUCCESS)")
+        return True
+    started = rt.now()
+    while True:
+        status = cloud.export_checkpoints(facts.run_id, since=since)
+        task = f" (task {status.task_id})" if status.task_id else ""
+        if status.state == "succeeded":
+            rt.say(f"checkpoints: exported to the registry{task}")
+            return True
+        if status.state == "no-filesystem":
+            rt.say("checkpoints: no file system left to export from")
+            return True
+        if status.state == "failed":
+            rt.say(f"checkpoints: export failed{task}: {status.detail or 'no detail'}; nothing was destroyed, "
+                   f"fix it and run `python -m infra teardown --stack {stack}` again")
+            return False
+        waited = rt.now() - started
+        # "deleting": the file system is being deleted (on AWS by the guard, after its export); destroying now
+        # would fail on the network resources it still holds, so wait until it is gone.
+        doing = ("exported; the file system is being deleted" if status.state == "deleting"
+                 else f"export {status.state}{task}")
+        if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
+            rt.say(f"checkpoints: {doing}, still after {span(waited)}; nothing was destroyed, "
+                   f"run `python -m infra teardown --stack {stack}` again to keep waiting")
+            return False
+        rt.say(f"checkpoints: {doing}, {span(waited)} so far")
+        rt.sleep(EXPORT_POLL_SECONDS)
+
+
+def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff,
+             engine_output: Callable[[str], None]) -> bool:
+    for attempt in range(1, backoff.attempts + 1):
+        try:
+            stacks.destroy(stack, engine_output)
+        except StackOpsError as error:
+            reason = transient_destroy_failure(error.output)
+            if reason is None:
+                rt.say(f"destroy: failed: {_error_lines(error.output)}; the stack is kept")
+                return False
+            if attempt == backoff.attempts:
+                rt.say(f"destroy: still failing after {attempt} attempts ({reason}); the stack is kept, "
+                       f"run `python -m infra teardown --stack {stack}` again later")
+                return False
+            delay = backoff.delay(attempt)
+            rt.say(f"destroy: {reason}; retrying in {span(timedelta(seconds=delay))} "
+                   f"(attempt {attempt + 1} of {backoff.attempts})")
+            rt.sleep(delay)
+            continue
+        rt.say(f"destroy: stack {stack} holds no resources")
+        return True
+    return False
+
+
+def _audit_clean(stack: str, cloud: RunCloud, run_id: str, rt: Runtime, retry: AuditRetry) -> bool:
+    """True when the audit finds nothing; what it finds is called left over only once it is still there
+    after the retry's pauses (clouds list resources for a while after deleting them)."""
+    looks = len(retry.pauses) + 1
+    for look, pause in enumerate([*retry.pauses, None], start=1):
+        leftovers = cloud.audit(run_id)
+        if not leftovers:
+            rt.say(f"audit: nothing left with run id {run_id}")
+            return True
+        if pause is None:
+            break
+        rt.say(f"audit: {len(leftovers)} resource(s) of run {run_id} still listed, the cloud may still be deleting "
+               f"them; looking again in {span(timedelta(seconds=pause))} (look {look + 1} of {looks})")
+        rt.sleep(pause)
+    rt.say(f"audit: {len(leftovers)} resource(s) still belong to run {run_id}; stack {stack} is kept:")
+    for leftover in leftovers:
+        rt.say(f"  {leftover.kind}  {leftover.identifier}  (found by {leftover.found_by})")
+    return False
+
+
+def _error_lines(output: str, limit: int = 3) -> str:
+    """The engine's error lines, the part of a failed destroy's output worth showing."""
+    lines = [line.strip() for line in output.splitlines() if "error" in line.lower() and line.strip()]
+    return " | ".join(lines[-limit:]) if lines else (output.strip().splitlines() or ["no output"])[-1]

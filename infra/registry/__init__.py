@@ -1,0 +1,1 @@
+"""The model registry: its prefix layout and access documents; aws/ the bucket's config, gcp/ its mirror."""

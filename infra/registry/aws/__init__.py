@@ -1,0 +1,1 @@
+"""The registry on AWS: the S3 bucket's config."""

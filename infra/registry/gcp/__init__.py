@@ -1,0 +1,1 @@
+"""The registry's mirror on GCP: config, checks and the transfer's pure decisions."""

@@ -1,0 +1,1 @@
+"""Serving on EKS: config, checks, node pools, cluster plans, IAM documents (pure)."""

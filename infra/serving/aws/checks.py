@@ -1,0 +1,91 @@
+"""Meaning checks of a serving config (second validation tier): each finding names the field and the fix."""
+from __future__ import annotations
+
+from typing import Optional
+
+from infra.catalog.aws import instance_type
+from infra.catalog.roles import role_problem, types_for
+from infra.serving.aws.config import ModelSpec, NodePoolSpec, ServingSpec
+from infra.core.errors import Problem
+
+P = "mlinfra:serving."
+
+# The accelerator each pool is built for, as the catalog names it (facts, not name prefixes).
+POOL_ACCELERATOR_MODEL = {"inf2": "Inferentia2", "g5": "A10G"}
+# Artefact variants each pool's model server loads.
+VARIANTS = {"inf2": ("neuron",), "g5": ("cuda",)}
+_VARIANT_REASON = {
+    "inf2": "inf2 runs Neuron-compiled artefacts only",
+    "g5": "the g5 server is vLLM on CUDA, which loads cuda artefacts (TensorRT engines need a TensorRT-LLM server)",
+}
+
+
+def serving_findings(spec: ServingSpec, region: Optional[str]) -> list[Problem]:
+    findings = _endpoint_findings(spec)
+    for family in ("inf2", "g5"):
+        findings += _pool_findings(family, getattr(spec.node_pools, family), region)
+    for index, model in enumerate(spec.models):
+        findings += _model_findings(index, model, spec)
+    return findings
+
+
+def pool_types(family: str) -> list[str]:
+    """Serving types whose accelerator is the pool's, from the catalog."""
+    return [t for t in types_for("serving") if instance_type(t).accelerator_model == POOL_ACCELERATOR_MODEL[family]]
+
+
+def _endpoint_findings(spec: ServingSpec) -> list[Problem]:
+    endpoint = spec.cluster.endpoint
+    path = P + "cluster.endpoint.publicAccessCidrs"
+    if endpoint.access == "restricted" and not endpoint.public_access_cidrs:
+        return [Problem(path, "required with access restricted: the CIDRs allowed to reach the Kubernetes API "
+                              "(or use access private)")]
+    if endpoint.access != "restricted" and endpoint.public_access_cidrs:
+        return [Problem(path, f"only used with access restricted (access is {endpoint.access}); "
+                              "remove it or set cluster.endpoint.access to restricted")]
+    return []
+
+
+def _pool_findings(family: str, pool: NodePoolSpec, region: Optional[str]) -> list[Problem]:
+    where = f"{P}nodePools.{family}."
+    findings = []
+    for i, name in enumerate(pool.instance_types):
+        problem = role_problem(name, "serving")
+        if problem:
+            findings.append(Problem(f"{where}instanceTypes[{i}]", problem))
+            continue
+        itype = instance_type(name)
+        if itype.accelerator_model != POOL_ACCELERATOR_MODEL[family]:
+            findings.append(Problem(f"{where}instanceTypes[{i}]",
+                                    f"{name} has {itype.accelerator_model or 'no'} accelerators, not "
+                                    f"{POOL_ACCELERATOR_MODEL[family]}; the {family} pool takes: {', '.join(pool_types(family))}"))
+        elif region and not itype.azs(region):
+            findings.append(Problem(f"{where}instanceTypes[{i}]",
+                                    f"{name} is not offered in {region}; regions that offer it: {', '.join(itype.regions)}"))
+    if len(set(pool.instance_types)) != len(pool.instance_types):
+        findings.append(Problem(f"{where}instanceTypes", "lists a type twice; give two or more different sizes"))
+    if pool.max_size < pool.min_size:
+        findings.append(Problem(f"{where}maxSize", f"{pool.max_size} is below minSize ({pool.min_size}); "
+                                                   f"use at least {pool.min_size}"))
+    return findings
+
+
+def _model_findings(index: int, model: ModelSpec, spec: ServingSpec) -> list[Problem]:
+    where = f"{P}models[{index}]."
+    findings = []
+    if model.artefact_variant not in VARIANTS[model.accelerator]:
+        allowed = ", ".join(VARIANTS[model.accelerator])
+        findings.append(Problem(where + "variant", f"{model.artefact_variant} artefacts cannot be served on "
+                                                   f"{model.accelerator}: {_VARIANT_REASON[model.accelerator]}; use {allowed}"))
+    if model.max_replicas < model.min_replicas:
+        findings.append(Problem(where + "maxReplicas", f"{model.max_replicas} is below minReplicas ({model.min_replicas}); "
+                                                       f"use at least {model.min_replicas}"))
+    pool = getattr(spec.node_pools, model.accelerator)
+    known = [instance_type(t) for t in pool.instance_types if role_problem(t, "serving") is None]
+    largest = max(known, key=lambda t: t.accelerator_count, default=None)
+    if largest is not None and model.accelerators_per_replica > largest.accelerator_count:
+        findings.append(Problem(where + "acceleratorsPerReplica",
+                                f"{model.accelerators_per_replica} per replica, but the largest type of the {model.accelerator} "
+                                f"pool ({largest.name}) has {largest.accelerator_count}; lower it or add a larger size "
+                                f"to nodePools.{model.accelerator}.instanceTypes"))
+    return findings

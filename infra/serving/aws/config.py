@@ -1,0 +1,199 @@
+"""Config of the `serving` stack kind: a long-lived EKS fleet on inf2 and g5 serving registry models."""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from infra.core.spec import Spec
+
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
+                      2557, 2922, 3288, 3653)
+MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
+Accelerator = Literal["inf2", "g5"]
+Variant = Literal["neuron", "cuda", "tensorrt"]
+
+
+class EndpointSpec(Spec):
+    access: Literal["private", "restricted", "public-internet"] = Field(
+        "private",
+        description="Who reaches the Kubernetes API: 'private' (inside the VPC only), 'restricted' (also "
+        "from publicAccessCidrs), or 'public-internet' (from anywhere; must be asked for by name).",
+    )
+    public_access_cidrs: list[str] = Field(
+        default_factory=list,
+        description="IPv4 CIDRs allowed to reach the public endpoint with access 'restricted' "
+        "(e.g. the CI runners' and VPN's egress); 0.0.0.0/0 is refused here.",
+    )
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _valid_cidrs(cls, values: list[str]) -> list[str]:
+        # Whether the list fits `access` is a meaning check (serving_checks), naming this field.
+        for value in values:
+            try:
+                network = ipaddress.IPv4Network(value, strict=True)
+            except ValueError as error:
+                raise ValueError(f"{value!r} is not an IPv4 CIDR: {error}") from None
+            if network.prefixlen == 0:
+                raise ValueError("0.0.0.0/0 opens the API to the internet; set access: public-internet "
+                                 "to ask for that by name, or list narrower CIDRs")
+        return values
+
+
+class ClusterSpec(Spec):
+    kubernetes_version: str = Field(
+        "1.33", pattern=r"^1\.[0-9]{2}$", description="EKS Kubernetes minor version, e.g. 1.33."
+    )
+    endpoint: EndpointSpec = Field(default_factory=EndpointSpec, description="Reachability of the Kubernetes API.")
+    log_retention_days: int = Field(
+        90, description=f"Days the control plane logs are kept; one of {', '.join(map(str, LOG_RETENTION_DAYS))}."
+    )
+    admin_role_arns: list[str] = Field(
+        default_factory=list,
+        description="IAM roles given cluster-admin through EKS access entries (the platform team's roles).",
+    )
+    vpc_cidr: str = Field("10.80.0.0/16", description="CIDR of the cluster's VPC (split into public and private subnets).")
+    availability_zones: int = Field(
+        2, ge=2, le=3, description="AZs the private node subnets span, 2 or 3 (the first ones of the region)."
+    )
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _allowed_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs does not offer {value} days; one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
+        return value
+
+    @field_validator("admin_role_arns")
+    @classmethod
+    def _role_arns(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}", value):
+                raise ValueError(f"{value!r} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+        return values
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _vpc_cidr(cls, value: str) -> str:
+        try:
+            network = ipaddress.IPv4Network(value, strict=True)
+        except ValueError as error:
+            raise ValueError(f"not an IPv4 CIDR: {error}") from None
+        if not 16 <= network.prefixlen <= 20:
+            raise ValueError("use a /16 to /20 (room for public and private subnets in every AZ)")
+        return value
+
+
+class NodePoolSpec(Spec):
+    instance_types: list[str] = Field(
+        min_length=2, max_length=8,
+        description="Two or more sizes of the pool's family, so a capacity shortage of one size does not stop scaling.",
+    )
+    min_size: int = Field(1, ge=0, le=100, description="Nodes kept running even without load.")
+    max_size: int = Field(4, ge=1, le=100, description="Upper bound of the pool (the autoscaler never goes past it).")
+    disk_gib: int = Field(200, ge=50, le=4096, description="Encrypted gp3 root volume per node, GiB (images and model cache).")
+
+
+class Inf2PoolSpec(NodePoolSpec):
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["inf2.xlarge", "inf2.8xlarge"], min_length=2, max_length=8,
+        description="Two or more inf2 sizes, so a capacity shortage of one size does not stop scaling.",
+    )
+    capacity_type: Literal["on-demand"] = Field(
+        "on-demand", description="inf2 runs on demand (Spot capacity for Inferentia is scarce and reclaimed often)."
+    )
+
+
+class G5PoolSpec(NodePoolSpec):
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["g5.xlarge", "g5.2xlarge"], min_length=2, max_length=8,
+        description="Two or more g5 sizes, so a capacity shortage of one size does not stop scaling.",
+    )
+    capacity_type: Literal["on-demand", "spot"] = Field(
+        "on-demand", description="Buy g5 nodes on demand, or as Spot (cheaper, can be reclaimed with 2 minutes' notice)."
+    )
+
+
+class NodePoolsSpec(Spec):
+    inf2: Inf2PoolSpec = Field(default_factory=Inf2PoolSpec, description="Inferentia2 pool, tainted aws.amazon.com/neuron.")
+    g5: G5PoolSpec = Field(default_factory=G5PoolSpec, description="A10G pool, tainted nvidia.com/gpu.")
+
+
+class AutoscalingSpec(Spec):
+    queue_depth_target: int = Field(
+        4, ge=1, le=1000,
+        description="Waiting requests per replica (vllm:num_requests_waiting) above which replicas are added.",
+    )
+    kv_cache_target: float = Field(
+        0.8, gt=0, le=1,
+        description="Average KV-cache use (vllm:gpu_cache_usage_perc, 0-1) above which replicas are added.",
+    )
+    scale_down_stabilization_seconds: int = Field(
+        300, ge=0, le=3600,
+        description="Seconds the load must stay low before replicas are removed (HPA scale-down stabilisation window).",
+    )
+    polling_interval_seconds: int = Field(15, ge=5, le=300, description="How often KEDA queries Prometheus, seconds.")
+
+
+class ModelSpec(Spec):
+    name: str = Field(pattern=MODEL_NAME_PATTERN, description="Model name in the registry (models/<name>/...); a DNS label.")
+    version: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,62}$", description="Released version (models/<name>/<version>/)."
+    )
+    alias: str | None = Field(
+        None, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
+        description="Registry alias this entry follows (models/<name>/aliases/<alias>.json): `python -m infra "
+        "promote`/`rollback` write the alias's version into `version` and run `up`. Unset: a fixed version.",
+    )
+    accelerator: Accelerator = Field(description="Node pool that serves it: inf2 (Inferentia2) or g5 (A10G).")
+    variant: Variant | None = Field(
+        None, description="Artefact variant to load (models/<name>/<version>/<variant>/); default: neuron on inf2, cuda on g5.",
+    )
+    image: str = Field(
+        min_length=3, description="Model server image, pinned by tag or digest: a vLLM image with the "
+        "Neuron backend on inf2, a vLLM CUDA image on g5.",
+    )
+    min_replicas: int = Field(1, ge=1, le=100, description="Replicas kept running (at least 1: nothing holds requests while a replica starts).")
+    max_replicas: int = Field(4, ge=1, le=100, description="Upper bound of the autoscaler.")
+    accelerators_per_replica: int = Field(
+        1, ge=1, le=16, description="Neuron devices (inf2) or GPUs (g5) per replica; also the tensor-parallel degree."
+    )
+    cpu: int = Field(2, ge=1, le=190, description="CPU cores requested per replica.")
+    memory_gib: int = Field(10, ge=1, le=2000, description="Memory requested per replica, GiB.")
+    max_model_len: int = Field(4096, ge=128, le=1048576, description="Longest context served (vLLM --max-model-len).")
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
+
+    @property
+    def artefact_variant(self) -> str:
+        return self.variant or ("neuron" if self.accelerator == "inf2" else "cuda")
+
+
+class ServingSpec(Spec):
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec, description="The EKS cluster.")
+    node_pools: NodePoolsSpec = Field(default_factory=NodePoolsSpec, description="Accelerator node pools.")
+    namespace: str = Field(
+        "models", pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$", description="Kubernetes namespace of the model servers."
+    )
+    models: list[ModelSpec] = Field(min_length=1, max_length=50, description="Models to serve, one model server each.")
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, models: list[ModelSpec]) -> list[ModelSpec]:
+        seen = set()
+        for model in models:
+            if model.name in seen:
+                raise ValueError(f"model name {model.name!r} appears twice; each model gets one server")
+            seen.add(model.name)
+        return models
+
+
+class ServingStackConfig(Spec):
+    kind: Literal["serving"] = Field(description="Stack kind.")
+    registry_stack: str = Field(
+        description="Stack holding the registry, as for a StackReference: 'registry' or 'org/mlinfra/registry'."
+    )
+    serving: ServingSpec = Field(description="The serving fleet.")

@@ -1,0 +1,1 @@
+"""Serving on GKE: config, checks and node pool plans (pure)."""

@@ -1,0 +1,116 @@
+"""Config of the `serving` stack kind on GCP (`mlinfra:cloud: gcp`): a private GKE cluster with an
+autoscaled L4 (G2) node pool serving models read from the GCS bridge bucket of the registry."""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from infra.core.spec import Spec
+from infra.serving.aws.config import AutoscalingSpec, EndpointSpec, ModelSpec
+from infra.training.aws.network import private_cidr
+
+GKE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+
+
+class GkeNetworkSpec(Spec):
+    nodes_cidr: str = Field("10.90.0.0/20", description="Primary range of the node subnet.")
+    pods_cidr: str = Field("10.96.0.0/14", description="Secondary range for pods (VPC-native cluster).")
+    services_cidr: str = Field("10.100.0.0/20", description="Secondary range for services.")
+    master_cidr: str = Field("172.16.0.0/28", description="The control plane's private /28 (private cluster).")
+
+    @field_validator("nodes_cidr")
+    @classmethod
+    def _nodes(cls, value: str) -> str:
+        return private_cidr(value, 16, 24)
+
+    @field_validator("pods_cidr")
+    @classmethod
+    def _pods(cls, value: str) -> str:
+        return private_cidr(value, 9, 21)
+
+    @field_validator("services_cidr")
+    @classmethod
+    def _services(cls, value: str) -> str:
+        return private_cidr(value, 16, 27)
+
+    @field_validator("master_cidr")
+    @classmethod
+    def _master(cls, value: str) -> str:
+        if not value.endswith("/28"):
+            raise ValueError("GKE's private control plane range must be a /28")
+        return private_cidr(value, 28, 28)
+
+
+class GkeClusterSpec(Spec):
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(
+        "REGULAR", description="GKE release channel: Google upgrades the control plane and nodes within it.")
+    endpoint: EndpointSpec = Field(default_factory=EndpointSpec,
+                                   description="Reachability of the Kubernetes API, as on AWS: 'private' (private "
+                                   "endpoint only), 'restricted' (public endpoint limited to publicAccessCidrs through "
+                                   "master authorized networks) or 'public-internet' (asked for by name).")
+    network: GkeNetworkSpec = Field(default_factory=GkeNetworkSpec, description="VPC ranges.")
+
+
+class L4PoolSpec(Spec):
+    machine_types: list[str] = Field(
+        default_factory=lambda: ["g2-standard-8"], min_length=1, max_length=1,
+        description="The G2 machine type of the pool (one per GKE node pool; add pools for more sizes).")
+    min_nodes: int = Field(1, ge=0, le=100, description="Nodes per zone the autoscaler keeps even without load.")
+    max_nodes: int = Field(4, ge=1, le=100, description="Upper bound per zone of the autoscaler.")
+    disk_gib: int = Field(200, ge=50, le=4096, description="Boot disk per node, GiB (images and model cache).")
+    spot: bool = Field(False, description="Buy nodes as Spot VMs (cheaper, can be preempted).")
+
+
+class GcpNodePoolsSpec(Spec):
+    l4: L4PoolSpec = Field(default_factory=L4PoolSpec, description="NVIDIA L4 pool (G2), tainted nvidia.com/gpu.")
+
+
+class ModelStoreSpec(Spec):
+    bucket: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
+        description="The GCS bucket mirroring the registry's models/ prefix (the bridge); model servers read "
+                    "gs://<bucket>/models/<name>/<version>/<variant>/ read-only.")
+    grant_read: bool = Field(
+        True,
+        description="Grant each model server's service account read on the bucket from this stack. Set false when "
+                    "the bucket's own stack grants it (the registry's mirror lists the readers in mlinfra:registry.mirror."
+                    "readers): one IAM binding must have one owner, or destroying either stack revokes the other's.")
+
+
+class GcpModelSpec(ModelSpec):
+    accelerator: Literal["l4"] = Field(description="Node pool that serves it: l4 (NVIDIA L4 on G2).")
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
+
+    @property
+    def artefact_variant(self) -> str:
+        return self.variant or "cuda"
+
+
+class GcpServingSpec(Spec):
+    cluster: GkeClusterSpec = Field(default_factory=GkeClusterSpec, description="The GKE cluster.")
+    node_pools: GcpNodePoolsSpec = Field(default_factory=GcpNodePoolsSpec, description="Accelerator node pools.")
+    namespace: str = Field("models", pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+                           description="Kubernetes namespace of the model servers.")
+    model_store: ModelStoreSpec = Field(description="Where the servers read models from (the GCS bridge bucket).")
+    models: list[GcpModelSpec] = Field(min_length=1, max_length=50, description="Models to serve, one server each.")
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, models: list[GcpModelSpec]) -> list[GcpModelSpec]:
+        names = [m.name for m in models]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise ValueError(f"model name {dup!r} appears twice; each model gets one server")
+        return models
+
+
+class GcpServingStackConfig(Spec):
+    kind: Literal["serving"] = Field(description="Stack kind.")
+    cloud: Literal["gcp"] = Field(description="Cloud of the stack.")
+    serving: GcpServingSpec = Field(description="The serving fleet on GKE.")
+
+
+GCP_PROJECT_PATTERN = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+GCP_REGION_PATTERN = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")

@@ -1,0 +1,1 @@
+"""Tools over previews: the offline engine, the policy runner, cost, diagram, report, the stack file schema."""

@@ -1,0 +1,123 @@
+"""GCP resources a stack declares: GKE's cluster management fee, node pools priced from the GCP machine
+catalog (infra/catalog/data/gcp_machines.json) and Cloud NAT. Prices without a source are 'unknown'."""
+from __future__ import annotations
+
+from typing import Callable
+
+from infra.catalog.gcp import UnknownMachineType, machine_type
+from infra.catalog.services import service_price
+from infra.tools.cost.managed import Priced, _hourly, _line, _usage
+from infra.tools.cost.resources import Resources, dict_at, list_at, whole
+from infra.tools.preview_json import PolicyResource
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
+
+
+def gke_cluster(r: PolicyResource, res: Resources) -> Priced:
+    return [_hourly(r, res, "control plane", "gke.cluster", 1, "GKE cluster management fee")]
+
+
+def node_pool(r: PolicyResource, res: Resources) -> Priced:
+    config = dict_at(r.props, "nodeConfig")
+    name = str(config.get("machineType") or "")
+    scaling = dict_at(r.props, "autoscaling")
+    low = whole(scaling.get("minNodeCount")) if scaling else whole(r.props.get("nodeCount"))
+    high = whole(scaling.get("maxNodeCount")) if scaling else low
+    zones = len(list_at(r.props, "nodeLocations"))
+    per_zone = f"{low}" if low == high else f"{low}-{high}"
+    where = f" ({per_zone} per zone in {zones} zones)" if zones else " (per zone; zones not declared: at least one)"
+    zones = zones or 1
+    if low is None or high is None or not name:
+        return [_line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
+    low, high = low * zones, high * zones
+    nodes = f"{low}" if low == high else f"{low}-{high}"
+    try:
+        mtype = machine_type(name)
+    except UnknownMachineType:
+        return [_line(r, res, "compute", basis="unknown", nodes=high,
+                      what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}")]
+    if mtype.price is None:
+        host = mtype.host_price_excluding_gpu
+        part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
+        return [_line(r, res, "compute", basis="unknown", nodes=high,
+                      what=f"{nodes} x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no "
+                           f"sourced price for its GPUs{part}){where}")]
+    what = f"{nodes} x {name} at ${mtype.price:.3f}/h{where}"
+    return [_line(r, res, "compute", basis="hourly", what=what, low=low * mtype.price, high=high * mtype.price,
+                  nodes=high, node_usd=mtype.price)]
+
+
+def router_nat(r: PolicyResource, res: Resources) -> Priced:
+    price = service_price("gcp.cloudNat.gateway")
+    if price.usd is None:
+        return [_line(r, res, "network", basis="unknown", price_keys=(price.key, "gcp.cloudNat.data"),
+                      what=f"Cloud NAT: unknown ({price.source})")]
+    return [_hourly(r, res, "network", price.key, 1, "Cloud NAT gateway", usage=("gcp.cloudNat.data",))]
+
+
+def gcs_bucket(r: PolicyResource, res: Resources) -> Priced:
+    return [_usage(r, res, "registry data", "GCS bucket: depends on what is stored (every object version counts) and on "
+                   "writes", "gcs.standard.storage", "gcs.classA.operation")]
+
+
+def kms_key(r: PolicyResource, res: Resources) -> Priced:
+    return [_hourly(r, res, "encryption", "gcp.kms.keyVersion", 1, "1 Cloud KMS key version (each rotation adds one)",
+                    per_month=True, usage=("gcp.kms.operation",))]
+
+
+def transfer_job(r: PolicyResource, res: Resources) -> Priced:
+    return [_usage(r, res, "network", "Storage Transfer from S3: per GB copied (S3 egress to the internet; the "
+                   "transfer service itself is free) and per object", "dataTransfer.internetOut",
+                   "gcp.storageTransfer.agentless", "s3.get.request", "gcs.classA.operation")]
+
+
+def mirror_notes() -> list[str]:
+    storage, egress = service_price("gcs.standard.storage"), service_price("dataTransfer.internetOut")
+    return [f"the mirror is usage-based: each GB copied costs ${egress.usd:g} of S3 egress to the internet once (AWS "
+            f"list price, us-east-1) and ${storage.usd:g} per GB-month while stored; the transfer service is free and "
+            "unchanged objects are not copied again"]
+
+
+COMPUTE_INSTANCE = "gcp:compute/instance:Instance"
+LUSTRE_INSTANCE = "gcp:lustre/instance:Instance"
+
+
+def compute_instance(r: PolicyResource, res: Resources) -> Priced:
+    """One VM (a training node): its machine type's catalog price, or unknown with the sourced host part."""
+    name = str(r.props.get("machineType") or "")
+    try:
+        mtype = machine_type(name)
+    except UnknownMachineType:
+        return [_line(r, res, "compute", basis="unknown", nodes=1,
+                      what=f"1 x {name or 'machine'}: unknown ({name} is not in the GCP machine catalog)")]
+    if mtype.price is None:
+        host = mtype.host_price_excluding_gpu
+        part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
+        return [_line(r, res, "compute", basis="unknown", nodes=1,
+                      what=f"1 x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no sourced "
+                           f"price for its GPUs{part})")]
+    return [_line(r, res, "compute", basis="hourly", what=f"1 x {name} at ${mtype.price:.3f}/h", low=mtype.price,
+                  high=mtype.price, nodes=1, node_usd=mtype.price)]
+
+
+LUSTRE_PRICE_KEYS = {125: "gcp.managedLustre.capacity125"}  # the tiers with a sourced price
+
+
+def lustre_instance(r: PolicyResource, res: Resources) -> Priced:
+    capacity, tier = whole(r.props.get("capacityGib")), whole(r.props.get("perUnitStorageThroughput"))
+    label = f"Managed Lustre {capacity} GiB at {tier} MB/s/TiB"
+    if capacity is not None and tier in LUSTRE_PRICE_KEYS:
+        return [_hourly(r, res, "storage", LUSTRE_PRICE_KEYS[tier], capacity, label, per_month=True)]
+    return [_line(r, res, "storage", basis="unknown",
+                  what=f"{label}: unknown (no sourced price for this tier; Managed Lustre bills per GiB of provisioned "
+                       f"capacity by tier: {service_price(LUSTRE_PRICE_KEYS[125]).per_unit()} at 125 MB/s/TiB)")]
+
+
+GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
+    CLUSTER: gke_cluster, NODE_POOL: node_pool, ROUTER_NAT: router_nat,
+    COMPUTE_INSTANCE: compute_instance, LUSTRE_INSTANCE: lustre_instance,
+    "gcp:storage/bucket:Bucket": gcs_bucket, "gcp:kms/cryptoKey:CryptoKey": kms_key,
+    "gcp:storage/transferJob:TransferJob": transfer_job,
+}

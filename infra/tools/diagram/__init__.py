@@ -1,0 +1,1 @@
+"""Pictures of stacks (Graphviz): graph model, registry bridge, DOT output; `infra.tools.diagram.cli` is the verb."""

@@ -1,0 +1,89 @@
+"""Documented offline answers to the provider functions (invokes) that programs call.
+
+The offline preview has no credentials, so account, AMI and parameter lookups get these fixed,
+recognisable values. Every answer used is reported in the preview as an `info` diagnostic;
+`pulumi up` asks the cloud instead.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+from infra.tools.offline.invokes_gcp import GCP_ANSWERS
+
+OFFLINE_ACCOUNT_ID = "123456789012"  # AWS's documentation account id
+OFFLINE_AMI_PREFIX = "ami-0offline"
+
+
+def _region(config: dict[str, Any], args: dict[str, Any]) -> str:
+    return args.get("region") or config.get("aws:region") or "us-east-1"
+
+
+def _caller_identity(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    arn = f"arn:aws:iam::{OFFLINE_ACCOUNT_ID}:user/offline-preview"
+    return {"accountId": OFFLINE_ACCOUNT_ID, "arn": arn, "userId": "AIDAOFFLINEPREVIEW", "id": OFFLINE_ACCOUNT_ID}
+
+
+def _region_info(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    region = _region(config, args)
+    return {"region": region, "name": region, "id": region, "endpoint": f"ec2.{region}.amazonaws.com",
+            "description": region}
+
+
+def _partition(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws", "reverseDnsPrefix": "com.amazonaws"}
+
+
+def _availability_zones(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    from infra.catalog.aws import instance_type, known_instance_types
+
+    region = _region(config, args)
+    names = sorted({az for name in known_instance_types() for az in instance_type(name).azs(region)})
+    return {"names": names, "zoneIds": [f"{region[:2]}{region.split('-')[1][:1]}{region[-1]}-az{i + 1}"
+                                         for i in range(len(names))], "id": region, "groupNames": [region]}
+
+
+def _fake_ami(seed: str) -> str:
+    return OFFLINE_AMI_PREFIX + hashlib.sha256(seed.encode()).hexdigest()[:9]
+
+
+def _ssm_parameter(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    name = args.get("name", "")
+    value = _fake_ami(name) if "ami" in name.lower() else f"offline-value-of:{name}"
+    return {"name": name, "value": value, "insecureValue": value, "type": "String", "arn": "", "id": name,
+            "version": 1, "withDecryption": True}
+
+
+def _ami(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    image_id = _fake_ami(repr(sorted(args.items())))
+    return {"id": image_id, "imageId": image_id, "architecture": "x86_64", "name": "offline-ami",
+            "rootDeviceName": "/dev/sda1"}
+
+
+def _instances(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The instances named by an `instance-id` filter, with private IPs from 10.255.0.0/16."""
+    ids = [v for f in args.get("filters") or [] if f.get("name") == "instance-id" for v in f.get("values") or []]
+    ips = [f"10.255.{n // 250}.{n % 250 + 4}" for n in range(len(ids))]
+    return {"ids": ids, "privateIps": ips, "publicIps": [], "ipv6Addresses": [], "id": "offline-instances"}
+
+
+# token -> (answer, what the answer stands for)
+ANSWERS: dict[str, tuple[Callable[[dict, dict], dict], str]] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": (_caller_identity, f"account {OFFLINE_ACCOUNT_ID}"),
+    "aws:index/getRegion:getRegion": (_region_info, "the configured aws:region"),
+    "aws:index/getPartition:getPartition": (_partition, "partition aws"),
+    "aws:index/getAvailabilityZones:getAvailabilityZones": (_availability_zones, "the catalog's AZs of the region"),
+    "aws:ssm/getParameter:getParameter": (_ssm_parameter, f"a placeholder ({OFFLINE_AMI_PREFIX}... for AMI parameters)"),
+    "aws:ec2/getAmi:getAmi": (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...) with root device /dev/sda1"),
+    "aws:ec2/getInstances:getInstances": (_instances, "the filtered instance ids with placeholder IPs in 10.255.0.0/16"),
+    **GCP_ANSWERS,
+}
+
+
+def answer(token: str, config: dict[str, Any], args: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """(result, description) for a known invoke, or None."""
+    entry = ANSWERS.get(token)
+    if entry is None:
+        return None
+    fn, description = entry
+    return fn(config, args), description

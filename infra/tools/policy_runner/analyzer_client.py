@@ -1,0 +1,278 @@
+"""Start a Python CrossGuard pack as the Pulumi engine does and talk to it over the analyzer protocol.
+
+The engine (pulumi/pulumi analyzer_plugin.go, NewPolicyAnalyzer) runs a `runtime: python` pack through
+the `pulumi-analyzer-policy-python` shim: from the pack's directory, `python -u -m pulumi.policy
+<engine address> .` with the python of `runtime.options.virtualenv` when set, and the stack's config,
+project, stack and dry-run flag in PULUMI_CONFIG / PULUMI_PROJECT / PULUMI_STACK / PULUMI_DRY_RUN. The
+pack prints its gRPC port on stdout. The engine then calls Handshake (Python packs answer
+UNIMPLEMENTED), ConfigureStack, GetAnalyzerInfo, Configure, Analyze for each resource and AnalyzeStack
+once for all of them. This module does the same, with no engine behind the address it passes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+import grpc
+import yaml
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+from infra.core.errors import InputError, Problem
+from infra.tools.preview_json import PolicyResource
+
+# As the engine dials analyzers: large messages (a stack's whole AnalyzeStack request is one message).
+_MAX_MESSAGE = 400 * 1024 * 1024
+_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", _MAX_MESSAGE), ("grpc.max_send_message_length", _MAX_MESSAGE)]
+_NO_ENGINE = "127.0.0.1:0"  # the engine address argument; Python packs do not dial it
+_START_TIMEOUT_S = 60
+
+LEVELS = {
+    analyzer_pb2.ADVISORY: "advisory",
+    analyzer_pb2.MANDATORY: "mandatory",
+    analyzer_pb2.REMEDIATE: "remediate",
+    analyzer_pb2.DISABLED: "disabled",
+}
+LEVEL_VALUES = {name: value for value, name in LEVELS.items()}
+
+
+class PolicyPackError(RuntimeError):
+    """The pack did not start or failed while analyzing (a bug in the pack, not bad input)."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    policy: str
+    pack: str
+    pack_version: str
+    enforcement: str
+    urn: str
+    description: str
+    message: str  # what is wrong and how to fix it (the SDK's description prefix removed)
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    name: str
+    description: str
+    enforcement: str
+    config_schema: dict[str, dict[str, Any]]
+    stack_policy: bool
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    name: str
+    version: str
+    policies: list[PolicyInfo]
+    initial_config: dict[str, dict[str, Any]]
+
+
+def pack_runtime(pack_dir: Path) -> tuple[list[str], str]:
+    """The command the engine's python shim runs for the pack in `pack_dir`, and the manifest's version."""
+    manifest = pack_dir / "PulumiPolicy.yaml"
+    label = str(manifest)
+    try:
+        project = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    except OSError:
+        raise InputError(Problem(label, "not found; a policy pack directory has a PulumiPolicy.yaml")) from None
+    except yaml.YAMLError as error:
+        raise InputError(Problem(label, f"not valid YAML: {str(error).splitlines()[0]}")) from None
+    runtime = (project or {}).get("runtime")
+    name = runtime.get("name") if isinstance(runtime, dict) else runtime
+    if name != "python":
+        raise InputError(Problem(f"{label}: runtime", f"{name!r} is not supported offline; allowed: python"))
+    options = runtime.get("options") or {} if isinstance(runtime, dict) else {}
+    python = sys.executable
+    virtualenv = options.get("virtualenv")
+    if virtualenv:
+        venv = (pack_dir / str(virtualenv)).resolve()
+        python = str(venv / "bin" / "python")
+        if not Path(python).is_file():
+            raise InputError(Problem(f"{label}: runtime.options.virtualenv",
+                                     f"{venv} is not a virtual environment (run `make test` to create .venv)"))
+    return [python, "-u", "-m", "pulumi.policy", _NO_ENGINE, "."], str((project or {}).get("version") or "")
+
+
+class AnalyzerClient:
+    """A running pack: use as a context manager; the process is stopped on exit."""
+
+    def __init__(self, pack_dir: Path, project: str, stack: str, stack_config: Mapping[str, str]):
+        self.pack_dir = Path(pack_dir).resolve()
+        self.project, self.stack = project, stack
+        self.stack_config = dict(stack_config)
+        self.version = ""
+        self._process: Optional[subprocess.Popen] = None
+        self._channel: Optional[grpc.Channel] = None
+        self.stub: Optional[analyzer_pb2_grpc.AnalyzerStub] = None
+
+    def __enter__(self) -> "AnalyzerClient":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> None:
+        command, self.version = pack_runtime(self.pack_dir)
+        env = dict(os.environ)
+        env.update({
+            "PULUMI_PROJECT": self.project, "PULUMI_STACK": self.stack, "PULUMI_DRY_RUN": "true",
+            "PULUMI_ORGANIZATION": "organization",
+        })
+        if self.stack_config:
+            env["PULUMI_CONFIG"] = json.dumps(self.stack_config)
+        env.pop("PYTHONHOME", None)  # as the shim does for a virtualenv
+        self._process = subprocess.Popen(command, cwd=self.pack_dir, env=env, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        port = self._read_port()
+        self._channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=_CHANNEL_OPTIONS)
+        grpc.channel_ready_future(self._channel).result(timeout=_START_TIMEOUT_S)
+        self.stub = analyzer_pb2_grpc.AnalyzerStub(self._channel)
+
+    def _read_port(self) -> int:
+        assert self._process is not None and self._process.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(self._process.stdout, selectors.EVENT_READ)
+        ready = selector.select(timeout=_START_TIMEOUT_S)
+        selector.close()
+        line = self._process.stdout.readline() if ready else b""
+        try:
+            return int(line.strip())
+        except ValueError:
+            self.close()
+            stderr = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
+            tail = " | ".join(stderr.strip().splitlines()[-5:])
+            raise PolicyPackError(f"policy pack in {self.pack_dir} did not start (printed {line[:80]!r}): {tail}") from None
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+    # --- the protocol, in the engine's order ----------------------------------------------------
+
+    def handshake(self) -> None:
+        request = analyzer_pb2.AnalyzerHandshakeRequest(engine_address=_NO_ENGINE, root_directory=str(self.pack_dir),
+                                                        program_directory=str(self.pack_dir))
+        try:
+            self.stub.Handshake(request)
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.UNIMPLEMENTED:  # the engine tolerates this too
+                raise
+
+    def configure_stack(self) -> None:
+        self.stub.ConfigureStack(analyzer_pb2.AnalyzerStackConfigureRequest(
+            stack=self.stack, project=self.project, organization="organization", dry_run=True,
+            config=self.stack_config))
+
+    def info(self) -> PackInfo:
+        reply = self.stub.GetAnalyzerInfo(empty_pb2.Empty())
+        policies = [
+            PolicyInfo(
+                name=p.name, description=p.description, enforcement=LEVELS[p.enforcementLevel],
+                config_schema=_to_python(p.configSchema.properties) if p.HasField("configSchema") else {},
+                stack_policy=p.policy_type == analyzer_pb2.POLICY_TYPE_STACK,
+            )
+            for p in reply.policies
+        ]
+        initial = {k: {"enforcementLevel": LEVELS[v.enforcementLevel], **_to_python(v.properties)}
+                   for k, v in reply.initialConfig.items()}
+        # As the engine does, PulumiPolicy.yaml's version wins over the one the pack reports.
+        return PackInfo(reply.name, self.version or reply.version, policies, initial)
+
+    def configure(self, config: Mapping[str, Mapping[str, Any]]) -> None:
+        request = analyzer_pb2.ConfigureAnalyzerRequest()
+        for name, values in config.items():
+            entry = request.policyConfig[name]
+            entry.enforcementLevel = LEVEL_VALUES[values.get("enforcementLevel", "advisory")]
+            entry.properties.update({k: v for k, v in values.items() if k != "enforcementLevel"})
+        self.stub.Configure(request)
+
+    def analyze(self, resource: PolicyResource, provider: Optional[PolicyResource] = None) -> list[Diagnostic]:
+        request = analyzer_pb2.AnalyzeRequest(
+            type=resource.type, properties=_struct(resource.props), urn=resource.urn, name=resource.name,
+            options=_options(resource), provider=_provider(resource, provider),
+        )
+        return [_diagnostic(d) for d in self.stub.Analyze(request).diagnostics]
+
+    def analyze_stack(self, resources: Iterable[PolicyResource],
+                      providers: Mapping[str, PolicyResource] = {}) -> list[Diagnostic]:
+        request = analyzer_pb2.AnalyzeStackRequest()
+        for resource in resources:
+            entry = request.resources.add(
+                type=resource.type, properties=_struct(resource.props), urn=resource.urn, name=resource.name,
+                options=_options(resource), provider=_provider(resource, providers.get(_provider_urn(resource))),
+                parent=resource.parent, dependencies=list(resource.dependencies),
+            )
+            for prop, urns in resource.property_dependencies.items():
+                if urns:  # as the engine does: properties without dependencies are left out
+                    entry.propertyDependencies[prop].urns.extend(urns)
+        return [_diagnostic(d) for d in self.stub.AnalyzeStack(request).diagnostics]
+
+
+def _struct(props: Mapping[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(_json_safe(props))
+    return struct
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _options(resource: PolicyResource) -> analyzer_pb2.AnalyzerResourceOptions:
+    # The protocol has no field for retainOnDelete; the runner checks it apart (infra.tools.policy_runner.runner).
+    return analyzer_pb2.AnalyzerResourceOptions(
+        protect=resource.protect, parent=resource.parent,
+        customTimeouts=analyzer_pb2.AnalyzerResourceOptions.CustomTimeouts(),
+    )
+
+
+def _provider_urn(resource: PolicyResource) -> str:
+    return resource.provider.rsplit("::", 1)[0] if resource.provider else ""
+
+
+def _provider(resource: PolicyResource, known: Optional[PolicyResource]) -> Optional[analyzer_pb2.AnalyzerProviderResource]:
+    urn = _provider_urn(resource)
+    if not urn:
+        return None
+    parts = urn.split("::")
+    return analyzer_pb2.AnalyzerProviderResource(
+        type=parts[-2] if len(parts) >= 2 else "", name=parts[-1], urn=urn,
+        properties=_struct(known.props if known else {}),
+    )
+
+
+def _diagnostic(d: analyzer_pb2.AnalyzeDiagnostic) -> Diagnostic:
+    message = d.message
+    if d.description and message.startswith(d.description):
+        message = message[len(d.description):].lstrip("\n")
+    return Diagnostic(policy=d.policyName, pack=d.policyPackName, pack_version=d.policyPackVersion,
+                      enforcement=LEVELS.get(d.enforcementLevel, "advisory"), urn=d.urn,
+                      description=d.description, message=message or d.description)
+
+
+def _to_python(struct: struct_pb2.Struct) -> dict[str, Any]:
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(struct)

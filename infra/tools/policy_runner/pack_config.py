@@ -1,0 +1,94 @@
+"""Policy pack config as the Pulumi CLI builds it: each policy's enforcement level and schema defaults,
+the pack's initial config, then the user's `--policy-pack-config` file and `--policy-config` values,
+checked against each policy's config schema before anything runs."""
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from infra.core.errors import InputError, Problem
+from infra.tools.policy_runner.analyzer_client import LEVEL_VALUES, PackInfo
+
+_TYPES = {"number": (int, float), "integer": (int,), "string": (str,), "boolean": (bool,)}
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """A `pulumi preview --policy-pack-config` file: {policy: level | {enforcementLevel?, property: value}}."""
+    label = "--policy-pack-config"
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(Problem(label, f"{path} cannot be read ({error.__class__.__name__})")) from None
+    except ValueError as error:
+        raise InputError(Problem(label, f"{path} is not JSON ({error})")) from None
+    if not isinstance(document, dict):
+        raise InputError(Problem(label, f"{path} must be a JSON object keyed by policy name"))
+    return {k: ({"enforcementLevel": v} if isinstance(v, str) else v) for k, v in document.items()}
+
+
+def parse_assignments(texts: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """`--policy-config POLICY.PROPERTY=VALUE` values (VALUE as JSON when it parses, else a string)."""
+    config: dict[str, dict[str, Any]] = {}
+    for text in texts:
+        key, sep, raw = text.partition("=")
+        policy, dot, prop = key.partition(".")
+        if not sep or not dot or not policy or not prop:
+            raise InputError(Problem(f"--policy-config {text}", "expected POLICY.PROPERTY=VALUE, e.g. "
+                                                                "stack-hourly-cost-under-ceiling.maxHourlyCostUsd=500"))
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        config.setdefault(policy, {})[prop] = value
+    return config
+
+
+def resolve(info: PackInfo, *user: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The config to send with Configure: for every policy its level and properties."""
+    policies = {p.name: p for p in info.policies}
+    config: dict[str, dict[str, Any]] = {}
+    for p in info.policies:
+        config[p.name] = {"enforcementLevel": p.enforcement,
+                          **{k: v["default"] for k, v in p.config_schema.items() if isinstance(v, dict) and "default" in v}}
+    for name, values in info.initial_config.items():
+        config.setdefault(name, {}).update(values)
+    problems: list[Problem] = []
+    for layer in user:
+        for name, values in layer.items():
+            if name not in policies:
+                close = difflib.get_close_matches(name, list(policies), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                problems.append(Problem(f"policy config {name}", f"no such policy in pack {info.name}{hint}"))
+                continue
+            if not isinstance(values, Mapping):
+                problems.append(Problem(f"policy config {name}", "must be an enforcement level or an object"))
+                continue
+            for prop, value in values.items():
+                problem = _problem(policies[name].config_schema, prop, value)
+                if problem:
+                    problems.append(Problem(f"policy config {name}.{prop}", problem))
+                else:
+                    config[name][prop] = value
+    if problems:
+        raise InputError(problems)
+    return config
+
+
+def _problem(schema: Mapping[str, Any], prop: str, value: Any) -> str | None:
+    if prop == "enforcementLevel":
+        allowed = ", ".join(LEVEL_VALUES)
+        return None if value in LEVEL_VALUES else f"{value!r} is not an enforcement level; allowed: {allowed}"
+    if prop not in schema:
+        allowed = ", ".join(["enforcementLevel", *schema])
+        return f"unknown property; allowed: {allowed}"
+    spec = schema[prop]
+    kinds = _TYPES.get(spec.get("type", ""), (object,))
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        return f"must be a {spec.get('type')} (got {value!r})"
+    if "exclusiveMinimum" in spec and value <= spec["exclusiveMinimum"]:
+        return f"must be more than {spec['exclusiveMinimum']:g} (got {value!r})"
+    if "minimum" in spec and value < spec["minimum"]:
+        return f"must be at least {spec['minimum']:g} (got {value!r})"
+    return None

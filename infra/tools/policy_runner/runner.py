@@ -1,0 +1,83 @@
+"""Run the policy pack over a preview's resources, through the analyzer protocol (as the engine does)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from infra.core import tags as contract
+from infra.core.project import ROOT, engine_config
+from infra.tools.policy_runner import pack_config
+from infra.tools.policy_runner.analyzer_client import AnalyzerClient, Diagnostic, PackInfo
+from infra.tools.preview_json import PolicyResource, PreviewDocument
+
+PACK_DIR = ROOT / "policies"
+
+# The analyzer protocol carries `protect` but no retainOnDelete, so no pack can see it; the runner
+# checks it from the preview document itself and reports it like a pack rule.
+RETAIN_RULE = "training-resources-not-retained"
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    enforcement: str
+    urn: str
+    resource_type: str
+    message: str
+    source: str = "pack"  # "pack" (the CrossGuard pack) | "runner" (a preview-document check)
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    project: str
+    stack: str
+    pack: PackInfo
+    resources: int
+    violations: list[Violation]
+
+    @property
+    def mandatory(self) -> list[Violation]:
+        return [v for v in self.violations if v.enforcement == "mandatory"]
+
+
+def run(document: PreviewDocument, user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (),
+        pack_dir: Path = PACK_DIR) -> PolicyRun:
+    flat, _ = engine_config(document.config)
+    types = {r.urn: r.type for r in document.resources}
+    with AnalyzerClient(pack_dir, document.project, document.stack, flat) as client:
+        client.handshake()
+        client.configure_stack()
+        info = client.info()
+        client.configure(pack_config.resolve(info, *user_config))
+        found: list[tuple[str, Diagnostic]] = []
+        for resource in document.resources:
+            provider = document.providers.get(resource.provider.rsplit("::", 1)[0]) if resource.provider else None
+            # As in the engine, a resource policy's diagnostic is about the resource analyzed.
+            found.extend((d.urn or resource.urn, d) for d in client.analyze(resource, provider))
+        found.extend((d.urn, d) for d in client.analyze_stack(document.resources, document.providers))
+    violations = [Violation(d.policy, d.enforcement, urn, types.get(urn, ""), d.message) for urn, d in found]
+    violations.extend(retained_in_training(document.resources))
+    order = {p.name: i for i, p in enumerate(info.policies)}
+    violations.sort(key=lambda v: (v.urn, order.get(v.policy, len(order)), v.message))
+    return PolicyRun(document.project, document.stack, info, len(document.resources), violations)
+
+
+def retained_in_training(resources: list[PolicyResource]) -> list[Violation]:
+    """`retainOnDelete` in a training stack (one whose role tags all say training): the resource would
+    outlive the run's teardown and keep billing."""
+    if _stack_role(resources) != "training":
+        return []
+    return [Violation(RETAIN_RULE, "mandatory", r.urn, r.type,
+                      f"'{r.name}' is declared with retainOnDelete, so destroying the training stack leaves it "
+                      "running and billed; drop retain_on_delete", source="runner")
+            for r in resources if r.retain_on_delete]
+
+
+def _stack_role(resources: list[PolicyResource]) -> Optional[str]:
+    roles = set()
+    for r in resources:
+        tags = r.props.get("tags")
+        if isinstance(tags, dict) and isinstance(tags.get(contract.ROLE), str):
+            roles.add(tags[contract.ROLE])
+    return roles.pop() if len(roles) == 1 else None

@@ -1,0 +1,1 @@
+"""Training on GCP: A3 nodes with GPU NICs, Managed Lustre (config, checks, plan, startup script)."""

@@ -1,0 +1,117 @@
+"""The GCP training node's startup script: the shared bootstrap of `infra/training/aws/userdata.py` with GCP's parts.
+
+Shared (one template): the expiry backstop, the Lustre mount and rendezvous (rank = index of the node's IP
+among the sorted IPs), torchrun, the grace period, the exit trap and the marker JSON. GCP's parts:
+- Managed Lustre is mounted like FSx (`mount -t lustre <ip>@tcp:/<filesystem>`; the instance's mountPoint);
+- the node checks it has nic0 plus one NIC per GPU NIC of the machine type;
+- the private IP comes from the metadata server (`Metadata-Flavor: Google`, network-interfaces/0/ip);
+- Managed Lustre is not linked to a bucket continuously, so "export" is rank 0 copying /fsx/checkpoints to
+  gs://<bucket>/checkpoints/<run-id>/ with `gcloud storage cp` (bounded by the same export timeout), and
+  the marker goes to gs://<bucket>/runs/<run-id>/_SUCCESS|_FAILED with `gcloud storage cp -`;
+- powering off stops the VM: GPU and vCPU billing stop, the boot disk bills until the teardown deletes the VM
+  (stopping clears a VM's time limit, so Compute Engine no longer deletes a stopped node at expires-at).
+NCCL over GPUDirect-TCPX/TCPXO needs the image's NCCL plugin (and, for TCPX, its receive-datapath manager);
+this script does not install it: `image` names an image that has it.
+"""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Optional
+
+from infra.training.limits import EXPORT_WAIT_SECONDS
+from infra.training.gcp.plan import checkpoints_uri
+from infra.registry.layout import runs_prefix
+from infra.training.aws.userdata import CHECKPOINTS_PATH, DATASETS_PATH, MOUNT_POINT, Platform, _positive_int, common_problems, common_values, render_script
+
+_GCP_EXPORTS = r"""# wait_for_export: copy every checkpoint file to the bucket (Managed Lustre is not linked to it);
+# 0 once they are there, 1 on failure or after MLINFRA_EXPORT_TIMEOUT seconds.
+wait_for_export() {
+  if [[ -z "$(find "$MLINFRA_CHECKPOINTS_DIR" -type f -print -quit 2>/dev/null)" ]]; then return 0; fi
+  timeout "$MLINFRA_EXPORT_TIMEOUT" gcloud storage cp --recursive "${MLINFRA_CHECKPOINTS_DIR}/*" \
+    "${MLINFRA_CHECKPOINTS_URI}/" --no-user-output-enabled \
+    || { log "checkpoints not copied to ${MLINFRA_CHECKPOINTS_URI} within ${MLINFRA_EXPORT_TIMEOUT}s"; return 1; }
+}
+"""
+
+_GCP_DEVICES = r"""# ---- GPU NICs: nic0 plus one NIC per GPU NIC (each in its own VPC); all of them must be here ----
+mlinfra_nics_found=$(find /sys/class/net -mindepth 1 -maxdepth 1 -exec test -e '{}/device' ';' -print | wc -l)
+if (( mlinfra_nics_found < MLINFRA_GPU_NICS + 1 )); then
+  log "expected $((MLINFRA_GPU_NICS + 1)) NICs (nic0 and ${MLINFRA_GPU_NICS} GPU NICs), found ${mlinfra_nics_found}: check the instance's network interfaces"
+  exit 1
+fi
+"""
+
+_GCP_IP = r"""mlinfra_metadata_ip() {
+  curl -sSf -H 'Metadata-Flavor: Google' \
+    http://metadata.google.internal/computeMetadata/v1/instance/network-interfaces/0/ip
+}
+MLINFRA_PRIVATE_IP="$(retry 10 3 mlinfra_metadata_ip)"
+"""
+
+GCP_PLATFORM = Platform(
+    variables_a="MLINFRA_GPU_NICS=@@GPU_NICS@@\n",
+    variables_b="MLINFRA_CHECKPOINTS_URI=@@CHECKPOINTS_URI@@\n",
+    export_functions=_GCP_EXPORTS,
+    marker_upload='    | gcloud storage cp - "${MLINFRA_MARKER_URI}/_${status}" --content-type=application/json \\\n'
+                  "        --no-user-output-enabled\n",
+    devices_check=_GCP_DEVICES,
+    private_ip=_GCP_IP,
+    metadata_name="the metadata server",
+    power_off_means="that stops the VM (its GPUs and vCPUs stop billing); the teardown deletes it",
+    power_off_on_exit_note="Shutdown stops the VM, so GPU and vCPU billing stop within minutes of the job's end.",
+)
+
+
+@dataclass(frozen=True)
+class GcpNodeBootstrap:
+    """What a GCP training node needs to join its run (the shared fields keep the AWS names and meaning)."""
+
+    run_id: str
+    node_count: int
+    gpus_per_node: int
+    gpu_nics: int
+    lustre_mount_point: str  # Managed Lustre's mountPoint output: "<ip>@tcp:/<filesystem>"
+    bucket: str
+    checkpoints_dir: str = MOUNT_POINT + CHECKPOINTS_PATH
+    datasets_dir: str = MOUNT_POINT + DATASETS_PATH
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    rendezvous_timeout_seconds: int = 1800
+    export_timeout_seconds: int = EXPORT_WAIT_SECONDS
+    power_off_on_exit: bool = True
+    export_checkpoints: bool = True
+    stop_at_epoch: Optional[int] = None
+    expires_at_epoch: Optional[int] = None
+    torchrun: str = "torchrun"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", MappingProxyType(dict(sorted(dict(self.env).items()))))
+        problems = common_problems(self, self.bucket, "bucket")
+        if not _positive_int(self.gpus_per_node):
+            problems.append(f"gpus_per_node must be a whole number >= 1 (got {self.gpus_per_node!r})")
+        if not isinstance(self.gpu_nics, int) or isinstance(self.gpu_nics, bool) or self.gpu_nics < 0:
+            problems.append(f"gpu_nics must be a whole number >= 0 (got {self.gpu_nics!r})")
+        if "@tcp:/" not in (self.lustre_mount_point or ""):
+            problems.append(f"lustre_mount_point must read <ip>@tcp:/<filesystem> (got {self.lustre_mount_point!r})")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def nproc_per_node(self) -> int:
+        return self.gpus_per_node
+
+
+def render_startup_script(spec: GcpNodeBootstrap) -> str:
+    """The startup script of every node of the GCP run described by `spec`."""
+    q = shlex.quote
+    values = {
+        **common_values(spec, spec.lustre_mount_point, f"gs://{spec.bucket}/{runs_prefix(spec.run_id).rstrip('/')}"),
+        "GPU_NICS": str(spec.gpu_nics),
+        "CHECKPOINTS_URI": q(checkpoints_uri(spec.bucket, spec.run_id).rstrip("/")),
+        "FABRIC_ENV": "# NCCL over GPUDirect-TCPX/TCPXO: the image's NCCL plugin and its settings (not set here)\n",
+    }
+    return render_script(GCP_PLATFORM, values)

@@ -1,0 +1,348 @@
+"""Reading pulumi-aws v7 inputs as rules need them: tags and roles, IAM documents, security group
+rules, instance types (pure). Property names are the provider's wire names (camelCase)."""
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+from infra.core import tags as contract
+from policies.model import Resource, Stack, is_unknown
+
+S3_BUCKET = "aws:s3/bucket:Bucket"
+KMS_KEY = "aws:kms/key:Key"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+FLEET = "aws:ec2/fleet:Fleet"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+SUBNET = "aws:ec2/subnet:Subnet"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
+IAM_ROLE = "aws:iam/role:Role"
+IAM_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+IAM_POLICY = "aws:iam/policy:Policy"
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+
+ROLE_TAG = contract.ROLE
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def tags(resource: Resource) -> dict[str, Any]:
+    value = resource.get("tags")
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def role_of(resource: Resource) -> Optional[str]:
+    """The `mlinfra:role` tag (registry | training | serving), or None."""
+    role = tags(resource).get(ROLE_TAG)
+    return role if isinstance(role, str) else None
+
+
+def stack_role(stack: Stack) -> Optional[str]:
+    """The stack kind read from its resources' role tags: the one role they carry, else None."""
+    roles = {role_of(r) for r in stack.resources} - {None}
+    return roles.pop() if len(roles) == 1 else None
+
+
+def role_in_stack(resource: Resource, stack: Stack) -> Optional[str]:
+    """A resource's role: its own tag, else its parent chain's, else the stack's."""
+    seen = set()
+    current: Optional[Resource] = resource
+    while current is not None and current.urn not in seen:
+        seen.add(current.urn)
+        role = role_of(current)
+        if role:
+            return role
+        current = stack.get(current.parent) if current.parent else None
+    return stack_role(stack)
+
+
+def run_tag(stack: Stack, key: str) -> Optional[str]:
+    """The one value a training stack's resources carry for tag `key` (run id, expires-at); None when none
+    or several (training-resources-carry-run-tags reports those)."""
+    values = {v for v in (tags(r).get(key) for r in stack.resources if role_of(r) == "training") if isinstance(v, str)}
+    return values.pop() if len(values) == 1 else None
+
+
+def as_list(value: Any) -> list[Any]:
+    if value is None or is_unknown(value):
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+# --- IAM -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Statement:
+    effect: str
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    sid: str
+    raw: dict
+
+
+def policy_document(value: Any) -> Optional[dict]:
+    """A policy document from a JSON string or an object; None when unknown or not a document."""
+    if is_unknown(value) or value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def statements(document: Optional[dict]) -> list[Statement]:
+    if not document:
+        return []
+    found = []
+    for i, raw in enumerate(as_list(document.get("Statement"))):
+        if not isinstance(raw, dict):
+            continue
+        found.append(Statement(
+            effect=str(raw.get("Effect", "")),
+            actions=tuple(str(a) for a in as_list(raw.get("Action"))),
+            resources=tuple(str(r) for r in as_list(raw.get("Resource"))),
+            sid=str(raw.get("Sid") or f"#{i}"),
+            raw=raw,
+        ))
+    return found
+
+
+def iam_documents(resource: Resource) -> list[tuple[str, Optional[dict]]]:
+    """(where, document) for every IAM document a resource declares."""
+    if resource.type in (IAM_ROLE_POLICY, IAM_POLICY, BUCKET_POLICY):
+        return [("policy", policy_document(resource.get("policy")))]
+    if resource.type == IAM_ROLE:
+        return [(f"inlinePolicies[{i}]", policy_document(p.get("policy") if isinstance(p, dict) else None))
+                for i, p in enumerate(as_list(resource.get("inlinePolicies")))]
+    return []
+
+
+def service_of(action: str) -> str:
+    return action.split(":", 1)[0].lower() if ":" in action else action
+
+
+# --- security groups ---------------------------------------------------------------------------------
+
+ANYWHERE_V4 = ipaddress.ip_network("0.0.0.0/0")
+ANYWHERE_V6 = ipaddress.ip_network("::/0")
+
+
+def is_anywhere(cidr: Any) -> bool:
+    if not isinstance(cidr, str):
+        return False
+    try:
+        return ipaddress.ip_network(cidr, strict=False) in (ANYWHERE_V4, ANYWHERE_V6)
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class SgRule:
+    """One security group rule, whichever resource declares it."""
+
+    direction: str  # "ingress" | "egress"
+    protocol: str  # "-1" (all), "tcp", "udp", "icmp", ... or a number
+    from_port: Any
+    to_port: Any
+    self_ref: bool  # the peer is the group itself
+    cidrs: tuple[str, ...]
+    where: str
+
+    @property
+    def all_traffic(self) -> bool:
+        return self.protocol in ("-1", "all")
+
+    def allows_tcp(self, port: int) -> bool:
+        if self.all_traffic:
+            return True
+        if self.protocol not in ("tcp", "6"):
+            return False
+        try:
+            return int(self.from_port) <= port <= int(self.to_port)
+        except (TypeError, ValueError):
+            return False
+
+
+def group_rules(group: Resource, stack: Stack) -> list[SgRule]:
+    """Every rule of a security group: inline ingress/egress blocks and the separate rule resources
+    whose securityGroupId depends on it."""
+    rules: list[SgRule] = []
+    for direction in ("ingress", "egress"):
+        for i, block in enumerate(as_list(group.get(direction))):
+            if not isinstance(block, dict):
+                continue
+            # Inline blocks name their own group with `self = true` (its id does not exist yet).
+            rules.append(SgRule(
+                direction=direction,
+                protocol=str(block.get("protocol", "")).lower(),
+                from_port=block.get("fromPort"),
+                to_port=block.get("toPort"),
+                self_ref=block.get("self") is True,
+                cidrs=tuple(as_list(block.get("cidrBlocks")) + as_list(block.get("ipv6CidrBlocks"))),
+                where=f"{group.label} {direction}[{i}]",
+            ))
+    for rule in stack.referring(group, "securityGroupId", INGRESS_RULE, EGRESS_RULE):
+        direction = "ingress" if rule.type == INGRESS_RULE else "egress"
+        peer = [r.urn for r in stack.linked(rule, "referencedSecurityGroupId")]
+        rules.append(SgRule(
+            direction=direction,
+            protocol=str(rule.get("ipProtocol", "")).lower(),
+            from_port=rule.get("fromPort"),
+            to_port=rule.get("toPort"),
+            self_ref=group.urn in peer,
+            cidrs=tuple(c for c in (rule.get("cidrIpv4"), rule.get("cidrIpv6")) if isinstance(c, str)),
+            where=rule.label,
+        ))
+    for rule in stack.referring(group, "securityGroupId", SECURITY_GROUP_RULE):
+        peer = [r.urn for r in stack.linked(rule, "sourceSecurityGroupId")]
+        rules.append(SgRule(
+            direction=str(rule.get("type", "")),
+            protocol=str(rule.get("protocol", "")).lower(),
+            from_port=rule.get("fromPort"),
+            to_port=rule.get("toPort"),
+            self_ref=rule.get("self") is True or group.urn in peer,
+            cidrs=tuple(as_list(rule.get("cidrBlocks")) + as_list(rule.get("ipv6CidrBlocks"))),
+            where=rule.label,
+        ))
+    return rules
+
+
+# --- instances ---------------------------------------------------------------------------------------
+
+def instance_types(resource: Resource, stack: Optional[Stack] = None) -> list[str]:
+    """Instance types a resource launches or allows (known values only)."""
+    found: list[Any] = []
+    if resource.type in (LAUNCH_TEMPLATE, INSTANCE):
+        found.append(resource.get("instanceType"))
+    elif resource.type == EKS_NODE_GROUP:
+        found.extend(as_list(resource.get("instanceTypes")))
+    elif resource.type == FLEET:
+        for config in as_list(resource.get("launchTemplateConfigs")):
+            if isinstance(config, dict):
+                found.extend(o.get("instanceType") for o in as_list(config.get("overrides")) if isinstance(o, dict))
+        if not [t for t in found if isinstance(t, str)] and stack is not None:
+            for template in stack.linked(resource, "launchTemplateConfigs"):
+                found.extend(instance_types(template))
+    elif resource.type == KARPENTER_NODE_POOL:
+        spec = resource.get("spec") if isinstance(resource.get("spec"), dict) else {}
+        template = (spec.get("template") or {}).get("spec") or {}
+        for requirement in as_list(template.get("requirements")):
+            if isinstance(requirement, dict) and requirement.get("key") == INSTANCE_TYPE_LABEL \
+                    and requirement.get("operator") == "In":
+                found.extend(as_list(requirement.get("values")))
+    return [t for t in found if isinstance(t, str)]
+
+
+def names(items: Iterable[Any]) -> str:
+    return ", ".join(str(i) for i in items)
+
+
+def span(numbers: Iterable[int]) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    values = sorted(set(numbers))
+    parts: list[str] = []
+    start = prev = None
+    for n in values + [None]:
+        if start is not None and (n is None or n != prev + 1):
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if n is not None and start is None:
+            start = n
+        prev = n
+    return ", ".join(parts)
+
+
+def number(value: Any) -> Any:
+    """Protobuf carries every number as a double: 4.0 -> 4."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def interfaces(template: Resource) -> list[dict]:
+    return [ni for ni in as_list(template.get("networkInterfaces")) if isinstance(ni, dict)]
+
+
+def is_efa_interface(interface: dict) -> bool:
+    return interface.get("interfaceType") in ("efa", "efa-only")
+
+
+def uses_efa(template: Resource) -> bool:
+    return any(is_efa_interface(ni) for ni in interfaces(template))
+
+
+def linked_of_type(stack: Stack, resource: Resource, props: Iterable[str], *types: str) -> list[Resource]:
+    found: dict[str, Resource] = {}
+    for prop in props:
+        for other in stack.linked(resource, prop):
+            if other.type in types:
+                found.setdefault(other.urn, other)
+    return list(found.values())
+
+
+def template_groups(template: Resource, stack: Stack) -> list[Resource]:
+    """Security groups declared in the stack that a launch template's interfaces use."""
+    return linked_of_type(stack, template, ("networkInterfaces", "vpcSecurityGroupIds"), SECURITY_GROUP)
+
+
+def efa_templates(stack: Stack) -> list[Resource]:
+    """Launch templates of EFA nodes: any that declares an EFA interface."""
+    return [t for t in stack.of_type(LAUNCH_TEMPLATE) if uses_efa(t)]
+
+
+def node_placements(stack: Stack) -> list[tuple[Resource, str, str]]:
+    """(resource, 'subnet' | 'az', value) for every place training nodes are put: launch templates of EFA
+    nodes, fleets and instances. Subnets declared in the stack are named by their Pulumi name."""
+    found: list[tuple[Resource, str, str]] = []
+    nodes = efa_templates(stack) + stack.of_type(FLEET) + [i for i in stack.of_type(INSTANCE) if role_of(i) == "training"]
+    for node in nodes:
+        subnets = linked_of_type(stack, node, ("networkInterfaces", "launchTemplateConfigs", "subnetId"), SUBNET)
+        for subnet in subnets:
+            found.append((node, "subnet", subnet.name))
+            az = subnet.get("availabilityZone")
+            if isinstance(az, str) and not is_unknown(az):
+                found.append((node, "az", az))
+        literal_subnets = [ni.get("subnetId") for ni in interfaces(node)] + [node.get("subnetId")]
+        literal_azs = [node.get("availabilityZone"), (node.get("placement") or {}).get("availabilityZone")
+                       if isinstance(node.get("placement"), dict) else None]
+        for config in as_list(node.get("launchTemplateConfigs")):
+            for override in as_list(config.get("overrides") if isinstance(config, dict) else None):
+                if isinstance(override, dict):
+                    literal_subnets.append(override.get("subnetId"))
+                    literal_azs.append(override.get("availabilityZone"))
+        if not subnets:
+            found.extend((node, "subnet", s) for s in literal_subnets if isinstance(s, str) and not is_unknown(s))
+        found.extend((node, "az", a) for a in literal_azs if isinstance(a, str) and not is_unknown(a))
+    return found
+
+
+def attached_to_bucket(stack: Stack, bucket: Resource, *types: str) -> list[Resource]:
+    """Bucket sub-resources (versioning, public access block, ...) whose `bucket` input is this bucket:
+    by dependency, or by the known bucket name when the document carries no dependencies."""
+    by_dependency = stack.referring(bucket, "bucket", *types)
+    if by_dependency:
+        return by_dependency
+    name = bucket.get("bucket")
+    if not isinstance(name, str) or is_unknown(name):
+        return []
+    return [r for r in stack.of_type(*types) if r.get("bucket") == name]
+
+
+def registry_buckets(stack: Stack) -> list[Resource]:
+    return [b for b in stack.of_type(S3_BUCKET) if role_of(b) == "registry"]
+
+
+def listed(items: list[str], limit: int = 5, sep: str = ", ") -> str:
+    """At most `limit` items, then how many more."""
+    shown = sep.join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")

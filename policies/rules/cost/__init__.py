@@ -1,0 +1,1 @@
+"""Rules of the cost area, one per module."""

@@ -1,0 +1,1 @@
+"""Rules of the everywhere area, one per module."""

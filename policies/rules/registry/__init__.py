@@ -1,0 +1,1 @@
+"""Rules of the registry area, one per module."""

@@ -1,0 +1,1 @@
+"""Rules of the serving area, one per module."""

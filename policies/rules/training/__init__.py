@@ -1,0 +1,1 @@
+"""Rules of the training area, one per module."""

@@ -1,0 +1,1 @@
+"""Stack builders on AWS, one per kind."""

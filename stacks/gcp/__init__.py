@@ -1,0 +1,1 @@
+"""Stack builders on GCP, one per kind."""

@@ -1,0 +1,60 @@
+"""Conversion Jobs fit the pool they target: requests sized from the checkpoint, checked against the pool's
+instance types (catalog facts less the system reserve) and root volume (pure)."""
+from __future__ import annotations
+
+import pytest
+
+from infra.kinds import load
+from infra.ops.promotion import sizing
+from infra.ops.promotion.recipes import RECIPES, VARIANTS
+from tests.infra.ops.promotion.standins import serving_config
+
+DEMO = load(serving_config()).serving.node_pools  # stacks/Pulumi.serving-demo.yaml
+SEVEN_B = 14_483_464_192  # Mistral-7B in bf16 (two safetensors shards), bytes
+
+
+def _pool(variant: str):
+    return getattr(DEMO, RECIPES[variant].accelerator)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("size", [SEVEN_B, 1_000_000], ids=["7b-bf16", "tiny"])
+def test_each_recipe_fits_the_demo_pools(variant, size):
+    need = sizing.conversion_resources(RECIPES[variant], size)
+    pool = _pool(variant)
+    assert sizing.fit_problem(variant, RECIPES[variant].accelerator, pool.instance_types, pool.disk_gib, need,
+                              size) is None
+    assert any(sizing.holds(t, need) for t in pool.instance_types)
+
+
+def test_the_7b_conversions_need_the_larger_size_of_each_demo_pool():
+    need = {v: sizing.conversion_resources(RECIPES[v], SEVEN_B) for v in VARIANTS}
+    assert need["cuda"] == sizing.Resources(2, 21, 37)
+    assert need["neuron"] == sizing.Resources(4, 35, 44)
+    assert need["tensorrt"] == sizing.Resources(2, 25, 51)
+    assert [t for t in DEMO.g5.instance_types if sizing.holds(t, need["cuda"])] == ["g5.2xlarge"]
+    assert [t for t in DEMO.inf2.instance_types if sizing.holds(t, need["neuron"])] == ["inf2.8xlarge"]
+
+
+def test_allocatable_is_the_catalog_less_the_documented_reserve():
+    g5 = sizing.allocatable("g5.2xlarge", 200)  # 8 vCPUs, 32 GiB
+    assert g5.cpu == pytest.approx(8 - (0.06 + 0.01 + 2 * 0.005 + 4 * 0.0025) - 0.25)
+    assert g5.memory_gib == pytest.approx((32768 - (255 + 11 * 110) - 100 - 512) / 1024)
+    assert g5.disk_gib == pytest.approx(200 * 0.9 - 40)
+    assert sizing.kube_reserved_cpu(1) == pytest.approx(0.06)
+    assert sizing.disk_needed(sizing.Resources(1, 1, 140)) == 200
+
+
+def test_a_root_volume_too_small_is_refused_naming_the_disk_that_would_do():
+    need = sizing.conversion_resources(RECIPES["tensorrt"], SEVEN_B)
+    problem = sizing.fit_problem("tensorrt", "g5", ["g5.xlarge", "g5.2xlarge"], 80, need, SEVEN_B)
+    assert str(problem) == (
+        "mlinfra:serving.nodePools.g5: variant tensorrt needs 2 CPU, 25 GiB memory and 51 GiB disk to convert a 13.5 "
+        "GiB checkpoint; no instance type of node pool g5 (g5.xlarge, g5.2xlarge; diskGib 80, 32 GiB usable) holds it: "
+        "diskGib 102 would hold the work volume")
+
+
+def test_no_type_of_the_accelerator_is_large_enough():
+    need = sizing.Resources(4, 5000, 10)
+    problem = sizing.fit_problem("cuda", "g5", ["g5.xlarge", "g5.2xlarge"], 200, need, 10 ** 12)
+    assert str(problem).endswith("holds it: no instance type of its accelerator in the catalog would")

@@ -1,0 +1,211 @@
+"""Pure serving logic: model server manifests (schema-validated), autoscaler, node pools, charts, IAM, EKS plans."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infra.serving.aws.config import ModelSpec, ServingSpec
+from infra.serving import charts, manifests, servers
+from infra.serving.aws import eks, iam, node_pools
+from tests.k8s_schemas import validate
+
+REGISTRY = manifests.Registry(bucket="mlinfra-registry-123456789012-us-east-1", region="us-east-1")
+INF2 = ModelSpec.model_validate({"name": "llama", "version": "1.0", "accelerator": "inf2", "image": "neuron-vllm:1"})
+G5 = ModelSpec.model_validate({"name": "mistral", "version": "2.0", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5",
+                               "acceleratorsPerReplica": 1, "autoscaling": {"scaleDownStabilizationSeconds": 600}})
+
+
+def pod(model: ModelSpec) -> dict:
+    return manifests.deployment(model, "models", REGISTRY)["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("model", [INF2, G5], ids=["inf2", "g5"])
+def test_every_object_validates_against_its_schema(model):
+    objects = manifests.model_server_objects(model, "models", REGISTRY)
+    assert [o["kind"] for o in objects] == ["ServiceAccount", "Deployment", "Service", "PodDisruptionBudget", "ScaledObject"]
+    for manifest in objects:
+        validate(manifest)
+    validate(manifests.namespace("models"))
+
+
+def test_schema_validation_catches_a_misspelt_field():
+    broken = manifests.deployment(G5, "models", REGISTRY)
+    broken["spec"]["template"]["spec"]["tolerationz"] = []
+    with pytest.raises(Exception, match="tolerationz"):
+        validate(broken)
+    scaler = manifests.scaled_object(G5, "models")
+    scaler["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] = 7200
+    with pytest.raises(Exception, match="7200"):
+        validate(scaler)
+
+
+def test_accelerator_requests_tolerations_and_placement():
+    inf2, g5 = pod(INF2), pod(G5)
+    assert inf2["containers"][0]["resources"]["requests"]["aws.amazon.com/neuron"] == "1"
+    assert inf2["containers"][0]["resources"]["limits"]["aws.amazon.com/neuron"] == "1"
+    assert g5["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert inf2["tolerations"] == [{"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}]
+    assert g5["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert inf2["nodeSelector"] == {"mlinfra.io/accelerator": "inf2"} and g5["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
+    assert inf2["schedulerName"] == "my-scheduler" and "schedulerName" not in g5
+    assert {c["topologyKey"] for c in g5["topologySpreadConstraints"]} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+
+
+def test_probes_and_disruption_budget():
+    container = pod(G5)["containers"][0]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    # Startup allows 15 minutes of weight loading before liveness may restart the pod.
+    assert container["startupProbe"]["periodSeconds"] * container["startupProbe"]["failureThreshold"] == 900
+    pdb = manifests.pod_disruption_budget(G5, "models")
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": manifests.selector(G5)}}
+    assert manifests.service(G5, "models")["spec"]["selector"] == manifests.selector(G5)
+
+
+def test_artefacts_come_from_the_models_prefix_of_the_matching_variant():
+    assert manifests.artefact_prefix(INF2) == "models/llama/1.0/neuron/"
+    assert manifests.artefact_prefix(G5) == "models/mistral/2.0/cuda/"
+    g5_args = pod(G5)["containers"][0]["args"]
+    assert g5_args[:2] == ["--model", "s3://mlinfra-registry-123456789012-us-east-1/models/mistral/2.0/cuda/"]
+    assert "runai_streamer" in g5_args
+    inf2 = pod(INF2)
+    [fetch] = inf2["initContainers"]
+    source = "s3://mlinfra-registry-123456789012-us-east-1/models/llama/1.0/neuron/"
+    assert fetch["command"] == servers.fetch_command(source)
+    assert fetch["command"][-1].endswith(f"exec aws s3 sync --only-show-errors {source} /models\n")
+    assert inf2["containers"][0]["args"][:2] == ["--model", "/models"]
+    # g5 streams from S3 and fetches nothing first: one step only checks the artefact before the server starts.
+    [check] = pod(G5)["initContainers"]
+    assert check["name"] == "check-model"
+    assert check["command"] == servers.check_command("s3://mlinfra-registry-123456789012-us-east-1/models/mistral/2.0/cuda/")
+
+
+@pytest.mark.parametrize("keys, code, said", [
+    (["manifest.json", "model.safetensors"], 0, "SYNC"),
+    (["manifest.json", "model.safetensors", "_FAILED"], 1, "refusing s3://b/models/m/v1/cuda/: marked _FAILED"),
+    (["model.safetensors", "conversion.json"], 1, "refusing s3://b/models/m/v1/cuda/: no manifest.json (promotion "
+                                                   "failed or unfinished)"),
+    ([], 1, "no manifest.json"),
+    (["sub/manifest.json", "manifest.json.tmp", "old_FAILED"], 1, "no manifest.json"),
+], ids=["served", "failed", "unfinished", "empty", "look-alikes"])
+def test_the_model_servers_refuse_a_failed_or_unfinished_artefact(tmp_path, keys, code, said):
+    """The rendered fetch command, run by /bin/sh with a stand-in `aws` answering the listing."""
+    import subprocess
+    listing = "\t".join(f"models/m/v1/cuda/{k}" for k in keys) or "None"
+    (tmp_path / "aws").write_text("#!/bin/sh\n"
+                                  f"case \"$1 $2\" in 's3api list-objects-v2') printf '%s\\n' '{listing}';;\n"
+                                  "  's3 sync') echo SYNC;; *) exit 9;; esac\n")
+    (tmp_path / "aws").chmod(0o755)
+    for command, fetches in ((servers.fetch_command("s3://b/models/m/v1/cuda/"), True),
+                             (servers.check_command("s3://b/models/m/v1/cuda/"), False)):
+        done = subprocess.run(command, capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+        assert done.returncode == code, done.stderr
+        if code:
+            assert said in done.stderr and done.stdout == ""  # refused before any copy
+        else:
+            assert done.stdout == ("SYNC\n" if fetches else "")
+
+
+def test_tensor_parallel_degree_counts_neuron_cores():
+    big = INF2.model_copy(update={"accelerators_per_replica": 6})
+    assert servers.tensor_parallel_size(big) == 12
+    assert servers.tensor_parallel_size(G5) == 1
+
+
+def test_autoscaler_scales_on_queue_depth_and_kv_cache_not_cpu():
+    spec = manifests.scaled_object(G5, "models")["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mistral"}
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 4)
+    triggers = {t["name"]: t for t in spec["triggers"]}
+    assert {t["type"] for t in spec["triggers"]} == {"prometheus"}
+    assert triggers["queue-depth"]["metadata"]["query"] == (
+        'sum(vllm:num_requests_waiting{namespace="models",app_kubernetes_io_instance="mistral"})')
+    assert triggers["queue-depth"]["metadata"]["threshold"] == "4"
+    assert triggers["queue-depth"]["metricType"] == "AverageValue"
+    assert triggers["kv-cache"]["metadata"]["query"].startswith("avg(vllm:gpu_cache_usage_perc{")
+    assert triggers["kv-cache"]["metadata"]["threshold"] == "0.8"
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 600
+    assert "cpu" not in json.dumps(spec).lower()
+
+
+def test_pods_are_scraped_where_the_queries_look():
+    template = manifests.deployment(G5, "models", REGISTRY)["spec"]["template"]
+    assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == str(servers.PORT)
+    # app.kubernetes.io/instance becomes the app_kubernetes_io_instance label the queries select on.
+    assert template["metadata"]["labels"]["app.kubernetes.io/instance"] == "mistral"
+
+
+models = st.builds(
+    lambda name, accelerator, lo, extra, n: ModelSpec.model_validate({
+        "name": name, "version": "v1", "accelerator": accelerator, "image": "img:1",
+        "minReplicas": lo, "maxReplicas": lo + extra, "acceleratorsPerReplica": n}),
+    st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True), st.sampled_from(["inf2", "g5"]),
+    st.integers(1, 10), st.integers(0, 10), st.integers(1, 8))
+
+
+@settings(max_examples=25, deadline=None)
+@given(models)
+def test_every_valid_model_gives_valid_objects_reading_only_its_prefix(model):
+    for manifest in manifests.model_server_objects(model, "models", REGISTRY):
+        validate(manifest)
+    text = json.dumps(manifests.deployment(model, "models", REGISTRY))
+    assert f"s3://{REGISTRY.bucket}/models/{model.name}/v1/{model.artefact_variant}/" in text
+
+
+def test_node_pool_plans():
+    spec = ServingSpec.model_validate({"models": [INF2.model_dump(by_alias=True)],
+                                       "nodePools": {"g5": {"capacityType": "spot"}}})
+    inf2 = node_pools.accelerator_plan("inf2", spec.node_pools.inf2)
+    g5 = node_pools.accelerator_plan("g5", spec.node_pools.g5)
+    assert inf2.taints == (node_pools.Taint("aws.amazon.com/neuron", "true"),) and inf2.taints[0].eks_effect == "NO_SCHEDULE"
+    assert g5.taints == (node_pools.Taint("nvidia.com/gpu", "true"),)
+    assert (inf2.capacity_type, g5.capacity_type) == ("ON_DEMAND", "SPOT")
+    assert (inf2.ami_type, g5.ami_type) == ("AL2023_x86_64_NEURON", "AL2023_x86_64_NVIDIA")
+    assert inf2.labels == {"mlinfra.io/accelerator": "inf2", "mlinfra.io/pool": "inf2"}
+    assert g5.labels["nvidia.com/gpu.present"] == "true"
+    assert len(inf2.instance_types) >= 2 and inf2.desired_size == inf2.min_size
+    system = node_pools.system_plan()
+    assert system.taints == () and system.min_size >= 2 and system.labels == {"mlinfra.io/pool": "system"}
+    assert node_pools.launch_template_metadata()["http_tokens"] == "required"
+
+
+def test_charts_are_pinned():
+    pinned = [charts.NVIDIA_DEVICE_PLUGIN, charts.NEURON, charts.KEDA, charts.PROMETHEUS, charts.CLUSTER_AUTOSCALER]
+    for chart in pinned:
+        assert chart.version and chart.version[0].isdigit() and chart.version.count(".") == 2, chart
+        assert (chart.repository or "").startswith("https://") or chart.chart.startswith("oci://")
+    assert len({c.release for c in pinned}) == len(pinned)
+
+
+def test_chart_values_place_plugins_on_their_pools():
+    assert charts.nvidia_values()["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in charts.nvidia_values()["tolerations"]
+    neuron = charts.neuron_values()
+    assert neuron["devicePlugin"]["nodeSelector"] == {"mlinfra.io/accelerator": "inf2"}
+    assert neuron["scheduler"]["enabled"] is True and neuron["npd"] == {"enabled": False}
+    values = charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1", "1.33")
+    assert values["autoDiscovery"] == {"clusterName": "mlinfra-demo"} and values["image"] == {"tag": "v1.33.0"}
+    assert values["extraArgs"]["scale-down-unneeded-time"] == "5m"
+
+
+def test_iam_documents():
+    trust = iam.pod_identity_trust()["Statement"][0]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"} and set(trust["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
+    scale = iam.cluster_autoscaler_policy("mlinfra-demo")["Statement"][1]
+    assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/mlinfra-demo": "owned"}}
+
+
+def test_eks_plans():
+    plans = eks.subnet_plan("10.80.0.0/16", ["us-east-1a", "us-east-1b"])
+    assert [(p.az, p.private_cidr, p.public_cidr) for p in plans] == [
+        ("us-east-1a", "10.80.0.0/19", "10.80.128.0/21"), ("us-east-1b", "10.80.32.0/19", "10.80.136.0/21")]
+    assert eks.log_group_name("mlinfra-x") == "/aws/eks/mlinfra-x/cluster"
+    assert set(eks.CORE_ADDONS) == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
+    config = eks.kubeconfig("c", "https://x", "Q0E=", "us-east-1")
+    assert config["users"][0]["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "c", "--region",
+                                                          "us-east-1", "--output", "json"]
