@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check '.[test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
 preview: $(STAMP)

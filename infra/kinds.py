@@ -1,42 +1,71 @@
-"""Loading and validating a stack's `mlinfra` config, for both `pulumi up` and the offline preview."""
+"""The one (kind, cloud) table: for each stack kind on each cloud, its config model, its meaning checks and
+the stack module that builds it. Loading a stack's config goes through it, for `pulumi up` and the offline
+preview alike: provider keys, then shape (pydantic), then meaning, every problem naming its key."""
 from __future__ import annotations
 
-import json
-from typing import Any, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from infra.core.problems import key_path, problems_from
-from infra.registry.aws.config import RegistryStackConfig
-from infra.training.aws.config import TrainingStackConfig
-from infra.training.aws.checks import registry_region_finding, training_findings
-from infra.serving.aws.config import ServingStackConfig
-from infra.serving.gcp.config import GcpServingStackConfig
-from infra.training.gcp.config import GcpTrainingStackConfig
-from infra.registry.gcp.config import GcpRegistryStackConfig
 from infra.core.errors import InputError, Problem
-from infra.core.naming import is_region_name
-
-NAMESPACE = "mlinfra"
-
-# One config model per stack kind; `mlinfra:kind` picks the model.
-KINDS: dict[str, type[BaseModel]] = {
-    "registry": RegistryStackConfig,
-    "training": TrainingStackConfig,
-    "serving": ServingStackConfig,
-}
-
-# `mlinfra:cloud` (default aws) picks the cloud; GCP has its own model per kind it supports so far.
-CLOUDS = ("aws", "gcp")
-GCP_KINDS: dict[str, type[BaseModel]] = {"serving": GcpServingStackConfig, "registry": GcpRegistryStackConfig,
-                                        "training": GcpTrainingStackConfig}
+from infra.core.namespace import NAMESPACE, namespace_values
+from infra.core.problems import problems_from
+from infra.core.providers import aws_provider_findings, gcp_provider_findings
+from infra.core.spec import Spec
+from infra.registry.aws.config import RegistryStackConfig
+from infra.registry.gcp.checks import mirror_findings
+from infra.registry.gcp.config import GcpRegistryStackConfig
+from infra.serving.aws.checks import serving_findings
+from infra.serving.aws.config import ServingStackConfig
+from infra.serving.gcp.checks import gcp_serving_findings
+from infra.serving.gcp.config import GcpServingStackConfig
+from infra.training.aws.checks import registry_region_finding, training_findings
+from infra.training.aws.config import TrainingStackConfig
+from infra.training.gcp.checks import gcp_training_findings
+from infra.training.gcp.config import GcpTrainingStackConfig
 
 StackConfig = Union[RegistryStackConfig, TrainingStackConfig, ServingStackConfig, GcpServingStackConfig,
                     GcpRegistryStackConfig, GcpTrainingStackConfig]
 
 
-def cloud_of(config: BaseModel) -> str:
+@dataclass(frozen=True)
+class StackKind:
+    kind: str
+    cloud: str
+    model: type[Spec]
+    findings: Callable[[Any, Optional[str]], list[Problem]]  # meaning checks: (config, region) -> findings
+    builder: str  # module under stacks/ whose build(config) declares the stack's resources
+
+
+STACK_KINDS: tuple[StackKind, ...] = (
+    StackKind("registry", "aws", RegistryStackConfig, lambda config, region: [], "stacks.aws.registry"),
+    StackKind("training", "aws", TrainingStackConfig,
+              lambda config, region: training_findings(config.training, region)
+              + registry_region_finding(config.registry_stack, region), "stacks.aws.training"),
+    StackKind("serving", "aws", ServingStackConfig,
+              lambda config, region: serving_findings(config.serving, region), "stacks.aws.serving"),
+    StackKind("registry", "gcp", GcpRegistryStackConfig,
+              lambda config, region: mirror_findings(config.registry.mirror), "stacks.gcp.registry"),
+    StackKind("training", "gcp", GcpTrainingStackConfig,
+              lambda config, region: gcp_training_findings(config.training, region), "stacks.gcp.training"),
+    StackKind("serving", "gcp", GcpServingStackConfig,
+              lambda config, region: gcp_serving_findings(config.serving, region), "stacks.gcp.serving"),
+)
+KINDS = tuple(dict.fromkeys(k.kind for k in STACK_KINDS))
+CLOUDS = ("aws", "gcp")  # `mlinfra:cloud`, default aws
+PROVIDER_FINDINGS = {"aws": aws_provider_findings, "gcp": gcp_provider_findings}
+REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region"}
+_TABLE = {(k.kind, k.cloud): k for k in STACK_KINDS}
+
+
+def cloud_of(config: Any) -> str:
     return getattr(config, "cloud", "aws")
+
+
+def stack_kind(config: Any) -> StackKind:
+    """The table's row of a validated config."""
+    return _TABLE[(config.kind, cloud_of(config))]
 
 
 def validate(values: dict[str, Any]) -> StackConfig:
@@ -44,83 +73,37 @@ def validate(values: dict[str, Any]) -> StackConfig:
     kind = values.get("kind")
     if kind is None:
         raise InputError(Problem(f"{NAMESPACE}:kind", f"required; one of {', '.join(KINDS)}"))
-    model = KINDS.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        raise InputError(
-            Problem(f"{NAMESPACE}:kind", f"{kind!r} is not a stack kind; allowed: {', '.join(KINDS)}")
-        )
+    if kind not in KINDS:
+        raise InputError(Problem(f"{NAMESPACE}:kind", f"{kind!r} is not a stack kind; allowed: {', '.join(KINDS)}"))
     cloud = values.get("cloud", "aws")
     if cloud not in CLOUDS:
         raise InputError(Problem(f"{NAMESPACE}:cloud", f"{cloud!r} is not a cloud; allowed: {', '.join(CLOUDS)}"))
-    if cloud == "gcp":
-        model = GCP_KINDS.get(kind)
-        if model is None:
-            raise InputError(Problem(f"{NAMESPACE}:cloud", f"gcp has no {kind} stacks yet (it has: "
-                                                           f"{', '.join(GCP_KINDS)}); use aws"))
-    else:
+    row = _TABLE.get((kind, cloud))
+    if row is None:
+        offered = [k.kind for k in STACK_KINDS if k.cloud == cloud]
+        raise InputError(Problem(f"{NAMESPACE}:cloud", f"{cloud} has no {kind} stacks yet (it has: "
+                                                       f"{', '.join(offered)}); use aws"))
+    if cloud == "aws":
         values = {k: v for k, v in values.items() if k != "cloud"}  # aws: the default, may be spelt out
     try:
-        return model.model_validate(values)
+        return row.model.model_validate(values)  # type: ignore[return-value]
     except ValidationError as error:
-        raise InputError(problems_from(error, model, NAMESPACE)) from None
-
-
-def namespace_values(flat: dict[str, Any]) -> dict[str, Any]:
-    """`{"mlinfra:kind": "registry", "aws:region": ...}` -> `{"kind": "registry"}`; structured values decoded."""
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        namespace, _, name = key.partition(":")
-        if namespace != NAMESPACE:
-            continue
-        if isinstance(value, str) and value[:1] in ("{", "["):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as error:
-                raise InputError(Problem(key_path(NAMESPACE, (name,)), f"not valid JSON: {error.msg}")) from None
-        out[name] = value
-    return out
+        raise InputError(problems_from(error, row.model, NAMESPACE)) from None
 
 
 def load(flat: dict[str, Any]) -> StackConfig:
-    """Validate a stack's whole config (every namespace, as the engine hands it over)."""
-    problems = []
-    region = flat.get("aws:region")
-    if region is not None and not is_region_name(region):
-        problems.append(Problem("aws:region", f"must be an AWS region name such as us-east-1 (got {region!r})"))
+    """Validate a stack's whole config (every namespace, as the engine hands it over): the provider keys, the
+    shape, then the meaning checks of its (kind, cloud), which see the region only when it is well formed."""
+    problems = aws_provider_findings(flat)  # a malformed aws:region is reported whatever the cloud
     try:
         config = validate(namespace_values(flat))
     except InputError as error:
         raise InputError(problems + error.problems) from None
-    if cloud_of(config) == "gcp":
-        from infra.serving.gcp.checks import gcp_provider_findings
-
-        problems += gcp_provider_findings(flat)
-        region = flat.get("gcp:region") if not problems else None
-    problems += meaning_findings(config, region if not problems else None)
+    cloud = cloud_of(config)
+    if cloud != "aws":
+        problems += PROVIDER_FINDINGS[cloud](flat)
+    region = None if problems else flat.get(REGION_KEY[cloud])
+    problems += stack_kind(config).findings(config, region)
     if problems:
         raise InputError(problems)
     return config
-
-
-def meaning_findings(config: StackConfig, region: str | None) -> list[Problem]:
-    """Second validation tier: a kind's meaning checks (instance facts, cross-field rules), run once the
-    shape is valid. Each finding names its key path, so bad meaning exits 2 like bad shape."""
-    if config.kind == "training" and cloud_of(config) == "gcp":
-        from infra.training.gcp.checks import gcp_training_findings
-
-        return gcp_training_findings(config.training, region)
-    if config.kind == "training":
-        return training_findings(config.training, region) + registry_region_finding(config.registry_stack, region)
-    if config.kind == "registry" and cloud_of(config) == "gcp":
-        from infra.registry.gcp.checks import mirror_findings
-
-        return mirror_findings(config.registry.mirror)
-    if config.kind == "serving" and cloud_of(config) == "gcp":
-        from infra.serving.gcp.checks import gcp_serving_findings
-
-        return gcp_serving_findings(config.serving, region)
-    if config.kind == "serving":
-        from infra.serving.aws.checks import serving_findings
-
-        return serving_findings(config.serving, region)
-    return []

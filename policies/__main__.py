@@ -1,16 +1,11 @@
 """The mlinfra CrossGuard pack. `pulumi preview --policy-pack policies` runs this file (from this
-directory, in the virtualenv PulumiPolicy.yaml names), and so does `python -m infra policy` offline.
+directory, in the virtualenv PulumiPolicy.yaml names, where the project is installed: the rules read its
+facts), and so does `python -m infra policy` offline.
 It only builds the pack; the rules are in policies/rules/, registered in policies/pack.py."""
-import sys
-from pathlib import Path
+from pulumi_policy import EnforcementLevel, PolicyPack
 
-# The rules read the project's facts (instance catalog, Lustre steps, EFA layout): import from its root.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
-
-from policies.adapters import to_policy  # noqa: E402
-from policies.pack import PACK_NAME, RULES  # noqa: E402
+from policies.adapters import to_policy
+from policies.pack import PACK_NAME, RULES
 
 PolicyPack(
     name=PACK_NAME,

@@ -1,14 +1,15 @@
-"""What the lifecycle commands need from the machine they run on: a clock, a way to wait, a place to
+"""What the operations (lifecycle, promotion) need from the machine they run on: a clock, a way to wait, a place to
 print. Injected, so tests run a day-long run in milliseconds."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Optional, TextIO
 
-from infra.training.aws.config import EXPIRES_AT_FORMAT as ISO_FORMAT
+from infra.training.spec import EXPIRES_AT_FORMAT as ISO_FORMAT
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,12 @@ class Runtime:
 
 def real_runtime(stream: TextIO = sys.stdout, live: bool = False) -> Runtime:
     return Runtime(now=lambda: datetime.now(timezone.utc), sleep=time.sleep, stream=stream, live=live)
+
+
+def terminal_runtime() -> Runtime:
+    """The real clock on standard output; one redrawn status line on a terminal, plain lines in pipes and CI."""
+    ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+    return real_runtime(sys.stdout, live=sys.stdout.isatty() and not ci)
 
 
 def iso(at: datetime) -> str:

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 ROOTS = {"datasets": "datasets/", "checkpoints": "checkpoints/", "models": "models/", "runs": "runs/"}
+MIRRORED_PREFIX = ROOTS["models"]  # what the mirrors on other clouds copy: nothing else of the registry leaves AWS
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=-]*")
 
 

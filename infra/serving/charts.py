@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from infra.serving.aws.node_pools import ACCELERATOR_LABEL, POOL_LABEL, taint
+from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, taint
 
 MONITORING_NAMESPACE = "monitoring"
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"

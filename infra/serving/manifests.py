@@ -12,7 +12,7 @@ from typing import Any
 from infra.registry import layout as registry_layout
 from infra.serving.aws.config import ModelSpec
 from infra.serving import servers
-from infra.serving.aws.node_pools import ACCELERATOR_LABEL, taint
+from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 
 Manifest = dict[str, Any]
 PROMETHEUS_URL = "http://prometheus-server.monitoring.svc.cluster.local"

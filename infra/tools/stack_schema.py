@@ -5,12 +5,12 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from infra.kinds import CLOUDS, GCP_KINDS, KINDS, NAMESPACE
+from infra.core.namespace import NAMESPACE
+from infra.kinds import CLOUDS, KINDS, STACK_KINDS
 
 
 def stack_file_schema() -> dict[str, Any]:
-    variants = [(kind, "aws", model) for kind, model in KINDS.items()] + \
-        [(kind, "gcp", model) for kind, model in GCP_KINDS.items()]
+    variants = [(row.kind, row.cloud, row.model) for row in STACK_KINDS]
     models = [model for _, _, model in variants]
     model_refs, top = models_json_schema([(m, "validation") for m in models], by_alias=True,
                                          ref_template="#/$defs/{model}")

@@ -9,28 +9,29 @@ from typing import Any, Iterable, Optional
 
 from infra.core import tags as contract
 from policies.model import Resource, Stack, is_unknown
+from infra.providers import tokens
 
-S3_BUCKET = "aws:s3/bucket:Bucket"
-KMS_KEY = "aws:kms/key:Key"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-INSTANCE = "aws:ec2/instance:Instance"
-FLEET = "aws:ec2/fleet:Fleet"
-PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
-SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
-SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
-INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
-SUBNET = "aws:ec2/subnet:Subnet"
-LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
-DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
-EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-EKS_CLUSTER = "aws:eks/cluster:Cluster"
-AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
-IAM_ROLE = "aws:iam/role:Role"
-IAM_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
-IAM_POLICY = "aws:iam/policy:Policy"
-BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
-KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+S3_BUCKET = tokens.AWS_S3_BUCKET
+KMS_KEY = tokens.AWS_KMS_KEY
+LAUNCH_TEMPLATE = tokens.AWS_EC2_LAUNCH_TEMPLATE
+INSTANCE = tokens.AWS_EC2_INSTANCE
+FLEET = tokens.AWS_EC2_FLEET
+PLACEMENT_GROUP = tokens.AWS_EC2_PLACEMENT_GROUP
+SECURITY_GROUP = tokens.AWS_EC2_SECURITY_GROUP
+SECURITY_GROUP_RULE = tokens.AWS_EC2_SECURITY_GROUP_RULE
+INGRESS_RULE = tokens.AWS_VPC_SECURITY_GROUP_INGRESS_RULE
+EGRESS_RULE = tokens.AWS_VPC_SECURITY_GROUP_EGRESS_RULE
+SUBNET = tokens.AWS_EC2_SUBNET
+LUSTRE = tokens.AWS_FSX_LUSTRE_FILE_SYSTEM
+DRA = tokens.AWS_FSX_DATA_REPOSITORY_ASSOCIATION
+EKS_NODE_GROUP = tokens.AWS_EKS_NODE_GROUP
+EKS_CLUSTER = tokens.AWS_EKS_CLUSTER
+AUTOSCALING_GROUP = tokens.AWS_AUTOSCALING_GROUP
+IAM_ROLE = tokens.AWS_IAM_ROLE
+IAM_ROLE_POLICY = tokens.AWS_IAM_ROLE_POLICY
+IAM_POLICY = tokens.AWS_IAM_POLICY
+BUCKET_POLICY = tokens.AWS_S3_BUCKET_POLICY
+KARPENTER_NODE_POOL = tokens.K8S_KARPENTER_NODE_POOL
 
 ROLE_TAG = contract.ROLE
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

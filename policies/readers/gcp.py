@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from policies.model import Resource, is_unknown
+from infra.providers import tokens
 
-GKE_CLUSTER = "gcp:container/cluster:Cluster"
-GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+GKE_CLUSTER = tokens.GCP_CONTAINER_CLUSTER
+GKE_NODE_POOL = tokens.GCP_CONTAINER_NODE_POOL
 
 
 def flag(value: Any) -> Optional[bool]:

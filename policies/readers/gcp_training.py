@@ -8,10 +8,11 @@ from infra.core.labels import gcp_labels
 from infra.training.gcp.plan import expires_at_from_label
 from infra.core.tags import EXPIRES_AT, ROLE, RUN_ID
 from policies.model import Resource, Stack, is_unknown
+from infra.providers import tokens
 
-INSTANCE = "gcp:compute/instance:Instance"
-RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
-LUSTRE = "gcp:lustre/instance:Instance"
+INSTANCE = tokens.GCP_COMPUTE_INSTANCE
+RESOURCE_POLICY = tokens.GCP_COMPUTE_RESOURCE_POLICY
+LUSTRE = tokens.GCP_LUSTRE_INSTANCE
 ROLE_LABEL, RUN_ID_LABEL, EXPIRES_AT_LABEL = (next(iter(gcp_labels({k: "x"}))) for k in (ROLE, RUN_ID, EXPIRES_AT))
 
 

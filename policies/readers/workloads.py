@@ -12,14 +12,15 @@ from typing import Any, Optional
 
 from policies.readers.aws import as_list
 from policies.model import Resource, is_unknown
+from infra.providers import tokens
 
-DEPLOYMENT = "kubernetes:apps/v1:Deployment"
-STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = tokens.K8S_DEPLOYMENT
+STATEFUL_SET = tokens.K8S_STATEFUL_SET
 WORKLOADS = {DEPLOYMENT: "Deployment", STATEFUL_SET: "StatefulSet"}
-SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
-HPA_V1 = "kubernetes:autoscaling/v1:HorizontalPodAutoscaler"
-HPA_V2 = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
-HPA_V2BETA2 = "kubernetes:autoscaling/v2beta2:HorizontalPodAutoscaler"
+SCALED_OBJECT = tokens.K8S_KEDA_SCALED_OBJECT
+HPA_V1 = tokens.K8S_HORIZONTAL_POD_AUTOSCALER_V1
+HPA_V2 = tokens.K8S_HORIZONTAL_POD_AUTOSCALER_V2
+HPA_V2BETA2 = tokens.K8S_HORIZONTAL_POD_AUTOSCALER_V2BETA2
 HPAS = (HPA_V1, HPA_V2, HPA_V2BETA2)
 AUTOSCALERS = (SCALED_OBJECT, *HPAS)
 

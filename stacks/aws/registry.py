@@ -9,7 +9,8 @@ import pulumi_aws as aws
 from components.registry.aws.registry import ModelRegistry, ModelRegistryArgs
 from infra.registry import layout as registry_layout
 from infra.registry.aws.config import GcpMirrorAccessSpec, RegistryStackConfig
-from infra.registry.gcp.mirror import MIRRORED_PREFIX, sts_role_trust_policy
+from infra.registry.layout import MIRRORED_PREFIX
+from infra.registry.aws.mirror_access import sts_role_trust_policy
 from infra.core.naming import registry_bucket_name
 from infra.core.tags import contract_tags
 

@@ -8,6 +8,7 @@ import pulumi
 
 from components.registry.gcp.mirror import GcsRegistryMirror, GcsRegistryMirrorArgs
 from infra.registry.gcp import mirror as registry_mirror
+from infra.registry.layout import MIRRORED_PREFIX
 from infra.registry.gcp.config import GcpRegistryStackConfig
 from infra.core.labels import gcp_labels
 from infra.core.tags import contract_tags
@@ -23,7 +24,7 @@ def build(config: GcpRegistryStackConfig) -> None:
     source = pulumi.StackReference(spec.source_stack)
     bucket = source.require_output("bucketName")
     role_arn = pulumi.Output.all(source.get_output("gcpMirrorRoleArn")).apply(
-        lambda values: _role_arn(spec.role_arn, values[0], spec.source_stack))
+        lambda values: mirror_role_arn(spec.role_arn, values[0], spec.source_stack))
     cloud_names = registry_mirror.names(stack)
     mirror = GcsRegistryMirror("mirror", GcsRegistryMirrorArgs(
         spec=spec, project=project, location=region, source_bucket=bucket, role_arn=role_arn,
@@ -35,13 +36,13 @@ def build(config: GcpRegistryStackConfig) -> None:
     pulumi.export("transferJob", mirror.transfer.name)
     pulumi.export("sourceBucket", bucket)
     pulumi.export("sourceRegion", source.get_output("region"))
-    pulumi.export("prefixes", {"models": registry_mirror.MIRRORED_PREFIX})
+    pulumi.export("prefixes", {"models": MIRRORED_PREFIX})
     pulumi.export("readers", list(spec.readers))
     pulumi.export("transferAgentSubjectId", mirror.transfer_agent_subject_id)
     pulumi.export("scheduleHours", spec.schedule.interval_hours)
 
 
-def _role_arn(configured: Optional[str], from_source: Any, source_stack: str) -> str:
+def mirror_role_arn(configured: Optional[str], from_source: Any, source_stack: str) -> str:
     """The configured role wins; else the registry stack's; neither is an error naming the key (no silent gap)."""
     if configured:
         return configured

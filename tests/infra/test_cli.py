@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from infra.tools.stack_schema import stack_file_schema
-from tests.conftest import ROOT, run_cli
+from tests.helpers import ROOT, run_cli
 
 
 def test_preview_json_is_a_preview_digest():

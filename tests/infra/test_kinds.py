@@ -5,10 +5,11 @@ import yaml
 from hypothesis import given, strategies as st
 from pydantic import BaseModel
 
-from infra.kinds import KINDS, load, namespace_values, validate
+from infra.core.namespace import namespace_values
+from infra.kinds import STACK_KINDS, load, validate
 from infra.registry.aws.config import RegistrySpec
 from infra.core.errors import InputError
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def stack_values(stack: str) -> dict:
@@ -81,8 +82,8 @@ def _models() -> set[type[BaseModel]]:
                 if isinstance(arg, type) and issubclass(arg, BaseModel):
                     visit(arg)
 
-    for model in KINDS.values():
-        visit(model)
+    for row in STACK_KINDS:
+        visit(row.model)
     return seen
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 def test_preview_json_contains_the_fleet():

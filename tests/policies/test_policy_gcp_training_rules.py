@@ -10,7 +10,7 @@ import pytest
 from policies.model import Resource, Stack
 from policies.rules.everywhere import gcp_instances_without_public_ip
 from policies.rules.training import gcp_training_nodes_end_by_expiry, gcp_training_nodes_have_every_gpu_nic, gcp_training_nodes_in_compact_placement, gcp_training_resources_labelled_with_run
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 INSTANCE = "gcp:compute/instance:Instance"
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"

@@ -7,7 +7,7 @@ import pytest
 
 from policies.model import UNKNOWN, Resource
 from policies.rules.registry import gcs_buckets_encrypted_with_cmek, gcs_buckets_not_granted_to_the_public, gcs_buckets_not_public, gcs_buckets_versioned, transfer_jobs_copy_models_only, transfer_jobs_never_delete
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 STACK = "registry-gcp-mirror"
 BUCKET = "gcp:storage/bucket:Bucket"

@@ -8,7 +8,7 @@ import pytest
 
 from policies.model import Resource
 from policies.rules.serving import accelerator_node_pools_tainted, gke_node_pools_without_public_ip, gke_nodes_private, gke_shielded_nodes, gke_workload_identity_enabled
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"

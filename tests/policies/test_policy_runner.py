@@ -5,7 +5,7 @@ import pytest
 
 from infra.core.project import load_project
 from policies.pack import RULES
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.policies.policy_fixtures import changed, guard_policy, registry_resources, serving_resources, to_document, training_resources
 
 

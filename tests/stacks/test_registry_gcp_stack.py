@@ -11,8 +11,8 @@ import yaml
 
 from infra.tools.offline.engine import preview
 from infra.tools.offline.invokes_gcp import OFFLINE_PROJECT_NUMBER, OFFLINE_STS_SUBJECT_ID
-from stacks.gcp.registry import _role_arn
-from tests.conftest import ROOT, by_type, one, run_cli
+from stacks.gcp.registry import mirror_role_arn
+from tests.helpers import ROOT, by_type, one, run_cli
 
 STACK = "registry-gcp-mirror"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -33,7 +33,7 @@ def test_previews_without_errors_or_unknown_properties(mirror):
     assert [d.message for d in mirror.errors] == []
     assert {s.type for s in mirror.resources()} == {
         "gcp:kms/keyRing:KeyRing", KEY, "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", BUCKET, IAM, JOB,
-        "pulumi:pulumi:StackReference", "mlinfra:gcs_registry_mirror:GcsRegistryMirror"}
+        "pulumi:pulumi:StackReference", "mlinfra:registry:GcsRegistryMirror"}
     assert mirror.outputs["bucketName"] == "mlinfra-models-bridge-demo"
     assert mirror.outputs["sourceBucket"] == "mlinfra-registry-123456789012-us-east-1"  # from the AWS registry stack
     assert mirror.outputs["transferAgentSubjectId"] == OFFLINE_STS_SUBJECT_ID
@@ -132,11 +132,11 @@ def test_config_errors_exit_2_naming_the_key(override, expected):
 
 
 def test_role_arn_comes_from_config_or_the_registry_stack_else_names_the_key():
-    assert _role_arn("arn:aws:iam::1:role/a", "arn:aws:iam::1:role/b", "registry") == "arn:aws:iam::1:role/a"
-    assert _role_arn(None, "arn:aws:iam::1:role/b", "registry") == "arn:aws:iam::1:role/b"
+    assert mirror_role_arn("arn:aws:iam::1:role/a", "arn:aws:iam::1:role/b", "registry") == "arn:aws:iam::1:role/a"
+    assert mirror_role_arn(None, "arn:aws:iam::1:role/b", "registry") == "arn:aws:iam::1:role/b"
     with pytest.raises(pulumi.RunError, match=r"^mlinfra:registry.mirror.roleArn: required: registry stack 'registry' "
                                               "exports no gcpMirrorRoleArn"):
-        _role_arn(None, None, "registry")
+        mirror_role_arn(None, None, "registry")
 
 
 def test_aws_registry_grants_the_transfer_agent_read_on_models_only():

@@ -1,11 +1,10 @@
 """The registry stack through the offline preview: the real program, its config, its outputs."""
 import pulumi
 import pulumi_aws as aws
-import pytest
 
 from infra.tools.offline.digest import to_digest
 from infra.core.tags import missing_contract_tags
-from tests.conftest import one, taggable
+from tests.helpers import one, taggable
 
 
 def test_registry_previews_without_errors(registry_preview):

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from infra.tools.offline.engine import preview
-from tests.conftest import ROOT, by_type, one
+from tests.helpers import ROOT, by_type, one
 from tests.k8s_schemas import manifest_of, validate
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -54,13 +54,13 @@ def test_private_cluster_with_workload_identity_shielded_nodes_and_a_release_cha
 
 
 def test_authorized_networks_per_endpoint_access():
-    from components.serving.gcp.cluster import _authorized_networks
+    from components.serving.gcp.cluster import authorized_networks
     from infra.serving.gcp.config import GkeClusterSpec
-    from infra.serving.aws.config import EndpointSpec
+    from infra.serving.spec import EndpointSpec
 
-    private = _authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="private")))
+    private = authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="private")))
     assert [b.cidr_block for b in private.cidr_blocks] == ["10.90.0.0/20"]  # the VPC only
-    assert _authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="public-internet"))) is None
+    assert authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="public-internet"))) is None
 
 
 def test_l4_pool_is_bounded_tainted_with_gke_installed_drivers(demo):

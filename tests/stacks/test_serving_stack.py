@@ -7,7 +7,7 @@ import pytest
 
 from infra.tools.offline.engine import preview
 from infra.core.tags import missing_contract_tags
-from tests.conftest import by_type, one, taggable
+from tests.helpers import by_type, one, taggable
 from tests.k8s_schemas import manifest_of, validate
 
 MODELS = {"llama-3-8b-neuron": ("inf2", "models/llama-3-8b-neuron/2025-06-01/neuron/"),

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infra.tools.offline.engine import preview
-from tests.conftest import by_type, one, run_cli
+from tests.helpers import by_type, one, run_cli
 
 INSTANCE = "gcp:compute/instance:Instance"
 NETWORK = "gcp:compute/network:Network"

@@ -8,7 +8,7 @@ import pytest
 from infra.training.aws import guard
 from infra.training.limits import GUARD_RETRY_WINDOW_SECONDS
 from infra.tools.offline.engine import preview
-from tests.conftest import by_type, one, run_cli
+from tests.helpers import by_type, one, run_cli
 
 RUN = "demo-llama-7b-001"
 BUCKET = "mlinfra-registry-123456789012-us-east-1"
@@ -142,7 +142,7 @@ def test_failed_guard_invocations_are_kept_and_long_exports_may_continue(demo):
 
 
 def test_everything_that_bills_is_destroyed_before_the_guard(demo):
-    guard_children = {s.urn for s in demo.resources() if "mlinfra:lifecycle:RunGuard$" in s.urn}
+    guard_children = {s.urn for s in demo.resources() if "mlinfra:training:RunGuard$" in s.urn}
     for component in ("mlinfra:training:RunFileSystem", "mlinfra:training:Network", "mlinfra:training:Nodes"):
         step = [s for s in demo.steps if s.type == component][0]
         assert guard_children & set(step.dependencies), component

@@ -8,7 +8,7 @@ from infra.catalog.aws import instance_type
 from infra.catalog.roles import types_for
 from infra.tools.offline.engine import preview
 from infra.core.tags import missing_contract_tags
-from tests.conftest import by_type, one, run_cli, taggable
+from tests.helpers import by_type, one, run_cli, taggable
 
 US_EAST_2 = [("aws:region", "us-east-2"), ("mlinfra:registryStack", "registry-us-east-2")]
 

@@ -15,7 +15,9 @@ from pulumi_gcp.storage import (
     TransferJobTransferSpecGcsDataSinkArgs, TransferJobTransferSpecTransferOptionsArgs,
 )
 
+from components.aliases import aliased
 from infra.registry.gcp import mirror as rm
+from infra.registry.layout import MIRRORED_PREFIX
 from infra.registry.gcp.config import MirrorSpec
 
 
@@ -33,7 +35,7 @@ class GcsRegistryMirrorArgs:
 
 class GcsRegistryMirror(pulumi.ComponentResource):
     def __init__(self, name: str, args: GcsRegistryMirrorArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gcs_registry_mirror:GcsRegistryMirror", name, None, opts)
+        super().__init__("mlinfra:registry:GcsRegistryMirror", name, None, aliased(opts, "mlinfra:gcs_registry_mirror:GcsRegistryMirror"))
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self)
         keep = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
@@ -74,7 +76,7 @@ class GcsRegistryMirror(pulumi.ComponentResource):
                                              role=rm.TRANSFER_WRITER_ROLE, member=sts_agent.member, opts=child)
 
         when = rm.schedule(spec.schedule.start_date, spec.schedule.start_time_utc, spec.schedule.interval_hours)
-        prefix = rm.MIRRORED_PREFIX
+        prefix = MIRRORED_PREFIX
         self.transfer = gcp.storage.TransferJob(
             f"{name}-transfer", project=args.project,
             description=f"mlinfra registry mirror: s3 {prefix} -> gs://{spec.bucket_name}/{prefix}",

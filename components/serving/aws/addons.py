@@ -10,6 +10,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aliases import aliased
+
 from components.serving.helm_release import helm_release
 from infra.serving import charts, manifests
 from infra.serving.aws import eks, iam
@@ -30,7 +32,7 @@ class ClusterAddons(pulumi.ComponentResource):
     """AWS resources use the default provider; Kubernetes ones the provider passed in opts.providers."""
 
     def __init__(self, name: str, args: ClusterAddonsArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:cluster_addons:ClusterAddons", name, None, opts)
+        super().__init__("mlinfra:serving:ClusterAddons", name, None, aliased(opts, "mlinfra:cluster_addons:ClusterAddons"))
         tags = dict(args.tags)
         after = list(args.after)
         # CoreDNS needs nodes to run on; created before them it would wait for ever in DEGRADED.

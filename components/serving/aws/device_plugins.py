@@ -6,6 +6,8 @@ from typing import Optional, Sequence
 
 import pulumi
 
+from components.aliases import aliased
+
 from components.serving.helm_release import helm_release
 from infra.serving import charts
 
@@ -19,7 +21,7 @@ class DevicePlugins(pulumi.ComponentResource):
     """Needs a kubernetes provider for the cluster (opts.providers)."""
 
     def __init__(self, name: str, args: DevicePluginsArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:device_plugins:DevicePlugins", name, None, opts)
+        super().__init__("mlinfra:serving:DevicePlugins", name, None, aliased(opts, "mlinfra:device_plugins:DevicePlugins"))
         self.nvidia = helm_release(f"{name}-nvidia", charts.NVIDIA_DEVICE_PLUGIN, charts.nvidia_values(), self, args.after)
         self.neuron = helm_release(f"{name}-neuron", charts.NEURON, charts.neuron_values(), self, args.after)
         self.register_outputs({"nvidia": self.nvidia.status, "neuron": self.neuron.status})

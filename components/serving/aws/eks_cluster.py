@@ -8,6 +8,8 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components.aliases import aliased
+
 from infra.serving.aws.config import ClusterSpec
 from infra.serving.aws import eks, iam
 
@@ -32,7 +34,7 @@ def _role(name: str, trust: dict, policies: Sequence[str], tags: dict, parent: p
 
 class EksCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: EksClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:eks_cluster:EksCluster", name, None, opts)
+        super().__init__("mlinfra:serving:EksCluster", name, None, aliased(opts, "mlinfra:eks_cluster:EksCluster"))
         spec, tags = args.spec, dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 

@@ -13,6 +13,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aliases import aliased
+
 from components.registry.aws.access import RegistryAccess
 from infra.serving.aws import converter_access as access
 
@@ -33,7 +35,7 @@ class ModelConverter(pulumi.ComponentResource):
     """Kubernetes objects use the provider passed in opts.providers."""
 
     def __init__(self, name: str, args: ModelConverterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:model_converter:ModelConverter", name, None, opts)
+        super().__init__("mlinfra:serving:ModelConverter", name, None, aliased(opts, "mlinfra:model_converter:ModelConverter"))
         tags = dict(args.tags)
         arn = access.role_arn(args.partition, args.account_id, args.role_name)
         self.role = aws.iam.Role(

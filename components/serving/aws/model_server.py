@@ -9,6 +9,8 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components.aliases import aliased
+
 from components.serving.model_server_objects import declare_model_objects
 from components.registry.aws.access import RegistryAccess
 from infra.serving.aws.config import ModelSpec
@@ -31,7 +33,7 @@ class ModelServer(pulumi.ComponentResource):
     """Kubernetes objects use the provider passed in opts.providers."""
 
     def __init__(self, name: str, args: ModelServerArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:model_server:ModelServer", name, None, opts)
+        super().__init__("mlinfra:serving:ModelServer", name, None, aliased(opts, "mlinfra:model_server:ModelServer"))
         model, ns, tags = args.model, args.namespace, dict(args.tags)
         self.prefix = manifests.artefact_prefix(model)
 

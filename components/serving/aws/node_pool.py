@@ -7,7 +7,9 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from infra.serving.aws.node_pools import NodePoolPlan, launch_template_metadata
+from components.aliases import aliased
+
+from infra.serving.aws.node_pools import EKS_EFFECT, NodePoolPlan, launch_template_metadata
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,7 @@ class ServingNodePoolArgs:
 
 class ServingNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:serving_node_pool:ServingNodePool", name, None, opts)
+        super().__init__("mlinfra:serving:ServingNodePool", name, None, aliased(opts, "mlinfra:serving_node_pool:ServingNodePool"))
         plan, tags = args.plan, dict(args.tags)
         instance_tags = {**tags, "Name": name}
         self.launch_template = aws.ec2.LaunchTemplate(
@@ -51,7 +53,7 @@ class ServingNodePool(pulumi.ComponentResource):
                 min_size=plan.min_size, max_size=plan.max_size, desired_size=plan.desired_size),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=plan.labels,
-            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in plan.taints],
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=EKS_EFFECT[t.effect]) for t in plan.taints],
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=self.launch_template.id, version=self.launch_template.latest_version.apply(str)),
             tags=tags,

@@ -7,6 +7,8 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components.aliases import aliased
+
 from infra.serving.aws.eks import subnet_plan
 
 
@@ -19,7 +21,7 @@ class ServingVpcArgs:
 
 class ServingVpc(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServingVpcArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:serving_vpc:ServingVpc", name, None, opts)
+        super().__init__("mlinfra:serving:ServingVpc", name, None, aliased(opts, "mlinfra:serving_vpc:ServingVpc"))
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 

@@ -8,6 +8,8 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.aliases import aliased
+
 from components.serving.helm_release import helm_release
 from infra.serving import charts, manifests
 
@@ -22,7 +24,7 @@ class GkeAddons(pulumi.ComponentResource):
     """Needs a kubernetes provider for the cluster (opts.providers)."""
 
     def __init__(self, name: str, args: GkeAddonsArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gke_addons:GkeAddons", name, None, opts)
+        super().__init__("mlinfra:serving:GkeAddons", name, None, aliased(opts, "mlinfra:gke_addons:GkeAddons"))
         after = list(args.after)
         self.prometheus = helm_release(f"{name}-prometheus", charts.PROMETHEUS, charts.prometheus_values(), self, after)
         self.keda = helm_release(f"{name}-keda", charts.KEDA, charts.keda_values(), self, after)

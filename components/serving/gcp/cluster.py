@@ -8,6 +8,8 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 from components.serving.gcp.network import PODS_RANGE, SERVICES_RANGE
 from infra.serving.gcp.config import GkeClusterSpec
 from infra.core.labels import account_id
@@ -25,7 +27,7 @@ class GkeClusterArgs:
     labels: Mapping[str, str]
 
 
-def _authorized_networks(spec: GkeClusterSpec) -> Optional[gcp.container.ClusterMasterAuthorizedNetworksConfigArgs]:
+def authorized_networks(spec: GkeClusterSpec) -> Optional[gcp.container.ClusterMasterAuthorizedNetworksConfigArgs]:
     endpoint = spec.endpoint
     if endpoint.access == "public-internet":
         return None  # asked for by name: no authorized networks list
@@ -38,7 +40,7 @@ def _authorized_networks(spec: GkeClusterSpec) -> Optional[gcp.container.Cluster
 
 class GkeCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: GkeClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gke_cluster:GkeCluster", name, None, opts)
+        super().__init__("mlinfra:serving:GkeCluster", name, None, aliased(opts, "mlinfra:gke_cluster:GkeCluster"))
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
         self.node_account = gcp.serviceaccount.Account(
@@ -61,7 +63,7 @@ class GkeCluster(pulumi.ComponentResource):
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True, enable_private_endpoint=spec.endpoint.access == "private",
                 master_ipv4_cidr_block=spec.network.master_cidr),
-            master_authorized_networks_config=_authorized_networks(spec),
+            master_authorized_networks_config=authorized_networks(spec),
             master_auth=gcp.container.ClusterMasterAuthArgs(
                 client_certificate_config=gcp.container.ClusterMasterAuthClientCertificateConfigArgs(
                     issue_client_certificate=False)),

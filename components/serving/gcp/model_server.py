@@ -8,6 +8,8 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 from components.serving.gcp.model_store import GcsModelStore
 from components.serving.model_server_objects import declare_model_objects
 from infra.serving.gcp.config import GcpModelSpec
@@ -32,7 +34,7 @@ class GkeModelServer(pulumi.ComponentResource):
     """Kubernetes objects use the provider passed in opts.providers."""
 
     def __init__(self, name: str, args: GkeModelServerArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gke_model_server:GkeModelServer", name, None, opts)
+        super().__init__("mlinfra:serving:GkeModelServer", name, None, aliased(opts, "mlinfra:gke_model_server:GkeModelServer"))
         model, ns = args.model, args.namespace
         self.prefix = manifests.artefact_prefix(model)
         self.account = gcp.serviceaccount.Account(

@@ -8,6 +8,8 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 from infra.serving.gcp.config import GkeNetworkSpec
 
 PODS_RANGE = "pods"
@@ -22,7 +24,7 @@ class GkeNetworkArgs:
 
 class GkeNetwork(pulumi.ComponentResource):
     def __init__(self, name: str, args: GkeNetworkArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gke_network:GkeNetwork", name, None, opts)
+        super().__init__("mlinfra:serving:GkeNetwork", name, None, aliased(opts, "mlinfra:gke_network:GkeNetwork"))
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
         self.network = gcp.compute.Network(f"{name}-vpc", auto_create_subnetworks=False, routing_mode="REGIONAL",

@@ -8,6 +8,8 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 from infra.serving.gcp import gke
 
 
@@ -32,7 +34,7 @@ def _accelerators(plan: gke.GkePoolPlan) -> Optional[list[gcp.container.NodePool
 
 class GkeNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: GkeNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gke_node_pool:GkeNodePool", name, None, opts)
+        super().__init__("mlinfra:serving:GkeNodePool", name, None, aliased(opts, "mlinfra:gke_node_pool:GkeNodePool"))
         plan = args.plan
         self.pool = gcp.container.NodePool(
             f"{name}-pool", cluster=args.cluster_id, location=args.region,

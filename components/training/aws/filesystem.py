@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.training.aws.lustre import LustrePlan
-from infra.training.aws.userdata import CHECKPOINTS_PATH, DATASETS_PATH
+from infra.training.bootstrap import CHECKPOINTS_PATH, DATASETS_PATH
 
 
 @dataclass(frozen=True)

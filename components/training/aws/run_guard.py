@@ -11,6 +11,8 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
+from components.aliases import aliased
+
 from components.registry.aws.access import RegistryAccess
 from infra.training.aws import guard
 from infra.training.limits import GUARD_EVENT_MAX_AGE_SECONDS, GUARD_RETRY_ATTEMPTS, GUARD_TIMEOUT_SECONDS
@@ -35,7 +37,7 @@ class RunGuard(pulumi.ComponentResource):
     function: aws.lambda_.Function
 
     def __init__(self, name: str, args: RunGuardArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:lifecycle:RunGuard", name, None, opts)
+        super().__init__("mlinfra:training:RunGuard", name, None, aliased(opts, "mlinfra:lifecycle:RunGuard"))
         child = pulumi.ResourceOptions(parent=self)
         tags, run_id = dict(args.tags), args.run_id
         bucket = pulumi.Output.from_input(args.registry_bucket)

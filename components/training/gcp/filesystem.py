@@ -8,6 +8,8 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 from infra.training.gcp.lustre import ManagedLustrePlan
 
 
@@ -23,7 +25,7 @@ class GcpRunFileSystemArgs:
 
 class GcpRunFileSystem(pulumi.ComponentResource):
     def __init__(self, name: str, args: GcpRunFileSystemArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gcp_run_filesystem:GcpRunFileSystem", name, None, opts)
+        super().__init__("mlinfra:training:GcpRunFileSystem", name, None, aliased(opts, "mlinfra:gcp_run_filesystem:GcpRunFileSystem"))
         self.instance = gcp.lustre.Instance(
             f"{name}-lustre", instance_id=args.instance_id, location=args.zone, filesystem=args.filesystem,
             capacity_gib=str(args.plan.capacity_gib),

@@ -11,6 +11,8 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 from infra.training.gcp.plan import GPU_MTU, GcpTrainingPlan
 
 ALL = [gcp.compute.FirewallAllowArgs(protocol=p) for p in ("tcp", "udp", "icmp")]
@@ -25,7 +27,7 @@ class GcpTrainingNetworkArgs:
 
 class GcpTrainingNetwork(pulumi.ComponentResource):
     def __init__(self, name: str, args: GcpTrainingNetworkArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gcp_training_network:GcpTrainingNetwork", name, None, opts)
+        super().__init__("mlinfra:training:GcpTrainingNetwork", name, None, aliased(opts, "mlinfra:gcp_training_network:GcpTrainingNetwork"))
         child = pulumi.ResourceOptions(parent=self)
         plan, prefix = args.plan, args.prefix
         self.network = gcp.compute.Network(f"{name}-vpc", name=f"{prefix}-net", auto_create_subnetworks=False,

@@ -9,6 +9,8 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
 
 
@@ -28,7 +30,7 @@ class GcpNodeAccountArgs:
 
 class GcpNodeAccount(pulumi.ComponentResource):
     def __init__(self, name: str, args: GcpNodeAccountArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gcp_node_account:GcpNodeAccount", name, None, opts)
+        super().__init__("mlinfra:training:GcpNodeAccount", name, None, aliased(opts, "mlinfra:gcp_node_account:GcpNodeAccount"))
         child = pulumi.ResourceOptions(parent=self)
         self.account = gcp.serviceaccount.Account(f"{name}-sa", account_id=args.account_id,
                                                   display_name=f"mlinfra training nodes {args.account_id}", opts=child)

@@ -12,6 +12,8 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
+from components.aliases import aliased
+
 from infra.training.gcp.plan import NIC_TYPE, GcpTrainingPlan
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # access decided by IAM on the account
@@ -42,7 +44,7 @@ def network_interfaces(subnet_id, gpu_subnet_ids) -> list[gcp.compute.InstanceNe
 
 class GcpTrainingNodes(pulumi.ComponentResource):
     def __init__(self, name: str, args: GcpTrainingNodesArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:gcp_training_nodes:GcpTrainingNodes", name, None, opts)
+        super().__init__("mlinfra:training:GcpTrainingNodes", name, None, aliased(opts, "mlinfra:gcp_training_nodes:GcpTrainingNodes"))
         child = pulumi.ResourceOptions(parent=self)
         plan = args.plan
         self.placement = gcp.compute.ResourcePolicy(

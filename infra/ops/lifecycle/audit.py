@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import boto3
 from botocore.exceptions import NoCredentialsError, NoRegionError
 
-from infra.training.aws.config import RUN_ID_PATTERN
+from infra.training.spec import RUN_ID_PATTERN
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.aws.audit_confirm import presence
 from infra.ops.lifecycle.ports import Leftover

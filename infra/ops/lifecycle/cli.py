@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from infra.core.errors import InputError, Problem
-from infra.ops.runtime import Runtime, real_runtime
+from infra.ops.runtime import terminal_runtime
 from infra.ops.lifecycle.ports import StackOpsError
 
 
@@ -43,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     from infra.ops.lifecycle.run import run
 
     config = _training_stack(args.stack)
-    rt = _runtime()
+    rt = terminal_runtime()
     return _reporting_failures(lambda: run(args.stack, _stacks(), run_cloud(config), rt, keep=args.keep))
 
 
@@ -59,7 +59,7 @@ def _teardown(args: argparse.Namespace) -> int:
             print("nothing was changed")
             return 0
     run_id = training_config(config).get("runId")
-    return _reporting_failures(lambda: teardown(args.stack, _stacks(), run_cloud(config), _runtime(),
+    return _reporting_failures(lambda: teardown(args.stack, _stacks(), run_cloud(config), terminal_runtime(),
                                                 run_id=run_id if isinstance(run_id, str) else None))
 
 
@@ -67,7 +67,7 @@ def _reap(args: argparse.Namespace) -> int:
     from infra.ops.lifecycle.reap import reap
 
     stacks = _stacks()
-    return _reporting_failures(lambda: reap(stacks, lambda stack: run_cloud(stacks.config(stack)), _runtime(),
+    return _reporting_failures(lambda: reap(stacks, lambda stack: run_cloud(stacks.config(stack)), terminal_runtime(),
                                             execute=args.execute))
 
 
@@ -105,11 +105,6 @@ def run_cloud(config: dict[str, Any]):
 
     region = config.get("aws:region")
     return AwsRunCloud(region if isinstance(region, str) else None)
-
-
-def _runtime() -> Runtime:
-    ci = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-    return real_runtime(sys.stdout, live=sys.stdout.isatty() and not ci)
 
 
 def _reporting_failures(action) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Literal, Optional
 
-from infra.training.aws.checks import EXPIRES_AT_KEY
+from infra.training.spec import EXPIRES_AT_KEY
 from infra.core.errors import InputError
 from infra.ops.runtime import Runtime, cloud_error, iso, parse_iso, span
 from infra.ops.lifecycle.ports import RunCloud, StackOps, StackOpsError

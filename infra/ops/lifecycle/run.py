@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Literal, Optional
 
 from infra.kinds import load
-from infra.training.aws.checks import EXPIRES_AT_KEY
+from infra.training.spec import EXPIRES_AT_KEY
 from infra.core.errors import InputError, Problem
 from infra.ops.runtime import Runtime, cloud_error, iso, parse_iso, span
 from infra.ops.lifecycle.ports import Marker, RunCloud, StackOps, StackOpsError
@@ -25,7 +25,7 @@ from infra.ops.lifecycle.target import RunSubject, marker_bucket, run_subject, t
 from infra.ops.lifecycle.teardown import lifecycle_config, teardown
 from infra.tools.offline.engine import preview
 from infra.core.project import Project, load_project
-from infra.training.aws.plan import run_expiry
+from infra.training.lifetime import run_expiry
 
 EXPIRES_AT = EXPIRES_AT_KEY
 RUN_ID = "mlinfra:training.runId"

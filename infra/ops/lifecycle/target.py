@@ -7,7 +7,7 @@ from typing import Any, Literal, Optional
 
 from infra.catalog.aws import on_demand_price as aws_price
 from infra.catalog.gcp import on_demand_price as gcp_price
-from infra.training.aws.config import LifecycleSpec
+from infra.training.spec import LifecycleSpec
 from infra.core.errors import InputError, Problem
 from infra.core.project import Project, stack_config
 

@@ -10,6 +10,7 @@ import tempfile
 from typing import Any, Iterator
 
 from infra.ops.promotion.recipes import VARIANTS
+from infra.ops.runtime import terminal_runtime
 
 
 def add_promotion_parsers(verbs: Any) -> None:
@@ -47,7 +48,7 @@ def _promote(args: argparse.Namespace) -> int:
     stacks = _stacks()
     with _kubeconfig_dir() as directory:
         return _reporting(lambda: promote.promote(req, stacks, _store, lambda stack: _jobs(stacks, stack, directory),
-                                                  _runtime(), dry_run=args.dry_run))
+                                                  terminal_runtime(), dry_run=args.dry_run))
 
 
 def _rollback(args: argparse.Namespace) -> int:
@@ -56,7 +57,7 @@ def _rollback(args: argparse.Namespace) -> int:
     req = request.rollback(args.model, args.alias, args.stack)
     _serving_stack_file(args.stack)
     stacks = _stacks()
-    return _reporting(lambda: promote.rollback(req, stacks, _store, _runtime()))
+    return _reporting(lambda: promote.rollback(req, stacks, _store, terminal_runtime()))
 
 
 def _serving_stack_file(stack: str) -> None:
@@ -101,12 +102,6 @@ def _jobs(stacks: Any, stack: str, directory: str):
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
         handle.write(kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig))
     return KubectlJobs(path)
-
-
-def _runtime():
-    from infra.ops.lifecycle.cli import _runtime as lifecycle_runtime
-
-    return lifecycle_runtime()
 
 
 def _reporting(action) -> int:

@@ -26,7 +26,7 @@ from infra.core.naming import slug
 from infra.serving.aws import converter_access as access
 from infra.ops.promotion.recipes import RECIPES, Recipe
 from infra.ops.promotion.sizing import Resources
-from infra.serving.aws.node_pools import ACCELERATOR_LABEL, taint
+from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 from infra.serving.servers import AWS_CLI_IMAGE
 
 Manifest = dict[str, Any]

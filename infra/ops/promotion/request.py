@@ -5,8 +5,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from infra.serving.aws.config import MODEL_NAME_PATTERN
-from infra.training.aws.config import RUN_ID_PATTERN
+from infra.serving.spec import MODEL_NAME_PATTERN
+from infra.training.spec import RUN_ID_PATTERN
 from infra.core.errors import InputError, Problem
 from infra.ops.promotion.recipes import VARIANTS
 

@@ -1,14 +1,12 @@
 """The registry's mirror on GCP, as pure decisions: what Storage Transfer Service copies (models/ only, never
-deleting), when, under which names, and the AWS role trust that lets its Google identity read S3."""
+deleting), when and under which names."""
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from infra.registry import layout as registry_layout
 
-MIRRORED_PREFIX = registry_layout.ROOTS["models"]  # "models/": nothing else of the registry leaves AWS
 READER_ROLE = "roles/storage.objectViewer"          # get and list objects; no writes, no bucket settings
 # What the Storage Transfer Service agent needs on a sink bucket: storage.buckets.get, objects.list,
 # objects.create and objects.delete (to replace an object that differs), and no more
@@ -48,16 +46,6 @@ def names(stack: str) -> dict[str, str]:
     from infra.core.naming import slug
 
     return {"key_ring": f"mlinfra-{slug(stack, 50)}", "key": "models-mirror"}
-
-
-def sts_role_trust_policy(subject_ids: list[str]) -> dict[str, Any]:
-    """Trust of the AWS role Storage Transfer Service assumes: only the given Google service accounts (by their
-    numeric subject id, from googleServiceAccounts.get), through accounts.google.com web identity federation
-    (cloud.google.com/storage-transfer/docs/source-amazon-s3, 'federated identity')."""
-    return {"Version": "2012-10-17", "Statement": [{
-        "Sid": "StorageTransferServiceOnly", "Effect": "Allow",
-        "Principal": {"Federated": "accounts.google.com"}, "Action": "sts:AssumeRoleWithWebIdentity",
-        "Condition": {"StringEquals": {"accounts.google.com:sub": sorted(subject_ids)}}}]}
 
 
 def mirrored_prefixes(transfer_spec: dict[str, Any]) -> list[str]:

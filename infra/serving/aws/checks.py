@@ -5,8 +5,9 @@ from typing import Optional
 
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
-from infra.serving.aws.config import ModelSpec, NodePoolSpec, ServingSpec
+from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.core.errors import Problem
+from infra.serving.checks import endpoint_findings
 
 P = "mlinfra:serving."
 
@@ -21,7 +22,7 @@ _VARIANT_REASON = {
 
 
 def serving_findings(spec: ServingSpec, region: Optional[str]) -> list[Problem]:
-    findings = _endpoint_findings(spec)
+    findings = endpoint_findings(spec.cluster.endpoint)
     for family in ("inf2", "g5"):
         findings += _pool_findings(family, getattr(spec.node_pools, family), region)
     for index, model in enumerate(spec.models):
@@ -32,18 +33,6 @@ def serving_findings(spec: ServingSpec, region: Optional[str]) -> list[Problem]:
 def pool_types(family: str) -> list[str]:
     """Serving types whose accelerator is the pool's, from the catalog."""
     return [t for t in types_for("serving") if instance_type(t).accelerator_model == POOL_ACCELERATOR_MODEL[family]]
-
-
-def _endpoint_findings(spec: ServingSpec) -> list[Problem]:
-    endpoint = spec.cluster.endpoint
-    path = P + "cluster.endpoint.publicAccessCidrs"
-    if endpoint.access == "restricted" and not endpoint.public_access_cidrs:
-        return [Problem(path, "required with access restricted: the CIDRs allowed to reach the Kubernetes API "
-                              "(or use access private)")]
-    if endpoint.access != "restricted" and endpoint.public_access_cidrs:
-        return [Problem(path, f"only used with access restricted (access is {endpoint.access}); "
-                              "remove it or set cluster.endpoint.access to restricted")]
-    return []
 
 
 def _pool_findings(family: str, pool: NodePoolSpec, region: Optional[str]) -> list[Problem]:
@@ -70,7 +59,7 @@ def _pool_findings(family: str, pool: NodePoolSpec, region: Optional[str]) -> li
     return findings
 
 
-def _model_findings(index: int, model: ModelSpec, spec: ServingSpec) -> list[Problem]:
+def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[Problem]:
     where = f"{P}models[{index}]."
     findings = []
     if model.artefact_variant not in VARIANTS[model.accelerator]:

@@ -8,40 +8,12 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
+from infra.serving.spec import EndpointSpec, ModelSpec
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
                       2557, 2922, 3288, 3653)
-MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
 Accelerator = Literal["inf2", "g5"]
-Variant = Literal["neuron", "cuda", "tensorrt"]
-
-
-class EndpointSpec(Spec):
-    access: Literal["private", "restricted", "public-internet"] = Field(
-        "private",
-        description="Who reaches the Kubernetes API: 'private' (inside the VPC only), 'restricted' (also "
-        "from publicAccessCidrs), or 'public-internet' (from anywhere; must be asked for by name).",
-    )
-    public_access_cidrs: list[str] = Field(
-        default_factory=list,
-        description="IPv4 CIDRs allowed to reach the public endpoint with access 'restricted' "
-        "(e.g. the CI runners' and VPN's egress); 0.0.0.0/0 is refused here.",
-    )
-
-    @field_validator("public_access_cidrs")
-    @classmethod
-    def _valid_cidrs(cls, values: list[str]) -> list[str]:
-        # Whether the list fits `access` is a meaning check (serving_checks), naming this field.
-        for value in values:
-            try:
-                network = ipaddress.IPv4Network(value, strict=True)
-            except ValueError as error:
-                raise ValueError(f"{value!r} is not an IPv4 CIDR: {error}") from None
-            if network.prefixlen == 0:
-                raise ValueError("0.0.0.0/0 opens the API to the internet; set access: public-internet "
-                                 "to ask for that by name, or list narrower CIDRs")
-        return values
 
 
 class ClusterSpec(Spec):
@@ -123,53 +95,8 @@ class NodePoolsSpec(Spec):
     g5: G5PoolSpec = Field(default_factory=G5PoolSpec, description="A10G pool, tainted nvidia.com/gpu.")
 
 
-class AutoscalingSpec(Spec):
-    queue_depth_target: int = Field(
-        4, ge=1, le=1000,
-        description="Waiting requests per replica (vllm:num_requests_waiting) above which replicas are added.",
-    )
-    kv_cache_target: float = Field(
-        0.8, gt=0, le=1,
-        description="Average KV-cache use (vllm:gpu_cache_usage_perc, 0-1) above which replicas are added.",
-    )
-    scale_down_stabilization_seconds: int = Field(
-        300, ge=0, le=3600,
-        description="Seconds the load must stay low before replicas are removed (HPA scale-down stabilisation window).",
-    )
-    polling_interval_seconds: int = Field(15, ge=5, le=300, description="How often KEDA queries Prometheus, seconds.")
-
-
-class ModelSpec(Spec):
-    name: str = Field(pattern=MODEL_NAME_PATTERN, description="Model name in the registry (models/<name>/...); a DNS label.")
-    version: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,62}$", description="Released version (models/<name>/<version>/)."
-    )
-    alias: str | None = Field(
-        None, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
-        description="Registry alias this entry follows (models/<name>/aliases/<alias>.json): `python -m infra "
-        "promote`/`rollback` write the alias's version into `version` and run `up`. Unset: a fixed version.",
-    )
+class AwsModelSpec(ModelSpec):
     accelerator: Accelerator = Field(description="Node pool that serves it: inf2 (Inferentia2) or g5 (A10G).")
-    variant: Variant | None = Field(
-        None, description="Artefact variant to load (models/<name>/<version>/<variant>/); default: neuron on inf2, cuda on g5.",
-    )
-    image: str = Field(
-        min_length=3, description="Model server image, pinned by tag or digest: a vLLM image with the "
-        "Neuron backend on inf2, a vLLM CUDA image on g5.",
-    )
-    min_replicas: int = Field(1, ge=1, le=100, description="Replicas kept running (at least 1: nothing holds requests while a replica starts).")
-    max_replicas: int = Field(4, ge=1, le=100, description="Upper bound of the autoscaler.")
-    accelerators_per_replica: int = Field(
-        1, ge=1, le=16, description="Neuron devices (inf2) or GPUs (g5) per replica; also the tensor-parallel degree."
-    )
-    cpu: int = Field(2, ge=1, le=190, description="CPU cores requested per replica.")
-    memory_gib: int = Field(10, ge=1, le=2000, description="Memory requested per replica, GiB.")
-    max_model_len: int = Field(4096, ge=128, le=1048576, description="Longest context served (vLLM --max-model-len).")
-    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
-
-    @property
-    def artefact_variant(self) -> str:
-        return self.variant or ("neuron" if self.accelerator == "inf2" else "cuda")
 
 
 class ServingSpec(Spec):
@@ -178,11 +105,11 @@ class ServingSpec(Spec):
     namespace: str = Field(
         "models", pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$", description="Kubernetes namespace of the model servers."
     )
-    models: list[ModelSpec] = Field(min_length=1, max_length=50, description="Models to serve, one model server each.")
+    models: list[AwsModelSpec] = Field(min_length=1, max_length=50, description="Models to serve, one model server each.")
 
     @field_validator("models")
     @classmethod
-    def _unique_names(cls, models: list[ModelSpec]) -> list[ModelSpec]:
+    def _unique_names(cls, models: list[AwsModelSpec]) -> list[ModelSpec]:
         seen = set()
         for model in models:
             if model.name in seen:

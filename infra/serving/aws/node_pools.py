@@ -5,35 +5,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec
+from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Family, Taint, taint
 
-Family = Literal["inf2", "g5", "l4", "system"]
-ACCELERATOR_LABEL = "mlinfra.io/accelerator"
-POOL_LABEL = "mlinfra.io/pool"
 
-# Extended resource the device plugin advertises, and the taint that keeps other pods off the nodes.
-ACCELERATOR_RESOURCE = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu", "l4": "nvidia.com/gpu"}
-TAINT_KEY = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu", "l4": "nvidia.com/gpu"}
+# The EKS node group API spells taint effects NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE.
+EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 # EKS-optimised Amazon Linux 2023 images with the accelerator's drivers and runtime.
 AMI_TYPE = {"inf2": "AL2023_x86_64_NEURON", "g5": "AL2023_x86_64_NVIDIA", "system": "AL2023_x86_64_STANDARD"}
 
 # Add-ons (CoreDNS, KEDA, Prometheus, the autoscaler, the Neuron scheduler) need untainted nodes; two
 # sizes of a general-purpose family, fixed here because the instance catalog holds accelerator types only.
 SYSTEM_INSTANCE_TYPES = ("m6i.large", "m6i.xlarge")
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str = "NoSchedule"  # Kubernetes spelling
-
-    @property
-    def eks_effect(self) -> str:
-        """The EKS node group API spells effects NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE."""
-        return {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}[self.effect]
-
-    def toleration(self) -> dict[str, str]:
-        return {"key": self.key, "operator": "Exists", "effect": self.effect}
 
 
 @dataclass(frozen=True)
@@ -52,10 +34,6 @@ class NodePoolPlan:
     def desired_size(self) -> int:
         # The initial size only: the cluster autoscaler owns it afterwards (the component ignores changes).
         return self.min_size
-
-
-def taint(family: Family) -> Taint:
-    return Taint(TAINT_KEY[family], "true")
 
 
 def accelerator_plan(family: Literal["inf2", "g5"], spec: Inf2PoolSpec | G5PoolSpec) -> NodePoolPlan:

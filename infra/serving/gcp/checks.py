@@ -1,36 +1,19 @@
 """Meaning checks of a GCP serving config and its provider config (second tier): findings name the key."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_type
-from infra.serving.gcp.config import GCP_PROJECT_PATTERN, GCP_REGION_PATTERN, GcpModelSpec, GcpServingSpec
-from infra.serving.aws.checks import _endpoint_findings
+from infra.serving.gcp.config import GcpModelSpec, GcpServingSpec
+from infra.serving.checks import endpoint_findings
 from infra.core.errors import Problem
 
 P = "mlinfra:serving."
 POOL_ACCELERATOR_MODEL = {"l4": "L4"}
 
 
-def gcp_provider_findings(flat: dict[str, Any]) -> list[Problem]:
-    """`gcp:project` and `gcp:region` are the pulumi-gcp provider's own keys; GCP stacks need both."""
-    findings = []
-    project, region = flat.get("gcp:project"), flat.get("gcp:region")
-    if project is None:
-        findings.append(Problem("gcp:project", "required with mlinfra:cloud gcp: the project id the stack deploys to"))
-    elif not isinstance(project, str) or not GCP_PROJECT_PATTERN.fullmatch(project):
-        findings.append(Problem("gcp:project", f"must be a GCP project id (6-30 lowercase letters, digits, '-'; got {project!r})"))
-    if region is None:
-        findings.append(Problem("gcp:region", "required with mlinfra:cloud gcp: a GCP region such as us-central1"))
-    elif not isinstance(region, str) or not GCP_REGION_PATTERN.fullmatch(region):
-        findings.append(Problem("gcp:region", f"must be a GCP region name such as us-central1 (got {region!r})"))
-    if flat.get("aws:region") is not None:
-        findings.append(Problem("aws:region", "a GCP stack has no AWS resources; remove aws:region or set mlinfra:cloud aws"))
-    return findings
-
-
 def gcp_serving_findings(spec: GcpServingSpec, region: Optional[str]) -> list[Problem]:
-    findings = _endpoint_findings(spec)  # same endpoint modes and messages as on AWS
+    findings = endpoint_findings(spec.cluster.endpoint)
     pool = spec.node_pools.l4
     where = f"{P}nodePools.l4."
     largest = 0

@@ -2,14 +2,13 @@
 autoscaled L4 (G2) node pool serving models read from the GCS bridge bucket of the registry."""
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
-from infra.serving.aws.config import AutoscalingSpec, EndpointSpec, ModelSpec
-from infra.training.aws.network import private_cidr
+from infra.core.network import private_cidr
+from infra.serving.spec import EndpointSpec, ModelSpec
 
 GKE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 
@@ -81,11 +80,6 @@ class ModelStoreSpec(Spec):
 
 class GcpModelSpec(ModelSpec):
     accelerator: Literal["l4"] = Field(description="Node pool that serves it: l4 (NVIDIA L4 on G2).")
-    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
-
-    @property
-    def artefact_variant(self) -> str:
-        return self.variant or "cuda"
 
 
 class GcpServingSpec(Spec):
@@ -112,5 +106,3 @@ class GcpServingStackConfig(Spec):
     serving: GcpServingSpec = Field(description="The serving fleet on GKE.")
 
 
-GCP_PROJECT_PATTERN = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-GCP_REGION_PATTERN = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")

@@ -8,7 +8,7 @@ from typing import Optional
 
 from infra.catalog.gcp import machine_type
 from infra.serving.gcp.config import L4PoolSpec
-from infra.serving.aws.node_pools import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
+from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
 
 # Add-ons (KEDA, Prometheus, kube-dns) run on untainted nodes; a general-purpose type, fixed here because
 # the GCP catalog holds accelerator types only.

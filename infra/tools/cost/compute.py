@@ -9,12 +9,13 @@ from infra.catalog.services import hours_per_month, service_price
 from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, dict_at, list_at, whole
 from infra.tools.preview_json import PolicyResource
+from infra.providers import tokens
 
-INSTANCE = "aws:ec2/instance:Instance"
-FLEET = "aws:ec2/fleet:Fleet"
-NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = tokens.AWS_EC2_INSTANCE
+FLEET = tokens.AWS_EC2_FLEET
+NODE_GROUP = tokens.AWS_EKS_NODE_GROUP
+AUTOSCALING_GROUP = tokens.AWS_AUTOSCALING_GROUP
+LAUNCH_TEMPLATE = tokens.AWS_EC2_LAUNCH_TEMPLATE
 COMPUTE_TYPES = (INSTANCE, FLEET, NODE_GROUP, AUTOSCALING_GROUP)
 
 

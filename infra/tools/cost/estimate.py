@@ -20,6 +20,7 @@ from infra.tools.cost.managed import PRICERS
 from infra.tools.cost.model import GROUPS, Line, RunCost, Source, StackCost
 from infra.tools.cost.resources import Resources
 from infra.tools.preview_json import PolicyResource, PreviewDocument
+from infra.providers import tokens
 
 
 def estimate(document: PreviewDocument, config: Any = None, hours: Optional[float] = None) -> StackCost:
@@ -107,7 +108,7 @@ def _notes(kind: str, region: str, lines: list[Line], price_region: str = "") ->
     if kind == "serving":
         notes.append("min: every node group at its minSize on its cheapest allowed type; max: at its maxSize on its "
                      "dearest type (the cluster autoscaler moves between them with load)")
-    if kind == "registry" and any(line.type == "gcp:storage/transferJob:TransferJob" for line in lines):
+    if kind == "registry" and any(line.type == tokens.GCP_STORAGE_TRANSFER_JOB for line in lines):
         from infra.tools.cost.gcp import mirror_notes
 
         notes += mirror_notes()

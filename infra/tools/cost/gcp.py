@@ -6,17 +6,19 @@ from typing import Callable
 
 from infra.catalog.gcp import UnknownMachineType, machine_type
 from infra.catalog.services import service_price
-from infra.tools.cost.managed import Priced, _hourly, _line, _usage
+from infra.tools.cost.lines import hourly, line, usage
+from infra.tools.cost.managed import Priced
 from infra.tools.cost.resources import Resources, dict_at, list_at, whole
 from infra.tools.preview_json import PolicyResource
+from infra.providers import tokens
 
-CLUSTER = "gcp:container/cluster:Cluster"
-NODE_POOL = "gcp:container/nodePool:NodePool"
-ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
+CLUSTER = tokens.GCP_CONTAINER_CLUSTER
+NODE_POOL = tokens.GCP_CONTAINER_NODE_POOL
+ROUTER_NAT = tokens.GCP_COMPUTE_ROUTER_NAT
 
 
 def gke_cluster(r: PolicyResource, res: Resources) -> Priced:
-    return [_hourly(r, res, "control plane", "gke.cluster", 1, "GKE cluster management fee")]
+    return [hourly(r, res, "control plane", "gke.cluster", 1, "GKE cluster management fee")]
 
 
 def node_pool(r: PolicyResource, res: Resources) -> Priced:
@@ -30,45 +32,45 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
     where = f" ({per_zone} per zone in {zones} zones)" if zones else " (per zone; zones not declared: at least one)"
     zones = zones or 1
     if low is None or high is None or not name:
-        return [_line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
+        return [line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
     low, high = low * zones, high * zones
     nodes = f"{low}" if low == high else f"{low}-{high}"
     try:
         mtype = machine_type(name)
     except UnknownMachineType:
-        return [_line(r, res, "compute", basis="unknown", nodes=high,
+        return [line(r, res, "compute", basis="unknown", nodes=high,
                       what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}")]
     if mtype.price is None:
         host = mtype.host_price_excluding_gpu
         part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
-        return [_line(r, res, "compute", basis="unknown", nodes=high,
+        return [line(r, res, "compute", basis="unknown", nodes=high,
                       what=f"{nodes} x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no "
                            f"sourced price for its GPUs{part}){where}")]
     what = f"{nodes} x {name} at ${mtype.price:.3f}/h{where}"
-    return [_line(r, res, "compute", basis="hourly", what=what, low=low * mtype.price, high=high * mtype.price,
+    return [line(r, res, "compute", basis="hourly", what=what, low=low * mtype.price, high=high * mtype.price,
                   nodes=high, node_usd=mtype.price)]
 
 
 def router_nat(r: PolicyResource, res: Resources) -> Priced:
     price = service_price("gcp.cloudNat.gateway")
     if price.usd is None:
-        return [_line(r, res, "network", basis="unknown", price_keys=(price.key, "gcp.cloudNat.data"),
+        return [line(r, res, "network", basis="unknown", price_keys=(price.key, "gcp.cloudNat.data"),
                       what=f"Cloud NAT: unknown ({price.source})")]
-    return [_hourly(r, res, "network", price.key, 1, "Cloud NAT gateway", usage=("gcp.cloudNat.data",))]
+    return [hourly(r, res, "network", price.key, 1, "Cloud NAT gateway", usage=("gcp.cloudNat.data",))]
 
 
 def gcs_bucket(r: PolicyResource, res: Resources) -> Priced:
-    return [_usage(r, res, "registry data", "GCS bucket: depends on what is stored (every object version counts) and on "
+    return [usage(r, res, "registry data", "GCS bucket: depends on what is stored (every object version counts) and on "
                    "writes", "gcs.standard.storage", "gcs.classA.operation")]
 
 
 def kms_key(r: PolicyResource, res: Resources) -> Priced:
-    return [_hourly(r, res, "encryption", "gcp.kms.keyVersion", 1, "1 Cloud KMS key version (each rotation adds one)",
+    return [hourly(r, res, "encryption", "gcp.kms.keyVersion", 1, "1 Cloud KMS key version (each rotation adds one)",
                     per_month=True, usage=("gcp.kms.operation",))]
 
 
 def transfer_job(r: PolicyResource, res: Resources) -> Priced:
-    return [_usage(r, res, "network", "Storage Transfer from S3: per GB copied (S3 egress to the internet; the "
+    return [usage(r, res, "network", "Storage Transfer from S3: per GB copied (S3 egress to the internet; the "
                    "transfer service itself is free) and per object", "dataTransfer.internetOut",
                    "gcp.storageTransfer.agentless", "s3.get.request", "gcs.classA.operation")]
 
@@ -80,8 +82,8 @@ def mirror_notes() -> list[str]:
             "unchanged objects are not copied again"]
 
 
-COMPUTE_INSTANCE = "gcp:compute/instance:Instance"
-LUSTRE_INSTANCE = "gcp:lustre/instance:Instance"
+COMPUTE_INSTANCE = tokens.GCP_COMPUTE_INSTANCE
+LUSTRE_INSTANCE = tokens.GCP_LUSTRE_INSTANCE
 
 
 def compute_instance(r: PolicyResource, res: Resources) -> Priced:
@@ -90,15 +92,15 @@ def compute_instance(r: PolicyResource, res: Resources) -> Priced:
     try:
         mtype = machine_type(name)
     except UnknownMachineType:
-        return [_line(r, res, "compute", basis="unknown", nodes=1,
+        return [line(r, res, "compute", basis="unknown", nodes=1,
                       what=f"1 x {name or 'machine'}: unknown ({name} is not in the GCP machine catalog)")]
     if mtype.price is None:
         host = mtype.host_price_excluding_gpu
         part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
-        return [_line(r, res, "compute", basis="unknown", nodes=1,
+        return [line(r, res, "compute", basis="unknown", nodes=1,
                       what=f"1 x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no sourced "
                            f"price for its GPUs{part})")]
-    return [_line(r, res, "compute", basis="hourly", what=f"1 x {name} at ${mtype.price:.3f}/h", low=mtype.price,
+    return [line(r, res, "compute", basis="hourly", what=f"1 x {name} at ${mtype.price:.3f}/h", low=mtype.price,
                   high=mtype.price, nodes=1, node_usd=mtype.price)]
 
 
@@ -109,8 +111,8 @@ def lustre_instance(r: PolicyResource, res: Resources) -> Priced:
     capacity, tier = whole(r.props.get("capacityGib")), whole(r.props.get("perUnitStorageThroughput"))
     label = f"Managed Lustre {capacity} GiB at {tier} MB/s/TiB"
     if capacity is not None and tier in LUSTRE_PRICE_KEYS:
-        return [_hourly(r, res, "storage", LUSTRE_PRICE_KEYS[tier], capacity, label, per_month=True)]
-    return [_line(r, res, "storage", basis="unknown",
+        return [hourly(r, res, "storage", LUSTRE_PRICE_KEYS[tier], capacity, label, per_month=True)]
+    return [line(r, res, "storage", basis="unknown",
                   what=f"{label}: unknown (no sourced price for this tier; Managed Lustre bills per GiB of provisioned "
                        f"capacity by tier: {service_price(LUSTRE_PRICE_KEYS[125]).per_unit()} at 125 MB/s/TiB)")]
 
@@ -118,6 +120,6 @@ def lustre_instance(r: PolicyResource, res: Resources) -> Priced:
 GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
     CLUSTER: gke_cluster, NODE_POOL: node_pool, ROUTER_NAT: router_nat,
     COMPUTE_INSTANCE: compute_instance, LUSTRE_INSTANCE: lustre_instance,
-    "gcp:storage/bucket:Bucket": gcs_bucket, "gcp:kms/cryptoKey:CryptoKey": kms_key,
-    "gcp:storage/transferJob:TransferJob": transfer_job,
+    tokens.GCP_STORAGE_BUCKET: gcs_bucket, tokens.GCP_KMS_CRYPTO_KEY: kms_key,
+    tokens.GCP_STORAGE_TRANSFER_JOB: transfer_job,
 }

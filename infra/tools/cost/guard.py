@@ -15,10 +15,11 @@ from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, number
 from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS, GUARD_RETRY_ATTEMPTS
 from infra.tools.preview_json import PolicyResource
+from infra.providers import tokens
 
-FUNCTION = "aws:lambda/function:Function"
-SCHEDULE = "aws:scheduler/schedule:Schedule"
-EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
+FUNCTION = tokens.AWS_LAMBDA_FUNCTION
+SCHEDULE = tokens.AWS_SCHEDULER_SCHEDULE
+EVENT_TARGET = tokens.AWS_CLOUDWATCH_EVENT_TARGET
 # Lambda's defaults when the function does not declare them.
 DEFAULT_MEMORY_MB = 128
 DEFAULT_TIMEOUT_SECONDS = 3

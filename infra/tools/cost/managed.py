@@ -4,30 +4,14 @@ from __future__ import annotations
 
 from typing import Callable, Union
 
-from infra.catalog.services import hours_per_month, lustre_price_key, service_price
+from infra.catalog.services import lustre_price_key, service_price
+from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, list_at, whole
 from infra.tools.preview_json import PolicyResource
+from infra.providers import tokens
 
 Priced = Union[list[Line], str]  # lines, or why the resource carries no charge of its own
-
-
-def _line(r: PolicyResource, res: Resources, group: str, **fields) -> Line:
-    return Line(resource=r.name, type=r.type, component=res.component(r), group=group, **fields)
-
-
-def _hourly(r: PolicyResource, res: Resources, group: str, key: str, quantity: float, what: str,
-            per_month: bool = False, usage: tuple[str, ...] = ()) -> Line:
-    price = service_price(key)
-    usage_prices = tuple(service_price(k) for k in usage)
-    per_hour = quantity * price.usd / (hours_per_month() if per_month else 1)
-    return _line(r, res, group, basis="hourly", low=per_hour, high=per_hour, what=f"{what} at {price.per_unit()}",
-                 unit_prices=tuple(p.per_unit() for p in usage_prices), price_keys=(key, *usage))
-
-
-def _usage(r: PolicyResource, res: Resources, group: str, what: str, *keys: str) -> Line:
-    prices = [service_price(k) for k in keys]
-    return _line(r, res, group, basis="usage", what=what, unit_prices=tuple(p.per_unit() for p in prices), price_keys=keys)
 
 
 def lustre(r: PolicyResource, res: Resources) -> Priced:
@@ -41,16 +25,16 @@ def lustre(r: PolicyResource, res: Resources) -> Priced:
         price = None
     if capacity is None or price is None or price.usd is None:
         why = "no sourced price" if price is not None else "no price for this deployment type and throughput"
-        return [_line(r, res, "storage", basis="unknown", what=f"Lustre {label}: unknown ({why})")]
-    return [_hourly(r, res, "storage", price.key, capacity, f"Lustre {label}", per_month=True)]
+        return [line(r, res, "storage", basis="unknown", what=f"Lustre {label}: unknown ({why})")]
+    return [hourly(r, res, "storage", price.key, capacity, f"Lustre {label}", per_month=True)]
 
 
 def nat_gateway(r: PolicyResource, res: Resources) -> Priced:
-    return [_hourly(r, res, "network", "vpc.natGateway.hour", 1, "1 NAT gateway", usage=("vpc.natGateway.data",))]
+    return [hourly(r, res, "network", "vpc.natGateway.hour", 1, "1 NAT gateway", usage=("vpc.natGateway.data",))]
 
 
 def elastic_ip(r: PolicyResource, res: Resources) -> Priced:
-    return [_hourly(r, res, "network", "vpc.publicIpv4", 1, "1 public IPv4 address")]
+    return [hourly(r, res, "network", "vpc.publicIpv4", 1, "1 public IPv4 address")]
 
 
 def vpc_endpoint(r: PolicyResource, res: Resources) -> Priced:
@@ -60,49 +44,49 @@ def vpc_endpoint(r: PolicyResource, res: Resources) -> Priced:
     azs = max(1, len(list_at(r.props, "subnetIds")))
     name = str(r.props.get("serviceName", ""))
     service = name.split(".", 3)[-1] if name.startswith("com.amazonaws.") else name or r.name  # e.g. ecr.api
-    return [_hourly(r, res, "network", "vpc.interfaceEndpoint.hour", azs, f"interface endpoint {service} in {azs} AZ(s)",
+    return [hourly(r, res, "network", "vpc.interfaceEndpoint.hour", azs, f"interface endpoint {service} in {azs} AZ(s)",
                     usage=("vpc.interfaceEndpoint.data",))]
 
 
 def eks_cluster(r: PolicyResource, res: Resources) -> Priced:
     version = r.props.get("version")
-    return [_hourly(r, res, "control plane", "eks.cluster", 1, f"EKS control plane{f' {version}' if version else ''}")]
+    return [hourly(r, res, "control plane", "eks.cluster", 1, f"EKS control plane{f' {version}' if version else ''}")]
 
 
 def kms_key(r: PolicyResource, res: Resources) -> Priced:
-    return [_hourly(r, res, "encryption", "kms.key", 1, "1 KMS key", per_month=True, usage=("kms.request",))]
+    return [hourly(r, res, "encryption", "kms.key", 1, "1 KMS key", per_month=True, usage=("kms.request",))]
 
 
 def log_group(r: PolicyResource, res: Resources) -> Priced:
     days = whole(r.props.get("retentionInDays"))
     kept = f"kept {days} days" if days else "kept forever"
-    return [_usage(r, res, "logs", f"log group {r.props.get('name') or r.name} ({kept}): depends on log volume",
+    return [usage(r, res, "logs", f"log group {r.props.get('name') or r.name} ({kept}): depends on log volume",
                    "logs.ingestion", "logs.storage")]
 
 
 def metric_alarm(r: PolicyResource, res: Resources) -> Priced:
-    return [_hourly(r, res, "logs", "cloudwatch.alarm", 1, "1 CloudWatch alarm", per_month=True)]
+    return [hourly(r, res, "logs", "cloudwatch.alarm", 1, "1 CloudWatch alarm", per_month=True)]
 
 
 def bucket(r: PolicyResource, res: Resources) -> Priced:
-    return [_usage(r, res, "registry data", "S3 bucket: depends on what is stored (every object version counts) and "
+    return [usage(r, res, "registry data", "S3 bucket: depends on what is stored (every object version counts) and "
                    "on requests", "s3.standard.storage", "s3.put.request", "s3.get.request")]
 
 
 def sqs_queue(r: PolicyResource, res: Resources) -> Priced:
-    return [_usage(r, res, "guard", "SQS queue: depends on messages", "sqs.request")]
+    return [usage(r, res, "guard", "SQS queue: depends on messages", "sqs.request")]
 
 
 PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
-    "aws:fsx/lustreFileSystem:LustreFileSystem": lustre,
-    "aws:ec2/natGateway:NatGateway": nat_gateway,
-    "aws:ec2/eip:Eip": elastic_ip,
-    "aws:ec2/vpcEndpoint:VpcEndpoint": vpc_endpoint,
-    "aws:eks/cluster:Cluster": eks_cluster,
-    "aws:kms/key:Key": kms_key,
-    "aws:cloudwatch/logGroup:LogGroup": log_group,
-    "aws:cloudwatch/metricAlarm:MetricAlarm": metric_alarm,
-    "aws:s3/bucket:Bucket": bucket,
-    "aws:s3/bucketV2:BucketV2": bucket,
-    "aws:sqs/queue:Queue": sqs_queue,
+    tokens.AWS_FSX_LUSTRE_FILE_SYSTEM: lustre,
+    tokens.AWS_EC2_NAT_GATEWAY: nat_gateway,
+    tokens.AWS_EC2_EIP: elastic_ip,
+    tokens.AWS_EC2_VPC_ENDPOINT: vpc_endpoint,
+    tokens.AWS_EKS_CLUSTER: eks_cluster,
+    tokens.AWS_KMS_KEY: kms_key,
+    tokens.AWS_CLOUDWATCH_LOG_GROUP: log_group,
+    tokens.AWS_CLOUDWATCH_METRIC_ALARM: metric_alarm,
+    tokens.AWS_S3_BUCKET: bucket,
+    tokens.AWS_S3_BUCKET_V2: bucket,
+    tokens.AWS_SQS_QUEUE: sqs_queue,
 }

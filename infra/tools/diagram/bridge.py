@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
+from infra.providers import tokens
 
 Mode = Literal["reads", "writes", "imports", "exports"]
 WRITE_ACTIONS = {"s3:putobject", "s3:*"}
@@ -24,7 +25,7 @@ class Access:
 def accesses(resource_urn: str, resource_type: str, inputs: dict[str, Any], buckets: set[str]) -> list[Access]:
     """The registry accesses one resource declares, for buckets in `buckets`."""
     found: list[Access] = []
-    if resource_type == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation":
+    if resource_type == tokens.AWS_FSX_DATA_REPOSITORY_ASSOCIATION:
         path = str(inputs.get("dataRepositoryPath", ""))
         bucket, _, prefix = path.removeprefix("s3://").partition("/")
         s3 = inputs.get("s3") if isinstance(inputs.get("s3"), dict) else {}

@@ -10,12 +10,13 @@ from typing import Literal, Optional
 from infra.tools.diagram.bridge import accesses
 from infra.tools.offline.engine import Preview
 from infra.tools.offline.recording import Registration
+from infra.providers import tokens
 
 # The stacks that must always preview (DESIGN.md "Stacks"): the default picture.
 DEMO_STACKS = ("registry", "training-demo", "serving-demo")
 STACK = "pulumi:pulumi:Stack"
 NOT_DRAWN = ("pulumi:providers:", "pulumi:pulumi:StackReference")
-BUCKET = "aws:s3/bucket:Bucket"
+BUCKET = tokens.AWS_S3_BUCKET
 
 
 @dataclass(frozen=True)

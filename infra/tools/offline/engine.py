@@ -27,7 +27,7 @@ from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from infra.kinds import load
 from infra.core.errors import InputError, Problem
-from infra.tools.offline import schema
+from infra.providers import schema
 from infra.core.project import Project, engine_config, load_project, stack_config
 from infra.tools.offline.recording import Diagnostic, OfflineMocks, RecordingMonitor, Registration
 
@@ -114,7 +114,7 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
                              logger=_diagnostic_logger(stack, mocks_.diagnostics))
     for key in secret_keys:
         mocks_.diagnostics.append(Diagnostic("info", f"{key} is a secret; the offline preview uses a placeholder"))
-    if str(project.root) not in sys.path:
+    if str(project.root) not in sys.path:  # as the language host runs it: the program's directory importable
         sys.path.insert(0, str(project.root))
     main = str(project.root / "__main__.py")
     program = program or (lambda: runpy.run_path(main, run_name="__main__"))

@@ -10,6 +10,7 @@ import hashlib
 from typing import Any, Callable
 
 from infra.tools.offline.invokes_gcp import GCP_ANSWERS
+from infra.providers import tokens
 
 OFFLINE_ACCOUNT_ID = "123456789012"  # AWS's documentation account id
 OFFLINE_AMI_PREFIX = "ami-0offline"
@@ -69,13 +70,13 @@ def _instances(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
 
 # token -> (answer, what the answer stands for)
 ANSWERS: dict[str, tuple[Callable[[dict, dict], dict], str]] = {
-    "aws:index/getCallerIdentity:getCallerIdentity": (_caller_identity, f"account {OFFLINE_ACCOUNT_ID}"),
-    "aws:index/getRegion:getRegion": (_region_info, "the configured aws:region"),
-    "aws:index/getPartition:getPartition": (_partition, "partition aws"),
-    "aws:index/getAvailabilityZones:getAvailabilityZones": (_availability_zones, "the catalog's AZs of the region"),
-    "aws:ssm/getParameter:getParameter": (_ssm_parameter, f"a placeholder ({OFFLINE_AMI_PREFIX}... for AMI parameters)"),
-    "aws:ec2/getAmi:getAmi": (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...) with root device /dev/sda1"),
-    "aws:ec2/getInstances:getInstances": (_instances, "the filtered instance ids with placeholder IPs in 10.255.0.0/16"),
+    tokens.AWS_GET_CALLER_IDENTITY: (_caller_identity, f"account {OFFLINE_ACCOUNT_ID}"),
+    tokens.AWS_GET_REGION: (_region_info, "the configured aws:region"),
+    tokens.AWS_GET_PARTITION: (_partition, "partition aws"),
+    tokens.AWS_GET_AVAILABILITY_ZONES: (_availability_zones, "the catalog's AZs of the region"),
+    tokens.AWS_SSM_GET_PARAMETER: (_ssm_parameter, f"a placeholder ({OFFLINE_AMI_PREFIX}... for AMI parameters)"),
+    tokens.AWS_EC2_GET_AMI: (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...) with root device /dev/sda1"),
+    tokens.AWS_EC2_GET_INSTANCES: (_instances, "the filtered instance ids with placeholder IPs in 10.255.0.0/16"),
     **GCP_ANSWERS,
 }
 

@@ -3,6 +3,7 @@ agents, with a placeholder project number (`pulumi up` asks Google instead)."""
 from __future__ import annotations
 
 from typing import Any, Callable
+from infra.providers import tokens
 
 OFFLINE_PROJECT_NUMBER = "100000000001"                 # placeholder: real project numbers come from Google
 OFFLINE_STS_SUBJECT_ID = "100000000000000000001"        # placeholder numeric subject id of the STS agent
@@ -25,9 +26,9 @@ def _transfer_agent(config: dict[str, Any], args: dict[str, Any]) -> dict[str, A
 
 
 GCP_ANSWERS: dict[str, tuple[Callable[[dict, dict], dict], str]] = {
-    "gcp:storage/getProjectServiceAccount:getProjectServiceAccount": (
+    tokens.GCP_STORAGE_GET_PROJECT_SERVICE_ACCOUNT: (
         _gcs_agent, f"the Cloud Storage service agent of project number {OFFLINE_PROJECT_NUMBER} (placeholder)"),
-    "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount": (
+    tokens.GCP_STORAGE_GET_TRANSFER_PROJECT_SERVICE_ACCOUNT: (
         _transfer_agent, f"the Storage Transfer Service agent of project number {OFFLINE_PROJECT_NUMBER} with subject "
                          f"id {OFFLINE_STS_SUBJECT_ID} (placeholders)"),
 }

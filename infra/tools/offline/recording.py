@@ -11,15 +11,16 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import pulumi
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.settings import get_project, get_stack
-from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+from pulumi.runtime.sync_await import _ensure_event_loop
 
 from infra.tools.offline import invokes
-from infra.tools.offline.schema import has_input
+from infra.providers.schema import has_input
+from infra.providers import tokens
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Registration:
     property_dependencies: dict[str, list[str]]
     op: str = "create"  # "read" for resources read by id (StackReference)
     outputs: dict[str, Any] = field(default_factory=dict)
+    alias_types: tuple[str, ...] = ()  # former type tokens the resource answers to (its aliases' types)
 
 
 @dataclass
@@ -84,6 +86,7 @@ class RecordingMonitor(mocks.MockMonitor):
                 dependencies=list(request.dependencies),
                 property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 outputs=dict(state),
+                alias_types=tuple(a.spec.type for a in request.aliases if a.HasField("spec") and a.spec.type),
             )
         )
         return response
@@ -166,18 +169,18 @@ def _short_hash(text: str, length: int = 7) -> str:
 
 
 def _offline_id(args: mocks.MockResourceArgs) -> str:
-    if args.typ == "aws:s3/bucket:Bucket" and args.inputs.get("bucket"):
+    if args.typ == tokens.AWS_S3_BUCKET and args.inputs.get("bucket"):
         return args.inputs["bucket"]
     return f"{args.name}-{_short_hash(args.typ + args.name, 8)}"
 
 
 # Resources whose ARN does not follow arn:aws:<token module>:<region>:<account>:<type>/<name>.
 _ARN_FORMATS = {
-    "aws:lambda/function:Function": "arn:aws:lambda:{region}:{account}:function:{name}",
-    "aws:cloudwatch/eventRule:EventRule": "arn:aws:events:{region}:{account}:rule/{name}",
-    "aws:cloudwatch/logGroup:LogGroup": "arn:aws:logs:{region}:{account}:log-group:{name}",
-    "aws:scheduler/schedule:Schedule": "arn:aws:scheduler:{region}:{account}:schedule/default/{name}",
-    "aws:sqs/queue:Queue": "arn:aws:sqs:{region}:{account}:{name}",
+    tokens.AWS_LAMBDA_FUNCTION: "arn:aws:lambda:{region}:{account}:function:{name}",
+    tokens.AWS_CLOUDWATCH_EVENT_RULE: "arn:aws:events:{region}:{account}:rule/{name}",
+    tokens.AWS_CLOUDWATCH_LOG_GROUP: "arn:aws:logs:{region}:{account}:log-group:{name}",
+    tokens.AWS_SCHEDULER_SCHEDULE: "arn:aws:scheduler:{region}:{account}:schedule/default/{name}",
+    tokens.AWS_SQS_QUEUE: "arn:aws:sqs:{region}:{account}:{name}",
 }
 
 
@@ -194,19 +197,19 @@ def computed_outputs(token: str, name: str, inputs: dict[str, Any], config: dict
     service = token.split(":")[1].split("/")[0]
     out: dict[str, Any] = {}
     physical = inputs.get("name") or f"{name}-{_short_hash(token + name)}"
-    if token == "aws:s3/bucket:Bucket":
+    if token == tokens.AWS_S3_BUCKET:
         physical = inputs.get("bucket") or f"{name}-{_short_hash(name)}"
         out.update(bucket=physical, arn=f"arn:aws:s3:::{physical}", bucketDomainName=f"{physical}.s3.amazonaws.com")
-    elif token == "aws:kms/key:Key":
+    elif token == tokens.AWS_KMS_KEY:
         key_id = f"{_short_hash(name, 8)}-0000-4000-8000-{_short_hash(token + name, 12)}"
         out.update(keyId=key_id, arn=f"arn:aws:kms:{region}:{account}:key/{key_id}")
-    elif token == "aws:fsx/lustreFileSystem:LustreFileSystem":
+    elif token == tokens.AWS_FSX_LUSTRE_FILE_SYSTEM:
         fs_id = f"fs-0{_short_hash(name, 16)}"
         out.update(id=fs_id, dnsName=f"{fs_id}.fsx.{region}.amazonaws.com", mountName=_short_hash(token + name, 8),
                    arn=f"arn:aws:fsx:{region}:{account}:file-system/{fs_id}")
-    elif token == "aws:ec2/launchTemplate:LaunchTemplate":
+    elif token == tokens.AWS_EC2_LAUNCH_TEMPLATE:
         out.update(latestVersion=1, defaultVersion=1)
-    elif token == "aws:ec2/fleet:Fleet":
+    elif token == tokens.AWS_EC2_FLEET:
         # An instant fleet reports the instances it launched: one offline id per unit of capacity.
         count = int((inputs.get("targetCapacitySpecification") or {}).get("totalTargetCapacity") or 0)
         ids = [f"i-0{_short_hash(f'{name}-{n}', 16)}" for n in range(count)]

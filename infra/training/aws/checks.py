@@ -9,9 +9,9 @@ from infra.catalog.roles import role_problem
 from infra.training.aws.config import TrainingSpec
 from infra.core.errors import Problem
 from infra.training.aws.network import cidr_problem
+from infra.training.checks import run_findings
+from infra.training.spec import KEY as P
 
-P = "mlinfra:training."
-EXPIRES_AT_KEY = P + "lifecycle.expiresAt"  # fixed once per run by `python -m infra run`
 
 
 def training_findings(spec: TrainingSpec, region: Optional[str]) -> list[Problem]:
@@ -19,7 +19,7 @@ def training_findings(spec: TrainingSpec, region: Optional[str]) -> list[Problem
     if problem:
         return [Problem(P + "instanceType", problem)]
     findings = _placement_findings(spec, region) + _capacity_findings(spec)
-    return findings + _lustre_findings(spec) + _job_findings(spec) + _lifecycle_findings(spec)
+    return findings + _lustre_findings(spec) + run_findings(spec)
 
 
 def chosen_az(spec: TrainingSpec, region: str) -> Optional[str]:
@@ -66,23 +66,6 @@ def _capacity_findings(spec: TrainingSpec) -> list[Problem]:
         findings.append(Problem(P + "availabilityZone",
                                 f"required with {what}: the AZ of the reservation (nodes must launch there)"))
     return findings
-
-
-def _job_findings(spec: TrainingSpec) -> list[Problem]:
-    first = spec.job.command[0].rsplit("/", 1)[-1]
-    if first in ("python", "python3", "torchrun"):
-        return [Problem(P + "job.command", f"starts with {first!r}, but torchrun runs the command as a Python script: "
-                                           "give the script and its arguments, e.g. [\"/opt/job/train.py\", \"--epochs\", \"3\"]")]
-    return []
-
-
-def _lifecycle_findings(spec: TrainingSpec) -> list[Problem]:
-    lifecycle = spec.lifecycle
-    if lifecycle.grace_period_minutes >= lifecycle.ttl_hours * 60:
-        return [Problem(P + "lifecycle.gracePeriodMinutes",
-                        f"{lifecycle.grace_period_minutes} minutes is not shorter than ttlHours ({lifecycle.ttl_hours} h): "
-                        "the job would be asked to stop before it starts; use fewer minutes or a longer ttlHours")]
-    return []
 
 
 def _lustre_findings(spec: TrainingSpec) -> list[Problem]:

@@ -11,7 +11,7 @@ from infra.training.limits import GUARD_RETRY_WINDOW_SECONDS
 from infra.registry.layout import runs_prefix
 from infra.core.project import ROOT
 from infra.core.tags import RUN_ID
-from infra.training.aws.userdata import CHECKPOINTS_PATH
+from infra.training.bootstrap import CHECKPOINTS_PATH
 
 SOURCE_DIR = ROOT / "run_guard"  # the Lambda's package, deployed as-is
 HANDLER = "run_guard.handler.handler"

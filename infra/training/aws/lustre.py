@@ -38,12 +38,12 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 from infra.catalog.services import hours_per_month, lustre_price_key, service_price, service_price_region
+from infra.training.lustre import LustreIntent, LustreSizingError
 
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 DEPLOYMENT_TYPES: tuple[str, ...] = get_args(DeploymentType)
 
 HOURS_PER_MONTH = hours_per_month()
-MB_PER_GIB = 1073.741824
 GIB_PER_TIB = 1024
 # Lustre version to create S3-linked file systems with (DRAs need 2.12 or later).
 LUSTRE_VERSION = "2.15"
@@ -136,10 +136,6 @@ TIERS: tuple[Tier, ...] = (
 )
 
 
-class LustreSizingError(ValueError):
-    """The intent cannot be met or is malformed; the message names the field and what is allowed."""
-
-
 def capacity_problem(deployment_type: str, capacity_gib: int) -> str | None:
     """Why `capacity_gib` is not a storage capacity of `deployment_type`, or None if it is."""
     problem = _type_problem(deployment_type)
@@ -179,49 +175,18 @@ def throughput_problem(deployment_type: str, per_unit: int | None) -> str | None
 
 
 @dataclass(frozen=True)
-class LustreIntent:
-    """What the run needs from its file system; sizes in GiB."""
+class FsxIntent(LustreIntent):
+    """The run's intents, optionally pinning an FSx deployment type (None lets sizing choose)."""
 
-    dataset_gib: float
-    checkpoint_gib: float
-    checkpoint_write_seconds: float  # target time to write one checkpoint
-    read_throughput_gbps: float  # aggregate read target in GB/s (gigabytes per second)
-    deployment_type: str | None = None  # pin a type; None lets sizing choose
-    headroom: float = 1.2
+    deployment_type: str | None = None
 
-    def __post_init__(self) -> None:
-        problems = [
-            f"{name} must be a number >= 0 (got {value!r})"
-            for name, value in (
-                ("dataset_gib", self.dataset_gib),
-                ("checkpoint_gib", self.checkpoint_gib),
-                ("read_throughput_gbps", self.read_throughput_gbps),
-            )
-            if not _number(value) or value < 0
-        ]
-        if not _number(self.checkpoint_write_seconds) or self.checkpoint_write_seconds <= 0:
-            problems.append(f"checkpoint_write_seconds must be > 0 (got {self.checkpoint_write_seconds!r})")
-        if not _number(self.headroom) or self.headroom < 1:
-            problems.append(f"headroom must be >= 1.0 (got {self.headroom!r})")
+    def problems(self) -> list[str]:
+        problems = super().problems()
         if self.deployment_type is not None:
             problem = _type_problem(self.deployment_type) or _tier_problem(self.deployment_type)
             if problem:
                 problems.append(f"deployment_type: {problem}")
-        if problems:
-            raise LustreSizingError("; ".join(problems))
-
-    @property
-    def capacity_needed_gib(self) -> float:
-        """Dataset plus two checkpoints (the one being written and the last good one), with headroom."""
-        return (self.dataset_gib + 2 * self.checkpoint_gib) * self.headroom
-
-    @property
-    def write_mbps_needed(self) -> float:
-        return self.checkpoint_gib * MB_PER_GIB / self.checkpoint_write_seconds
-
-    @property
-    def read_mbps_needed(self) -> float:
-        return self.read_throughput_gbps * 1000
+        return problems
 
 
 @dataclass(frozen=True)
@@ -248,7 +213,7 @@ def sizing_tiers(deployment_type: str | None = None) -> tuple[Tier, ...]:
     )
 
 
-def capacity_for(tier: Tier, intent: LustreIntent) -> int:
+def capacity_for(tier: Tier, intent: FsxIntent) -> int:
     """The smallest allowed capacity of `tier` that holds the data and meets both throughput targets."""
     for_throughput = max(
         intent.read_mbps_needed / tier.read_mbps_per_tib,
@@ -263,7 +228,7 @@ def monthly_cost(tier: Tier, capacity_gib: int) -> float:
     return capacity_gib * tier.usd_per_gb_month
 
 
-def meets_targets(tier: Tier, capacity_gib: int, intent: LustreIntent) -> bool:
+def meets_targets(tier: Tier, capacity_gib: int, intent: FsxIntent) -> bool:
     tib = capacity_gib / GIB_PER_TIB
     return (
         capacity_gib >= _trim(intent.capacity_needed_gib)
@@ -272,7 +237,7 @@ def meets_targets(tier: Tier, capacity_gib: int, intent: LustreIntent) -> bool:
     )
 
 
-def size_lustre(intent: LustreIntent) -> LustrePlan:
+def size_lustre(intent: FsxIntent) -> LustrePlan:
     """The cheapest allowed (deployment type, capacity, per-unit throughput) that meets the intent;
     ties go to the smaller capacity, then to the order of `TIERS`."""
     tiers = sizing_tiers(intent.deployment_type)
@@ -281,7 +246,7 @@ def size_lustre(intent: LustreIntent) -> LustrePlan:
     return _plan(intent, tier, capacity, cost, _reasons(intent, tier, capacity, cost, len(tiers)))
 
 
-def size_lustre_pinned(intent: LustreIntent, capacity_gib: int | None = None, per_unit: int | None = None) -> LustrePlan:
+def size_lustre_pinned(intent: FsxIntent, capacity_gib: int | None = None, per_unit: int | None = None) -> LustrePlan:
     """`size_lustre` with the user's pinned capacity and/or per-unit throughput in place of sized ones.
 
     Pins are judged against PERSISTENT_2 unless the intent pins a deployment type (the config checks
@@ -307,7 +272,7 @@ def size_lustre_pinned(intent: LustreIntent, capacity_gib: int | None = None, pe
     return _plan(intent, tier, capacity, cost, tuple(reasons))
 
 
-def _cheapest(tiers: tuple[Tier, ...], intent: LustreIntent, capacity_gib: int | None) -> tuple[float, int, Tier]:
+def _cheapest(tiers: tuple[Tier, ...], intent: FsxIntent, capacity_gib: int | None) -> tuple[float, int, Tier]:
     choices = []
     for order, tier in enumerate(tiers):
         capacity = capacity_gib or capacity_for(tier, intent)
@@ -316,7 +281,7 @@ def _cheapest(tiers: tuple[Tier, ...], intent: LustreIntent, capacity_gib: int |
     return cost, capacity, tier
 
 
-def _plan(intent: LustreIntent, tier: Tier, capacity: int, cost: float, reasons: tuple[str, ...]) -> LustrePlan:
+def _plan(intent: FsxIntent, tier: Tier, capacity: int, cost: float, reasons: tuple[str, ...]) -> LustrePlan:
     tib = capacity / GIB_PER_TIB
     baseline = tier.per_unit or SCRATCH_BASELINE_MBPS_PER_TIB[tier.deployment_type]
     return LustrePlan(
@@ -331,7 +296,7 @@ def _plan(intent: LustreIntent, tier: Tier, capacity: int, cost: float, reasons:
     )
 
 
-def _reasons(intent: LustreIntent, tier: Tier, capacity: int, cost: float, options: int) -> tuple[str, ...]:
+def _reasons(intent: FsxIntent, tier: Tier, capacity: int, cost: float, options: int) -> tuple[str, ...]:
     rule = CAPACITY_RULES[tier.deployment_type]
     tib = capacity / GIB_PER_TIB
     if intent.deployment_type:
@@ -401,10 +366,6 @@ def _tier_problem(deployment_type: str) -> str | None:
         allowed = ", ".join(sorted({t.deployment_type for t in sizing_tiers()}))
         return f"{deployment_type} has no sourced price to size against; allowed: {allowed}"
     return None
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _trim(x: float) -> float:

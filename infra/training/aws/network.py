@@ -27,20 +27,6 @@ def cidr_problem(cidr: str) -> Optional[str]:
     return None
 
 
-def private_cidr(value: str, low: int, high: int) -> str:
-    """`value` if it is a private IPv4 CIDR with a prefix from /`low` to /`high`; else ValueError saying
-    what to use (for pydantic field validators)."""
-    try:
-        network = ipaddress.IPv4Network(value, strict=True)
-    except ValueError as error:
-        raise ValueError(f"not an IPv4 CIDR: {error}") from None
-    if not network.is_private:
-        raise ValueError("use a private (RFC 1918) range")
-    if not low <= network.prefixlen <= high:
-        raise ValueError(f"use a /{low} to /{high}")
-    return value
-
-
 def subnet_cidrs(cidr: str) -> tuple[str, str]:
     """(private subnet, public NAT subnet): the first quarter of the VPC for the nodes and the file
     system, the last /28 for the NAT gateway."""

@@ -6,10 +6,11 @@ from typing import Optional
 
 from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_type
 from infra.training.gcp.config import GcpTrainingSpec
-from infra.training.aws.checks import P
+from infra.training.checks import run_findings
+from infra.training.spec import KEY as P
 from infra.core.errors import Problem
 from infra.training.gcp.lustre import pinned_problems
-from infra.training.aws.lustre import LustreIntent, LustreSizingError
+from infra.training.lustre import LustreIntent, LustreSizingError
 
 
 def training_machine_types() -> list[str]:
@@ -26,7 +27,7 @@ def gcp_training_findings(spec: GcpTrainingSpec, region: Optional[str]) -> list[
         return [Problem(P + "machineType", f"{spec.machine_type} is not a training type (no GPU NICs for "
                                            f"GPUDirect); training takes: {', '.join(training_machine_types())}")]
     findings = _zone_findings(spec, region) + _network_findings(spec)
-    return findings + _lustre_findings(spec)
+    return findings + _lustre_findings(spec) + run_findings(spec)
 
 
 def chosen_zone(spec: GcpTrainingSpec, region: str) -> Optional[str]:

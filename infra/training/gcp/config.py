@@ -1,7 +1,7 @@
 """Config of the `training` stack kind on GCP (`mlinfra:cloud: gcp`): one run on whole A3 nodes in a compact
 placement policy, with one extra VPC per GPU NIC, Managed Lustre in the same zone, and a hard lifetime.
 
-The run id, the job and the lifecycle are the AWS models themselves (`infra.training.aws.config`), so both clouds
+The run id, node count, job and lifecycle are the shared `RunSpec` (`infra.training.spec`), so both clouds
 read `runId`, `job` and `lifecycle.ttlHours`/`expiresAt` the same way."""
 from __future__ import annotations
 
@@ -10,19 +10,15 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
-from infra.training.aws.config import RUN_ID_PATTERN, JobSpec, LifecycleSpec
-from infra.training.aws.network import private_cidr
+from infra.training.spec import LustreIntentSpec, RunSpec
+from infra.core.network import private_cidr
 
 GCS_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
 ZONE_PATTERN = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"
 
 
-class ManagedLustreSpec(Spec):
-    """Sizing intents, as on AWS (`lustre.*`), for Google Cloud Managed Lustre."""
-    dataset_gib: float = Field(1200, ge=0, description="Size of the training data copied in from the data bucket's datasets/, GiB.")
-    checkpoint_gib: float = Field(500, ge=0, description="Size of one full checkpoint, GiB.")
-    checkpoint_write_seconds: float = Field(600, gt=0, description="Target time to write one checkpoint, seconds.")
-    read_throughput_gbps: float = Field(10, ge=0, description="Target aggregate read throughput for data loading, GB/s.")
+class ManagedLustreSpec(LustreIntentSpec):
+    """Sizing intents, as on AWS (`lustre.*`), for Google Cloud Managed Lustre, and the overrides it allows."""
     per_unit_storage_throughput: Optional[Literal[125, 250, 500, 1000]] = Field(
         None, description="Pin the performance tier, MB/s per TiB; default: the cheapest tier and size that meet the targets.")
     capacity_gib: Optional[int] = Field(
@@ -45,10 +41,8 @@ class GcpTrainingNetworkSpec(Spec):
         return private_cidr(value, 9, 16)
 
 
-class GcpTrainingSpec(Spec):
-    run_id: str = Field(pattern=RUN_ID_PATTERN, description="Run id: lowercase letters, digits and '-', up to 40 characters.")
+class GcpTrainingSpec(RunSpec):
     machine_type: str = Field(description="GCP training machine type from the catalog: a3-highgpu-8g or a3-megagpu-8g.")
-    node_count: int = Field(ge=1, le=256, description="Whole nodes in the compact placement policy, 1 to 256.")
     zone: Optional[str] = Field(None, pattern=ZONE_PATTERN,
                                 description="Zone of every node and the file system; default: the first zone of gcp:region "
                                             "the catalog lists as offering the machine type.")
@@ -60,8 +54,6 @@ class GcpTrainingSpec(Spec):
     boot_disk_gib: int = Field(200, ge=100, le=16384, description="Boot disk per node (pd-balanced, Google-encrypted), GiB.")
     lustre: ManagedLustreSpec = Field(default_factory=ManagedLustreSpec, description="Sizing intents for Managed Lustre.")
     network: GcpTrainingNetworkSpec = Field(default_factory=GcpTrainingNetworkSpec, description="Network ranges of the run.")
-    job: JobSpec = Field(default_factory=JobSpec, description="What the nodes run (as on AWS).")
-    lifecycle: LifecycleSpec = Field(default_factory=LifecycleSpec, description="How long the run may live (as on AWS).")
 
 
 class GcpTrainingStackConfig(Spec):

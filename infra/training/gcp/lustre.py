@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from infra.core.errors import Problem
-from infra.training.aws.lustre import LustreIntent
+from infra.training.lustre import LustreIntent
 
 # tier (MB/s per TiB) -> (minimum GiB, step GiB)
 TIERS: dict[int, tuple[int, int]] = {1000: (9000, 9000), 500: (18000, 18000), 250: (36000, 36000), 125: (72000, 72000)}

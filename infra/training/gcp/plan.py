@@ -16,13 +16,13 @@ from typing import Optional
 
 from infra.catalog.gcp import GcpMachineType, machine_type
 from infra.training.gcp.config import GcpTrainingSpec
-from infra.training.aws.config import LifecycleSpec
+from infra.training.spec import LifecycleSpec
 from infra.training.gcp.checks import chosen_zone, gcp_training_findings, lustre_intent
 from infra.core.labels import gcp_labels, label_value
 from infra.training.gcp.lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
 from infra.registry.layout import checkpoints_prefix
 from infra.core.tags import RUN_ID, contract_tags
-from infra.training.aws.plan import RunLifetime, checked_expiry
+from infra.training.lifetime import RunLifetime, checked_expiry
 
 GPU_MTU = 8244         # A3 blueprints: MTU of the system VPC and of every GPU VPC
 GPU_SUBNET_PREFIX = 20  # A3 blueprints: subnetwork_cidr_suffix 20

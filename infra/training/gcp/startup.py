@@ -1,4 +1,4 @@
-"""The GCP training node's startup script: the shared bootstrap of `infra/training/aws/userdata.py` with GCP's parts.
+"""The GCP training node's startup script: the shared bootstrap of `infra/training/bootstrap.py` with GCP's parts.
 
 Shared (one template): the expiry backstop, the Lustre mount and rendezvous (rank = index of the node's IP
 among the sorted IPs), torchrun, the grace period, the exit trap and the marker JSON. GCP's parts:
@@ -16,15 +16,11 @@ this script does not install it: `image` names an image that has it.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Optional
+from dataclasses import dataclass
 
-from infra.training.limits import EXPORT_WAIT_SECONDS
 from infra.training.gcp.plan import checkpoints_uri
 from infra.registry.layout import runs_prefix
-from infra.training.aws.userdata import CHECKPOINTS_PATH, DATASETS_PATH, MOUNT_POINT, Platform, _positive_int, common_problems, common_values, render_script
+from infra.training.bootstrap import Platform, RunBootstrap, common_values, positive_int, render_script
 
 _GCP_EXPORTS = r"""# wait_for_export: copy every checkpoint file to the bucket (Managed Lustre is not linked to it);
 # 0 once they are there, 1 on failure or after MLINFRA_EXPORT_TIMEOUT seconds.
@@ -65,44 +61,30 @@ GCP_PLATFORM = Platform(
 )
 
 
-@dataclass(frozen=True)
-class GcpNodeBootstrap:
+@dataclass(frozen=True, kw_only=True)
+class GcpNodeBootstrap(RunBootstrap):
     """What a GCP training node needs to join its run (the shared fields keep the AWS names and meaning)."""
 
-    run_id: str
-    node_count: int
+    MARKER_BUCKET_FIELD = "bucket"
+
     gpus_per_node: int
     gpu_nics: int
     lustre_mount_point: str  # Managed Lustre's mountPoint output: "<ip>@tcp:/<filesystem>"
     bucket: str
-    checkpoints_dir: str = MOUNT_POINT + CHECKPOINTS_PATH
-    datasets_dir: str = MOUNT_POINT + DATASETS_PATH
-    command: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict, hash=False)
-    rendezvous_timeout_seconds: int = 1800
-    export_timeout_seconds: int = EXPORT_WAIT_SECONDS
-    power_off_on_exit: bool = True
-    export_checkpoints: bool = True
-    stop_at_epoch: Optional[int] = None
-    expires_at_epoch: Optional[int] = None
-    torchrun: str = "torchrun"
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "command", tuple(self.command))
-        object.__setattr__(self, "env", MappingProxyType(dict(sorted(dict(self.env).items()))))
-        problems = common_problems(self, self.bucket, "bucket")
-        if not _positive_int(self.gpus_per_node):
+    @property
+    def nproc_per_node(self) -> int:
+        return self.gpus_per_node
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if not positive_int(self.gpus_per_node):
             problems.append(f"gpus_per_node must be a whole number >= 1 (got {self.gpus_per_node!r})")
         if not isinstance(self.gpu_nics, int) or isinstance(self.gpu_nics, bool) or self.gpu_nics < 0:
             problems.append(f"gpu_nics must be a whole number >= 0 (got {self.gpu_nics!r})")
         if "@tcp:/" not in (self.lustre_mount_point or ""):
             problems.append(f"lustre_mount_point must read <ip>@tcp:/<filesystem> (got {self.lustre_mount_point!r})")
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    @property
-    def nproc_per_node(self) -> int:
-        return self.gpus_per_node
+        return problems
 
 
 def render_startup_script(spec: GcpNodeBootstrap) -> str:

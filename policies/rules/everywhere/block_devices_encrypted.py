@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from policies.readers.aws import INSTANCE, LAUNCH_TEMPLATE, as_list
 from policies.model import Resource, ResourceRule, is_unknown
+from infra.providers import tokens
 
 NAME = "block-devices-encrypted"
-VOLUME = "aws:ebs/volume:Volume"
+VOLUME = tokens.AWS_EBS_VOLUME
 
 
 def check(resource: Resource) -> list[str]:

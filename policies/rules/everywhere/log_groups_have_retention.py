@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from policies.model import Resource, ResourceRule, is_unknown
+from infra.providers import tokens
 
 NAME = "log-groups-have-retention"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+LOG_GROUP = tokens.AWS_CLOUDWATCH_LOG_GROUP
 
 
 def check(resource: Resource) -> list[str]:

@@ -9,9 +9,10 @@ from typing import Any, Mapping
 
 from policies.readers.aws import AUTOSCALING_GROUP, EKS_NODE_GROUP, FLEET, INSTANCE, LAUNCH_TEMPLATE, SUBNET, interfaces, linked_of_type, listed
 from policies.model import Finding, Resource, Stack, StackRule
+from infra.providers import tokens
 
 NAME = "nodes-without-public-ip"
-EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+EC2_NODE_CLASS = tokens.K8S_KARPENTER_EC2_NODE_CLASS
 NODE_TYPES = (EKS_NODE_GROUP, AUTOSCALING_GROUP, FLEET, INSTANCE, LAUNCH_TEMPLATE)
 # Where each launcher names its subnets (the engine links them through these properties).
 _SUBNET_PROPS = ("subnetIds", "vpcZoneIdentifiers", "subnetId", "networkInterfaces", "launchTemplateConfigs")

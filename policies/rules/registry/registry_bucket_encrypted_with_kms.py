@@ -5,9 +5,10 @@ from typing import Any, Mapping
 
 from policies.readers.aws import as_list, attached_to_bucket, registry_buckets
 from policies.model import Finding, Stack, StackRule, is_unknown
+from infra.providers import tokens
 
 NAME = "registry-bucket-encrypted-with-kms"
-ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+ENCRYPTION = tokens.AWS_S3_BUCKET_SERVER_SIDE_ENCRYPTION_CONFIGURATION
 KMS_ALGORITHMS = ("aws:kms", "aws:kms:dsse")
 
 

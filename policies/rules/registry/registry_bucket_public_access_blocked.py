@@ -5,9 +5,10 @@ from typing import Any, Mapping
 
 from policies.readers.aws import attached_to_bucket, registry_buckets
 from policies.model import Finding, Stack, StackRule, is_unknown
+from infra.providers import tokens
 
 NAME = "registry-bucket-public-access-blocked"
-PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+PUBLIC_ACCESS_BLOCK = tokens.AWS_S3_BUCKET_PUBLIC_ACCESS_BLOCK
 SETTINGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 
 

@@ -8,9 +8,10 @@ from typing import Any, Mapping
 
 from policies.readers.aws import attached_to_bucket, registry_buckets
 from policies.model import Finding, Stack, StackRule, is_unknown
+from infra.providers import tokens
 
 NAME = "registry-bucket-sends-events-to-eventbridge"
-NOTIFICATION = "aws:s3/bucketNotification:BucketNotification"
+NOTIFICATION = tokens.AWS_S3_BUCKET_NOTIFICATION
 
 
 def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:

@@ -5,9 +5,10 @@ from typing import Any, Mapping
 
 from policies.readers.aws import attached_to_bucket, registry_buckets
 from policies.model import Finding, Stack, StackRule, is_unknown
+from infra.providers import tokens
 
 NAME = "registry-bucket-versioned"
-VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
+VERSIONING = tokens.AWS_S3_BUCKET_VERSIONING
 
 
 def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:

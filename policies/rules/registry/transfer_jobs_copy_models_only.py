@@ -1,7 +1,8 @@
 """Storage Transfer jobs copy the registry's models/ prefix only: datasets, checkpoints and runs never leave AWS."""
 from __future__ import annotations
 
-from infra.registry.gcp.mirror import MIRRORED_PREFIX, mirrored_prefixes
+from infra.registry.layout import MIRRORED_PREFIX
+from infra.registry.gcp.mirror import mirrored_prefixes
 from policies.readers.gcp import block
 from policies.readers.gcs import TRANSFER_JOB
 from policies.model import Resource, ResourceRule, is_unknown

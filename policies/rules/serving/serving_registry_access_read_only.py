@@ -8,11 +8,12 @@ from typing import Any, Mapping
 
 from policies.readers.aws import IAM_POLICY, IAM_ROLE, IAM_ROLE_POLICY, iam_documents, role_in_stack, role_of, service_of, statements
 from policies.model import Finding, Resource, Stack, StackRule
+from infra.providers import tokens
 
 NAME = "serving-registry-access-read-only"
 _KMS_READ = ("kms:decrypt", "kms:describekey")
 CONVERTER_SERVICE_ACCOUNT = "model-converter"
-POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+POD_IDENTITY = tokens.AWS_EKS_POD_IDENTITY_ASSOCIATION
 
 
 def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Mapping, Optional
 
-from infra.training.aws.config import MAX_TTL_HOURS
+from infra.training.spec import MAX_TTL_HOURS
 from infra.core.tags import EXPIRES_AT
 from policies.readers.aws import role_of, tags
 from policies.model import Finding, Stack, StackRule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from infra.tools.offline.schema import has_input
+from infra.providers.schema import has_input
 from infra.core.tags import missing_contract_tags
 from policies.readers.aws import stack_role
 from policies.model import Finding, Stack, StackRule, is_unknown

@@ -13,12 +13,13 @@ from infra.core.tags import EXPIRES_AT, RUN_ID
 from policies.readers import event_patterns
 from policies.readers.aws import number, run_tag, stack_role
 from policies.model import Finding, Resource, Stack, StackRule, is_unknown
+from infra.providers import tokens
 
 NAME = "training-stack-has-run-guard"
-EVENT_RULE = "aws:cloudwatch/eventRule:EventRule"
-EVENT_TARGET = "aws:cloudwatch/eventTarget:EventTarget"
-SCHEDULE = "aws:scheduler/schedule:Schedule"
-FUNCTION = "aws:lambda/function:Function"
+EVENT_RULE = tokens.AWS_CLOUDWATCH_EVENT_RULE
+EVENT_TARGET = tokens.AWS_CLOUDWATCH_EVENT_TARGET
+SCHEDULE = tokens.AWS_SCHEDULER_SCHEDULE
+FUNCTION = tokens.AWS_LAMBDA_FUNCTION
 MARKERS = ("_SUCCESS", "_FAILED")
 _AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
 _UTC = (None, "UTC", "Etc/UTC")

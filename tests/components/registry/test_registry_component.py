@@ -1,13 +1,12 @@
 import json
 
-import pulumi
 import pulumi_aws as aws
 import pytest
 
 from components.registry.aws.registry import ModelRegistry, ModelRegistryArgs
 from infra.registry.aws.config import RegistrySpec
 from infra.core.tags import contract_tags
-from tests.conftest import by_type, one, taggable
+from tests.helpers import by_type, one, taggable
 
 TAGS = contract_tags("registry", "test")
 

@@ -16,7 +16,7 @@ from infra.serving.aws.config import ClusterSpec, G5PoolSpec, ModelSpec
 from infra.serving import manifests
 from infra.serving.aws import node_pools
 from infra.core.tags import contract_tags, missing_contract_tags
-from tests.conftest import by_type, one, taggable
+from tests.helpers import by_type, one, taggable
 from tests.k8s_schemas import manifest_of, validate
 
 TAGS = contract_tags("serving", "test")

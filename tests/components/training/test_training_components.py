@@ -10,7 +10,7 @@ from components.training.aws.nodes import TrainingNodes, TrainingNodesArgs, laun
 from infra.catalog.aws import instance_type
 from infra.training.aws.config import TrainingSpec
 from infra.training.aws.plan import plan_training
-from tests.conftest import by_type, one
+from tests.helpers import by_type, one
 
 NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)
 

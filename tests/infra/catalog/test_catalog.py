@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 from importlib.resources import files
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 
 from infra.catalog.aws import UnknownInstanceType, instance_table_source, instance_type, known_instance_types, on_demand_price, price_table_source
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.helpers import ROOT
 
 # REFERENCE.md training table: accelerators, network cards, max EFA, Gbps per card.
 TRAINING = [

@@ -162,7 +162,7 @@ def test_node_pool_plans():
                                        "nodePools": {"g5": {"capacityType": "spot"}}})
     inf2 = node_pools.accelerator_plan("inf2", spec.node_pools.inf2)
     g5 = node_pools.accelerator_plan("g5", spec.node_pools.g5)
-    assert inf2.taints == (node_pools.Taint("aws.amazon.com/neuron", "true"),) and inf2.taints[0].eks_effect == "NO_SCHEDULE"
+    assert inf2.taints == (node_pools.Taint("aws.amazon.com/neuron", "true"),) and node_pools.EKS_EFFECT[inf2.taints[0].effect] == "NO_SCHEDULE"
     assert g5.taints == (node_pools.Taint("nvidia.com/gpu", "true"),)
     assert (inf2.capacity_type, g5.capacity_type) == ("ON_DEMAND", "SPOT")
     assert (inf2.ami_type, g5.ami_type) == ("AL2023_x86_64_NEURON", "AL2023_x86_64_NVIDIA")

@@ -1,7 +1,7 @@
 """`cost`, `diagram` and `report` as a user runs them: a subprocess, its exit code and output."""
 import json
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 def test_cost_json_in_a_subprocess():

@@ -95,9 +95,9 @@ def test_dependency_edges_are_reduced_and_stay_inside_a_stack(previews):
     depends = [e for e in build(previews).edges if e.kind == "depends"]
     assert depends and all(e.src.split("/")[0] == e.dst.split("/")[0] for e in depends)
     pairs = {(e.src, e.dst) for e in depends}
-    vpc, eks = "serving-demo/mlinfra:serving_vpc:ServingVpc/serving-net", "serving-demo/mlinfra:eks_cluster:EksCluster/serving-eks"
+    vpc, eks = "serving-demo/mlinfra:serving:ServingVpc/serving-net", "serving-demo/mlinfra:serving:EksCluster/serving-eks"
     assert (vpc, eks) in pairs
-    assert (vpc, "serving-demo/mlinfra:serving_node_pool:ServingNodePool/pool-g5") not in pairs  # implied via the cluster
+    assert (vpc, "serving-demo/mlinfra:serving:ServingNodePool/pool-g5") not in pairs  # implied via the cluster
 
 
 def test_dot_escapes_labels():
@@ -140,7 +140,7 @@ def test_missing_graphviz_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
 def test_docs_picture_is_current(previews):
     """docs/stacks.svg (shown in the README) is rendered from the current previews: regenerate with
     `python -m infra diagram --out docs/stacks.svg` after changing a demo stack's components."""
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     texts = {t.text for t in ET.parse(ROOT / "docs" / "stacks.svg").getroot().iter("{http://www.w3.org/2000/svg}text")}
     missing = [label for pair in component_labels(previews) for label in pair if label not in texts]

@@ -11,7 +11,7 @@ from infra.core.errors import InputError
 from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 from infra.ops.lifecycle.reap import StackFacts, plan_reap
 from infra.ops.lifecycle.teardown import AuditRetry, teardown
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, StackState, World, printed, runtime
 from tests.infra.ops.lifecycle.gcp_world import BUCKET, LABEL, PROJECT, RUN, ZONE, put_object, seed_run
 

@@ -6,7 +6,6 @@ import json
 import re
 import zipfile
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from botocore.config import Config
@@ -16,7 +15,7 @@ from run_guard import actions, config as guard_config, guard
 from run_guard.handler import handler
 from tests.infra.ops.lifecycle.aws_world import REGISTRY, export_task, file_system_state, instance_states, make_run, object_versions
 
-ROOT = Path(__file__).resolve().parents[4]
+from tests.helpers import ROOT
 FUNCTION = "mlinfra-guard-run-a"
 
 
@@ -462,7 +461,7 @@ def test_a_misconfigured_guard_names_every_bad_variable(monkeypatch):
 
 
 def test_the_guard_agrees_with_the_lifecycle_limits_and_the_run_id_pattern():
-    from infra.training.aws.config import RUN_ID_PATTERN
+    from infra.training.spec import RUN_ID_PATTERN
     from infra.training import limits
     assert guard_config.EXPORT_POLL_SECONDS == limits.EXPORT_POLL_SECONDS
     assert guard_config.RUN_ID_PATTERN == RUN_ID_PATTERN

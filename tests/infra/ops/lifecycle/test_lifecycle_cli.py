@@ -18,7 +18,7 @@ def world(monkeypatch):
     monkeypatch.setattr("infra.ops.lifecycle.cli._stacks", lambda: RecordingStacks(world))
     monkeypatch.setattr("infra.ops.lifecycle.cli.run_cloud",
                         lambda config: regions.append(config.get("aws:region")) or RecordingCloud(world))
-    monkeypatch.setattr("infra.ops.lifecycle.cli._runtime", lambda: runtime(FakeClock()))
+    monkeypatch.setattr("infra.ops.lifecycle.cli.terminal_runtime", lambda: runtime(FakeClock()))
     world.regions = regions
     return world
 

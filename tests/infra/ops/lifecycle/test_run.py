@@ -244,13 +244,13 @@ def test_a_failed_up_is_torn_down_unless_kept():
 
 
 def test_run_is_wired_to_the_cli_parser():
-    from infra.cli import _parser
+    from infra.cli import build_parser
 
-    args = _parser().parse_args(["run", "--stack", STACK, "--keep"])
+    args = build_parser().parse_args(["run", "--stack", STACK, "--keep"])
     assert (args.verb, args.stack, args.keep) == ("run", STACK, True)
-    args = _parser().parse_args(["reap"])
+    args = build_parser().parse_args(["reap"])
     assert args.execute is False
-    args = _parser().parse_args(["audit", "--run-id", RUN_ID, "--region", "us-west-2", "--json"])
+    args = build_parser().parse_args(["audit", "--run-id", RUN_ID, "--region", "us-west-2", "--json"])
     assert (args.run_id, args.region, args.json) == (RUN_ID, "us-west-2", True)
 
 
@@ -290,7 +290,7 @@ def test_a_refused_run_id_exits_2_with_one_line(monkeypatch, capsys):
     world.markers[RUN_ID] = Marker("FAILED", exit_code=1)
     monkeypatch.setattr("infra.ops.lifecycle.cli._stacks", lambda: RecordingStacks(world))
     monkeypatch.setattr("infra.ops.lifecycle.cli.run_cloud", lambda config: RecordingCloud(world))
-    monkeypatch.setattr("infra.ops.lifecycle.cli._runtime", lambda: runtime(FakeClock()))
+    monkeypatch.setattr("infra.ops.lifecycle.cli.terminal_runtime", lambda: runtime(FakeClock()))
     assert main(["run", "--stack", STACK]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: mlinfra:training.runId: run '{RUN_ID}' has already ended (runs/{RUN_ID}/_FAILED")

@@ -4,7 +4,7 @@ import pytest
 from infra.kinds import load
 from infra.kinds import cloud_of
 from infra.core.errors import InputError
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 MODEL = {"name": "m", "version": "1", "accelerator": "l4", "image": "vllm/vllm-openai:v0.9.1"}
 

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from infra.tools import preview_json
+from tests.helpers import ROOT
 
-DATA = Path(__file__).resolve().parents[4] / "infra" / "catalog" / "data"
+DATA = ROOT / "infra" / "catalog" / "data"
 STACK = "urn:pulumi:t::mlinfra::pulumi:pulumi:Stack::mlinfra-t"
 
 

@@ -11,7 +11,7 @@ import yaml
 from infra.cli import main
 from infra.training.aws.config import TrainingSpec
 from infra.tools.offline.engine import preview
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tests.infra.tools.cost.cost_documents import prices, service
 
 HOURS_PER_MONTH = 730

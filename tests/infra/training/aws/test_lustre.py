@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.training.aws.lustre import CAPACITY_RULES, DEPLOYMENT_TYPES, GIB_PER_TIB, HOURS_PER_MONTH, LUSTRE_VERSION, LustreIntent, LustrePlan, LustreSizingError, capacity_problem, meets_targets, monthly_cost, size_lustre, sizing_tiers, throughput_problem
+from infra.training.lustre import LustreSizingError
+from infra.training.aws.lustre import CAPACITY_RULES, DEPLOYMENT_TYPES, GIB_PER_TIB, HOURS_PER_MONTH, LUSTRE_VERSION, FsxIntent, LustrePlan, capacity_problem, meets_targets, monthly_cost, size_lustre, sizing_tiers, throughput_problem
 
 
 # ---- allowed steps and their messages -------------------------------------------------------------
@@ -73,23 +74,23 @@ def test_allowed_throughputs(deployment, per_unit):
 
 def test_bad_intents_name_the_field():
     with pytest.raises(LustreSizingError) as err:
-        LustreIntent(dataset_gib=-1, checkpoint_gib=10, checkpoint_write_seconds=0, read_throughput_gbps=1)
+        FsxIntent(dataset_gib=-1, checkpoint_gib=10, checkpoint_write_seconds=0, read_throughput_gbps=1)
     assert str(err.value) == (
         "dataset_gib must be a number >= 0 (got -1); checkpoint_write_seconds must be > 0 (got 0)"
     )
     with pytest.raises(LustreSizingError, match=r"^headroom must be >= 1.0 \(got 0.9\)$"):
-        LustreIntent(1, 1, 1, 1, headroom=0.9)
+        FsxIntent(1, 1, 1, 1, headroom=0.9)
 
 
 def test_pinned_types_must_support_data_repository_associations():
     with pytest.raises(LustreSizingError) as err:
-        LustreIntent(1, 1, 1, 1, deployment_type="SCRATCH_1")
+        FsxIntent(1, 1, 1, 1, deployment_type="SCRATCH_1")
     assert str(err.value) == (
         "deployment_type: SCRATCH_1 does not support data repository associations; "
         "allowed: PERSISTENT_1, PERSISTENT_2, SCRATCH_2"
     )
     with pytest.raises(LustreSizingError) as err:
-        LustreIntent(1, 1, 1, 1, deployment_type="PERSISTENT_1")
+        FsxIntent(1, 1, 1, 1, deployment_type="PERSISTENT_1")
     assert str(err.value) == (
         "deployment_type: PERSISTENT_1 has no sourced price to size against; allowed: PERSISTENT_2, SCRATCH_2"
     )
@@ -103,7 +104,7 @@ def test_sizing_never_offers_scratch1_or_unpriced_tiers():
 # ---- known examples -------------------------------------------------------------------------------
 
 def test_checkpoint_bound_example():
-    plan = size_lustre(LustreIntent(2000, 1000, 600, 0, deployment_type="PERSISTENT_2"))
+    plan = size_lustre(FsxIntent(2000, 1000, 600, 0, deployment_type="PERSISTENT_2"))
     assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == (
         "PERSISTENT_2", 4800, 500,
     )
@@ -123,7 +124,7 @@ def test_checkpoint_bound_example():
 
 
 def test_small_run_takes_the_smallest_scratch_step_and_says_it_is_not_replicated():
-    plan = size_lustre(LustreIntent(100, 10, 600, 0))
+    plan = size_lustre(FsxIntent(100, 10, 600, 0))
     assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == (
         "SCRATCH_2", 1200, None,
     )
@@ -141,7 +142,7 @@ def test_small_run_takes_the_smallest_scratch_step_and_says_it_is_not_replicated
 def test_scratch_writes_at_half_its_read_rate():
     # 1790 MB/s of checkpoint writes at 100 MB/s/TiB would need 18.3 TiB of SCRATCH_2 (19200 GiB,
     # $2688/month); PERSISTENT_2 500 at 4800 GiB costs $1632/month.
-    plan = size_lustre(LustreIntent(2000, 1000, 600, 0))
+    plan = size_lustre(FsxIntent(2000, 1000, 600, 0))
     assert (plan.deployment_type, plan.per_unit_storage_throughput, plan.storage_capacity_gib) == (
         "PERSISTENT_2", 500, 4800,
     )
@@ -149,7 +150,7 @@ def test_scratch_writes_at_half_its_read_rate():
 
 def test_large_read_target_is_throughput_bound():
     # REFERENCE.md seed: 100 GB/s reads on a large cluster, 2 TB checkpoints.
-    plan = size_lustre(LustreIntent(50_000, 2000, 300, 100))
+    plan = size_lustre(FsxIntent(50_000, 2000, 300, 100))
     assert (plan.deployment_type, plan.per_unit_storage_throughput, plan.storage_capacity_gib) == (
         "PERSISTENT_2", 1000, 103_200,
     )
@@ -163,7 +164,7 @@ def test_large_read_target_is_throughput_bound():
 # ---- properties -----------------------------------------------------------------------------------
 
 intents = st.builds(
-    LustreIntent,
+    FsxIntent,
     dataset_gib=st.floats(0, 200_000),
     checkpoint_gib=st.floats(0, 5_000),
     checkpoint_write_seconds=st.floats(10, 7200),
@@ -173,7 +174,7 @@ intents = st.builds(
 )
 
 
-def cheaper_options(plan: LustrePlan, intent: LustreIntent):
+def cheaper_options(plan: LustrePlan, intent: FsxIntent):
     """Brute force: every priced tier x every allowed step, up to the most capacity that could cost
     less than the plan; yields the options that meet the intent and are cheaper (or as cheap and smaller)."""
     cheapest_price = min(t.usd_per_gb_month for t in sizing_tiers())
@@ -220,14 +221,14 @@ def test_deployment_types_are_the_four_aws_types():
 def test_pins_replace_sized_values_and_say_what_they_miss():
     from infra.training.aws.lustre import size_lustre_pinned
 
-    intent = LustreIntent(1200, 500, 600, 10)
+    intent = FsxIntent(1200, 500, 600, 10)
     assert size_lustre_pinned(intent) == size_lustre(intent)
     plan = size_lustre_pinned(intent, capacity_gib=2400, per_unit=250)
     assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == ("PERSISTENT_2", 2400, 250)
     assert plan.reasons[1] == "capacity 2400 GiB: pinned by storageCapacityGib (the data needs 2640 GiB with headroom)"
     assert plan.reasons[-1] == "the pinned values miss a target above; drop the pins to size for every target"
     # Only the capacity pinned: the cheapest per-unit throughput that meets the targets at that size.
-    plan = size_lustre_pinned(LustreIntent(100, 10, 600, 0), capacity_gib=4800)
+    plan = size_lustre_pinned(FsxIntent(100, 10, 600, 0), capacity_gib=4800)
     assert (plan.storage_capacity_gib, plan.per_unit_storage_throughput) == (4800, 125)
     assert "miss" not in plan.reasons[-1]
 
@@ -236,6 +237,6 @@ def test_pins_must_be_allowed_steps():
     from infra.training.aws.lustre import size_lustre_pinned
 
     with pytest.raises(LustreSizingError, match="300 is not a PERSISTENT_2 throughput"):
-        size_lustre_pinned(LustreIntent(1, 1, 1, 1), per_unit=300)
+        size_lustre_pinned(FsxIntent(1, 1, 1, 1), per_unit=300)
     with pytest.raises(LustreSizingError):
-        size_lustre_pinned(LustreIntent(1, 1, 1, 1), capacity_gib=1300)
+        size_lustre_pinned(FsxIntent(1, 1, 1, 1), capacity_gib=1300)

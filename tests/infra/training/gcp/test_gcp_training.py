@@ -14,7 +14,7 @@ from infra.core.errors import InputError
 from infra.training.gcp.lustre import size_managed_lustre
 from infra.core.labels import gcp_labels
 from infra.training.gcp.plan import expires_at_from_label, plan_gcp_training
-from infra.training.aws.lustre import LustreIntent
+from infra.training.lustre import LustreIntent
 from infra.training.gcp.startup import GcpNodeBootstrap, render_startup_script
 
 P = "mlinfra:training."
@@ -76,7 +76,7 @@ def test_meaning_and_shape_errors_name_the_field(values, expected):
 
 
 def test_config_error_exits_2_naming_the_field():
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     done = run_cli("preview", "--stack", "training-gcp-demo", "-c", "mlinfra:training.machineType=g2-standard-8")
     assert done.returncode == 2

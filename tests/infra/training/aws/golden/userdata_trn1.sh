@@ -1,6 +1,6 @@
 #!/bin/bash
 # shellcheck disable=SC2016  # values from the run spec are single-quoted literals on purpose
-# mlinfra training node bootstrap. Rendered by infra/training/aws/userdata.py; edit that, not this.
+# mlinfra training node bootstrap. Rendered by infra/training/bootstrap.py; edit that, not this.
 # Every node of the run runs this same script and finds its rank through a rendezvous on Lustre.
 set -euo pipefail
 

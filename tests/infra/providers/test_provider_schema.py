@@ -1,4 +1,4 @@
-from infra.tools.offline.schema import has_input, resource_input_class, unknown_properties
+from infra.providers.schema import has_input, resource_input_class, unknown_properties
 
 SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 

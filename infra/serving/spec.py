@@ -1,0 +1,96 @@
+"""What a serving stack declares on either cloud: the models it serves, how they scale, and who reaches the
+Kubernetes API. Each cloud's config (aws/, gcp/) narrows the accelerator to its own pools."""
+from __future__ import annotations
+
+import ipaddress
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from infra.core.spec import Spec
+
+
+MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
+
+
+Variant = Literal["neuron", "cuda", "tensorrt"]
+
+
+class EndpointSpec(Spec):
+    access: Literal["private", "restricted", "public-internet"] = Field(
+        "private",
+        description="Who reaches the Kubernetes API: 'private' (inside the VPC only), 'restricted' (also "
+        "from publicAccessCidrs), or 'public-internet' (from anywhere; must be asked for by name).",
+    )
+    public_access_cidrs: list[str] = Field(
+        default_factory=list,
+        description="IPv4 CIDRs allowed to reach the public endpoint with access 'restricted' "
+        "(e.g. the CI runners' and VPN's egress); 0.0.0.0/0 is refused here.",
+    )
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _valid_cidrs(cls, values: list[str]) -> list[str]:
+        # Whether the list fits `access` is a meaning check (serving_checks), naming this field.
+        for value in values:
+            try:
+                network = ipaddress.IPv4Network(value, strict=True)
+            except ValueError as error:
+                raise ValueError(f"{value!r} is not an IPv4 CIDR: {error}") from None
+            if network.prefixlen == 0:
+                raise ValueError("0.0.0.0/0 opens the API to the internet; set access: public-internet "
+                                 "to ask for that by name, or list narrower CIDRs")
+        return values
+
+
+class AutoscalingSpec(Spec):
+    queue_depth_target: int = Field(
+        4, ge=1, le=1000,
+        description="Waiting requests per replica (vllm:num_requests_waiting) above which replicas are added.",
+    )
+    kv_cache_target: float = Field(
+        0.8, gt=0, le=1,
+        description="Average KV-cache use (vllm:gpu_cache_usage_perc, 0-1) above which replicas are added.",
+    )
+    scale_down_stabilization_seconds: int = Field(
+        300, ge=0, le=3600,
+        description="Seconds the load must stay low before replicas are removed (HPA scale-down stabilisation window).",
+    )
+    polling_interval_seconds: int = Field(15, ge=5, le=300, description="How often KEDA queries Prometheus, seconds.")
+
+
+# The artefact variant a pool's server loads when a model names none.
+DEFAULT_VARIANT = {"inf2": "neuron", "g5": "cuda", "l4": "cuda"}
+
+
+class ModelSpec(Spec):
+    name: str = Field(pattern=MODEL_NAME_PATTERN, description="Model name in the registry (models/<name>/...); a DNS label.")
+    version: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,62}$", description="Released version (models/<name>/<version>/)."
+    )
+    alias: str | None = Field(
+        None, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
+        description="Registry alias this entry follows (models/<name>/aliases/<alias>.json): `python -m infra "
+        "promote`/`rollback` write the alias's version into `version` and run `up`. Unset: a fixed version.",
+    )
+    accelerator: str = Field(description="Node pool that serves it (each cloud's config lists its pools).")
+    variant: Variant | None = Field(
+        None, description="Artefact variant to load (models/<name>/<version>/<variant>/); default: neuron on inf2, cuda on g5.",
+    )
+    image: str = Field(
+        min_length=3, description="Model server image, pinned by tag or digest: a vLLM image with the "
+        "Neuron backend on inf2, a vLLM CUDA image on g5.",
+    )
+    min_replicas: int = Field(1, ge=1, le=100, description="Replicas kept running (at least 1: nothing holds requests while a replica starts).")
+    max_replicas: int = Field(4, ge=1, le=100, description="Upper bound of the autoscaler.")
+    accelerators_per_replica: int = Field(
+        1, ge=1, le=16, description="Neuron devices (inf2) or GPUs (g5) per replica; also the tensor-parallel degree."
+    )
+    cpu: int = Field(2, ge=1, le=190, description="CPU cores requested per replica.")
+    memory_gib: int = Field(10, ge=1, le=2000, description="Memory requested per replica, GiB.")
+    max_model_len: int = Field(4096, ge=128, le=1048576, description="Longest context served (vLLM --max-model-len).")
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
+
+    @property
+    def artefact_variant(self) -> str:
+        return self.variant or DEFAULT_VARIANT[self.accelerator]

@@ -1,0 +1,355 @@
+"""The training node's bootstrap, shared by both clouds: one bash template, filled by a pure function.
+
+Every node of a run runs the same script and learns its rank from a rendezvous on the shared Lustre file
+system: mount Lustre at /fsx; check the fabric devices; read the node's private IP from the metadata
+service, write it to /fsx/runs/<run-id>/hosts/<ip>, wait (bounded) for `node_count` hosts and sort them
+(a node's rank is its index; rank 0 hosts the torchrun c10d rendezvous); run torchrun; on any exit, rank 0
+waits (bounded) for the checkpoints' export and writes `runs/<run-id>/_SUCCESS` or `_FAILED`; every node then
+powers off. With an expiry, every node sends SIGTERM to the workers at expires-at minus the grace period,
+and at boot schedules its own power-off a few minutes after expires-at.
+
+The cloud's parts (`Platform`: metadata service, fabric devices check, export, marker upload) are in
+`aws/userdata.py` and `gcp/startup.py`. Every value from the spec is shell-quoted with `shlex.quote`; the
+training command is a bash array, so its arguments reach torchrun verbatim. Internal shell variables are
+prefixed MLINFRA_ and user `env` keys may not use that prefix.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import ClassVar
+
+from infra.core.naming import bucket_name_problem
+from infra.registry.layout import runs_prefix
+from infra.training.limits import EXPORT_WAIT_SECONDS, NODE_BACKSTOP_SECONDS, NODE_POWER_OFF_DELAY_SECONDS
+
+MOUNT_POINT = "/fsx"
+# Directories under MOUNT_POINT that the file system links to the registry (data repository associations).
+DATASETS_PATH = "/datasets"
+CHECKPOINTS_PATH = "/checkpoints"
+RDZV_PORT = 29500
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Shell variables whose value changes how bash itself behaves.
+_SHELL_OWNED = frozenset(
+    {"IFS", "SECONDS", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "ENV", "PS4", "BASH_XTRACEFD"}
+)
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The cloud's parts of the bootstrap. Everything else - the expiry backstop, retries, the exit trap and
+    marker JSON, the Lustre mount, the rendezvous and ranks, the job environment, torchrun and the grace
+    period - is the one shared template, so both clouds run the same logic."""
+
+    variables_a: str          # MLINFRA_* assignments after MLINFRA_NPROC_PER_NODE
+    variables_b: str          # ... after MLINFRA_MARKER_URI
+    export_functions: str     # defines wait_for_export: 0 once the checkpoints are in the registry
+    marker_upload: str        # the pipe stage that stores the marker JSON (stdin) as ${MLINFRA_MARKER_URI}/_${status}
+    devices_check: str        # checks the fabric devices after the mount
+    private_ip: str           # sets MLINFRA_PRIVATE_IP from the metadata service
+    metadata_name: str        # how messages name the metadata service
+    power_off_means: str      # what powering off does to the node, for the script's comments
+    power_off_on_exit_note: str
+
+    def slots(self) -> dict[str, str]:
+        return {"PLATFORM_VARIABLES_A": self.variables_a, "PLATFORM_VARIABLES_B": self.variables_b,
+                "EXPORT_FUNCTIONS": self.export_functions, "MARKER_UPLOAD": self.marker_upload,
+                "DEVICES_CHECK": self.devices_check, "PRIVATE_IP": self.private_ip,
+                "METADATA_NAME": self.metadata_name, "POWER_OFF_MEANS": self.power_off_means,
+                "POWER_OFF_ON_EXIT_NOTE": self.power_off_on_exit_note}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunBootstrap:
+    """What every training node needs to join its run, on either cloud; each cloud's bootstrap adds its
+    hardware, file system and where its markers go (`marker_bucket`)."""
+
+    MARKER_BUCKET_FIELD: ClassVar[str]  # the subclass field that names the markers' bucket
+
+    run_id: str
+    node_count: int
+    checkpoints_dir: str = MOUNT_POINT + CHECKPOINTS_PATH
+    datasets_dir: str = MOUNT_POINT + DATASETS_PATH
+    command: tuple[str, ...] = ()  # training script and its arguments, as torchrun takes them
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    rendezvous_timeout_seconds: int = 1800
+    # How long rank 0 waits for /fsx/checkpoints to reach the registry before it reports the run.
+    export_timeout_seconds: int = EXPORT_WAIT_SECONDS
+    # Power the node off when the job ends (the cloud turns that into termination or a stop).
+    power_off_on_exit: bool = True
+    # Whether /fsx/checkpoints is exported; without it no export is awaited, and the marker's status
+    # depends on the exit code alone.
+    export_checkpoints: bool = True
+    # Unix time at which every node sends SIGTERM to the job's workers (expires-at minus the grace
+    # period), so they can save a last checkpoint before the run guard's hard stop; None: never.
+    stop_at_epoch: int | None = None
+    # Unix time of expires-at: every node schedules its own power-off NODE_BACKSTOP_SECONDS later at
+    # boot, a hard cap that holds even if the run guard never runs; None: no backstop.
+    expires_at_epoch: int | None = None
+    torchrun: str = "torchrun"  # path of torchrun on the image
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", MappingProxyType(dict(sorted(dict(self.env).items()))))
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def marker_bucket(self) -> str:
+        return str(getattr(self, self.MARKER_BUCKET_FIELD))
+
+    @property
+    def nproc_per_node(self) -> int:
+        raise NotImplementedError
+
+    def problems(self) -> list[str]:
+        """What is wrong with the shared fields (S3 and GCS bucket names follow the same rules checked here)."""
+        problems = []
+        for name in ("node_count", "rendezvous_timeout_seconds", "export_timeout_seconds"):
+            value = getattr(self, name)
+            if not positive_int(value):
+                problems.append(f"{name} must be a whole number >= 1 (got {value!r})")
+        for name in ("stop_at_epoch", "expires_at_epoch"):
+            value = getattr(self, name)
+            if value is not None and not positive_int(value):
+                problems.append(f"{name} must be a Unix time >= 1 (got {value!r})")
+        try:
+            runs_prefix(self.run_id)
+        except ValueError as err:
+            problems.append(f"run_id: {err}")
+        if bucket_name_problem(self.marker_bucket):
+            problems.append(f"{self.MARKER_BUCKET_FIELD}: {bucket_name_problem(self.marker_bucket)}")
+        if not self.torchrun:
+            problems.append("torchrun must not be empty")
+        for name in ("checkpoints_dir", "datasets_dir"):
+            path = getattr(self, name)
+            if not path.startswith(f"{MOUNT_POINT}/") or "/../" in f"{path}/":
+                problems.append(f"{name} must be a directory under {MOUNT_POINT}/ (got {path!r})")
+        if not self.command or not all(isinstance(arg, str) for arg in self.command) or not self.command[0]:
+            problems.append("command must name the training script (and its arguments) as torchrun takes them")
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+                problems.append(f"env key {key!r} must be a shell variable name (letters, digits, '_')")
+            elif key.startswith("MLINFRA_") or key in _SHELL_OWNED:
+                problems.append(f"env key {key!r} is reserved (MLINFRA_* and shell-owned names)")
+            if not isinstance(value, str):
+                problems.append(f"env value for {key!r} must be a string (got {type(value).__name__})")
+        return problems
+
+
+def positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def common_values(spec: RunBootstrap, lustre_source: str, marker_uri: str) -> dict[str, str]:
+    """Values of the shared part of the script, from the shared fields of either cloud's bootstrap."""
+    q = shlex.quote
+    runs = runs_prefix(spec.run_id)
+    return {
+        "RUN_ID": q(spec.run_id),
+        "RUN_ID_JSON": q(json.dumps(spec.run_id)),
+        "NODE_COUNT": str(spec.node_count),
+        "NPROC": str(spec.nproc_per_node),
+        "LUSTRE_SOURCE": q(lustre_source),
+        "MOUNT_POINT": q(MOUNT_POINT),
+        "CHECKPOINTS_DIR": q(spec.checkpoints_dir),
+        "DATASETS_DIR": q(spec.datasets_dir),
+        "RUN_DIR": q(f"{MOUNT_POINT}/{runs.rstrip('/')}"),
+        "MARKER_URI": q(marker_uri),
+        "TIMEOUT": str(spec.rendezvous_timeout_seconds),
+        "EXPORT_TIMEOUT": str(spec.export_timeout_seconds),
+        "POWER_OFF": "1" if spec.power_off_on_exit else "0",
+        "POWER_OFF_MINUTES": str(NODE_POWER_OFF_DELAY_SECONDS // 60),
+        "EXPORT": "1" if spec.export_checkpoints else "0",
+        "STOP_AT": str(spec.stop_at_epoch or 0),
+        "EXPIRES_AT": str(spec.expires_at_epoch or 0),
+        "BACKSTOP_SECONDS": str(NODE_BACKSTOP_SECONDS),
+        "RDZV_PORT": str(RDZV_PORT),
+        "USER_ENV": "".join(f"export {k}={q(v)}\n" for k, v in spec.env.items()) or "# (none)\n",
+        "TORCHRUN": q(spec.torchrun),
+        "COMMAND": " ".join(q(arg) for arg in spec.command),
+    }
+
+
+def render_script(platform: Platform, values: Mapping[str, str]) -> str:
+    """The shared script with `platform`'s parts, then `values` (@@KEY@@ -> value) filled in."""
+    script = _TEMPLATE
+    for key, part in platform.slots().items():
+        script = script.replace(f"@@{key}@@", part)
+    for key, value in values.items():
+        script = script.replace(f"@@{key}@@", value)
+    assert "@@" not in script, script
+    return script
+
+
+_TEMPLATE = r"""#!/bin/bash
+# shellcheck disable=SC2016  # values from the run spec are single-quoted literals on purpose
+# mlinfra training node bootstrap. Rendered by infra/training/bootstrap.py; edit that, not this.
+# Every node of the run runs this same script and finds its rank through a rendezvous on Lustre.
+set -euo pipefail
+
+MLINFRA_RUN_ID=@@RUN_ID@@
+MLINFRA_RUN_ID_JSON=@@RUN_ID_JSON@@
+MLINFRA_NODE_COUNT=@@NODE_COUNT@@
+MLINFRA_NPROC_PER_NODE=@@NPROC@@
+@@PLATFORM_VARIABLES_A@@MLINFRA_LUSTRE_SOURCE=@@LUSTRE_SOURCE@@
+MLINFRA_MOUNT_POINT=@@MOUNT_POINT@@
+MLINFRA_CHECKPOINTS_DIR=@@CHECKPOINTS_DIR@@
+MLINFRA_DATASETS_DIR=@@DATASETS_DIR@@
+MLINFRA_RUN_DIR=@@RUN_DIR@@
+MLINFRA_MARKER_URI=@@MARKER_URI@@
+@@PLATFORM_VARIABLES_B@@MLINFRA_RENDEZVOUS_TIMEOUT=@@TIMEOUT@@
+MLINFRA_EXPORT_TIMEOUT=@@EXPORT_TIMEOUT@@
+MLINFRA_POWER_OFF=@@POWER_OFF@@
+MLINFRA_EXPORT=@@EXPORT@@
+MLINFRA_STOP_AT=@@STOP_AT@@
+MLINFRA_EXPIRES_AT=@@EXPIRES_AT@@
+MLINFRA_RDZV_PORT=@@RDZV_PORT@@
+
+MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+MLINFRA_NODE_RANK=""
+MLINFRA_PRIVATE_IP=""
+MLINFRA_HOSTS=()
+MLINFRA_JOB_PID=""
+MLINFRA_STOPPER_PID=""
+
+log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# The node's own hard cap, set first so it holds whatever fails later (the run guard included):
+# power off a few minutes after expires-at; @@POWER_OFF_MEANS@@.
+if (( MLINFRA_EXPIRES_AT > 0 )); then
+  mlinfra_backstop_min=$(( (MLINFRA_EXPIRES_AT + @@BACKSTOP_SECONDS@@ - $(date -u +%s) + 59) / 60 ))
+  shutdown -h "+$(( mlinfra_backstop_min > 1 ? mlinfra_backstop_min : 1 ))" "mlinfra: run ${MLINFRA_RUN_ID} expires" \
+    || log "could not schedule the expiry power-off"
+fi
+
+# retry ATTEMPTS DELAY_SECONDS COMMAND...
+retry() {
+  local attempts=$1 delay=$2 n=1
+  shift 2
+  until "$@"; do
+    if (( n >= attempts )); then
+      log "gave up after ${n} attempts: $*"
+      return 1
+    fi
+    n=$((n + 1))
+    sleep "$delay"
+  done
+}
+
+@@EXPORT_FUNCTIONS@@
+# write_marker EXIT_CODE EXPORTED: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
+# _SUCCESS means the job exited 0 AND (when checkpoints are exported) its checkpoints are in the registry.
+write_marker() {
+  local code=$1 exported=$2 status=SUCCESS rank=null
+  if (( code != 0 )) || [[ "$MLINFRA_EXPORT" == 1 && "$exported" != true ]]; then status=FAILED; fi
+  if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
+  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
+    "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" \
+@@MARKER_UPLOAD@@}
+
+on_exit() {
+  local code=$? exported=false
+  trap - EXIT
+  set +e  # the marker is attempted whatever else has failed
+  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then pkill -P "$MLINFRA_STOPPER_PID" 2>/dev/null; kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
+  if [[ -n "$MLINFRA_JOB_PID" ]]; then kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null && wait "$MLINFRA_JOB_PID"; fi
+  if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
+    if [[ -n "$MLINFRA_NODE_RANK" && "$MLINFRA_EXPORT" == 1 ]] && wait_for_export; then exported=true; fi
+    retry 5 5 write_marker "$code" "$exported" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
+  fi
+  log "exit ${code}"
+  if [[ "$MLINFRA_POWER_OFF" == 1 ]]; then
+    # @@POWER_OFF_ON_EXIT_NOTE@@
+    shutdown -h +@@POWER_OFF_MINUTES@@ "mlinfra: run ${MLINFRA_RUN_ID} ended (exit ${code})"
+  fi
+  exit "$code"
+}
+trap on_exit EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+# ---- Lustre ----
+mount_lustre() {
+  mountpoint -q "$MLINFRA_MOUNT_POINT" \
+    || mount -t lustre -o relatime,flock "$MLINFRA_LUSTRE_SOURCE" "$MLINFRA_MOUNT_POINT"
+}
+mkdir -p "$MLINFRA_MOUNT_POINT"
+log "mounting ${MLINFRA_LUSTRE_SOURCE} at ${MLINFRA_MOUNT_POINT}"
+retry 30 10 mount_lustre
+
+@@DEVICES_CHECK@@
+# ---- rendezvous through Lustre: rank = index of this node's IP among the sorted IPs ----
+@@PRIVATE_IP@@if [[ ! "$MLINFRA_PRIVATE_IP" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
+  log "@@METADATA_NAME@@ returned no usable private IPv4 address: '${MLINFRA_PRIVATE_IP}'"
+  MLINFRA_PRIVATE_IP=""
+  exit 1
+fi
+
+mlinfra_hosts_dir="${MLINFRA_RUN_DIR}/hosts"
+mkdir -p "$mlinfra_hosts_dir" "$MLINFRA_CHECKPOINTS_DIR"
+printf '%s\n' "$MLINFRA_PRIVATE_IP" > "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp"
+mv -f "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp" "${mlinfra_hosts_dir}/${MLINFRA_PRIVATE_IP}"
+log "waiting for ${MLINFRA_NODE_COUNT} nodes in ${mlinfra_hosts_dir}"
+mlinfra_deadline=$((SECONDS + MLINFRA_RENDEZVOUS_TIMEOUT))
+while :; do
+  mapfile -t MLINFRA_HOSTS < <(find "$mlinfra_hosts_dir" -mindepth 1 -maxdepth 1 -type f -printf '%f\n' | LC_ALL=C sort)
+  if (( ${#MLINFRA_HOSTS[@]} >= MLINFRA_NODE_COUNT )); then break; fi
+  if (( SECONDS >= mlinfra_deadline )); then
+    log "rendezvous timed out after ${MLINFRA_RENDEZVOUS_TIMEOUT}s: ${#MLINFRA_HOSTS[@]} of ${MLINFRA_NODE_COUNT} nodes checked in"
+    exit 1
+  fi
+  sleep 5
+done
+if (( ${#MLINFRA_HOSTS[@]} > MLINFRA_NODE_COUNT )); then
+  log "${#MLINFRA_HOSTS[@]} hosts in ${mlinfra_hosts_dir}, expected ${MLINFRA_NODE_COUNT}: a node was replaced; start the run again with a new run id"
+  exit 1
+fi
+for mlinfra_i in "${!MLINFRA_HOSTS[@]}"; do
+  if [[ "${MLINFRA_HOSTS[$mlinfra_i]}" == "$MLINFRA_PRIVATE_IP" ]]; then MLINFRA_NODE_RANK=$mlinfra_i; fi
+done
+if [[ -z "$MLINFRA_NODE_RANK" ]]; then
+  log "this node (${MLINFRA_PRIVATE_IP}) is not among the rendezvous hosts"
+  exit 1
+fi
+MLINFRA_RENDEZVOUS_HOST="${MLINFRA_HOSTS[0]}"
+log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${MLINFRA_RENDEZVOUS_HOST}"
+
+# ---- job environment ----
+export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST MLINFRA_STOP_AT MLINFRA_EXPIRES_AT
+export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
+@@FABRIC_ENV@@# from the run's env (may override the settings above)
+@@USER_ENV@@
+# ---- the job: same command on every node; checkpoints go to MLINFRA_CHECKPOINTS_DIR ----
+mlinfra_command=(@@COMMAND@@)
+log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
+@@TORCHRUN@@ \
+  --nnodes="$MLINFRA_NODE_COUNT" \
+  --nproc-per-node="$MLINFRA_NPROC_PER_NODE" \
+  --node-rank="$MLINFRA_NODE_RANK" \
+  --rdzv-backend=c10d \
+  --rdzv-endpoint="${MLINFRA_RENDEZVOUS_HOST}:${MLINFRA_RDZV_PORT}" \
+  --rdzv-id="$MLINFRA_RUN_ID" \
+  "${mlinfra_command[@]}" &
+MLINFRA_JOB_PID=$!
+# The grace period: at MLINFRA_STOP_AT, SIGTERM goes to the workers themselves, not to torchrun (whose
+# agent would kill them 30 s later): a job that saves a checkpoint and exits 0 on SIGTERM ends through
+# the normal exit (export wait, _SUCCESS marker) before the run guard's hard stop at expires-at.
+if (( MLINFRA_STOP_AT > 0 )); then
+  mlinfra_stop_in=$(( MLINFRA_STOP_AT - $(date -u +%s) ))
+  ( sleep "$(( mlinfra_stop_in > 0 ? mlinfra_stop_in : 0 ))"
+    log "expiry grace period reached: asking the workers to save and stop"
+    pkill -TERM -P "$MLINFRA_JOB_PID" 2>/dev/null ) &
+  MLINFRA_STOPPER_PID=$!
+fi
+mlinfra_job_code=0
+wait "$MLINFRA_JOB_PID" || mlinfra_job_code=$?
+MLINFRA_JOB_PID=""
+if (( mlinfra_job_code != 0 )); then exit "$mlinfra_job_code"; fi
+"""
