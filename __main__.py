@@ -1,4 +1,5 @@
 """The mlinfra Pulumi program: reads `mlinfra:kind` and builds that stack kind."""
+
 import stacks
 
 stacks.build()

@@ -8,13 +8,13 @@ what `python -m infra policy --preview-json` does after reading the file: start 
 it, Analyze every resource, AnalyzeStack once. With --out, the section below the marker in that file
 is replaced (the rest of the file is kept).
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -33,13 +33,19 @@ def generated_document(count: int) -> dict:
     while len(resources) < count:
         renamed = {r.urn: r.urn + f"-{copy}" for r in template}
         for r in template:
-            resources.append(replace(
-                r, urn=renamed[r.urn], name=f"{r.name}-{copy}",
-                dependencies=tuple(renamed.get(u, u) for u in r.dependencies),
-                property_dependencies={k: tuple(renamed.get(u, u) for u in v) for k, v in r.property_dependencies.items()},
-            ))
+            resources.append(
+                replace(
+                    r,
+                    urn=renamed[r.urn],
+                    name=f"{r.name}-{copy}",
+                    dependencies=tuple(renamed.get(u, u) for u in r.dependencies),
+                    property_dependencies={
+                        k: tuple(renamed.get(u, u) for u in v) for k, v in r.property_dependencies.items()
+                    },
+                )
+            )
         copy += 1
-    return to_document(resources[:count - 1], "training-bench")  # plus the root stack resource
+    return to_document(resources[: count - 1], "training-bench")  # plus the root stack resource
 
 
 def run_size() -> int:
@@ -71,7 +77,8 @@ def main() -> int:
     n = len(document.resources)
     best, median = min(times), statistics.median(times)
     lines = [
-        MARKER, "",
+        MARKER,
+        "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}. Command: `python benchmarks/policy_bench.py --resources "
         f"{args.resources} --repeat {args.repeat}`.",

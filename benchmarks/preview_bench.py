@@ -7,6 +7,7 @@ warm runs. The node sweep previews `training-demo` with `-c mlinfra:training.nod
 must not grow with nodes (one EC2 Fleet launches them all). Figures depend on the machine, which is
 written down with them. `--out` replaces only this benchmark's section of the file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,16 +25,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="warm runs per stack (default 5)")
     parser.add_argument("--stacks", nargs="*", help="default: every stack in stacks/")
-    parser.add_argument("--nodes", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32, 64, 128, 256],
-                        help="node counts for the training-demo sweep (default 1..256, powers of two)")
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        nargs="*",
+        default=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+        help="node counts for the training-demo sweep (default 1..256, powers of two)",
+    )
     parser.add_argument("--out", type=Path, help="also write the results as Markdown to this file")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
 
     started = time.perf_counter()
-    from infra.tools.offline.engine import preview
     from infra.core.project import load_project
+    from infra.tools.offline.engine import preview
 
     project = load_project()
     import_s = time.perf_counter() - started
@@ -49,8 +55,10 @@ def main() -> int:
             preview(stack, project=project)
             warm.append(time.perf_counter() - t0)
         rows.append((stack, len(first.resources()), cold, statistics.median(warm), min(warm)))
-        print(f"{stack}: {len(first.resources())} resources, first {cold:.3f}s, warm median {statistics.median(warm):.3f}s",
-              file=sys.stderr)
+        print(
+            f"{stack}: {len(first.resources())} resources, first {cold:.3f}s, warm median {statistics.median(warm):.3f}s",
+            file=sys.stderr,
+        )
 
     sweep = []
     for nodes in args.nodes if "training-demo" in project.stacks() else []:
@@ -65,21 +73,32 @@ def main() -> int:
             preview("training-demo", override, project=project)
             warm.append(time.perf_counter() - t0)
         sweep.append((nodes, len(result.resources()), statistics.median(warm)))
-        print(f"training-demo x{nodes}: {len(result.resources())} resources, warm median {statistics.median(warm):.3f}s",
-              file=sys.stderr)
+        print(
+            f"training-demo x{nodes}: {len(result.resources())} resources, warm median {statistics.median(warm):.3f}s",
+            file=sys.stderr,
+        )
 
-    machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-               f"{platform.system()} {platform.release()}")
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
     lines = [
-        "# Offline preview benchmark", "",
+        "# Offline preview benchmark",
+        "",
         f"Machine: {machine}. Command: `python benchmarks/preview_bench.py --repeat {args.repeat}`.",
-        f"Importing the engine: {import_s:.2f}s.", "",
+        f"Importing the engine: {import_s:.2f}s.",
+        "",
         "| stack | resources | first run (s) | warm median (s) | warm min (s) |",
         "|---|---|---|---|---|",
     ] + [f"| {s} | {n} | {c:.3f} | {m:.3f} | {lo:.3f} |" for s, n, c, m, lo in rows]
     if sweep:
-        lines += ["", "Training preview against node count (`training-demo`, `-c mlinfra:training.nodeCount=N`):", "",
-                  "| nodes | resources | warm median (s) |", "|---|---|---|"]
+        lines += [
+            "",
+            "Training preview against node count (`training-demo`, `-c mlinfra:training.nodeCount=N`):",
+            "",
+            "| nodes | resources | warm median (s) |",
+            "|---|---|---|",
+        ]
         lines += [f"| {n} | {r} | {m:.3f} |" for n, r, m in sweep]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -2,14 +2,15 @@
 
 Exit codes (DESIGN.md): 0 ok; 1 the check found problems, or the cloud failed; 2 bad input (one line per problem).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from infra.core.errors import InputError, Problem
 
@@ -26,14 +27,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as error:  # noqa: BLE001 a bug must still not greet the user with a traceback
+    except Exception as error:
         from infra.ops.runtime import cloud_error
+
         if (cloud := cloud_error(error)) is not None:  # the cloud failed (throttling, credentials, network): exit 1
             print(f"error: {cloud}", file=sys.stderr)
             return 1
         if os.environ.get("MLINFRA_DEBUG"):
             raise
-        print(f"internal error: {type(error).__name__}: {error} (set MLINFRA_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"internal error: {type(error).__name__}: {error} (set MLINFRA_DEBUG=1 for the traceback)", file=sys.stderr
+        )
         return 3
 
 
@@ -45,8 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     target = preview.add_mutually_exclusive_group(required=True)
     target.add_argument("--stack", "-s", help="stack name: stacks/Pulumi.<stack>.yaml")
     target.add_argument("--all", action="store_true", help="every stack in stacks/")
-    preview.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
-                         help="override a config value, path syntax of `pulumi config set --path` (repeatable)")
+    preview.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, path syntax of `pulumi config set --path` (repeatable)",
+    )
     preview.add_argument("--json", action="store_true", help="print a `pulumi preview --json` shaped document")
     preview.set_defaults(handler=_preview)
 
@@ -59,25 +69,31 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.set_defaults(handler=_catalog)
 
     from infra.tools.policy_runner.cli import add_policy_parser
+
     add_policy_parser(verbs)
     from infra.tools.cost.cli import add_cost_parser
+
     add_cost_parser(verbs)
     from infra.tools.diagram.cli import add_diagram_parser
+
     add_diagram_parser(verbs)
     from infra.tools.report import add_report_parser
+
     add_report_parser(verbs)
     from infra.ops.lifecycle.cli import add_lifecycle_parsers
+
     add_lifecycle_parsers(verbs)
     from infra.ops.promotion.cli import add_promotion_parsers
+
     add_promotion_parsers(verbs)
     return parser
 
 
 def _preview(args: argparse.Namespace) -> int:
     from infra.core.paths import parse_override
+    from infra.core.project import load_project
     from infra.tools.offline.digest import to_digest
     from infra.tools.offline.engine import preview
-    from infra.core.project import load_project
     from infra.tools.offline.render import render
 
     overrides = [parse_override(text) for text in args.config]
@@ -113,9 +129,25 @@ def _catalog(args: argparse.Namespace) -> int:
     from infra.catalog.gcp.table import gcp_table
 
     gcp_names = [n for n in args.types if n in known_machine_types()] if args.types else list(known_machine_types())
-    names = [n for n in args.types if n not in gcp_names] if args.types else ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
-                           "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "inf2.xlarge", "inf2.48xlarge",
-                           "g5.xlarge", "g5.12xlarge", "g5.48xlarge"]
+    names = (
+        [n for n in args.types if n not in gcp_names]
+        if args.types
+        else [
+            "p4d.24xlarge",
+            "p4de.24xlarge",
+            "p5.48xlarge",
+            "p5e.48xlarge",
+            "p5en.48xlarge",
+            "trn1.32xlarge",
+            "trn1n.32xlarge",
+            "trn2.48xlarge",
+            "inf2.xlarge",
+            "inf2.48xlarge",
+            "g5.xlarge",
+            "g5.12xlarge",
+            "g5.48xlarge",
+        ]
+    )
     problems = []
     rows = []
     for name in names:
@@ -125,9 +157,16 @@ def _catalog(args: argparse.Namespace) -> int:
             problems.append(Problem("types", str(error)))
             continue
         price = on_demand_price(name)
-        rows.append((name, f"{it.accelerator_count}x {it.accelerator_model or '-'}", str(len(it.network_cards)),
-                     str(it.max_efa_interfaces if it.efa_supported else 0), f"{it.total_bandwidth_gbps:g}",
-                     "no public price" if price is None else f"{price:.3f}"))
+        rows.append(
+            (
+                name,
+                f"{it.accelerator_count}x {it.accelerator_model or '-'}",
+                str(len(it.network_cards)),
+                str(it.max_efa_interfaces if it.efa_supported else 0),
+                f"{it.total_bandwidth_gbps:g}",
+                "no public price" if price is None else f"{price:.3f}",
+            )
+        )
     if problems:
         raise InputError(problems)
     if not rows:

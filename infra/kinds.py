@@ -1,10 +1,12 @@
 """The one (kind, cloud) table: for each stack kind on each cloud, its config model, its meaning checks and
 the stack module that builds it. Loading a stack's config goes through it, for `pulumi up` and the offline
 preview alike: provider keys, then shape (pydantic), then meaning, every problem naming its key."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Union
 
 from pydantic import ValidationError
 
@@ -25,8 +27,14 @@ from infra.training.aws.config import TrainingStackConfig
 from infra.training.gcp.checks import gcp_training_findings
 from infra.training.gcp.config import GcpTrainingStackConfig
 
-StackConfig = Union[RegistryStackConfig, TrainingStackConfig, ServingStackConfig, GcpServingStackConfig,
-                    GcpRegistryStackConfig, GcpTrainingStackConfig]
+StackConfig = Union[
+    RegistryStackConfig,
+    TrainingStackConfig,
+    ServingStackConfig,
+    GcpServingStackConfig,
+    GcpRegistryStackConfig,
+    GcpTrainingStackConfig,
+]
 
 
 @dataclass(frozen=True)
@@ -34,23 +42,49 @@ class StackKind:
     kind: str
     cloud: str
     model: type[Spec]
-    findings: Callable[[Any, Optional[str]], list[Problem]]  # meaning checks: (config, region) -> findings
+    findings: Callable[[Any, str | None], list[Problem]]  # meaning checks: (config, region) -> findings
     builder: str  # module under stacks/ whose build(config) declares the stack's resources
 
 
 STACK_KINDS: tuple[StackKind, ...] = (
     StackKind("registry", "aws", RegistryStackConfig, lambda config, region: [], "stacks.aws.registry"),
-    StackKind("training", "aws", TrainingStackConfig,
-              lambda config, region: training_findings(config.training, region)
-              + registry_region_finding(config.registry_stack, region), "stacks.aws.training"),
-    StackKind("serving", "aws", ServingStackConfig,
-              lambda config, region: serving_findings(config.serving, region), "stacks.aws.serving"),
-    StackKind("registry", "gcp", GcpRegistryStackConfig,
-              lambda config, region: mirror_findings(config.registry.mirror), "stacks.gcp.registry"),
-    StackKind("training", "gcp", GcpTrainingStackConfig,
-              lambda config, region: gcp_training_findings(config.training, region), "stacks.gcp.training"),
-    StackKind("serving", "gcp", GcpServingStackConfig,
-              lambda config, region: gcp_serving_findings(config.serving, region), "stacks.gcp.serving"),
+    StackKind(
+        "training",
+        "aws",
+        TrainingStackConfig,
+        lambda config, region: (
+            training_findings(config.training, region) + registry_region_finding(config.registry_stack, region)
+        ),
+        "stacks.aws.training",
+    ),
+    StackKind(
+        "serving",
+        "aws",
+        ServingStackConfig,
+        lambda config, region: serving_findings(config.serving, region),
+        "stacks.aws.serving",
+    ),
+    StackKind(
+        "registry",
+        "gcp",
+        GcpRegistryStackConfig,
+        lambda config, region: mirror_findings(config.registry.mirror),
+        "stacks.gcp.registry",
+    ),
+    StackKind(
+        "training",
+        "gcp",
+        GcpTrainingStackConfig,
+        lambda config, region: gcp_training_findings(config.training, region),
+        "stacks.gcp.training",
+    ),
+    StackKind(
+        "serving",
+        "gcp",
+        GcpServingStackConfig,
+        lambda config, region: gcp_serving_findings(config.serving, region),
+        "stacks.gcp.serving",
+    ),
 )
 KINDS = tuple(dict.fromkeys(k.kind for k in STACK_KINDS))
 CLOUDS = ("aws", "gcp")  # `mlinfra:cloud`, default aws
@@ -81,8 +115,9 @@ def validate(values: dict[str, Any]) -> StackConfig:
     row = _TABLE.get((kind, cloud))
     if row is None:
         offered = [k.kind for k in STACK_KINDS if k.cloud == cloud]
-        raise InputError(Problem(f"{NAMESPACE}:cloud", f"{cloud} has no {kind} stacks yet (it has: "
-                                                       f"{', '.join(offered)}); use aws"))
+        raise InputError(
+            Problem(f"{NAMESPACE}:cloud", f"{cloud} has no {kind} stacks yet (it has: {', '.join(offered)}); use aws")
+        )
     if cloud == "aws":
         values = {k: v for k, v in values.items() if k != "cloud"}  # aws: the default, may be spelt out
     try:

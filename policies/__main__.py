@@ -2,6 +2,7 @@
 directory, in the virtualenv PulumiPolicy.yaml names, where the project is installed: the rules read its
 facts), and so does `python -m infra policy` offline.
 It only builds the pack; the rules are in policies/rules/, registered in policies/pack.py."""
+
 from pulumi_policy import EnforcementLevel, PolicyPack
 
 from policies.adapters import to_policy
@@ -12,5 +13,5 @@ PolicyPack(
     policies=[to_policy(rule) for rule in RULES],
     enforcement_level=EnforcementLevel.MANDATORY,  # each rule sets its own; this is the fallback
     description="mlinfra guard rails: fabric, Lustre, teardown safety, registry, serving, role separation, "
-                "least privilege and cost",
+    "least privilege and cost",
 )

@@ -1,4 +1,5 @@
 """From rule records to the policy SDK's policies, and from the SDK's arguments to `Resource` records."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,14 +22,22 @@ _LEVELS = {"mandatory": EnforcementLevel.MANDATORY, "advisory": EnforcementLevel
 def to_policy(rule: Rule) -> ResourceValidationPolicy | StackValidationPolicy:
     if isinstance(rule, ResourceRule):
         return ResourceValidationPolicy(
-            name=rule.name, description=rule.description, enforcement_level=_LEVELS[rule.enforcement],
+            name=rule.name,
+            description=rule.description,
+            enforcement_level=_LEVELS[rule.enforcement],
             validate=_resource_validation(rule),
         )
-    schema = PolicyConfigSchema(properties={k: dict(v) for k, v in rule.config_schema.items()}) \
-        if rule.config_schema else None
+    schema = (
+        PolicyConfigSchema(properties={k: dict(v) for k, v in rule.config_schema.items()})
+        if rule.config_schema
+        else None
+    )
     return StackValidationPolicy(
-        name=rule.name, description=rule.description, enforcement_level=_LEVELS[rule.enforcement],
-        validate=_stack_validation(rule), config_schema=schema,
+        name=rule.name,
+        description=rule.description,
+        enforcement_level=_LEVELS[rule.enforcement],
+        validate=_stack_validation(rule),
+        config_schema=schema,
     )
 
 
@@ -36,8 +45,14 @@ def _resource_validation(rule: ResourceRule):
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         if not rule.applies_to(args.resource_type):
             return
-        resource = Resource(type=args.resource_type, props=plain(args.props), urn=args.urn, name=args.name,
-                            protect=bool(args.opts.protect), parent=args.opts.parent or "")
+        resource = Resource(
+            type=args.resource_type,
+            props=plain(args.props),
+            urn=args.urn,
+            name=args.name,
+            protect=bool(args.opts.protect),
+            parent=args.opts.parent or "",
+        )
         for message in rule.check(resource):
             report_violation(message, None)
 
@@ -56,7 +71,11 @@ def _stack_validation(rule: StackRule):
 
 def _from_policy_resource(r: Any) -> Resource:
     return Resource(
-        type=r.resource_type, props=plain(r.props), urn=r.urn, name=r.name, protect=bool(r.opts.protect),
+        type=r.resource_type,
+        props=plain(r.props),
+        urn=r.urn,
+        name=r.name,
+        protect=bool(r.opts.protect),
         parent=r.parent.urn if r.parent is not None else (r.opts.parent or ""),
         dependencies=tuple(d.urn for d in r.dependencies),
         property_dependencies={k: tuple(d.urn for d in v) for k, v in r.property_dependencies.items()},

@@ -4,32 +4,36 @@ Rules never see the policy SDK: `policies.adapters` turns the SDK's arguments in
 (unwrapping its unknown-checking proxies, so a value the engine cannot know during a preview is the
 `UNKNOWN` marker instead of an exception) and rule results into violations.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Literal, Mapping, Optional
+from typing import Any, Literal
 
 Enforcement = Literal["mandatory", "advisory"]
 
 # The policy SDK's sentinels for values that cannot be known during a preview (pulumi_policy.proxy).
-_UNKNOWN_SENTINELS = frozenset({
-    "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",  # boolean
-    "3eeb2bf0-c639-47a8-9e75-3b44932eb421",  # number
-    "04da6b54-80e4-46f7-96ec-b56ff0331ba9",  # string
-    "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",  # array
-    "030794c1-ac77-496b-92df-f27374a8bd58",  # asset
-    "e48ece36-62e2-4504-bad9-02848725956a",  # archive
-    "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",  # object
-})
+_UNKNOWN_SENTINELS = frozenset(
+    {
+        "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7",  # boolean
+        "3eeb2bf0-c639-47a8-9e75-3b44932eb421",  # number
+        "04da6b54-80e4-46f7-96ec-b56ff0331ba9",  # string
+        "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",  # array
+        "030794c1-ac77-496b-92df-f27374a8bd58",  # asset
+        "e48ece36-62e2-4504-bad9-02848725956a",  # archive
+        "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",  # object
+    }
+)
 
 
 class _Unknown:
     """A value computed by the cloud that a preview cannot know (an id, an ARN of a new resource)."""
 
-    _instance: Optional["_Unknown"] = None
+    _instance: _Unknown | None = None
 
-    def __new__(cls) -> "_Unknown":
+    def __new__(cls) -> _Unknown:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -119,7 +123,7 @@ class StackRule:
     name: str
     description: str
     enforcement: Enforcement
-    check: Callable[["Stack", Mapping[str, Any]], list[Finding]]
+    check: Callable[[Stack, Mapping[str, Any]], list[Finding]]
     config_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # JSON schema per property
 
     def defaults(self) -> dict[str, Any]:
@@ -147,7 +151,7 @@ class Stack:
                 for urn in urns:
                     self._referring.setdefault((prop, urn), []).append(r)
 
-    def get(self, urn: str) -> Optional[Resource]:
+    def get(self, urn: str) -> Resource | None:
         return self._by_urn.get(urn)
 
     def of_type(self, *types: str) -> list[Resource]:

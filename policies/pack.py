@@ -3,14 +3,74 @@
 Enforcement is the rule's own (mandatory for safety and cost, advisory where judgement is needed);
 the pack config can override any rule's level, as `pulumi preview --policy-pack-config` allows.
 """
+
 from __future__ import annotations
 
 from policies.model import Rule
-from policies.rules.serving import accelerator_node_pools_tainted, autoscalers_have_replica_bounds, eks_api_endpoint_restricted, eks_secrets_encrypted, gke_node_pools_without_public_ip, gke_nodes_private, gke_shielded_nodes, gke_workload_identity_enabled, model_servers_scale_on_inference_signals, node_pools_have_limits, serving_pools_use_serving_types, serving_registry_access_read_only
-from policies.rules.everywhere import block_devices_encrypted, gcp_instances_without_public_ip, ingress_not_open_to_the_internet, instance_metadata_requires_imdsv2, log_groups_have_retention, nodes_without_public_ip
-from policies.rules.training import efa_nodes_in_one_subnet, efa_on_every_network_card, efa_security_group_self_referencing, gcp_training_nodes_end_by_expiry, gcp_training_nodes_have_every_gpu_nic, gcp_training_nodes_in_compact_placement, gcp_training_resources_labelled_with_run, guard_role_scoped_to_run, lustre_capacity_allowed_step, lustre_data_repository_paths_in_s3, lustre_final_backup_choice_explicit, lustre_in_same_az_as_nodes, lustre_linked_through_data_repository_associations, lustre_security_group_allows_lustre_ports, lustre_throughput_allowed_value, multi_interface_instances_without_public_ip, placement_group_matches_capacity_mode, placement_groups_use_cluster_strategy, training_expiry_within_max_lifetime, training_launch_templates_tag_what_they_launch, training_nodes_use_training_types, training_resources_carry_run_tags, training_resources_not_protected, training_stack_has_run_guard
-from policies.rules.registry import gcs_buckets_encrypted_with_cmek, gcs_buckets_not_granted_to_the_public, gcs_buckets_not_public, gcs_buckets_versioned, registry_access_without_wildcards, registry_bucket_and_key_protected, registry_bucket_encrypted_with_kms, registry_bucket_public_access_blocked, registry_bucket_sends_events_to_eventbridge, registry_bucket_tls_only, registry_bucket_versioned, transfer_jobs_copy_models_only, transfer_jobs_never_delete
 from policies.rules.cost import instance_types_have_catalog_price, stack_hourly_cost_under_ceiling
+from policies.rules.everywhere import (
+    block_devices_encrypted,
+    gcp_instances_without_public_ip,
+    ingress_not_open_to_the_internet,
+    instance_metadata_requires_imdsv2,
+    log_groups_have_retention,
+    nodes_without_public_ip,
+)
+from policies.rules.registry import (
+    gcs_buckets_encrypted_with_cmek,
+    gcs_buckets_not_granted_to_the_public,
+    gcs_buckets_not_public,
+    gcs_buckets_versioned,
+    registry_access_without_wildcards,
+    registry_bucket_and_key_protected,
+    registry_bucket_encrypted_with_kms,
+    registry_bucket_public_access_blocked,
+    registry_bucket_sends_events_to_eventbridge,
+    registry_bucket_tls_only,
+    registry_bucket_versioned,
+    transfer_jobs_copy_models_only,
+    transfer_jobs_never_delete,
+)
+from policies.rules.serving import (
+    accelerator_node_pools_tainted,
+    autoscalers_have_replica_bounds,
+    eks_api_endpoint_restricted,
+    eks_secrets_encrypted,
+    gke_node_pools_without_public_ip,
+    gke_nodes_private,
+    gke_shielded_nodes,
+    gke_workload_identity_enabled,
+    model_servers_scale_on_inference_signals,
+    node_pools_have_limits,
+    serving_pools_use_serving_types,
+    serving_registry_access_read_only,
+)
+from policies.rules.training import (
+    efa_nodes_in_one_subnet,
+    efa_on_every_network_card,
+    efa_security_group_self_referencing,
+    gcp_training_nodes_end_by_expiry,
+    gcp_training_nodes_have_every_gpu_nic,
+    gcp_training_nodes_in_compact_placement,
+    gcp_training_resources_labelled_with_run,
+    guard_role_scoped_to_run,
+    lustre_capacity_allowed_step,
+    lustre_data_repository_paths_in_s3,
+    lustre_final_backup_choice_explicit,
+    lustre_in_same_az_as_nodes,
+    lustre_linked_through_data_repository_associations,
+    lustre_security_group_allows_lustre_ports,
+    lustre_throughput_allowed_value,
+    multi_interface_instances_without_public_ip,
+    placement_group_matches_capacity_mode,
+    placement_groups_use_cluster_strategy,
+    training_expiry_within_max_lifetime,
+    training_launch_templates_tag_what_they_launch,
+    training_nodes_use_training_types,
+    training_resources_carry_run_tags,
+    training_resources_not_protected,
+    training_stack_has_run_guard,
+)
 
 PACK_NAME = "mlinfra"
 

@@ -1,13 +1,15 @@
 """The guard's boto3 steps, each idempotent and scoped to one run's tag; clients are passed in so the
 `infra` CLI reuses the same steps with its own session.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError, ParamValidationError
 
@@ -24,12 +26,27 @@ DELETING = "DELETING"
 REPORT_DIR = "_export-reports"  # FSx writes failed-file reports under <checkpoints repository>/_export-reports/
 
 # Errors worth waiting out: throttling and the services' own failures (any 5xx is one too).
-TRANSIENT_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded", "RequestThrottled",
-    "RequestThrottledException", "TooManyRequestsException", "SlowDown", "EC2ThrottledException",
-    "ServiceUnavailable", "ServiceUnavailableException", "Unavailable", "InternalError", "InternalFailure",
-    "InternalServerError", "InternalServiceError", "InternalServiceException",
-})
+TRANSIENT_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "SlowDown",
+        "EC2ThrottledException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "Unavailable",
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "InternalServiceError",
+        "InternalServiceException",
+    }
+)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -40,15 +57,15 @@ def is_transient(error: BaseException) -> bool:
     return error.response.get("Error", {}).get("Code") in TRANSIENT_CODES or status >= 500
 
 
-def tag_dict(tags: Optional[Iterable[dict[str, str]]]) -> dict[str, str]:
+def tag_dict(tags: Iterable[dict[str, str]] | None) -> dict[str, str]:
     return {t["Key"]: t.get("Value", "") for t in tags or ()}
 
 
 # --- compute -----------------------------------------------------------------------------------
 
+
 def _run_instances(ec2: Any, run_id: str, states: tuple[str, ...]) -> list[dict[str, Any]]:
-    filters = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]},
-               {"Name": "instance-state-name", "Values": list(states)}]
+    filters = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}, {"Name": "instance-state-name", "Values": list(states)}]
     found: dict[str, dict[str, Any]] = {}
     for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
         for reservation in page["Reservations"]:
@@ -67,7 +84,7 @@ def terminate_run_instances(ec2: Any, run_id: str) -> list[str]:
     """Terminate every instance of the run that is not already shutting down; the ids asked to terminate."""
     ids = run_instances(ec2, run_id, TERMINABLE_STATES)
     for start in range(0, len(ids), 500):
-        ec2.terminate_instances(InstanceIds=ids[start:start + 500])
+        ec2.terminate_instances(InstanceIds=ids[start : start + 500])
     return ids
 
 
@@ -75,7 +92,7 @@ def terminate_run_instances(ec2: Any, run_id: str) -> list[str]:
 _TRANSITION_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 
 
-def transition_time(reason: Optional[str]) -> Optional[datetime]:
+def transition_time(reason: str | None) -> datetime | None:
     """When EC2 says an instance changed state, from its StateTransitionReason; None when it does not say."""
     match = _TRANSITION_TIME.search(reason or "")
     if not match:
@@ -83,7 +100,7 @@ def transition_time(reason: Optional[str]) -> Optional[datetime]:
     return datetime.fromisoformat(f"{match[1]}T{match[2]}+00:00")
 
 
-def last_stopped_at(ec2: Any, run_id: str) -> Optional[datetime]:
+def last_stopped_at(ec2: Any, run_id: str) -> datetime | None:
     """When the last of the run's terminated instances stopped, by EC2's clock (the time EC2 records in
     StateTransitionReason: when the termination began). None when no terminated instance is visible or
     one of them carries no time (then nobody can say when the last write happened)."""
@@ -94,6 +111,7 @@ def last_stopped_at(ec2: Any, run_id: str) -> Optional[datetime]:
 
 
 # --- file system -------------------------------------------------------------------------------
+
 
 def run_file_systems(fsx: Any, run_id: str) -> list[dict[str, Any]]:
     """The run's FSx file systems in any state, DELETING included (DescribeFileSystems stops listing a
@@ -147,20 +165,22 @@ def delete_file_system(fsx: Any, file_system: dict[str, Any]) -> str:
 
 # --- checkpoint export -------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ExportStep:
     state: Literal["started", "running", "succeeded", "failed"]
-    task_id: Optional[str]
+    task_id: str | None
     detail: str
-    report_path: Optional[str] = None  # where FSx writes the failed files of the task (task-<id>/failures.csv)
+    report_path: str | None = None  # where FSx writes the failed files of the task (task-<id>/failures.csv)
 
 
 def repository_tasks(fsx: Any, file_system_id: str) -> list[dict[str, Any]]:
     """Every data repository task of the file system (any type), oldest first."""
     tasks, token = [], None
     while True:  # botocore has no paginator for this operation
-        page = fsx.describe_data_repository_tasks(Filters=[{"Name": "file-system-id", "Values": [file_system_id]}],
-                                                  **({"NextToken": token} if token else {}))
+        page = fsx.describe_data_repository_tasks(
+            Filters=[{"Name": "file-system-id", "Values": [file_system_id]}], **({"NextToken": token} if token else {})
+        )
         tasks += page["DataRepositoryTasks"]
         token = page.get("NextToken")
         if not token:
@@ -176,7 +196,7 @@ def running_tasks(fsx: Any, file_system_id: str) -> list[dict[str, Any]]:
     return [t for t in repository_tasks(fsx, file_system_id) if t["Lifecycle"] in RUNNING_TASK]
 
 
-def _covers(task_paths: Optional[list[str]], path: str) -> bool:
+def _covers(task_paths: list[str] | None, path: str) -> bool:
     """Whether a task exporting `task_paths` (none: the whole file system) exports `path`."""
     if not task_paths:
         return True
@@ -189,17 +209,22 @@ def linked_associations(fsx: Any, file_system_id: str, path: str) -> list[dict[s
     they cannot be read: a file system type without associations, or no permission)."""
     wanted = "/" + path.strip("/")
     try:
-        page = fsx.describe_data_repository_associations(Filters=[{"Name": "file-system-id", "Values": [file_system_id]}])
+        page = fsx.describe_data_repository_associations(
+            Filters=[{"Name": "file-system-id", "Values": [file_system_id]}]
+        )
     except ClientError as error:
         if is_transient(error):
             raise
         return []
-    return [a for a in page.get("Associations", [])
-            if wanted == "/" + a.get("FileSystemPath", "").strip("/")
-            or wanted.startswith("/" + a.get("FileSystemPath", "").strip("/").rstrip("/") + "/")]
+    return [
+        a
+        for a in page.get("Associations", [])
+        if wanted == "/" + a.get("FileSystemPath", "").strip("/")
+        or wanted.startswith("/" + a.get("FileSystemPath", "").strip("/").rstrip("/") + "/")
+    ]
 
 
-def report_path(fsx: Any, file_system: dict[str, Any], path: str) -> Optional[str]:
+def report_path(fsx: Any, file_system: dict[str, Any], path: str) -> str | None:
     """Where FSx may write an export's failure report: inside the data repository linked to `path`
     (FSx requires the report path within a linked repository). None when no repository links it; the
     export then runs without a report."""
@@ -211,7 +236,7 @@ def report_path(fsx: Any, file_system: dict[str, Any], path: str) -> Optional[st
     return f"{legacy.rstrip('/')}/{REPORT_DIR}" if legacy and legacy.startswith("s3://") else None
 
 
-def stop_automatic_export(fsx: Any, file_system_id: str, path: str) -> Optional[str]:
+def stop_automatic_export(fsx: Any, file_system_id: str, path: str) -> str | None:
     """FSx runs no export task while automatic export is on for the association it goes through
     (DeleteFileSystem API: "disable automatic export before executing the export data repository
     task"). Turns it off; a description of what to wait for, or None when the task may start. Turning
@@ -223,26 +248,37 @@ def stop_automatic_export(fsx: Any, file_system_id: str, path: str) -> Optional[
     exporting = [a for a in links if ((a.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events")]
     for association in exporting:
         s3 = {key: value for key, value in (association.get("S3") or {}).items() if key == "AutoImportPolicy"}
-        fsx.update_data_repository_association(AssociationId=association["AssociationId"],
-                                               S3={**s3, "AutoExportPolicy": {"Events": []}})
+        fsx.update_data_repository_association(
+            AssociationId=association["AssociationId"], S3={**s3, "AutoExportPolicy": {"Events": []}}
+        )
     if not exporting:
         return None
     ids = ", ".join(a["AssociationId"] for a in exporting)
     # FSx applies the change asynchronously (the association is UPDATING meanwhile): look again.
     links = linked_associations(fsx, file_system_id, path)
-    if any(a.get("Lifecycle", "AVAILABLE") != "AVAILABLE" or ((a.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events")
-           for a in links):
+    if any(
+        a.get("Lifecycle", "AVAILABLE") != "AVAILABLE"
+        or ((a.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events")
+        for a in links
+    ):
         return f"turned off automatic export on {ids}; the final export task starts once FSx has applied it"
     return None
 
 
-def _task_report(task: dict[str, Any]) -> Optional[str]:
+def _task_report(task: dict[str, Any]) -> str | None:
     report = task.get("Report") or {}
     return report.get("Path") if report.get("Enabled") else None
 
 
-def export_step(fsx: Any, file_system: dict[str, Any], run_id: str, path: str, since: Optional[datetime],
-                own_task_ids: Iterable[str] = (), max_attempts: int = MAX_EXPORT_ATTEMPTS) -> ExportStep:
+def export_step(
+    fsx: Any,
+    file_system: dict[str, Any],
+    run_id: str,
+    path: str,
+    since: datetime | None,
+    own_task_ids: Iterable[str] = (),
+    max_attempts: int = MAX_EXPORT_ATTEMPTS,
+) -> ExportStep:
     """One idempotent step of exporting `path` to the file system's data repositories.
 
     Waits while any data repository task of the file system is pending or running (FSx runs one at a
@@ -263,8 +299,7 @@ def export_step(fsx: Any, file_system: dict[str, Any], run_id: str, path: str, s
             return False
         if task["TaskId"] in own:
             return True
-        return (since is not None and task["CreationTime"] >= since
-                and tag_dict(task.get("Tags")).get(RUN_TAG) == run_id)
+        return since is not None and task["CreationTime"] >= since and tag_dict(task.get("Tags")).get(RUN_TAG) == run_id
 
     counted = [t for t in tasks if counts(t)]
     succeeded = [t for t in counted if t["Lifecycle"] == "SUCCEEDED"]
@@ -278,20 +313,29 @@ def export_step(fsx: Any, file_system: dict[str, Any], run_id: str, path: str, s
         reason = (task.get("FailureDetails") or {}).get("Message") or "no reason given"
         last_report = _task_report(task)
         last_failure = f"export task {task['TaskId']} {task['Lifecycle']}: {reason}" + (
-            f" (failed files: {last_report}/)" if last_report else "")
+            f" (failed files: {last_report}/)" if last_report else ""
+        )
         if len(failed) >= max_attempts:
-            return ExportStep("failed", task["TaskId"], f"{len(failed)} export attempts failed; last: {last_failure}",
-                              last_report)
+            return ExportStep(
+                "failed", task["TaskId"], f"{len(failed)} export attempts failed; last: {last_failure}", last_report
+            )
     waiting = stop_automatic_export(fsx, fs_id, path)
     if waiting:
         return ExportStep("running", None, waiting)
     report = report_path(fsx, file_system, path)
-    settings: dict[str, Any] = ({"Enabled": True, "Path": report, "Format": "REPORT_CSV_20191124",
-                                 "Scope": "FAILED_FILES_ONLY"} if report else {"Enabled": False})
+    settings: dict[str, Any] = (
+        {"Enabled": True, "Path": report, "Format": "REPORT_CSV_20191124", "Scope": "FAILED_FILES_ONLY"}
+        if report
+        else {"Enabled": False}
+    )
     try:
         created = fsx.create_data_repository_task(
-            Type=EXPORT, FileSystemId=fs_id, Paths=[path.strip("/")], Report=settings,
-            Tags=[{"Key": RUN_TAG, "Value": run_id}])["DataRepositoryTask"]
+            Type=EXPORT,
+            FileSystemId=fs_id,
+            Paths=[path.strip("/")],
+            Report=settings,
+            Tags=[{"Key": RUN_TAG, "Value": run_id}],
+        )["DataRepositoryTask"]
     except ClientError as error:
         if error.response["Error"]["Code"] == "DataRepositoryTaskExecuting":  # another caller just started one
             return ExportStep("running", None, "another data repository task is executing")
@@ -306,6 +350,7 @@ def _kind(task: dict[str, Any]) -> str:
 
 # --- reports -----------------------------------------------------------------------------------
 
+
 def write_report(s3: Any, bucket: str, run_id: str, action: str, body: dict[str, Any], now: datetime) -> str:
     """Write `body` as a new object runs/<run-id>/guard/<UTC timestamp>-<action>.json; never overwrites
     (If-None-Match), no SSE parameters (the bucket's default encryption applies). Returns the key."""
@@ -318,7 +363,7 @@ def write_report(s3: Any, bucket: str, run_id: str, action: str, body: dict[str,
             s3.put_object(**put, IfNoneMatch="*")
             return key
         except ParamValidationError:  # a Lambda runtime's bundled botocore older than S3 conditional writes
-            s3.put_object(**put)      # the microsecond key is then the only guard against overwriting
+            s3.put_object(**put)  # the microsecond key is then the only guard against overwriting
             return key
         except ClientError as error:
             if error.response["Error"]["Code"] not in ("PreconditionFailed", "ConditionalRequestConflict"):

@@ -2,19 +2,20 @@
 
 The constants mirror infra/training/limits.py (a test keeps them equal); the guard cannot import it.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-EXPORT_POLL_SECONDS = 60        # = limits.EXPORT_POLL_SECONDS
-MAX_ROUNDS = 24                 # invocations of one stop flow: ~6 h of export polling at 15 min each.
+EXPORT_POLL_SECONDS = 60  # = limits.EXPORT_POLL_SECONDS
+MAX_ROUNDS = 24  # invocations of one stop flow: ~6 h of export polling at 15 min each.
 # Lambda's recursive loop detection stops a self-invocation chain after about 16 calls: more than 15
 # rounds need the function's recursion config set to Allow (components/training/aws/run_guard.py does).
 RECURSION_LIMIT_WITHOUT_ALLOW = 15
-MAX_EXPORT_ATTEMPTS = 3         # export tasks tried after compute stopped before giving up (and keeping the data)
-SAFETY_MILLIS = 20_000          # stop polling this long before the Lambda times out, to report and re-invoke
+MAX_EXPORT_ATTEMPTS = 3  # export tasks tried after compute stopped before giving up (and keeping the data)
+SAFETY_MILLIS = 20_000  # stop polling this long before the Lambda times out, to report and re-invoke
 
 RUN_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"  # = infra.training.aws.config.RUN_ID_PATTERN
 _BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
@@ -54,8 +55,11 @@ def load_config(env: Mapping[str, str]) -> GuardConfig:
     def flag(name: str) -> bool:
         value = env.get(name)
         if value not in ("true", "false"):
-            problems.append(f"{name}={value!r} is invalid: 'true' or 'false'" if value is not None
-                            else f"{name} is not set: 'true' or 'false'")
+            problems.append(
+                f"{name}={value!r} is invalid: 'true' or 'false'"
+                if value is not None
+                else f"{name} is not set: 'true' or 'false'"
+            )
         return value == "true"
 
     config = GuardConfig(
@@ -63,8 +67,12 @@ def load_config(env: Mapping[str, str]) -> GuardConfig:
         registry_bucket=text("MLINFRA_REGISTRY_BUCKET", _BUCKET_PATTERN, "an S3 bucket name"),
         teardown_on_completion=flag("MLINFRA_TEARDOWN_ON_COMPLETION"),
         export_checkpoints=flag("MLINFRA_EXPORT_CHECKPOINTS"),
-        checkpoints_path=text("MLINFRA_CHECKPOINTS_PATH", _PATH_PATTERN,
-                              "a path relative to the Lustre root, like 'checkpoints'", default="checkpoints"),
+        checkpoints_path=text(
+            "MLINFRA_CHECKPOINTS_PATH",
+            _PATH_PATTERN,
+            "a path relative to the Lustre root, like 'checkpoints'",
+            default="checkpoints",
+        ),
     )
     if problems:
         raise ConfigError("run guard misconfigured: " + "; ".join(problems))

@@ -7,12 +7,14 @@ system only after that export succeeded. Throttling and server-side AWS errors a
 `handle` never invokes anything itself: a result with "continue" asks the entry to re-invoke the
 function asynchronously with that payload (the flow's state for its next round).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -33,36 +35,46 @@ class Clients:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass
 class StopState:
     """What one stop flow carries from round to round through its own re-invocation."""
-    flow: str                          # "expire" or "completion" (also the report's action)
+
+    flow: str  # "expire" or "completion" (also the report's action)
     round: int = 0
-    started_at: Optional[str] = None
-    stopped_at: Optional[str] = None   # when no instance of the run was left; exports must start after it
-    task_ids: tuple[str, ...] = ()     # export tasks this flow started
-    marker: Optional[str] = None       # completion: SUCCESS or FAILED
+    started_at: str | None = None
+    stopped_at: str | None = None  # when no instance of the run was left; exports must start after it
+    task_ids: tuple[str, ...] = ()  # export tasks this flow started
+    marker: str | None = None  # completion: SUCCESS or FAILED
 
     @classmethod
-    def from_event(cls, flow: str, event: dict[str, Any]) -> "StopState":
+    def from_event(cls, flow: str, event: dict[str, Any]) -> StopState:
         # Fields come from our own re-invocation; anything malformed falls back to the safe default
         # (a later stopped_at only makes the export requirement stricter).
         rnd, tasks, marker = event.get("round"), event.get("task_ids"), event.get("marker")
-        return cls(flow=flow, round=rnd if isinstance(rnd, int) and not isinstance(rnd, bool) and rnd >= 0 else 0,
-                   started_at=_valid_time(event.get("started_at")), stopped_at=_valid_time(event.get("stopped_at")),
-                   task_ids=tuple(t for t in tasks if isinstance(t, str)) if isinstance(tasks, list) else (),
-                   marker=marker if marker in MARKERS.values() else None)
+        return cls(
+            flow=flow,
+            round=rnd if isinstance(rnd, int) and not isinstance(rnd, bool) and rnd >= 0 else 0,
+            started_at=_valid_time(event.get("started_at")),
+            stopped_at=_valid_time(event.get("stopped_at")),
+            task_ids=tuple(t for t in tasks if isinstance(t, str)) if isinstance(tasks, list) else (),
+            marker=marker if marker in MARKERS.values() else None,
+        )
 
     def next_event(self) -> dict[str, Any]:
-        event = {"action": EXPIRE if self.flow == "expire" else FINISH_COMPLETION, "round": self.round + 1,
-                 "started_at": self.started_at, "stopped_at": self.stopped_at, "task_ids": list(self.task_ids)}
+        event = {
+            "action": EXPIRE if self.flow == "expire" else FINISH_COMPLETION,
+            "round": self.round + 1,
+            "started_at": self.started_at,
+            "stopped_at": self.stopped_at,
+            "task_ids": list(self.task_ids),
+        }
         if self.flow == "completion":
             event["marker"] = self.marker
         return event
@@ -85,13 +97,13 @@ def classify(event: Any, config: GuardConfig) -> tuple[str, Any]:
         return "ignore", "not an S3 'Object Created' event nor an expiry"
     if bucket != config.registry_bucket:
         return "ignore", f"bucket {bucket!r} is not the registry {config.registry_bucket!r}"
-    name = key[len(config.runs_prefix):] if key.startswith(config.runs_prefix) else None
+    name = key[len(config.runs_prefix) :] if key.startswith(config.runs_prefix) else None
     if name not in MARKERS:
         return "ignore", f"key {key!r} is not {config.runs_prefix}_SUCCESS or _FAILED"
     return "completion", StopState("completion", marker=MARKERS[name])
 
 
-def _valid_time(value: Any) -> Optional[str]:
+def _valid_time(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     try:
@@ -101,8 +113,14 @@ def _valid_time(value: Any) -> Optional[str]:
     return value if parsed.tzinfo else None
 
 
-def handle(event: Any, config: GuardConfig, clients: Clients, remaining_millis: Callable[[], int],
-           now: Callable[[], datetime] = utcnow, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+def handle(
+    event: Any,
+    config: GuardConfig,
+    clients: Clients,
+    remaining_millis: Callable[[], int],
+    now: Callable[[], datetime] = utcnow,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
     """Act on one event and write the report; the result (also the report body) says what was done."""
     kind, arg = classify(event, config)
     if kind == "ignore":
@@ -119,15 +137,18 @@ def handle(event: Any, config: GuardConfig, clients: Clients, remaining_millis: 
         report["continue"] = None
         try:
             _write(report, config, clients, now)
-        except Exception as write_error:  # noqa: BLE001 the original error matters more
+        except Exception as write_error:
             print(f"run guard {config.run_id}: could not write the report: {write_error}")
         raise
     return _write(report, config, clients, now)
 
 
-def _write(report: dict[str, Any], config: GuardConfig, clients: Clients, now: Callable[[], datetime]) -> dict[str, Any]:
-    report["report"] = actions.write_report(clients.s3, config.registry_bucket, config.run_id, report["action"],
-                                            report, now())
+def _write(
+    report: dict[str, Any], config: GuardConfig, clients: Clients, now: Callable[[], datetime]
+) -> dict[str, Any]:
+    report["report"] = actions.write_report(
+        clients.s3, config.registry_bucket, config.run_id, report["action"], report, now()
+    )
     print(f"run guard {config.run_id}: {report['action']}: {report['outcome']} (report {report['report']})")
     return report
 
@@ -140,8 +161,15 @@ def _note_transient(report: dict[str, Any], error: ClientError) -> None:
     print(f"run guard {report['run_id']}: transient AWS error, will look again: {note}")
 
 
-def _completion(state: StopState, config: GuardConfig, clients: Clients, remaining_millis: Callable[[], int],
-                now: Callable[[], datetime], sleep: Callable[[float], None], report: dict[str, Any]) -> None:
+def _completion(
+    state: StopState,
+    config: GuardConfig,
+    clients: Clients,
+    remaining_millis: Callable[[], int],
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    report: dict[str, Any],
+) -> None:
     report.update(marker=state.marker, terminated=[])
     if not config.teardown_on_completion:
         report["outcome"] = "recorded (teardownOnCompletion is false)"
@@ -156,8 +184,15 @@ def _completion(state: StopState, config: GuardConfig, clients: Clients, remaini
     _stop(state, config, clients, remaining_millis, now, sleep, report)
 
 
-def _stop(state: StopState, config: GuardConfig, clients: Clients, remaining_millis: Callable[[], int],
-          now: Callable[[], datetime], sleep: Callable[[float], None], report: dict[str, Any]) -> None:
+def _stop(
+    state: StopState,
+    config: GuardConfig,
+    clients: Clients,
+    remaining_millis: Callable[[], int],
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    report: dict[str, Any],
+) -> None:
     state.started_at = state.started_at or iso(now())
     report.setdefault("terminated", [])
     report.update({"round": state.round, "polls": 0, "continue": None})
@@ -183,8 +218,9 @@ def _stop(state: StopState, config: GuardConfig, clients: Clients, remaining_mil
     report.update(outcome=outcome, stopped_at=state.stopped_at, task_ids=list(state.task_ids))
 
 
-def _step(state: StopState, config: GuardConfig, clients: Clients, now: Callable[[], datetime],
-          report: dict[str, Any]) -> Optional[str]:
+def _step(
+    state: StopState, config: GuardConfig, clients: Clients, now: Callable[[], datetime], report: dict[str, Any]
+) -> str | None:
     """One look at the run: the final outcome, or None to look again later."""
     terminated = actions.terminate_run_instances(clients.ec2, config.run_id)
     report["terminated"] = sorted(set(report["terminated"]) | set(terminated))
@@ -212,8 +248,7 @@ def _step(state: StopState, config: GuardConfig, clients: Clients, now: Callable
             return None
         return "compute-stopped; file system deleting (exportCheckpoints is false)"
     since = datetime.fromisoformat(state.stopped_at.replace("Z", "+00:00"))
-    step = actions.export_step(clients.fsx, file_system, config.run_id, config.checkpoints_path, since,
-                               state.task_ids)
+    step = actions.export_step(clients.fsx, file_system, config.run_id, config.checkpoints_path, since, state.task_ids)
     report["export"] = {"state": step.state, "task_id": step.task_id, "detail": step.detail}
     if step.report_path:
         report["export"]["failure_report_path"] = step.report_path

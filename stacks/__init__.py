@@ -1,4 +1,5 @@
 """Stack builders: one module per (kind, cloud) under aws/ and gcp/, named by the table in infra.kinds."""
+
 from __future__ import annotations
 
 import importlib

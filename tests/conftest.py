@@ -1,8 +1,10 @@
 """Fixtures shared by every test: the recording mocks (the offline engine's own runtime) for component
 tests, and the registry stack's preview. Plain helpers live in tests/helpers.py."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

@@ -1,5 +1,6 @@
 """Helpers the tests share (fixtures stay in conftest.py): the repository root, picking resources out of a
 preview, and running the CLI as a user would."""
+
 from __future__ import annotations
 
 import os
@@ -32,5 +33,6 @@ def run_cli(*args: str, timeout: int = 300, env: dict[str, str] | None = None) -
     """`python -m infra <args>` in a subprocess; `env` adds to (or with "" clears) the environment."""
     environ = {**os.environ, **(env or {})}
     environ = {k: v for k, v in environ.items() if v != ""}
-    return subprocess.run([sys.executable, "-m", "infra", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=environ)
+    return subprocess.run(
+        [sys.executable, "-m", "infra", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=environ
+    )

@@ -1,6 +1,7 @@
 """Schema validation of Kubernetes objects: built-in kinds with `kubernetes-validate` (the Kubernetes
 OpenAPI schemas, strict: unknown fields fail), custom resources with their CRDs' openAPIV3Schema
 (tests/data/crds, see its README)."""
+
 from __future__ import annotations
 
 import copy
@@ -47,8 +48,9 @@ def is_custom(manifest: dict[str, Any]) -> bool:
 def validate(manifest: dict[str, Any]) -> None:
     """Raise if `manifest` does not validate against its kind's schema."""
     if is_custom(manifest):
-        jsonschema.validate(manifest, crd_schema(manifest["apiVersion"], manifest["kind"]),
-                            cls=jsonschema.Draft7Validator)
+        jsonschema.validate(
+            manifest, crd_schema(manifest["apiVersion"], manifest["kind"]), cls=jsonschema.Draft7Validator
+        )
     else:
         kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
 

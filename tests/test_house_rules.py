@@ -1,6 +1,7 @@
 """House rules a reviewer would otherwise check by hand: no module reaches into another's private names, no
 sys.path edits stand in for the import root, component type tokens follow `mlinfra:<domain>:<Noun>`, and files
 stay small. (Layering is checked by import-linter: `lint-imports`, configured in pyproject.toml.)"""
+
 from __future__ import annotations
 
 import ast
@@ -14,8 +15,13 @@ MAX_LINES = 500
 
 
 def _python_files(*roots: str) -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *roots], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *roots],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return [f for f in listed if f.endswith(".py") and (ROOT / f).exists()]
 
 
@@ -31,8 +37,11 @@ def test_no_module_imports_another_modules_private_names():
 def test_no_sys_path_edits_in_the_project():
     # The offline engine puts the Pulumi program's own directory on the path, as the language host runs it.
     allowed = {"infra/tools/offline/engine.py"}
-    found = [p for p in _python_files(*OURS, "benchmarks") if p not in allowed and p != "tests/test_house_rules.py"
-             and "sys.path.insert" in (ROOT / p).read_text()]
+    found = [
+        p
+        for p in _python_files(*OURS, "benchmarks")
+        if p not in allowed and p != "tests/test_house_rules.py" and "sys.path.insert" in (ROOT / p).read_text()
+    ]
     assert found == []
 
 
@@ -48,6 +57,9 @@ def test_component_type_tokens_name_their_domain():
 
 
 def test_source_files_stay_small():
-    big = [f"{p}: {n} lines" for p in _python_files("infra", "components", "stacks", "policies", "run_guard")
-           if (n := len((ROOT / p).read_text().splitlines())) > MAX_LINES]
+    big = [
+        f"{p}: {n} lines"
+        for p in _python_files("infra", "components", "stacks", "policies", "run_guard")
+        if (n := len((ROOT / p).read_text().splitlines())) > MAX_LINES
+    ]
     assert big == []

@@ -1,7 +1,9 @@
 """Helm releases of pinned charts (a helper for components; not a component itself)."""
+
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -9,8 +11,13 @@ import pulumi_kubernetes as k8s
 from infra.serving.charts import Chart
 
 
-def helm_release(resource_name: str, chart: Chart, values: dict[str, Any], parent: pulumi.Resource,
-                 depends_on: Optional[Sequence[pulumi.Resource]] = None) -> k8s.helm.v3.Release:
+def helm_release(
+    resource_name: str,
+    chart: Chart,
+    values: dict[str, Any],
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] | None = None,
+) -> k8s.helm.v3.Release:
     return k8s.helm.v3.Release(
         resource_name,
         name=chart.release,

@@ -8,6 +8,7 @@ fixed by explicit corrections below, each recorded with its reason in the output
     python infra/catalog/refresh.py           # rewrite the file
     python infra/catalog/refresh.py --check   # exit 1 if the committed file is stale
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,17 +25,42 @@ from typing import Any
 OUTPUT = Path(__file__).resolve().parent / "data" / "aws_instances.json"
 
 FAMILIES = (
-    "g5", "g6", "g6e", "inf2",
-    "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300",
-    "trn1", "trn1n", "trn2",
+    "g5",
+    "g6",
+    "g6e",
+    "inf2",
+    "p4d",
+    "p4de",
+    "p5",
+    "p5e",
+    "p5en",
+    "p6-b200",
+    "p6-b300",
+    "trn1",
+    "trn1n",
+    "trn2",
 )  # trn2u is left out: its snapshot entry has no NeuronInfo at all.
 
 # Every type in REFERENCE.md's training and serving tables; a missing one is an error, never a gap.
 REQUIRED = (
-    "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
-    "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge",
-    "inf2.xlarge", "inf2.8xlarge", "inf2.24xlarge", "inf2.48xlarge",
-    "g5.xlarge", "g5.2xlarge", "g5.12xlarge", "g5.48xlarge", "g6.xlarge", "g6e.xlarge",
+    "p4d.24xlarge",
+    "p4de.24xlarge",
+    "p5.48xlarge",
+    "p5e.48xlarge",
+    "p5en.48xlarge",
+    "trn1.32xlarge",
+    "trn1n.32xlarge",
+    "trn2.48xlarge",
+    "inf2.xlarge",
+    "inf2.8xlarge",
+    "inf2.24xlarge",
+    "inf2.48xlarge",
+    "g5.xlarge",
+    "g5.2xlarge",
+    "g5.12xlarge",
+    "g5.48xlarge",
+    "g6.xlarge",
+    "g6e.xlarge",
 )
 
 # moto's package metadata carries no release date, and installed file mtimes are install times.
@@ -60,7 +86,7 @@ CORRECTIONS = (
         snapshot_value=524288,
         value=98304,
         reason="The snapshot gives 512 GiB of memory per Trainium2 chip; AWS lists 96 GiB HBM per "
-        "chip (1.5 TiB across trn2.48xlarge's 16 chips). Source: REFERENCE.md training table (\"96 GB each\"), "
+        'chip (1.5 TiB across trn2.48xlarge\'s 16 chips). Source: REFERENCE.md training table ("96 GB each"), '
         "AWS EC2 Trn2 instance page.",
     ),
 )
@@ -73,19 +99,37 @@ def _load_gz(path: Any) -> Any:
 
 def _accelerators(raw: dict[str, Any]) -> list[dict[str, Any]]:
     gpus = [
-        {"kind": "gpu", "manufacturer": g["Manufacturer"], "model": g["Name"], "count": g["Count"],
-         "memoryMiB": g["MemoryInfo"]["SizeInMiB"], "coresPerDevice": None}
+        {
+            "kind": "gpu",
+            "manufacturer": g["Manufacturer"],
+            "model": g["Name"],
+            "count": g["Count"],
+            "memoryMiB": g["MemoryInfo"]["SizeInMiB"],
+            "coresPerDevice": None,
+        }
         for g in raw.get("GpuInfo", {}).get("Gpus", [])
     ]
     # NeuronInfo is the newer field (with core counts); older Inferentia entries only have
     # InferenceAcceleratorInfo. NeuronInfo has no manufacturer: Neuron devices are AWS silicon.
     neuron = [
-        {"kind": "neuron", "manufacturer": "AWS", "model": d["Name"], "count": d["Count"],
-         "memoryMiB": d["MemoryInfo"]["SizeInMiB"], "coresPerDevice": d["CoreInfo"]["Count"]}
+        {
+            "kind": "neuron",
+            "manufacturer": "AWS",
+            "model": d["Name"],
+            "count": d["Count"],
+            "memoryMiB": d["MemoryInfo"]["SizeInMiB"],
+            "coresPerDevice": d["CoreInfo"]["Count"],
+        }
         for d in raw.get("NeuronInfo", {}).get("NeuronDevices", [])
     ] or [
-        {"kind": "neuron", "manufacturer": a["Manufacturer"], "model": a["Name"], "count": a["Count"],
-         "memoryMiB": a["MemoryInfo"]["SizeInMiB"], "coresPerDevice": None}
+        {
+            "kind": "neuron",
+            "manufacturer": a["Manufacturer"],
+            "model": a["Name"],
+            "count": a["Count"],
+            "memoryMiB": a["MemoryInfo"]["SizeInMiB"],
+            "coresPerDevice": None,
+        }
         for a in raw.get("InferenceAcceleratorInfo", {}).get("Accelerators", [])
     ]
     accelerators = sorted(gpus + neuron, key=lambda a: (a["kind"], a["model"]))
@@ -97,9 +141,13 @@ def _accelerators(raw: dict[str, Any]) -> list[dict[str, Any]]:
 def _record(raw: dict[str, Any], offerings: dict[str, list[str]]) -> dict[str, Any]:
     net = raw["NetworkInfo"]
     cards = [
-        {"index": c["NetworkCardIndex"], "baselineGbps": c["BaselineBandwidthInGbps"],
-         "peakGbps": c["PeakBandwidthInGbps"], "maxInterfaces": c["MaximumNetworkInterfaces"],
-         "interfaceTypes": sorted(c["InterfaceTypes"])}
+        {
+            "index": c["NetworkCardIndex"],
+            "baselineGbps": c["BaselineBandwidthInGbps"],
+            "peakGbps": c["PeakBandwidthInGbps"],
+            "maxInterfaces": c["MaximumNetworkInterfaces"],
+            "interfaceTypes": sorted(c["InterfaceTypes"]),
+        }
         for c in net["NetworkCards"]
     ]
     return {
@@ -144,8 +192,11 @@ def _apply(correction: AcceleratorCorrection, types: dict[str, dict[str, Any]]) 
 def _as_of(version: str, snapshot: Any) -> tuple[str, str]:
     if version in MOTO_RELEASE_DATES:
         return MOTO_RELEASE_DATES[version], f"release date of moto {version} (wheel build date on PyPI)"
-    print(f"warning: no release date on record for moto {version}; add it to MOTO_RELEASE_DATES. "
-          "Using the snapshot file's mtime, which is usually the install time.", file=sys.stderr)
+    print(
+        f"warning: no release date on record for moto {version}; add it to MOTO_RELEASE_DATES. "
+        "Using the snapshot file's mtime, which is usually the install time.",
+        file=sys.stderr,
+    )
     mtime = datetime.datetime.fromtimestamp(Path(str(snapshot)).stat().st_mtime, datetime.UTC)
     return mtime.date().isoformat(), "file mtime of instance_types.json.gz (install time, not data time)"
 
@@ -158,8 +209,10 @@ def generate() -> str:
     wanted = {name: raw for name, raw in raw_types.items() if name.split(".")[0] in FAMILIES}
     missing = [name for name in REQUIRED if name not in wanted]
     if missing:
-        raise SystemExit(f"not in the moto {version} snapshot: {', '.join(missing)}; "
-                         "add them here as explicit, cited fact data before regenerating")
+        raise SystemExit(
+            f"not in the moto {version} snapshot: {', '.join(missing)}; "
+            "add them here as explicit, cited fact data before regenerating"
+        )
 
     offerings: dict[str, dict[str, list[str]]] = {name: {} for name in wanted}
     by_az = resources / "instance_type_offerings" / "availability-zone"

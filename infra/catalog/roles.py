@@ -1,10 +1,11 @@
 """Which instance types each stack kind accepts (data: data/roles.json)."""
+
 from __future__ import annotations
 
 import functools
 import json
 from importlib import resources
-from typing import Literal, Optional
+from typing import Literal
 
 from infra.catalog.aws.lookup import instance_type
 
@@ -20,7 +21,7 @@ def types_for(role: Role) -> tuple[str, ...]:
     return tuple(_roles()[role])
 
 
-def role_problem(name: str, role: Role) -> Optional[str]:
+def role_problem(name: str, role: Role) -> str | None:
     """Why `name` cannot be used for `role` (unknown, or meant for the other role), or None."""
     try:
         instance_type(name)

@@ -3,21 +3,22 @@
 Read from `data/aws_service_prices.json`: one entry per price with its unit, source and as-of date, and
 the resource types that carry no charge. Pure library: no I/O until the first lookup.
 """
+
 from __future__ import annotations
 
 import fnmatch
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 from types import MappingProxyType
-from typing import Mapping, Optional
 
 
 @dataclass(frozen=True)
 class ServicePrice:
     key: str
-    usd: Optional[float]  # None: no sourced price (say so; never estimate)
+    usd: float | None  # None: no sourced price (say so; never estimate)
     unit: str
     source: str
     as_of: str
@@ -50,10 +51,16 @@ def _table() -> _ServiceTable:
     from infra.catalog.gcp import no_charge_entries, service_entries  # GCP's entries (gcp_machines.json)
 
     entries = {**raw["prices"], **service_entries()}
-    prices = {key: ServicePrice(key, item["usd"], item["unit"], item["source"], item["asOf"])
-              for key, item in sorted(entries.items())}
-    return _ServiceTable(raw["region"], int(raw["hoursPerMonth"]), MappingProxyType(prices),
-                         MappingProxyType({**raw["noCharge"], **no_charge_entries()}))
+    prices = {
+        key: ServicePrice(key, item["usd"], item["unit"], item["source"], item["asOf"])
+        for key, item in sorted(entries.items())
+    }
+    return _ServiceTable(
+        raw["region"],
+        int(raw["hoursPerMonth"]),
+        MappingProxyType(prices),
+        MappingProxyType({**raw["noCharge"], **no_charge_entries()}),
+    )
 
 
 def service_price(key: str) -> ServicePrice:
@@ -64,18 +71,19 @@ def service_price(key: str) -> ServicePrice:
         raise KeyError(f"no service price {key!r}; known: {', '.join(_table().prices)}") from None
 
 
-def lustre_price_key(deployment_type: str, per_unit_throughput: Optional[int]) -> str:
+def lustre_price_key(deployment_type: str, per_unit_throughput: int | None) -> str:
     """The price key of an FSx for Lustre (SSD) deployment type and per-unit throughput (MB/s/TiB)."""
     return f"fsx.lustre.{deployment_type}" + (f".{per_unit_throughput}" if per_unit_throughput else "")
 
 
-def no_charge_reason(resource_type: str) -> Optional[str]:
+def no_charge_reason(resource_type: str) -> str | None:
     """Why a resource of this type carries no charge of its own, or None if it is not listed as free."""
     table = _table().no_charge
     if resource_type in table:
         return table[resource_type]
-    return next((why for pattern, why in table.items() if "*" in pattern and fnmatch.fnmatchcase(resource_type, pattern)),
-                None)
+    return next(
+        (why for pattern, why in table.items() if "*" in pattern and fnmatch.fnmatchcase(resource_type, pattern)), None
+    )
 
 
 def service_price_region() -> str:

@@ -1,4 +1,5 @@
 """Errors that carry user-facing problems: one line each, naming the field and what is allowed."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

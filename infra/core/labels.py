@@ -2,6 +2,7 @@
 
 One place for both clouds' GCP stacks (serving, training, the registry mirror) and the lifecycle's audit, so a
 resource is always named and labelled the way the audit looks for it."""
+
 from __future__ import annotations
 
 import re

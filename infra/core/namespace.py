@@ -1,4 +1,5 @@
 """The `mlinfra` config namespace: the keys a stack file sets under `mlinfra:`, decoded."""
+
 from __future__ import annotations
 
 import json

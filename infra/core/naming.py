@@ -1,4 +1,5 @@
 """Names that AWS constrains, computed and checked without the cloud."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Network ranges every cloud's config checks the same way (pure)."""
+
 from __future__ import annotations
 
 import ipaddress

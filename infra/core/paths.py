@@ -4,6 +4,7 @@
 Values follow the CLI's rule for paths: "true"/"false" become booleans, integers become numbers,
 everything else stays a string; top-level entries are always strings.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Turn pydantic validation errors into one line per problem naming the config key path."""
+
 from __future__ import annotations
 
 import difflib
@@ -71,8 +72,12 @@ def _message(err: dict[str, Any], model: type[BaseModel], loc: tuple[Any, ...]) 
     message = err["msg"].removeprefix("Value error, ")
     if kind == "literal_error":
         message = "must be one of " + err["ctx"]["expected"].replace(" or ", ", ")
-    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
-              "greater_than": ("more than", "gt"), "less_than": ("less than", "lt")}
+    bounds = {
+        "greater_than_equal": ("at least", "ge"),
+        "less_than_equal": ("at most", "le"),
+        "greater_than": ("more than", "gt"),
+        "less_than": ("less than", "lt"),
+    }
     if kind in bounds:
         words, ctx_key = bounds[kind]
         message = f"must be {words} {err['ctx'][ctx_key]}"

@@ -1,16 +1,18 @@
 """The Pulumi project on disk: Pulumi.yaml, the stack files in its stackConfigDir, and their config."""
+
 from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
-from infra.core.paths import set_path
 from infra.core.errors import InputError, Problem
+from infra.core.paths import set_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +60,9 @@ class Project:
     config_dir: Path
 
     def stacks(self) -> list[str]:
-        return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in self.config_dir.glob("Pulumi.*.yaml") if p.is_file())
+        return sorted(
+            p.name[len("Pulumi.") : -len(".yaml")] for p in self.config_dir.glob("Pulumi.*.yaml") if p.is_file()
+        )
 
     def stack_file(self, stack: str) -> Path:
         path = self.config_dir / f"Pulumi.{stack}.yaml"

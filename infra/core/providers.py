@@ -1,5 +1,6 @@
 """The cloud providers' own config keys (`aws:region`, `gcp:project`, `gcp:region`): each cloud's stacks need
 theirs, well formed, and no other cloud's. Returns (findings, region) so the meaning checks get the region."""
+
 from __future__ import annotations
 
 import re
@@ -27,11 +28,15 @@ def gcp_provider_findings(flat: dict[str, Any]) -> list[Problem]:
     if project is None:
         findings.append(Problem("gcp:project", "required with mlinfra:cloud gcp: the project id the stack deploys to"))
     elif not isinstance(project, str) or not GCP_PROJECT_PATTERN.fullmatch(project):
-        findings.append(Problem("gcp:project", f"must be a GCP project id (6-30 lowercase letters, digits, '-'; got {project!r})"))
+        findings.append(
+            Problem("gcp:project", f"must be a GCP project id (6-30 lowercase letters, digits, '-'; got {project!r})")
+        )
     if region is None:
         findings.append(Problem("gcp:region", "required with mlinfra:cloud gcp: a GCP region such as us-central1"))
     elif not isinstance(region, str) or not GCP_REGION_PATTERN.fullmatch(region):
         findings.append(Problem("gcp:region", f"must be a GCP region name such as us-central1 (got {region!r})"))
     if flat.get("aws:region") is not None:
-        findings.append(Problem("aws:region", "a GCP stack has no AWS resources; remove aws:region or set mlinfra:cloud aws"))
+        findings.append(
+            Problem("aws:region", "a GCP stack has no AWS resources; remove aws:region or set mlinfra:cloud aws")
+        )
     return findings

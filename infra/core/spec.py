@@ -1,4 +1,5 @@
 """Base of every config model: frozen, unknown keys rejected, camelCase keys as in the stack files."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict

@@ -4,17 +4,19 @@ Stack files stay where the project keeps them (Pulumi.yaml `stackConfigDir: stac
 edits `stacks/Pulumi.<stack>.yaml` exactly as `pulumi config set --path` would, and `remove` keeps that
 file (`--preserve-config`): it is the run's definition, checked in with the project.
 """
+
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 from pulumi import automation as auto
 
-from infra.ops.lifecycle.ports import OnOutput, StackOpsError
 from infra.core.project import ROOT
+from infra.ops.lifecycle.ports import OnOutput, StackOpsError
 
 T = TypeVar("T")
 NO_CLI = "the pulumi CLI was not found; install it (https://www.pulumi.com/docs/install/) and put it on PATH"
@@ -33,12 +35,13 @@ class PulumiUnavailable(StackOpsError):
 class AutomationStacks:
     """The project's stacks through `pulumi.automation`; every CLI failure becomes a `StackOpsError`."""
 
-    def __init__(self, project_dir: Path = ROOT, pulumi_root: Optional[str] = None,
-                 env: Optional[Mapping[str, str]] = None):
+    def __init__(
+        self, project_dir: Path = ROOT, pulumi_root: str | None = None, env: Mapping[str, str] | None = None
+    ):
         self._project_dir = str(project_dir)
         self._pulumi_root = pulumi_root
         self._env = dict(env or {})
-        self._workspace: Optional[auto.LocalWorkspace] = None
+        self._workspace: auto.LocalWorkspace | None = None
 
     def list_stacks(self) -> list[str]:
         summaries = self._call("stack ls", "", lambda ws: ws.list_stacks())
@@ -54,19 +57,34 @@ class AutomationStacks:
 
     def set_config(self, stack: str, path: str, value: str) -> None:
         # create_or_select: before a stack's first `up` it exists only as its file in stacks/.
-        self._call("config set", stack, lambda ws: auto.Stack.create_or_select(stack, ws).set_config(
-            path, auto.ConfigValue(value=value), path=True))
+        self._call(
+            "config set",
+            stack,
+            lambda ws: auto.Stack.create_or_select(stack, ws).set_config(
+                path, auto.ConfigValue(value=value), path=True
+            ),
+        )
 
     def up(self, stack: str, on_output: OnOutput) -> None:
-        self._call("up", stack, lambda ws: auto.Stack.create_or_select(stack, ws).up(
-            on_output=on_output, on_error=on_output, color="never"))
+        self._call(
+            "up",
+            stack,
+            lambda ws: auto.Stack.create_or_select(stack, ws).up(
+                on_output=on_output, on_error=on_output, color="never"
+            ),
+        )
 
     def destroy(self, stack: str, on_output: OnOutput) -> None:
         # --refresh: what the run guard already deleted (instances, the file system) leaves the state
         # first instead of failing the delete; --continue-on-error: one security group still held
         # (DependencyViolation) does not spare everything else, so a retry has less left to do.
-        self._call("destroy", stack, lambda ws: auto.Stack.select(stack, ws).destroy(
-            on_output=on_output, on_error=on_output, color="never", refresh=True, continue_on_error=True))
+        self._call(
+            "destroy",
+            stack,
+            lambda ws: auto.Stack.select(stack, ws).destroy(
+                on_output=on_output, on_error=on_output, color="never", refresh=True, continue_on_error=True
+            ),
+        )
 
     def outputs(self, stack: str) -> dict[str, Any]:
         values = self._call("stack output", stack, lambda ws: ws.stack_outputs(stack))
@@ -90,8 +108,9 @@ class AutomationStacks:
                 raise PulumiUnavailable(f"{NO_CLI} ({error.strerror})") from None
             except (auto.InvalidVersionError, subprocess.CalledProcessError) as error:
                 raise PulumiUnavailable(f"the pulumi CLI cannot be used: {error}") from None
-            self._workspace = auto.LocalWorkspace(work_dir=self._project_dir, env_vars=self._env,
-                                                  pulumi_command=command)
+            self._workspace = auto.LocalWorkspace(
+                work_dir=self._project_dir, env_vars=self._env, pulumi_command=command
+            )
         return self._workspace
 
 

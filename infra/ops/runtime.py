@@ -1,13 +1,15 @@
 """What the operations (lifecycle, promotion) need from the machine they run on: a clock, a way to wait, a place to
 print. Injected, so tests run a day-long run in milliseconds."""
+
 from __future__ import annotations
 
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Optional, TextIO
+from datetime import UTC, datetime, timedelta
+from typing import TextIO
 
 from infra.training.spec import EXPIRES_AT_FORMAT as ISO_FORMAT
 
@@ -25,7 +27,7 @@ class Runtime:
 
 
 def real_runtime(stream: TextIO = sys.stdout, live: bool = False) -> Runtime:
-    return Runtime(now=lambda: datetime.now(timezone.utc), sleep=time.sleep, stream=stream, live=live)
+    return Runtime(now=lambda: datetime.now(UTC), sleep=time.sleep, stream=stream, live=live)
 
 
 def terminal_runtime() -> Runtime:
@@ -35,20 +37,20 @@ def terminal_runtime() -> Runtime:
 
 
 def iso(at: datetime) -> str:
-    return at.astimezone(timezone.utc).strftime(ISO_FORMAT)
+    return at.astimezone(UTC).strftime(ISO_FORMAT)
 
 
-def parse_iso(text: object) -> Optional[datetime]:
+def parse_iso(text: object) -> datetime | None:
     """A `2026-11-22T08:00:00Z` time, or None when `text` is not one."""
     if not isinstance(text, str):
         return None
     try:
-        return datetime.strptime(text, ISO_FORMAT).replace(tzinfo=timezone.utc)
+        return datetime.strptime(text, ISO_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         return None
 
 
-def cloud_error(error: BaseException) -> Optional[str]:
+def cloud_error(error: BaseException) -> str | None:
     """`AWS: <code>: <message>` for a botocore error, `GCP: <reason>: <message>` for a Google API's (a
     cloud-side failure: throttling, expired or missing credentials, no network), None for anything else."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -63,7 +65,7 @@ def cloud_error(error: BaseException) -> Optional[str]:
     return _gcp_error(error)
 
 
-def _gcp_error(error: BaseException) -> Optional[str]:
+def _gcp_error(error: BaseException) -> str | None:
     from google.auth.exceptions import GoogleAuthError
 
     from infra.ops.lifecycle.gcp.api import GcpApiError

@@ -4,6 +4,7 @@ Each SDK resource has an input type (`<Resource>Args`, or `<Resource>InitArgs` w
 taken) whose properties carry the provider's wire names and nested input types. Walking those gives
 the same property tree as the provider schema, so a key the provider would reject is found offline.
 """
+
 from __future__ import annotations
 
 import collections.abc
@@ -13,7 +14,7 @@ import importlib
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from pulumi import Output, _types
 from pulumi.runtime import rpc
@@ -25,7 +26,7 @@ Shape = tuple
 @dataclass(frozen=True)
 class UnknownProperty:
     path: str
-    suggestion: Optional[str]
+    suggestion: str | None
 
     def message(self) -> str:
         hint = f" (did you mean '{self.suggestion}'?)" if self.suggestion else ""
@@ -33,7 +34,7 @@ class UnknownProperty:
 
 
 @functools.cache
-def resource_input_class(token: str) -> Optional[type]:
+def resource_input_class(token: str) -> type | None:
     """The SDK input type of resource type `token`, e.g. `aws:s3/bucket:Bucket`; None if unknown."""
     package, _, rest = token.partition(":")
     module_name = rest.rsplit(":", 1)[0]
@@ -94,7 +95,8 @@ def _unwrap(tp: Any) -> Any:
     """Strip Optional, Input (Awaitable/Output) and the TypedDict twins the SDK adds to unions."""
     while typing.get_origin(tp) is Union:
         members = [
-            a for a in typing.get_args(tp)
+            a
+            for a in typing.get_args(tp)
             if a is not type(None)
             and typing.get_origin(a) not in (collections.abc.Awaitable, typing.Awaitable, Output)
             and a is not dict

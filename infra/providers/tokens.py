@@ -34,7 +34,9 @@ AWS_S3_BUCKET = "aws:s3/bucket:Bucket"
 AWS_S3_BUCKET_NOTIFICATION = "aws:s3/bucketNotification:BucketNotification"
 AWS_S3_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 AWS_S3_BUCKET_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
-AWS_S3_BUCKET_SERVER_SIDE_ENCRYPTION_CONFIGURATION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+AWS_S3_BUCKET_SERVER_SIDE_ENCRYPTION_CONFIGURATION = (
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+)
 AWS_S3_BUCKET_V2 = "aws:s3/bucketV2:BucketV2"
 AWS_S3_BUCKET_VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
 AWS_SCHEDULER_SCHEDULE = "aws:scheduler/schedule:Schedule"
@@ -79,4 +81,6 @@ AWS_GET_PARTITION = "aws:index/getPartition:getPartition"
 AWS_GET_REGION = "aws:index/getRegion:getRegion"
 AWS_SSM_GET_PARAMETER = "aws:ssm/getParameter:getParameter"
 GCP_STORAGE_GET_PROJECT_SERVICE_ACCOUNT = "gcp:storage/getProjectServiceAccount:getProjectServiceAccount"
-GCP_STORAGE_GET_TRANSFER_PROJECT_SERVICE_ACCOUNT = "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount"
+GCP_STORAGE_GET_TRANSFER_PROJECT_SERVICE_ACCOUNT = (
+    "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount"
+)

@@ -4,6 +4,7 @@ Layout (REFERENCE.md "Registry"): datasets/, checkpoints/<run-id>/, models/<name
 plus runs/<run-id>/ for completion markers and guard reports. Versions are immutable, so no grant
 includes object deletion.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,8 +61,13 @@ def _kms_statement(key_arn: Any, bucket_arn: Any, actions: list[str]) -> dict[st
 
 
 READ_ACTIONS = ["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"]
-WRITE_ACTIONS = ["s3:PutObject", "s3:GetObject", "s3:GetObjectVersion", "s3:AbortMultipartUpload",
-                 "s3:ListMultipartUploadParts"]
+WRITE_ACTIONS = [
+    "s3:PutObject",
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+]
 
 
 def read_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str]) -> dict[str, Any]:
@@ -72,12 +78,14 @@ def read_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str]) -> dict[str,
 def write_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str]) -> dict[str, Any]:
     """Least privilege to add new object versions under `prefixes` (and read them back); never delete."""
     # Multipart uploads read back their data keys, so writers need Decrypt too.
-    return _prefix_policy(bucket_arn, key_arn, prefixes, "RegistryWrite", WRITE_ACTIONS,
-                          ["kms:GenerateDataKey", "kms:Decrypt"])
+    return _prefix_policy(
+        bucket_arn, key_arn, prefixes, "RegistryWrite", WRITE_ACTIONS, ["kms:GenerateDataKey", "kms:Decrypt"]
+    )
 
 
-def _prefix_policy(bucket_arn: Any, key_arn: Any, prefixes: list[str], sid: str, actions: list[str],
-                   kms_actions: list[str]) -> dict[str, Any]:
+def _prefix_policy(
+    bucket_arn: Any, key_arn: Any, prefixes: list[str], sid: str, actions: list[str], kms_actions: list[str]
+) -> dict[str, Any]:
     prefixes = [_checked(p) for p in prefixes]
     return {
         "Version": "2012-10-17",

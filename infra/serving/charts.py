@@ -2,10 +2,11 @@
 
 Versions are pinned so a `pulumi up` months later installs the same thing; bump them deliberately.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, taint
 
@@ -18,19 +19,26 @@ class Chart:
     release: str  # release name (fixed, so services have known names)
     chart: str
     version: str
-    repository: Optional[str]  # None for OCI charts, whose `chart` is the oci:// reference
+    repository: str | None  # None for OCI charts, whose `chart` is the oci:// reference
     namespace: str
 
 
-NVIDIA_DEVICE_PLUGIN = Chart("nvidia-device-plugin", "nvidia-device-plugin", "0.17.0",
-                             "https://nvidia.github.io/k8s-device-plugin", "kube-system")
+NVIDIA_DEVICE_PLUGIN = Chart(
+    "nvidia-device-plugin",
+    "nvidia-device-plugin",
+    "0.17.0",
+    "https://nvidia.github.io/k8s-device-plugin",
+    "kube-system",
+)
 # Device plugin and the Neuron scheduler extension (with its own kube-scheduler, `my-scheduler`).
 NEURON = Chart("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart", "1.1.2", None, "kube-system")
 KEDA = Chart("keda", "keda", "2.16.1", "https://kedacore.github.io/charts", "keda")
-PROMETHEUS = Chart("prometheus", "prometheus", "27.2.0", "https://prometheus-community.github.io/helm-charts",
-                   MONITORING_NAMESPACE)
-CLUSTER_AUTOSCALER = Chart("cluster-autoscaler", "cluster-autoscaler", "9.43.2", "https://kubernetes.github.io/autoscaler",
-                           "kube-system")
+PROMETHEUS = Chart(
+    "prometheus", "prometheus", "27.2.0", "https://prometheus-community.github.io/helm-charts", MONITORING_NAMESPACE
+)
+CLUSTER_AUTOSCALER = Chart(
+    "cluster-autoscaler", "cluster-autoscaler", "9.43.2", "https://kubernetes.github.io/autoscaler", "kube-system"
+)
 
 _SYSTEM_NODES = {POOL_LABEL: "system"}
 
@@ -49,8 +57,11 @@ def neuron_values() -> dict[str, Any]:
             "nodeSelector": {ACCELERATOR_LABEL: "inf2"},
             "tolerations": [taint("inf2").toleration(), {"key": "CriticalAddonsOnly", "operator": "Exists"}],
         },
-        "scheduler": {"enabled": True, "nodeSelector": _SYSTEM_NODES,
-                      "customScheduler": {"enabled": True, "nodeSelector": _SYSTEM_NODES}},
+        "scheduler": {
+            "enabled": True,
+            "nodeSelector": _SYSTEM_NODES,
+            "customScheduler": {"enabled": True, "nodeSelector": _SYSTEM_NODES},
+        },
         # The node problem detector's recovery needs its own AWS role; not part of this stack.
         "npd": {"enabled": False},
     }

@@ -1,4 +1,5 @@
 """Meaning checks both clouds' serving configs share (second tier): findings name the key and the fix."""
+
 from __future__ import annotations
 
 from infra.core.errors import Problem
@@ -11,9 +12,19 @@ def endpoint_findings(endpoint: EndpointSpec) -> list[Problem]:
     """The API endpoint's CIDR list fits its access mode (the same modes and messages on EKS and GKE)."""
     path = ENDPOINT_KEY + ".publicAccessCidrs"
     if endpoint.access == "restricted" and not endpoint.public_access_cidrs:
-        return [Problem(path, "required with access restricted: the CIDRs allowed to reach the Kubernetes API "
-                              "(or use access private)")]
+        return [
+            Problem(
+                path,
+                "required with access restricted: the CIDRs allowed to reach the Kubernetes API "
+                "(or use access private)",
+            )
+        ]
     if endpoint.access != "restricted" and endpoint.public_access_cidrs:
-        return [Problem(path, f"only used with access restricted (access is {endpoint.access}); "
-                              "remove it or set cluster.endpoint.access to restricted")]
+        return [
+            Problem(
+                path,
+                f"only used with access restricted (access is {endpoint.access}); "
+                "remove it or set cluster.endpoint.access to restricted",
+            )
+        ]
     return []

@@ -4,14 +4,15 @@ PodDisruptionBudget and the KEDA ScaledObject that scales it on queue depth and 
 Each function returns a whole manifest (apiVersion, kind, metadata, spec), so tests validate exactly
 what the component declares against the Kubernetes and CRD schemas.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 from infra.registry import layout as registry_layout
-from infra.serving.aws.config import ModelSpec
 from infra.serving import servers
+from infra.serving.aws.config import ModelSpec
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 
 Manifest = dict[str, Any]
@@ -22,6 +23,7 @@ PROMETHEUS_URL = "http://prometheus-server.monitoring.svc.cluster.local"
 class Registry:
     """Where the artefacts live: the registry bucket and its region (from the registry stack), or on GCP
     the bridge bucket that mirrors its models/ prefix (scheme "gs")."""
+
     bucket: str
     region: str
     scheme: str = "s3"
@@ -58,8 +60,11 @@ def metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
 
 
 def namespace(name: str) -> Manifest:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name,
-            "labels": {"app.kubernetes.io/managed-by": "mlinfra"}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "mlinfra"}},
+    }
 
 
 def service_account(model: ModelSpec, ns: str, annotations: dict[str, str] | None = None) -> Manifest:
@@ -72,8 +77,12 @@ def service_account(model: ModelSpec, ns: str, annotations: dict[str, str] | Non
 
 
 def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
-            "failureThreshold": failures}
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "timeoutSeconds": 5,
+        "failureThreshold": failures,
+    }
 
 
 def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
@@ -132,8 +141,12 @@ def _check_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
 
 def _spread(model: ModelSpec) -> list[dict[str, Any]]:
     return [
-        {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
-         "labelSelector": {"matchLabels": selector(model)}}
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector(model)},
+        }
         for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
     ]
 
@@ -159,8 +172,11 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
         pod["initContainers"] = [_fetch_container(model, registry)]
     elif registry.scheme == "s3":
         pod["initContainers"] = [_check_container(model, registry)]
-    annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(servers.PORT),
-                   "prometheus.io/path": "/metrics"}
+    annotations = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(servers.PORT),
+        "prometheus.io/path": "/metrics",
+    }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -180,8 +196,11 @@ def service(model: ModelSpec, ns: str) -> Manifest:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata(model, ns),
-        "spec": {"type": "ClusterIP", "selector": selector(model),
-                 "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(model),
+            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
+        },
     }
 
 
@@ -208,13 +227,29 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
     queries = metric_queries(model, ns)
     triggers = [
         # Waiting requests summed over replicas; AverageValue divides by the replica count.
-        {"type": "prometheus", "name": "queue-depth", "metricType": "AverageValue",
-         "metadata": {"serverAddress": PROMETHEUS_URL, "query": queries["queue-depth"],
-                      "threshold": str(scaling.queue_depth_target), "ignoreNullValues": "false"}},
+        {
+            "type": "prometheus",
+            "name": "queue-depth",
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": PROMETHEUS_URL,
+                "query": queries["queue-depth"],
+                "threshold": str(scaling.queue_depth_target),
+                "ignoreNullValues": "false",
+            },
+        },
         # Mean KV-cache use; Value scales replicas by observed/target.
-        {"type": "prometheus", "name": "kv-cache", "metricType": "Value",
-         "metadata": {"serverAddress": PROMETHEUS_URL, "query": queries["kv-cache"],
-                      "threshold": f"{scaling.kv_cache_target:g}", "ignoreNullValues": "false"}},
+        {
+            "type": "prometheus",
+            "name": "kv-cache",
+            "metricType": "Value",
+            "metadata": {
+                "serverAddress": PROMETHEUS_URL,
+                "query": queries["kv-cache"],
+                "threshold": f"{scaling.kv_cache_target:g}",
+                "ignoreNullValues": "false",
+            },
+        },
     ]
     return {
         "apiVersion": "keda.sh/v1alpha1",
@@ -227,12 +262,20 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
             "pollingInterval": scaling.polling_interval_seconds,
             # No `fallback`: KEDA allows it only when every trigger is AverageValue. If Prometheus cannot
             # be read, the HPA keeps the current replica count.
-            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
-                "scaleDown": {"stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds,
-                              "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}]},
-                "scaleUp": {"stabilizationWindowSeconds": 0,
-                            "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]},
-            }}},
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": {
+                        "scaleDown": {
+                            "stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds,
+                            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
+                        },
+                        "scaleUp": {
+                            "stabilizationWindowSeconds": 0,
+                            "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}],
+                        },
+                    }
+                }
+            },
             "triggers": triggers,
         },
     }
@@ -240,5 +283,10 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
 
 def model_server_objects(model: ModelSpec, ns: str, registry: Registry) -> list[Manifest]:
     """Every object of one model server, in apply order."""
-    return [service_account(model, ns), deployment(model, ns, registry), service(model, ns),
-            pod_disruption_budget(model, ns), scaled_object(model, ns)]
+    return [
+        service_account(model, ns),
+        deployment(model, ns, registry),
+        service(model, ns),
+        pod_disruption_budget(model, ns),
+        scaled_object(model, ns),
+    ]

@@ -1,10 +1,10 @@
 """How pods find their accelerator nodes on either cloud: the pool labels, the device plugins' extended
 resources and the taints that keep other pods off (pure)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
-
 
 Family = Literal["inf2", "g5", "l4", "system"]
 ACCELERATOR_LABEL = "mlinfra.io/accelerator"

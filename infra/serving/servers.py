@@ -3,6 +3,7 @@
 Both pools run vLLM's OpenAI-compatible server: the CUDA build on g5, the Neuron build (the AWS Neuron
 deep learning container) on inf2. Both export the same engine metrics, which the autoscaler reads.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -43,8 +44,18 @@ def tensor_parallel_size(model: ModelSpec) -> int:
 
 def server_args(model: ModelSpec, source: str) -> list[str]:
     """Arguments of `python3 -m vllm.entrypoints.openai.api_server`; `source` is an s3:// URI or a path."""
-    args = ["--model", source, "--served-model-name", model.name, "--port", str(PORT),
-            "--tensor-parallel-size", str(tensor_parallel_size(model)), "--max-model-len", str(model.max_model_len)]
+    args = [
+        "--model",
+        source,
+        "--served-model-name",
+        model.name,
+        "--port",
+        str(PORT),
+        "--tensor-parallel-size",
+        str(tensor_parallel_size(model)),
+        "--max-model-len",
+        str(model.max_model_len),
+    ]
     if not PROFILES[model.accelerator].fetch_to_disk:
         # Stream safetensors from S3 (or GCS) straight to GPU memory: no disk copy on cold start.
         args += ["--load-format", "runai_streamer"]
@@ -58,14 +69,16 @@ def check_script(source: str) -> str:
     _FAILED marker or no manifest.json: promote writes the manifest only for a finished, checked artefact and
     marks every variant of a failed version. One listing; builtins only."""
     bucket, _, prefix = source.removeprefix("s3://").partition("/")
-    return (f"keys=\"$(aws s3api list-objects-v2 --bucket {shlex.quote(bucket)} --prefix {shlex.quote(prefix)} "
-            "--query 'Contents[].Key' --output text)\"\nmanifest=\n"
-            f"for key in $keys; do case \"$key\" in\n"
-            f"  {shlex.quote(prefix + '_FAILED')}) echo \"refusing {source}: marked _FAILED\" >&2; exit 1;;\n"
-            f"  {shlex.quote(prefix + 'manifest.json')}) manifest=1;;\n"
-            "esac; done\n"
-            f"[ -n \"$manifest\" ] || {{ echo \"refusing {source}: no manifest.json (promotion failed or "
-            "unfinished)\" >&2; exit 1; }\n")
+    return (
+        f'keys="$(aws s3api list-objects-v2 --bucket {shlex.quote(bucket)} --prefix {shlex.quote(prefix)} '
+        "--query 'Contents[].Key' --output text)\"\nmanifest=\n"
+        f'for key in $keys; do case "$key" in\n'
+        f'  {shlex.quote(prefix + "_FAILED")}) echo "refusing {source}: marked _FAILED" >&2; exit 1;;\n'
+        f"  {shlex.quote(prefix + 'manifest.json')}) manifest=1;;\n"
+        "esac; done\n"
+        f'[ -n "$manifest" ] || {{ echo "refusing {source}: no manifest.json (promotion failed or '
+        'unfinished)" >&2; exit 1; }\n'
+    )
 
 
 def check_command(source: str) -> list[str]:
@@ -73,5 +86,10 @@ def check_command(source: str) -> list[str]:
 
 
 def fetch_command(source: str) -> list[str]:
-    return ["/bin/sh", "-c", "set -euf\n" + check_script(source)
-            + f"exec aws s3 sync --only-show-errors {shlex.quote(source)} {MODEL_DIR}\n"]
+    return [
+        "/bin/sh",
+        "-c",
+        "set -euf\n"
+        + check_script(source)
+        + f"exec aws s3 sync --only-show-errors {shlex.quote(source)} {MODEL_DIR}\n",
+    ]

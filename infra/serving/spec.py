@@ -1,5 +1,6 @@
 """What a serving stack declares on either cloud: the models it serves, how they scale, and who reaches the
 Kubernetes API. Each cloud's config (aws/, gcp/) narrows the accelerator to its own pools."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -8,7 +9,6 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
-
 
 MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
 
@@ -38,22 +38,30 @@ class EndpointSpec(Spec):
             except ValueError as error:
                 raise ValueError(f"{value!r} is not an IPv4 CIDR: {error}") from None
             if network.prefixlen == 0:
-                raise ValueError("0.0.0.0/0 opens the API to the internet; set access: public-internet "
-                                 "to ask for that by name, or list narrower CIDRs")
+                raise ValueError(
+                    "0.0.0.0/0 opens the API to the internet; set access: public-internet "
+                    "to ask for that by name, or list narrower CIDRs"
+                )
         return values
 
 
 class AutoscalingSpec(Spec):
     queue_depth_target: int = Field(
-        4, ge=1, le=1000,
+        4,
+        ge=1,
+        le=1000,
         description="Waiting requests per replica (vllm:num_requests_waiting) above which replicas are added.",
     )
     kv_cache_target: float = Field(
-        0.8, gt=0, le=1,
+        0.8,
+        gt=0,
+        le=1,
         description="Average KV-cache use (vllm:gpu_cache_usage_perc, 0-1) above which replicas are added.",
     )
     scale_down_stabilization_seconds: int = Field(
-        300, ge=0, le=3600,
+        300,
+        ge=0,
+        le=3600,
         description="Seconds the load must stay low before replicas are removed (HPA scale-down stabilisation window).",
     )
     polling_interval_seconds: int = Field(15, ge=5, le=300, description="How often KEDA queries Prometheus, seconds.")
@@ -64,24 +72,34 @@ DEFAULT_VARIANT = {"inf2": "neuron", "g5": "cuda", "l4": "cuda"}
 
 
 class ModelSpec(Spec):
-    name: str = Field(pattern=MODEL_NAME_PATTERN, description="Model name in the registry (models/<name>/...); a DNS label.")
+    name: str = Field(
+        pattern=MODEL_NAME_PATTERN, description="Model name in the registry (models/<name>/...); a DNS label."
+    )
     version: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,62}$", description="Released version (models/<name>/<version>/)."
     )
     alias: str | None = Field(
-        None, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
+        None,
+        pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
         description="Registry alias this entry follows (models/<name>/aliases/<alias>.json): `python -m infra "
         "promote`/`rollback` write the alias's version into `version` and run `up`. Unset: a fixed version.",
     )
     accelerator: str = Field(description="Node pool that serves it (each cloud's config lists its pools).")
     variant: Variant | None = Field(
-        None, description="Artefact variant to load (models/<name>/<version>/<variant>/); default: neuron on inf2, cuda on g5.",
+        None,
+        description="Artefact variant to load (models/<name>/<version>/<variant>/); default: neuron on inf2, cuda on g5.",
     )
     image: str = Field(
-        min_length=3, description="Model server image, pinned by tag or digest: a vLLM image with the "
+        min_length=3,
+        description="Model server image, pinned by tag or digest: a vLLM image with the "
         "Neuron backend on inf2, a vLLM CUDA image on g5.",
     )
-    min_replicas: int = Field(1, ge=1, le=100, description="Replicas kept running (at least 1: nothing holds requests while a replica starts).")
+    min_replicas: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="Replicas kept running (at least 1: nothing holds requests while a replica starts).",
+    )
     max_replicas: int = Field(4, ge=1, le=100, description="Upper bound of the autoscaler.")
     accelerators_per_replica: int = Field(
         1, ge=1, le=16, description="Neuron devices (inf2) or GPUs (g5) per replica; also the tensor-parallel degree."

@@ -4,12 +4,13 @@ A step's new state carries the resource's inputs (`newState.inputs`; documents t
 `newState.outputs` are read from those). Steps without a new state (deletes) are not analyzed; a URN
 that appears in several steps (a replacement) is analyzed once, with its last new state.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from infra.core.errors import InputError, Problem
 
@@ -46,20 +47,30 @@ def load(path: Path) -> PreviewDocument:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise InputError(Problem(_LABEL, f"{path} cannot be read ({error.__class__.__name__}); give a file written "
-                                         "by `pulumi preview --json` or `python -m infra preview --json`")) from None
+        raise InputError(
+            Problem(
+                _LABEL,
+                f"{path} cannot be read ({error.__class__.__name__}); give a file written "
+                "by `pulumi preview --json` or `python -m infra preview --json`",
+            )
+        ) from None
     try:
         document = json.loads(text)
     except ValueError as error:
-        raise InputError(Problem(_LABEL, f"{path} is not JSON ({error}); give the output of `pulumi preview --json`")) \
-            from None
+        raise InputError(
+            Problem(_LABEL, f"{path} is not JSON ({error}); give the output of `pulumi preview --json`")
+        ) from None
     return parse(document, str(path))
 
 
 def parse(document: Any, where: str = "document") -> PreviewDocument:
     if not isinstance(document, dict) or not isinstance(document.get("steps"), list):
-        raise InputError(Problem(_LABEL, f"{where} is not a `pulumi preview --json` document; expected one JSON "
-                                         "object with a `steps` list"))
+        raise InputError(
+            Problem(
+                _LABEL,
+                f"{where} is not a `pulumi preview --json` document; expected one JSON object with a `steps` list",
+            )
+        )
     latest: dict[str, PolicyResource] = {}
     for i, step in enumerate(document["steps"]):
         resource = _resource(step, f"{where}: steps[{i}]")
@@ -72,15 +83,19 @@ def parse(document: Any, where: str = "document") -> PreviewDocument:
     return PreviewDocument(project, stack, config, resources, providers)
 
 
-def _resource(step: Any, where: str) -> Optional[PolicyResource]:
+def _resource(step: Any, where: str) -> PolicyResource | None:
     if not isinstance(step, dict):
         raise InputError(Problem(_LABEL, f"{where} is not an object; each step has `op`, `urn` and `newState`"))
     state = step.get("newState")
     if state is None:
         return None
     urn = state.get("urn") or step.get("urn") if isinstance(state, dict) else None
-    if not isinstance(state, dict) or not isinstance(urn, str) or not urn.startswith("urn:pulumi:") \
-            or not isinstance(state.get("type"), str):
+    if (
+        not isinstance(state, dict)
+        or not isinstance(urn, str)
+        or not urn.startswith("urn:pulumi:")
+        or not isinstance(state.get("type"), str)
+    ):
         raise InputError(Problem(_LABEL, f"{where}.newState needs a `type` and a `urn:pulumi:` URN"))
     props = state.get("inputs")
     if not isinstance(props, dict):
@@ -97,7 +112,8 @@ def _resource(step: Any, where: str) -> Optional[PolicyResource]:
         retain_on_delete=bool(state.get("retainOnDelete")),
         dependencies=tuple(state.get("dependencies") or ()),
         property_dependencies={k: tuple(v or ()) for k, v in property_dependencies.items()}
-        if isinstance(property_dependencies, dict) else {},
+        if isinstance(property_dependencies, dict)
+        else {},
         provider=state.get("provider") or step.get("provider") or "",
         op=str(step.get("op", "")),
     )
@@ -106,7 +122,7 @@ def _resource(step: Any, where: str) -> Optional[PolicyResource]:
 def _project_and_stack(resources: list[PolicyResource]) -> tuple[str, str]:
     # urn:pulumi:<stack>::<project>::<type>::<name>
     for resource in resources:
-        parts = resource.urn[len("urn:pulumi:"):].split("::")
+        parts = resource.urn[len("urn:pulumi:") :].split("::")
         if len(parts) >= 2:
             return parts[1], parts[0]
     return "", ""

@@ -1,4 +1,5 @@
 """JSON schema of a stack file (`stacks/Pulumi.<stack>.yaml`) for editors and the YAML language server."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +13,9 @@ from infra.kinds import CLOUDS, KINDS, STACK_KINDS
 def stack_file_schema() -> dict[str, Any]:
     variants = [(row.kind, row.cloud, row.model) for row in STACK_KINDS]
     models = [model for _, _, model in variants]
-    model_refs, top = models_json_schema([(m, "validation") for m in models], by_alias=True,
-                                         ref_template="#/$defs/{model}")
+    model_refs, top = models_json_schema(
+        [(m, "validation") for m in models], by_alias=True, ref_template="#/$defs/{model}"
+    )
     defs = top.get("$defs", {})
     config_properties: dict[str, Any] = {
         f"{NAMESPACE}:kind": {"enum": list(KINDS), "description": "Stack kind."},
@@ -36,17 +38,29 @@ def stack_file_schema() -> dict[str, Any]:
             exact[name] = prop
             keys.append(name)
         cloud_is = {"const": cloud} if cloud != "aws" else {"enum": ["aws"]}
-        condition: dict[str, Any] = {"properties": {f"{NAMESPACE}:kind": {"const": kind}}, "required": [f"{NAMESPACE}:kind"]}
+        condition: dict[str, Any] = {
+            "properties": {f"{NAMESPACE}:kind": {"const": kind}},
+            "required": [f"{NAMESPACE}:kind"],
+        }
         if cloud != "aws":
             condition["properties"][f"{NAMESPACE}:cloud"] = cloud_is
             condition["required"] = [f"{NAMESPACE}:kind", f"{NAMESPACE}:cloud"]
         else:
             condition["properties"][f"{NAMESPACE}:cloud"] = cloud_is  # absent counts as aws
-        per_kind.append({
-            "if": condition,
-            "then": {"properties": exact, "propertyNames": {"anyOf": [
-                {"enum": [f"{NAMESPACE}:kind", f"{NAMESPACE}:cloud", *keys]}, {"not": {"pattern": f"^{NAMESPACE}:"}}]}},
-        })
+        per_kind.append(
+            {
+                "if": condition,
+                "then": {
+                    "properties": exact,
+                    "propertyNames": {
+                        "anyOf": [
+                            {"enum": [f"{NAMESPACE}:kind", f"{NAMESPACE}:cloud", *keys]},
+                            {"not": {"pattern": f"^{NAMESPACE}:"}},
+                        ]
+                    },
+                },
+            }
+        )
     for model in models:
         defs.pop(model.__name__, None)
     return {

@@ -13,6 +13,7 @@ The cloud's parts (`Platform`: metadata service, fabric devices check, export, m
 training command is a bash array, so its arguments reach torchrun verbatim. Internal shell variables are
 prefixed MLINFRA_ and user `env` keys may not use that prefix.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,7 @@ CHECKPOINTS_PATH = "/checkpoints"
 RDZV_PORT = 29500
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Shell variables whose value changes how bash itself behaves.
-_SHELL_OWNED = frozenset(
-    {"IFS", "SECONDS", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "ENV", "PS4", "BASH_XTRACEFD"}
-)
+_SHELL_OWNED = frozenset({"IFS", "SECONDS", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "ENV", "PS4", "BASH_XTRACEFD"})
 
 
 @dataclass(frozen=True)
@@ -45,22 +44,28 @@ class Platform:
     marker JSON, the Lustre mount, the rendezvous and ranks, the job environment, torchrun and the grace
     period - is the one shared template, so both clouds run the same logic."""
 
-    variables_a: str          # MLINFRA_* assignments after MLINFRA_NPROC_PER_NODE
-    variables_b: str          # ... after MLINFRA_MARKER_URI
-    export_functions: str     # defines wait_for_export: 0 once the checkpoints are in the registry
-    marker_upload: str        # the pipe stage that stores the marker JSON (stdin) as ${MLINFRA_MARKER_URI}/_${status}
-    devices_check: str        # checks the fabric devices after the mount
-    private_ip: str           # sets MLINFRA_PRIVATE_IP from the metadata service
-    metadata_name: str        # how messages name the metadata service
-    power_off_means: str      # what powering off does to the node, for the script's comments
+    variables_a: str  # MLINFRA_* assignments after MLINFRA_NPROC_PER_NODE
+    variables_b: str  # ... after MLINFRA_MARKER_URI
+    export_functions: str  # defines wait_for_export: 0 once the checkpoints are in the registry
+    marker_upload: str  # the pipe stage that stores the marker JSON (stdin) as ${MLINFRA_MARKER_URI}/_${status}
+    devices_check: str  # checks the fabric devices after the mount
+    private_ip: str  # sets MLINFRA_PRIVATE_IP from the metadata service
+    metadata_name: str  # how messages name the metadata service
+    power_off_means: str  # what powering off does to the node, for the script's comments
     power_off_on_exit_note: str
 
     def slots(self) -> dict[str, str]:
-        return {"PLATFORM_VARIABLES_A": self.variables_a, "PLATFORM_VARIABLES_B": self.variables_b,
-                "EXPORT_FUNCTIONS": self.export_functions, "MARKER_UPLOAD": self.marker_upload,
-                "DEVICES_CHECK": self.devices_check, "PRIVATE_IP": self.private_ip,
-                "METADATA_NAME": self.metadata_name, "POWER_OFF_MEANS": self.power_off_means,
-                "POWER_OFF_ON_EXIT_NOTE": self.power_off_on_exit_note}
+        return {
+            "PLATFORM_VARIABLES_A": self.variables_a,
+            "PLATFORM_VARIABLES_B": self.variables_b,
+            "EXPORT_FUNCTIONS": self.export_functions,
+            "MARKER_UPLOAD": self.marker_upload,
+            "DEVICES_CHECK": self.devices_check,
+            "PRIVATE_IP": self.private_ip,
+            "METADATA_NAME": self.metadata_name,
+            "POWER_OFF_MEANS": self.power_off_means,
+            "POWER_OFF_ON_EXIT_NOTE": self.power_off_on_exit_note,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)

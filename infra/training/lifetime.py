@@ -1,9 +1,9 @@
 """What every training plan derives from its run id, expires-at and lifecycle, on either cloud (pure)."""
+
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
-from typing import Optional
+from datetime import UTC, datetime, timedelta
 
 from infra.core.errors import InputError, Problem
 from infra.registry.layout import ROOTS, checkpoints_prefix, runs_prefix
@@ -12,13 +12,14 @@ from infra.training.spec import EXPIRES_AT_FORMAT, EXPIRES_AT_KEY, LifecycleSpec
 
 class RunLifetime:
     """What every training plan derives from its run id, expires-at and lifecycle (AWS and GCP)."""
+
     run_id: str
     expires_at: str
     lifecycle: LifecycleSpec
 
     @property
     def expires_at_epoch(self) -> int:
-        return int(datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc).timestamp())
+        return int(datetime.strptime(self.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=UTC).timestamp())
 
     @property
     def stop_at_epoch(self) -> int:
@@ -28,7 +29,11 @@ class RunLifetime:
     @property
     def prefixes(self) -> dict[str, str]:
         """Registry prefixes of this run."""
-        return {"datasets": ROOTS["datasets"], "checkpoints": checkpoints_prefix(self.run_id), "runs": runs_prefix(self.run_id)}
+        return {
+            "datasets": ROOTS["datasets"],
+            "checkpoints": checkpoints_prefix(self.run_id),
+            "runs": runs_prefix(self.run_id),
+        }
 
 
 def checked_expiry(findings: list[Problem], spec: RunSpec, now: datetime, dry_run: bool) -> tuple[str, bool]:
@@ -42,28 +47,37 @@ def checked_expiry(findings: list[Problem], spec: RunSpec, now: datetime, dry_ru
     return expires_at, provisional
 
 
-def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Optional[Problem]]:
+def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Problem | None]:
     """(expires-at, provisional?, problem). A preview without a fixed expiry shows now + ttlHours,
     rounded up to the minute; `pulumi up` needs it fixed in config so updates never move it."""
     fixed = lifecycle.expires_at
     if fixed:
         try:
-            at = datetime.strptime(fixed, EXPIRES_AT_FORMAT).replace(tzinfo=timezone.utc)
+            at = datetime.strptime(fixed, EXPIRES_AT_FORMAT).replace(tzinfo=UTC)
         except ValueError:
             return fixed, False, Problem(EXPIRES_AT_KEY, f"{fixed!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")
         if not dry_run and at <= now:
-            return fixed, False, Problem(
-                EXPIRES_AT_KEY,
-                f"{fixed} has passed: this run's lifetime is over; tear it down (`python -m infra teardown --stack "
-                "<stack>`), or start a new run with a new runId and no expiresAt")
+            return (
+                fixed,
+                False,
+                Problem(
+                    EXPIRES_AT_KEY,
+                    f"{fixed} has passed: this run's lifetime is over; tear it down (`python -m infra teardown --stack "
+                    "<stack>`), or start a new run with a new runId and no expiresAt",
+                ),
+            )
         return fixed, False, None
-    at = now.astimezone(timezone.utc) + timedelta(hours=lifecycle.ttl_hours)
-    at = datetime.fromtimestamp(math.ceil(at.timestamp() / 60) * 60, tz=timezone.utc)
+    at = now.astimezone(UTC) + timedelta(hours=lifecycle.ttl_hours)
+    at = datetime.fromtimestamp(math.ceil(at.timestamp() / 60) * 60, tz=UTC)
     text = at.strftime(EXPIRES_AT_FORMAT)
     if dry_run:
         return text, True, None
-    return text, False, Problem(
-        EXPIRES_AT_KEY,
-        "required for `pulumi up`, so the run's expiry is fixed once: start it with `python -m infra run`, or "
-        f"`pulumi config set --path mlinfra:training.lifecycle.expiresAt {text}`",
+    return (
+        text,
+        False,
+        Problem(
+            EXPIRES_AT_KEY,
+            "required for `pulumi up`, so the run's expiry is fixed once: start it with `python -m infra run`, or "
+            f"`pulumi config set --path mlinfra:training.lifecycle.expiresAt {text}`",
+        ),
     )

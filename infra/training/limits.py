@@ -12,18 +12,19 @@ Paths that stop the spend after a run's job ends (every node runs the same boots
    checkpoints and delete the file system, whatever state the run is in; and every node schedules
    its own power-off at expires-at + NODE_BACKSTOP_SECONDS when it boots, in case the guard fails.
 """
+
 from __future__ import annotations
 
-NODE_POWER_OFF_DELAY_SECONDS = 60        # `shutdown -h +1` in the node bootstrap
-EC2_SHUTDOWN_SECONDS = 60                # shutting-down to terminated, typical; billing stops at shutting-down
-EXPORT_WAIT_SECONDS = 3600               # rank 0's bounded wait for the last checkpoint's export
-GUARD_RETRY_WINDOW_SECONDS = 900         # EventBridge/Scheduler retry window for delivering to the guard
-GUARD_RETRY_ATTEMPTS = 2                 # Lambda asynchronous retries of a failed guard invocation
-GUARD_EVENT_MAX_AGE_SECONDS = 21600      # Lambda keeps retrying a failed invocation this long (the maximum)
-NODE_BACKSTOP_SECONDS = 300              # every node powers itself off this long after expires-at, whatever else happens
-GUARD_TIMEOUT_SECONDS = 900              # guard Lambda timeout (the maximum); export polling re-invokes itself
-EXPORT_POLL_SECONDS = 60                 # how often the guard and teardown look at a running export
-DEFAULT_GRACE_MINUTES = 15               # SIGTERM to the job this long before expires-at, to save a checkpoint
+NODE_POWER_OFF_DELAY_SECONDS = 60  # `shutdown -h +1` in the node bootstrap
+EC2_SHUTDOWN_SECONDS = 60  # shutting-down to terminated, typical; billing stops at shutting-down
+EXPORT_WAIT_SECONDS = 3600  # rank 0's bounded wait for the last checkpoint's export
+GUARD_RETRY_WINDOW_SECONDS = 900  # EventBridge/Scheduler retry window for delivering to the guard
+GUARD_RETRY_ATTEMPTS = 2  # Lambda asynchronous retries of a failed guard invocation
+GUARD_EVENT_MAX_AGE_SECONDS = 21600  # Lambda keeps retrying a failed invocation this long (the maximum)
+NODE_BACKSTOP_SECONDS = 300  # every node powers itself off this long after expires-at, whatever else happens
+GUARD_TIMEOUT_SECONDS = 900  # guard Lambda timeout (the maximum); export polling re-invokes itself
+EXPORT_POLL_SECONDS = 60  # how often the guard and teardown look at a running export
+DEFAULT_GRACE_MINUTES = 15  # SIGTERM to the job this long before expires-at, to save a checkpoint
 MAX_GRACE_MINUTES = 120
 
 # Worst case, by design, from the completion marker to the instances terminating: the node's own

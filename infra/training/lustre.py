@@ -1,6 +1,7 @@
 """What a run needs from its Lustre file system, whatever the cloud sells (pure): each cloud sizes its own
 service (FSx for Lustre, Managed Lustre) from the same intents. Sizes in GiB, throughput in MB/s
 (1 MB = 10^6 bytes), read targets in GB/s."""
+
 from __future__ import annotations
 
 import math

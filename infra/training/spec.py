@@ -1,9 +1,8 @@
 """What a training stack declares on either cloud: the run's id, its whole nodes, the job they run, how long
 the run may live, and the sizing intents of its Lustre file system. Each cloud's config (aws/, gcp/) adds the
 hardware, the network and the capacity it buys."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 from pydantic import Field
 
@@ -20,13 +19,15 @@ MAX_TTL_HOURS = 336  # two weeks: longer runs checkpoint and start a new run
 
 class JobSpec(Spec):
     command: list[str] = Field(
-        default_factory=lambda: ["/opt/job/train.py"], min_length=1,
+        default_factory=lambda: ["/opt/job/train.py"],
+        min_length=1,
         description="Training script and its arguments, as torchrun takes them on every node (torchrun starts "
         "Python itself, so no leading `python`).",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the job.")
-    torchrun_path: Optional[str] = Field(
-        None, pattern=r"^/[A-Za-z0-9._/-]+$",
+    torchrun_path: str | None = Field(
+        None,
+        pattern=r"^/[A-Za-z0-9._/-]+$",
         description="Absolute path of torchrun on the AMI; default: the path on the Deep Learning AMI in use "
         "(set it together with amiId when the AMI is your own).",
     )
@@ -34,12 +35,15 @@ class JobSpec(Spec):
 
 class LifecycleSpec(Spec):
     ttl_hours: float = Field(
-        24, gt=0, le=MAX_TTL_HOURS,
+        24,
+        gt=0,
+        le=MAX_TTL_HOURS,
         description=f"Hard maximum lifetime of the run, hours (at most {MAX_TTL_HOURS}); expiresAt = start + ttlHours. "
         "At expiresAt the run guard terminates the nodes, exports the checkpoints and deletes the file system.",
     )
-    expires_at: Optional[str] = Field(
-        None, pattern=EXPIRES_AT_PATTERN,
+    expires_at: str | None = Field(
+        None,
+        pattern=EXPIRES_AT_PATTERN,
         description="When the run's resources expire, ISO-8601 UTC (e.g. 2026-11-22T08:00:00Z). Fixed once when the "
         "run starts (`python -m infra run` writes it); required by `pulumi up`, provisional (now + ttlHours) in previews.",
     )
@@ -54,7 +58,9 @@ class LifecycleSpec(Spec):
         "the file system is deleted). false: checkpoints live only on Lustre and are lost with it.",
     )
     grace_period_minutes: int = Field(
-        DEFAULT_GRACE_MINUTES, ge=0, le=MAX_GRACE_MINUTES,
+        DEFAULT_GRACE_MINUTES,
+        ge=0,
+        le=MAX_GRACE_MINUTES,
         description="Minutes before expiresAt at which every node sends SIGTERM to the job, so it can save a last "
         "checkpoint and end normally before the run guard's hard stop.",
     )
@@ -62,6 +68,7 @@ class LifecycleSpec(Spec):
 
 class LustreIntentSpec(Spec):
     """What the run needs from its Lustre file system; each cloud sizes its own service from these."""
+
     dataset_gib: float = Field(1200, ge=0, description="Size of the training data the run reads from datasets/, GiB.")
     checkpoint_gib: float = Field(500, ge=0, description="Size of one full checkpoint, GiB.")
     checkpoint_write_seconds: float = Field(
@@ -74,7 +81,10 @@ class LustreIntentSpec(Spec):
 
 class RunSpec(Spec):
     """The run itself, the same on every cloud."""
-    run_id: str = Field(pattern=RUN_ID_PATTERN, description="Run id: lowercase letters, digits and '-', up to 40 characters.")
+
+    run_id: str = Field(
+        pattern=RUN_ID_PATTERN, description="Run id: lowercase letters, digits and '-', up to 40 characters."
+    )
     node_count: int = Field(ge=1, le=256, description="Whole nodes in the cluster, 1 to 256.")
     job: JobSpec = Field(default_factory=JobSpec, description="What the nodes run.")
     lifecycle: LifecycleSpec = Field(default_factory=LifecycleSpec, description="How long the run may live.")

@@ -1,15 +1,17 @@
 """Reading pulumi-aws v7 inputs as rules need them: tags and roles, IAM documents, security group
 rules, instance types (pure). Property names are the provider's wire names (camelCase)."""
+
 from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from infra.core import tags as contract
-from policies.model import Resource, Stack, is_unknown
 from infra.providers import tokens
+from policies.model import Resource, Stack, is_unknown
 
 S3_BUCKET = tokens.AWS_S3_BUCKET
 KMS_KEY = tokens.AWS_KMS_KEY
@@ -42,22 +44,22 @@ def tags(resource: Resource) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def role_of(resource: Resource) -> Optional[str]:
+def role_of(resource: Resource) -> str | None:
     """The `mlinfra:role` tag (registry | training | serving), or None."""
     role = tags(resource).get(ROLE_TAG)
     return role if isinstance(role, str) else None
 
 
-def stack_role(stack: Stack) -> Optional[str]:
+def stack_role(stack: Stack) -> str | None:
     """The stack kind read from its resources' role tags: the one role they carry, else None."""
     roles = {role_of(r) for r in stack.resources} - {None}
     return roles.pop() if len(roles) == 1 else None
 
 
-def role_in_stack(resource: Resource, stack: Stack) -> Optional[str]:
+def role_in_stack(resource: Resource, stack: Stack) -> str | None:
     """A resource's role: its own tag, else its parent chain's, else the stack's."""
     seen = set()
-    current: Optional[Resource] = resource
+    current: Resource | None = resource
     while current is not None and current.urn not in seen:
         seen.add(current.urn)
         role = role_of(current)
@@ -67,7 +69,7 @@ def role_in_stack(resource: Resource, stack: Stack) -> Optional[str]:
     return stack_role(stack)
 
 
-def run_tag(stack: Stack, key: str) -> Optional[str]:
+def run_tag(stack: Stack, key: str) -> str | None:
     """The one value a training stack's resources carry for tag `key` (run id, expires-at); None when none
     or several (training-resources-carry-run-tags reports those)."""
     values = {v for v in (tags(r).get(key) for r in stack.resources if role_of(r) == "training") if isinstance(v, str)}
@@ -82,6 +84,7 @@ def as_list(value: Any) -> list[Any]:
 
 # --- IAM -------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Statement:
     effect: str
@@ -91,7 +94,7 @@ class Statement:
     raw: dict
 
 
-def policy_document(value: Any) -> Optional[dict]:
+def policy_document(value: Any) -> dict | None:
     """A policy document from a JSON string or an object; None when unknown or not a document."""
     if is_unknown(value) or value is None:
         return None
@@ -103,30 +106,34 @@ def policy_document(value: Any) -> Optional[dict]:
     return value if isinstance(value, dict) else None
 
 
-def statements(document: Optional[dict]) -> list[Statement]:
+def statements(document: dict | None) -> list[Statement]:
     if not document:
         return []
     found = []
     for i, raw in enumerate(as_list(document.get("Statement"))):
         if not isinstance(raw, dict):
             continue
-        found.append(Statement(
-            effect=str(raw.get("Effect", "")),
-            actions=tuple(str(a) for a in as_list(raw.get("Action"))),
-            resources=tuple(str(r) for r in as_list(raw.get("Resource"))),
-            sid=str(raw.get("Sid") or f"#{i}"),
-            raw=raw,
-        ))
+        found.append(
+            Statement(
+                effect=str(raw.get("Effect", "")),
+                actions=tuple(str(a) for a in as_list(raw.get("Action"))),
+                resources=tuple(str(r) for r in as_list(raw.get("Resource"))),
+                sid=str(raw.get("Sid") or f"#{i}"),
+                raw=raw,
+            )
+        )
     return found
 
 
-def iam_documents(resource: Resource) -> list[tuple[str, Optional[dict]]]:
+def iam_documents(resource: Resource) -> list[tuple[str, dict | None]]:
     """(where, document) for every IAM document a resource declares."""
     if resource.type in (IAM_ROLE_POLICY, IAM_POLICY, BUCKET_POLICY):
         return [("policy", policy_document(resource.get("policy")))]
     if resource.type == IAM_ROLE:
-        return [(f"inlinePolicies[{i}]", policy_document(p.get("policy") if isinstance(p, dict) else None))
-                for i, p in enumerate(as_list(resource.get("inlinePolicies")))]
+        return [
+            (f"inlinePolicies[{i}]", policy_document(p.get("policy") if isinstance(p, dict) else None))
+            for i, p in enumerate(as_list(resource.get("inlinePolicies")))
+        ]
     return []
 
 
@@ -185,44 +192,51 @@ def group_rules(group: Resource, stack: Stack) -> list[SgRule]:
             if not isinstance(block, dict):
                 continue
             # Inline blocks name their own group with `self = true` (its id does not exist yet).
-            rules.append(SgRule(
-                direction=direction,
-                protocol=str(block.get("protocol", "")).lower(),
-                from_port=block.get("fromPort"),
-                to_port=block.get("toPort"),
-                self_ref=block.get("self") is True,
-                cidrs=tuple(as_list(block.get("cidrBlocks")) + as_list(block.get("ipv6CidrBlocks"))),
-                where=f"{group.label} {direction}[{i}]",
-            ))
+            rules.append(
+                SgRule(
+                    direction=direction,
+                    protocol=str(block.get("protocol", "")).lower(),
+                    from_port=block.get("fromPort"),
+                    to_port=block.get("toPort"),
+                    self_ref=block.get("self") is True,
+                    cidrs=tuple(as_list(block.get("cidrBlocks")) + as_list(block.get("ipv6CidrBlocks"))),
+                    where=f"{group.label} {direction}[{i}]",
+                )
+            )
     for rule in stack.referring(group, "securityGroupId", INGRESS_RULE, EGRESS_RULE):
         direction = "ingress" if rule.type == INGRESS_RULE else "egress"
         peer = [r.urn for r in stack.linked(rule, "referencedSecurityGroupId")]
-        rules.append(SgRule(
-            direction=direction,
-            protocol=str(rule.get("ipProtocol", "")).lower(),
-            from_port=rule.get("fromPort"),
-            to_port=rule.get("toPort"),
-            self_ref=group.urn in peer,
-            cidrs=tuple(c for c in (rule.get("cidrIpv4"), rule.get("cidrIpv6")) if isinstance(c, str)),
-            where=rule.label,
-        ))
+        rules.append(
+            SgRule(
+                direction=direction,
+                protocol=str(rule.get("ipProtocol", "")).lower(),
+                from_port=rule.get("fromPort"),
+                to_port=rule.get("toPort"),
+                self_ref=group.urn in peer,
+                cidrs=tuple(c for c in (rule.get("cidrIpv4"), rule.get("cidrIpv6")) if isinstance(c, str)),
+                where=rule.label,
+            )
+        )
     for rule in stack.referring(group, "securityGroupId", SECURITY_GROUP_RULE):
         peer = [r.urn for r in stack.linked(rule, "sourceSecurityGroupId")]
-        rules.append(SgRule(
-            direction=str(rule.get("type", "")),
-            protocol=str(rule.get("protocol", "")).lower(),
-            from_port=rule.get("fromPort"),
-            to_port=rule.get("toPort"),
-            self_ref=rule.get("self") is True or group.urn in peer,
-            cidrs=tuple(as_list(rule.get("cidrBlocks")) + as_list(rule.get("ipv6CidrBlocks"))),
-            where=rule.label,
-        ))
+        rules.append(
+            SgRule(
+                direction=str(rule.get("type", "")),
+                protocol=str(rule.get("protocol", "")).lower(),
+                from_port=rule.get("fromPort"),
+                to_port=rule.get("toPort"),
+                self_ref=rule.get("self") is True or group.urn in peer,
+                cidrs=tuple(as_list(rule.get("cidrBlocks")) + as_list(rule.get("ipv6CidrBlocks"))),
+                where=rule.label,
+            )
+        )
     return rules
 
 
 # --- instances ---------------------------------------------------------------------------------------
 
-def instance_types(resource: Resource, stack: Optional[Stack] = None) -> list[str]:
+
+def instance_types(resource: Resource, stack: Stack | None = None) -> list[str]:
     """Instance types a resource launches or allows (known values only)."""
     found: list[Any] = []
     if resource.type in (LAUNCH_TEMPLATE, INSTANCE):
@@ -240,8 +254,11 @@ def instance_types(resource: Resource, stack: Optional[Stack] = None) -> list[st
         spec = resource.get("spec") if isinstance(resource.get("spec"), dict) else {}
         template = (spec.get("template") or {}).get("spec") or {}
         for requirement in as_list(template.get("requirements")):
-            if isinstance(requirement, dict) and requirement.get("key") == INSTANCE_TYPE_LABEL \
-                    and requirement.get("operator") == "In":
+            if (
+                isinstance(requirement, dict)
+                and requirement.get("key") == INSTANCE_TYPE_LABEL
+                and requirement.get("operator") == "In"
+            ):
                 found.extend(as_list(requirement.get("values")))
     return [t for t in found if isinstance(t, str)]
 
@@ -305,7 +322,9 @@ def node_placements(stack: Stack) -> list[tuple[Resource, str, str]]:
     """(resource, 'subnet' | 'az', value) for every place training nodes are put: launch templates of EFA
     nodes, fleets and instances. Subnets declared in the stack are named by their Pulumi name."""
     found: list[tuple[Resource, str, str]] = []
-    nodes = efa_templates(stack) + stack.of_type(FLEET) + [i for i in stack.of_type(INSTANCE) if role_of(i) == "training"]
+    nodes = (
+        efa_templates(stack) + stack.of_type(FLEET) + [i for i in stack.of_type(INSTANCE) if role_of(i) == "training"]
+    )
     for node in nodes:
         subnets = linked_of_type(stack, node, ("networkInterfaces", "launchTemplateConfigs", "subnetId"), SUBNET)
         for subnet in subnets:
@@ -314,8 +333,10 @@ def node_placements(stack: Stack) -> list[tuple[Resource, str, str]]:
             if isinstance(az, str) and not is_unknown(az):
                 found.append((node, "az", az))
         literal_subnets = [ni.get("subnetId") for ni in interfaces(node)] + [node.get("subnetId")]
-        literal_azs = [node.get("availabilityZone"), (node.get("placement") or {}).get("availabilityZone")
-                       if isinstance(node.get("placement"), dict) else None]
+        literal_azs = [
+            node.get("availabilityZone"),
+            (node.get("placement") or {}).get("availabilityZone") if isinstance(node.get("placement"), dict) else None,
+        ]
         for config in as_list(node.get("launchTemplateConfigs")):
             for override in as_list(config.get("overrides") if isinstance(config, dict) else None):
                 if isinstance(override, dict):

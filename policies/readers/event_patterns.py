@@ -2,12 +2,13 @@
 a run guard's rule: exact values, prefix, suffix, wildcard, anything-but, exists, equals-ignore-case,
 numeric, and `$or`. Event fields set to `ANY` (a bucket name the rule cannot know) match every test.
 """
+
 from __future__ import annotations
 
 import json
 import operator
 import re
-from typing import Any, Optional
+from typing import Any
 
 from policies.model import is_unknown
 
@@ -22,7 +23,7 @@ _MISSING = object()
 _NUMERIC = {"<": operator.lt, "<=": operator.le, "=": operator.eq, ">=": operator.ge, ">": operator.gt}
 
 
-def parse(value: Any) -> Optional[dict]:
+def parse(value: Any) -> dict | None:
     """The pattern from an eventPattern input (a JSON string); None when unknown or not an object."""
     if is_unknown(value) or not isinstance(value, str):
         return value if isinstance(value, dict) else None
@@ -99,8 +100,22 @@ def _wildcard(pattern: str) -> re.Pattern:
 
 def s3_object_created(key: str) -> dict[str, Any]:
     """An S3 "Object Created" event as EventBridge delivers it, for `key` in a bucket the caller cannot name."""
-    return {"version": "0", "id": ANY, "detail-type": "Object Created", "source": "aws.s3", "account": ANY,
-            "time": ANY, "region": ANY, "resources": ANY,
-            "detail": {"version": "0", "bucket": {"name": ANY}, "object": {"key": key, "size": ANY, "etag": ANY,
-                                                                            "version-id": ANY, "sequencer": ANY},
-                       "request-id": ANY, "requester": ANY, "source-ip-address": ANY, "reason": ANY}}
+    return {
+        "version": "0",
+        "id": ANY,
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "account": ANY,
+        "time": ANY,
+        "region": ANY,
+        "resources": ANY,
+        "detail": {
+            "version": "0",
+            "bucket": {"name": ANY},
+            "object": {"key": key, "size": ANY, "etag": ANY, "version-id": ANY, "sequencer": ANY},
+            "request-id": ANY,
+            "requester": ANY,
+            "source-ip-address": ANY,
+            "reason": ANY,
+        },
+    }

@@ -1,16 +1,17 @@
 """Reading pulumi-gcp inputs as rules need them (pure). Property names are the provider's wire names."""
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
-from policies.model import Resource, is_unknown
 from infra.providers import tokens
+from policies.model import Resource, is_unknown
 
 GKE_CLUSTER = tokens.GCP_CONTAINER_CLUSTER
 GKE_NODE_POOL = tokens.GCP_CONTAINER_NODE_POOL
 
 
-def flag(value: Any) -> Optional[bool]:
+def flag(value: Any) -> bool | None:
     """A boolean as it arrives (true, or the string "true"); None when unset or unknown in the preview."""
     if isinstance(value, bool):
         return value

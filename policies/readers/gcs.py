@@ -1,5 +1,7 @@
 """Resource types of Cloud Storage and Storage Transfer Service as rules read them (pulumi-gcp wire names)."""
+
 from __future__ import annotations
+
 from infra.providers import tokens
 
 GCS_BUCKET = tokens.GCP_STORAGE_BUCKET

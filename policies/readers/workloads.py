@@ -4,15 +4,16 @@ autoscalers (KEDA ScaledObjects, HorizontalPodAutoscalers) that scale them (pure
 Inputs arrive as the manifests' own camelCase fields (`metadata`, `spec`), for built-in kinds and for
 CustomResources alike.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
-from policies.readers.aws import as_list
-from policies.model import Resource, is_unknown
 from infra.providers import tokens
+from policies.model import Resource, is_unknown
+from policies.readers.aws import as_list
 
 DEPLOYMENT = tokens.K8S_DEPLOYMENT
 STATEFUL_SET = tokens.K8S_STATEFUL_SET
@@ -25,12 +26,18 @@ HPAS = (HPA_V1, HPA_V2, HPA_V2BETA2)
 AUTOSCALERS = (SCALED_OBJECT, *HPAS)
 
 # Device-plugin resources a pod asks for when it runs on an accelerator (NVIDIA, AWS Neuron).
-ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore",
-                         "aws.amazon.com/neurondevice")
+ACCELERATOR_RESOURCES = (
+    "nvidia.com/gpu",
+    "aws.amazon.com/neuron",
+    "aws.amazon.com/neuroncore",
+    "aws.amazon.com/neurondevice",
+)
 INFERENCE_LABEL = ("app.kubernetes.io/component", "inference")
 # KEDA scalers and HPA resource metrics that measure CPU or memory, and Prometheus series that do.
 CPU_MEMORY = ("cpu", "memory")
-_CPU_MEMORY_SERIES = re.compile(r"\b(container_(cpu|memory)_\w+|process_(cpu|resident_memory)_\w+|node_(cpu|memory)_\w+)")
+_CPU_MEMORY_SERIES = re.compile(
+    r"\b(container_(cpu|memory)_\w+|process_(cpu|resident_memory)_\w+|node_(cpu|memory)_\w+)"
+)
 
 
 def _dict(value: Any) -> dict:
@@ -50,7 +57,7 @@ def namespace_of(meta: dict) -> str:
     return namespace if isinstance(namespace, str) and namespace else "default"
 
 
-def workload_key(resource: Resource) -> Optional[tuple[str, str, str]]:
+def workload_key(resource: Resource) -> tuple[str, str, str] | None:
     """(kind, namespace, name) of a Deployment or StatefulSet; None when its name is not known."""
     meta = metadata(resource)
     name = meta.get("name")
@@ -81,7 +88,7 @@ def is_model_server(resource: Resource) -> bool:
     return bool(accelerator_requests(resource)) or labels.get(INFERENCE_LABEL[0]) == INFERENCE_LABEL[1]
 
 
-def scale_target(autoscaler: Resource) -> Optional[tuple[str, str, str]]:
+def scale_target(autoscaler: Resource) -> tuple[str, str, str] | None:
     """(kind, namespace, name) an autoscaler scales (KEDA's kind defaults to Deployment); None if unknown."""
     ref = _dict(spec(autoscaler).get("scaleTargetRef"))
     name = ref.get("name")
@@ -113,8 +120,13 @@ def signals(autoscaler: Resource) -> list[Signal]:
             found.append(Signal(f"triggers[{i}]", kind, cpu))
         return found
     if autoscaler.type == HPA_V1:
-        return [Signal("targetCPUUtilizationPercentage" if "targetCPUUtilizationPercentage" in body else "(default)",
-                       "cpu", True)]
+        return [
+            Signal(
+                "targetCPUUtilizationPercentage" if "targetCPUUtilizationPercentage" in body else "(default)",
+                "cpu",
+                True,
+            )
+        ]
     metrics = as_list(body.get("metrics"))
     if not metrics:
         return [Signal("(default)", "cpu", True)]

@@ -1,4 +1,5 @@
 """The `registry` stack kind: the permanent model registry shared by training and serving stacks."""
+
 from __future__ import annotations
 
 import json
@@ -7,12 +8,12 @@ import pulumi
 import pulumi_aws as aws
 
 from components.registry.aws.registry import ModelRegistry, ModelRegistryArgs
-from infra.registry import layout as registry_layout
-from infra.registry.aws.config import GcpMirrorAccessSpec, RegistryStackConfig
-from infra.registry.layout import MIRRORED_PREFIX
-from infra.registry.aws.mirror_access import sts_role_trust_policy
 from infra.core.naming import registry_bucket_name
 from infra.core.tags import contract_tags
+from infra.registry import layout as registry_layout
+from infra.registry.aws.config import GcpMirrorAccessSpec, RegistryStackConfig
+from infra.registry.aws.mirror_access import sts_role_trust_policy
+from infra.registry.layout import MIRRORED_PREFIX
 
 
 def build(config: RegistryStackConfig) -> None:
@@ -23,8 +24,12 @@ def build(config: RegistryStackConfig) -> None:
     key_policy = registry_layout.registry_key_policy(account_id, aws.get_partition().partition, region)
     registry = ModelRegistry(
         "registry",
-        ModelRegistryArgs(spec=spec, bucket_name=bucket_name, tags=contract_tags("registry", pulumi.get_stack()),
-                          key_policy=json.dumps(key_policy)),
+        ModelRegistryArgs(
+            spec=spec,
+            bucket_name=bucket_name,
+            tags=contract_tags("registry", pulumi.get_stack()),
+            key_policy=json.dumps(key_policy),
+        ),
     )
     pulumi.export("bucketName", registry.bucket_name)
     pulumi.export("bucketArn", registry.bucket.arn)
@@ -38,9 +43,13 @@ def build(config: RegistryStackConfig) -> None:
 
 def _gcp_mirror_role(registry: ModelRegistry, access: GcpMirrorAccessSpec) -> aws.iam.Role:
     """The role GCP's Storage Transfer Service assumes to copy models/ to the mirror: read-only, models/ only."""
-    role = aws.iam.Role("registry-gcp-mirror", name=access.role_name,
-                        assume_role_policy=json.dumps(sts_role_trust_policy(access.sts_subject_ids)),
-                        max_session_duration=3600, tags=contract_tags("registry", pulumi.get_stack()),
-                        opts=pulumi.ResourceOptions(parent=registry))
+    role = aws.iam.Role(
+        "registry-gcp-mirror",
+        name=access.role_name,
+        assume_role_policy=json.dumps(sts_role_trust_policy(access.sts_subject_ids)),
+        max_session_duration=3600,
+        tags=contract_tags("registry", pulumi.get_stack()),
+        opts=pulumi.ResourceOptions(parent=registry),
+    )
     registry.grant_read(role, MIRRORED_PREFIX)
     return role

@@ -1,24 +1,25 @@
 """The `serving` stack kind: a long-lived EKS fleet on inf2 and g5 that serves released registry models."""
+
 from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.registry.aws.access import RegistryAccess
 from components.serving.aws.addons import ClusterAddons, ClusterAddonsArgs
 from components.serving.aws.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.serving.aws.eks_cluster import EksCluster, EksClusterArgs
 from components.serving.aws.model_converter import ModelConverter, ModelConverterArgs
 from components.serving.aws.model_server import ModelServer, ModelServerArgs
-from components.registry.aws.access import RegistryAccess
 from components.serving.aws.node_pool import ServingNodePool, ServingNodePoolArgs
 from components.serving.aws.vpc import ServingVpc, ServingVpcArgs
-from infra.serving.aws.config import ServingStackConfig
 from infra.core.naming import slug
-from infra.serving.aws import converter_access as conversion_access
-from infra.serving import manifests
-from infra.serving.aws import node_pools
 from infra.core.tags import contract_tags
+from infra.serving import manifests
+from infra.serving.aws import converter_access as conversion_access
+from infra.serving.aws import node_pools
+from infra.serving.aws.config import ServingStackConfig
 
 
 def build(config: ServingStackConfig) -> None:
@@ -30,47 +31,100 @@ def build(config: ServingStackConfig) -> None:
     cluster_name = f"mlinfra-{slug(stack, 60)}"
 
     vpc = ServingVpc("serving-net", ServingVpcArgs(cidr=spec.cluster.vpc_cidr, azs=azs, tags=tags))
-    cluster = EksCluster("serving-eks", EksClusterArgs(spec=spec.cluster, cluster_name=cluster_name,
-                                                       subnet_ids=vpc.private_subnet_ids, region=region, tags=tags))
-    plans = [node_pools.system_plan(), node_pools.accelerator_plan("inf2", spec.node_pools.inf2),
-             node_pools.accelerator_plan("g5", spec.node_pools.g5)]
+    cluster = EksCluster(
+        "serving-eks",
+        EksClusterArgs(
+            spec=spec.cluster, cluster_name=cluster_name, subnet_ids=vpc.private_subnet_ids, region=region, tags=tags
+        ),
+    )
+    plans = [
+        node_pools.system_plan(),
+        node_pools.accelerator_plan("inf2", spec.node_pools.inf2),
+        node_pools.accelerator_plan("g5", spec.node_pools.g5),
+    ]
     # Node groups name the cluster, so Pulumi deletes them (draining their nodes) before the cluster.
     pools = [
-        ServingNodePool(f"pool-{plan.family}", ServingNodePoolArgs(
-            plan=plan, cluster_name=cluster.name, node_role_arn=cluster.node_role.arn,
-            subnet_ids=vpc.private_subnet_ids, tags=tags), opts=pulumi.ResourceOptions(depends_on=cluster.bootstrap_addons))
+        ServingNodePool(
+            f"pool-{plan.family}",
+            ServingNodePoolArgs(
+                plan=plan,
+                cluster_name=cluster.name,
+                node_role_arn=cluster.node_role.arn,
+                subnet_ids=vpc.private_subnet_ids,
+                tags=tags,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=cluster.bootstrap_addons),
+        )
         for plan in plans
     ]
 
     # The one provider of the stack: Kubernetes objects go to this cluster, never to an ambient kubeconfig.
     provider = k8s.Provider("serving-k8s", kubeconfig=cluster.kubeconfig)
     on_cluster = pulumi.ResourceOptions(providers={"kubernetes": provider})
-    addons = ClusterAddons("serving-addons", ClusterAddonsArgs(
-        cluster_name=cluster.name, cluster_name_plain=cluster_name, region=region,
-        kubernetes_version=spec.cluster.kubernetes_version, workload_namespace=spec.namespace, tags=tags,
-        after=pools), opts=on_cluster)
+    addons = ClusterAddons(
+        "serving-addons",
+        ClusterAddonsArgs(
+            cluster_name=cluster.name,
+            cluster_name_plain=cluster_name,
+            region=region,
+            kubernetes_version=spec.cluster.kubernetes_version,
+            workload_namespace=spec.namespace,
+            tags=tags,
+            after=pools,
+        ),
+        opts=on_cluster,
+    )
     plugins = DevicePlugins("device-plugins", DevicePluginsArgs(after=pools), opts=on_cluster)
 
     registry = pulumi.StackReference(config.registry_stack)
     location = pulumi.Output.all(registry.require_output("bucketName"), registry.require_output("region")).apply(
-        lambda values: manifests.Registry(bucket=values[0], region=values[1]))
+        lambda values: manifests.Registry(bucket=values[0], region=values[1])
+    )
     access = RegistryAccess.from_stack_reference(registry)
     servers = {
-        model.name: ModelServer(f"model-{model.name}", ModelServerArgs(
-            model=model, namespace=spec.namespace, cluster_name=cluster.name, registry=access,
-            registry_location=location, tags=tags, after=[addons, plugins]), opts=on_cluster)
+        model.name: ModelServer(
+            f"model-{model.name}",
+            ModelServerArgs(
+                model=model,
+                namespace=spec.namespace,
+                cluster_name=cluster.name,
+                registry=access,
+                registry_location=location,
+                tags=tags,
+                after=[addons, plugins],
+            ),
+            opts=on_cluster,
+        )
         for model in spec.models
     }
     # The identity of `python -m infra promote`'s conversion Jobs (each down-scopes it to its own prefixes).
-    converter = ModelConverter("model-converter", ModelConverterArgs(
-        role_name=conversion_access.role_name(stack), partition=aws.get_partition().partition,
-        account_id=aws.get_caller_identity().account_id, namespace=spec.namespace, cluster_name=cluster.name,
-        registry=access, tags=tags, after=[addons]), opts=on_cluster)
+    converter = ModelConverter(
+        "model-converter",
+        ModelConverterArgs(
+            role_name=conversion_access.role_name(stack),
+            partition=aws.get_partition().partition,
+            account_id=aws.get_caller_identity().account_id,
+            namespace=spec.namespace,
+            cluster_name=cluster.name,
+            registry=access,
+            tags=tags,
+            after=[addons],
+        ),
+        opts=on_cluster,
+    )
 
     pulumi.export("clusterName", cluster.name)
     pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
     pulumi.export("kubeconfig", cluster.kubeconfig)
-    pulumi.export("models", {name: {"service": f"http://{name}.{spec.namespace}.svc.cluster.local",
-                                    "prefix": server.prefix, "roleArn": server.role.arn}
-                             for name, server in servers.items()})
+    pulumi.export(
+        "models",
+        {
+            name: {
+                "service": f"http://{name}.{spec.namespace}.svc.cluster.local",
+                "prefix": server.prefix,
+                "roleArn": server.role.arn,
+            }
+            for name, server in servers.items()
+        },
+    )
     pulumi.export("converterRoleArn", converter.role.arn)

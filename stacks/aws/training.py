@@ -1,21 +1,22 @@
 """The `training` stack kind: one run on whole EFA nodes with FSx for Lustre, destroyed after the run."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pulumi
 import pulumi_aws as aws
 
-from components.training.aws.security import ClusterSecurity, ClusterSecurityArgs
-from components.training.aws.node_role import NodeRole, NodeRoleArgs
 from components.registry.aws.access import RegistryAccess
 from components.training.aws.filesystem import RunFileSystem, RunFileSystemArgs
-from components.training.aws.run_guard import RunGuard, RunGuardArgs
 from components.training.aws.network import TrainingNetwork, TrainingNetworkArgs
+from components.training.aws.node_role import NodeRole, NodeRoleArgs
 from components.training.aws.nodes import TrainingNodes, TrainingNodesArgs
-from infra.training.aws.config import TrainingStackConfig
-from infra.training.aws.checks import registry_region_problem
+from components.training.aws.run_guard import RunGuard, RunGuardArgs
+from components.training.aws.security import ClusterSecurity, ClusterSecurityArgs
 from infra.registry.layout import ROOTS
+from infra.training.aws.checks import registry_region_problem
+from infra.training.aws.config import TrainingStackConfig
 from infra.training.aws.plan import TrainingPlan, plan_training
 from infra.training.aws.userdata import NodeBootstrap, render_user_data
 
@@ -23,8 +24,9 @@ from infra.training.aws.userdata import NodeBootstrap, render_user_data
 def build(config: TrainingStackConfig) -> None:
     spec = config.training
     region = aws.get_region().region
-    plan = plan_training(spec, region, pulumi.get_stack(), now=datetime.now(timezone.utc),
-                         dry_run=pulumi.runtime.is_dry_run())
+    plan = plan_training(
+        spec, region, pulumi.get_stack(), now=datetime.now(UTC), dry_run=pulumi.runtime.is_dry_run()
+    )
     _explain(plan)
     tags = plan.tags
     name = f"run-{plan.run_id}"
@@ -34,85 +36,151 @@ def build(config: TrainingStackConfig) -> None:
     kms_key_arn = registry.require_output("kmsKeyArn")
     # The config check compares regions when the registry's stack file is in this project; for an
     # org/project/stack reference the program checks at deploy time, before anything is linked.
-    checked_bucket = pulumi.Output.all(bucket, registry.require_output("region"), registry.get_output("eventBridge")).apply(
-        lambda values: _usable_registry(*values, region, config.registry_stack))
+    checked_bucket = pulumi.Output.all(
+        bucket, registry.require_output("region"), registry.get_output("eventBridge")
+    ).apply(lambda values: _usable_registry(*values, region, config.registry_stack))
     registry_access = RegistryAccess.from_stack_reference(registry)
     partition = aws.get_partition().partition
 
     # First, so a run that ends (or expires) early is always watched.
-    run_guard = RunGuard(f"{name}-guard", RunGuardArgs(
-        run_id=plan.run_id, expires_at=plan.expires_at,
-        teardown_on_completion=plan.lifecycle.teardown_on_completion,
-        export_checkpoints=plan.lifecycle.export_checkpoints,
-        registry=registry_access, registry_bucket=checked_bucket, partition=partition, region=region,
-        account_id=aws.get_caller_identity().account_id, tags=tags,
-    ))
+    run_guard = RunGuard(
+        f"{name}-guard",
+        RunGuardArgs(
+            run_id=plan.run_id,
+            expires_at=plan.expires_at,
+            teardown_on_completion=plan.lifecycle.teardown_on_completion,
+            export_checkpoints=plan.lifecycle.export_checkpoints,
+            registry=registry_access,
+            registry_bucket=checked_bucket,
+            partition=partition,
+            region=region,
+            account_id=aws.get_caller_identity().account_id,
+            tags=tags,
+        ),
+    )
 
     # Everything that bills depends on the guard, so a destroy removes the guard last.
     guarded = pulumi.ResourceOptions(depends_on=[run_guard])
-    network = TrainingNetwork(name, TrainingNetworkArgs(spec=spec.network, availability_zone=plan.availability_zone,
-                                                        region=region, tags=tags), opts=guarded)
+    network = TrainingNetwork(
+        name,
+        TrainingNetworkArgs(spec=spec.network, availability_zone=plan.availability_zone, region=region, tags=tags),
+        opts=guarded,
+    )
     security = ClusterSecurity(name, ClusterSecurityArgs(vpc_id=network.vpc_id, tags=tags))
     prefixes = plan.prefixes
-    role = NodeRole(name, NodeRoleArgs(
-        registry=registry_access,
-        read_prefixes=(prefixes["datasets"],),
-        write_prefixes=(prefixes["checkpoints"], prefixes["runs"], ROOTS["models"]),
-        partition=partition,
-        tags=tags,
-    ))
-    filesystem = RunFileSystem(name, RunFileSystemArgs(
-        plan=plan.lustre, subnet_id=network.subnet_id, security_group_id=security.lustre.id,
-        registry_bucket=checked_bucket,
-        checkpoints_prefix=prefixes["checkpoints"] if plan.lifecycle.export_checkpoints else None,
-        datasets_prefix=prefixes["datasets"], tags=tags,
-    ), opts=guarded)
+    role = NodeRole(
+        name,
+        NodeRoleArgs(
+            registry=registry_access,
+            read_prefixes=(prefixes["datasets"],),
+            write_prefixes=(prefixes["checkpoints"], prefixes["runs"], ROOTS["models"]),
+            partition=partition,
+            tags=tags,
+        ),
+    )
+    filesystem = RunFileSystem(
+        name,
+        RunFileSystemArgs(
+            plan=plan.lustre,
+            subnet_id=network.subnet_id,
+            security_group_id=security.lustre.id,
+            registry_bucket=checked_bucket,
+            checkpoints_prefix=prefixes["checkpoints"] if plan.lifecycle.export_checkpoints else None,
+            datasets_prefix=prefixes["datasets"],
+            tags=tags,
+        ),
+        opts=guarded,
+    )
     image_id = spec.ami_id or aws.ssm.get_parameter_output(name=plan.image.ssm_parameter).value
     image = aws.ec2.get_ami_output(filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[image_id])])
     user_data = pulumi.Output.all(filesystem.dns_name, filesystem.mount_name, bucket, kms_key_arn).apply(
         lambda values: render_user_data(_bootstrap(plan, spec.job.command, spec.job.env, region, *values))
     )
-    nodes = TrainingNodes(name, TrainingNodesArgs(
-        plan=plan, subnet_id=network.subnet_id, security_group_id=security.nodes.id,
-        instance_profile_arn=role.instance_profile.arn, image_id=image_id,
-        root_device_name=image.root_device_name, root_volume_gib=spec.root_volume_gib,
-        user_data=user_data, tags=tags,
-    ), opts=pulumi.ResourceOptions(depends_on=[filesystem, run_guard]))
+    nodes = TrainingNodes(
+        name,
+        TrainingNodesArgs(
+            plan=plan,
+            subnet_id=network.subnet_id,
+            security_group_id=security.nodes.id,
+            instance_profile_arn=role.instance_profile.arn,
+            image_id=image_id,
+            root_device_name=image.root_device_name,
+            root_volume_gib=spec.root_volume_gib,
+            user_data=user_data,
+            tags=tags,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[filesystem, run_guard]),
+    )
 
     pulumi.export("runId", plan.run_id)
     pulumi.export("expiresAt", plan.expires_at)
-    pulumi.export("lifecycle", {"ttlHours": plan.lifecycle.ttl_hours, "gracePeriodMinutes": plan.lifecycle.grace_period_minutes,
-                                "teardownOnCompletion": plan.lifecycle.teardown_on_completion,
-                                "exportCheckpoints": plan.lifecycle.export_checkpoints,
-                                "guardFunction": run_guard.function.name})
+    pulumi.export(
+        "lifecycle",
+        {
+            "ttlHours": plan.lifecycle.ttl_hours,
+            "gracePeriodMinutes": plan.lifecycle.grace_period_minutes,
+            "teardownOnCompletion": plan.lifecycle.teardown_on_completion,
+            "exportCheckpoints": plan.lifecycle.export_checkpoints,
+            "guardFunction": run_guard.function.name,
+        },
+    )
     pulumi.export("lustreFileSystemId", filesystem.file_system.id)
     pulumi.export("instanceType", plan.itype.name)
     pulumi.export("nodeCount", plan.node_count)
     pulumi.export("availabilityZone", plan.availability_zone)
     pulumi.export("nodePrivateIps", nodes.private_ips)
     pulumi.export("rendezvousHost", nodes.private_ips.apply(lambda ips: ips[0] if ips else None))
-    pulumi.export("efa", {"devicesPerNode": plan.efa_devices, "ipBearingInterfaces": plan.ip_interfaces,
-                          "bandwidthShare": plan.fabric_share})
+    pulumi.export(
+        "efa",
+        {
+            "devicesPerNode": plan.efa_devices,
+            "ipBearingInterfaces": plan.ip_interfaces,
+            "bandwidthShare": plan.fabric_share,
+        },
+    )
     pulumi.export("lustreDnsName", filesystem.dns_name)
     pulumi.export("lustreMountName", filesystem.mount_name)
-    pulumi.export("lustre", {"deploymentType": plan.lustre.deployment_type,
-                             "storageCapacityGib": plan.lustre.storage_capacity_gib,
-                             "perUnitStorageThroughput": plan.lustre.per_unit_storage_throughput,
-                             "reasons": list(plan.lustre.reasons)})
+    pulumi.export(
+        "lustre",
+        {
+            "deploymentType": plan.lustre.deployment_type,
+            "storageCapacityGib": plan.lustre.storage_capacity_gib,
+            "perUnitStorageThroughput": plan.lustre.per_unit_storage_throughput,
+            "reasons": list(plan.lustre.reasons),
+        },
+    )
     pulumi.export("registryBucket", bucket)
     pulumi.export("registryPrefixes", prefixes)
 
 
-def _bootstrap(plan: TrainingPlan, command: list[str], env: dict[str, str], region: str, dns_name: str,
-               mount_name: str, bucket: str, kms_key_arn: str) -> NodeBootstrap:
+def _bootstrap(
+    plan: TrainingPlan,
+    command: list[str],
+    env: dict[str, str],
+    region: str,
+    dns_name: str,
+    mount_name: str,
+    bucket: str,
+    kms_key_arn: str,
+) -> NodeBootstrap:
     return NodeBootstrap(
-        run_id=plan.run_id, node_count=plan.node_count, accelerator_kind=plan.accelerator_kind,
-        devices_per_node=plan.devices_per_node, processes_per_node=plan.processes_per_node,
-        efa_devices=plan.efa_devices, lustre_dns_name=dns_name, lustre_mount_name=mount_name,
-        registry_bucket=bucket, registry_region=region, registry_kms_key_id=kms_key_arn,
-        command=tuple(command), env=env, torchrun=plan.torchrun,
+        run_id=plan.run_id,
+        node_count=plan.node_count,
+        accelerator_kind=plan.accelerator_kind,
+        devices_per_node=plan.devices_per_node,
+        processes_per_node=plan.processes_per_node,
+        efa_devices=plan.efa_devices,
+        lustre_dns_name=dns_name,
+        lustre_mount_name=mount_name,
+        registry_bucket=bucket,
+        registry_region=region,
+        registry_kms_key_id=kms_key_arn,
+        command=tuple(command),
+        env=env,
+        torchrun=plan.torchrun,
         power_off_on_exit=plan.lifecycle.teardown_on_completion,
-        export_checkpoints=plan.lifecycle.export_checkpoints, stop_at_epoch=plan.stop_at_epoch,
+        export_checkpoints=plan.lifecycle.export_checkpoints,
+        stop_at_epoch=plan.stop_at_epoch,
         expires_at_epoch=plan.expires_at_epoch,
     )
 
@@ -124,13 +192,17 @@ def _usable_registry(bucket: str, registry_region: str, events: object, region: 
     if problem:
         raise pulumi.RunError(str(problem))
     if events is None:
-        pulumi.log.warn(f"mlinfra:registryStack: registry stack {registry_stack!r} does not say whether it sends object "
-                        "events to EventBridge (it predates the eventBridge output); the run guard hears completion "
-                        "markers only if it does; update the registry stack to be sure")
+        pulumi.log.warn(
+            f"mlinfra:registryStack: registry stack {registry_stack!r} does not say whether it sends object "
+            "events to EventBridge (it predates the eventBridge output); the run guard hears completion "
+            "markers only if it does; update the registry stack to be sure"
+        )
     if events is False:
-        raise pulumi.RunError(f"mlinfra:registryStack: registry stack {registry_stack!r} does not send object events to "
-                              "EventBridge, so the run guard would never see the completion marker; set "
-                              "mlinfra:registry.eventBridge true there and update it")
+        raise pulumi.RunError(
+            f"mlinfra:registryStack: registry stack {registry_stack!r} does not send object events to "
+            "EventBridge, so the run guard would never see the completion marker; set "
+            "mlinfra:registry.eventBridge true there and update it"
+        )
     return bucket
 
 

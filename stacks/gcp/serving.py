@@ -1,21 +1,22 @@
 """The `serving` stack kind on GCP (`mlinfra:cloud: gcp`): a private GKE cluster with an autoscaled L4
 pool serving models from the registry bridge's GCS bucket, scaled on queue depth by KEDA as on AWS."""
+
 from __future__ import annotations
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.serving.gcp.model_store import GcsModelStore
 from components.serving.gcp.addons import GkeAddons, GkeAddonsArgs
 from components.serving.gcp.cluster import GkeCluster, GkeClusterArgs
 from components.serving.gcp.model_server import GkeModelServer, GkeModelServerArgs
+from components.serving.gcp.model_store import GcsModelStore
 from components.serving.gcp.network import GkeNetwork, GkeNetworkArgs
 from components.serving.gcp.node_pool import GkeNodePool, GkeNodePoolArgs
-from infra.serving.gcp.config import GcpServingStackConfig
 from infra.core.labels import gcp_labels
 from infra.core.naming import slug
-from infra.serving.gcp import gke
 from infra.core.tags import contract_tags
+from infra.serving.gcp import gke
+from infra.serving.gcp.config import GcpServingStackConfig
 
 
 def build(config: GcpServingStackConfig) -> None:
@@ -27,14 +28,33 @@ def build(config: GcpServingStackConfig) -> None:
     cluster_name = f"mlinfra-{slug(stack, 30)}"
 
     net = GkeNetwork("serving-net", GkeNetworkArgs(spec=spec.cluster.network, region=region))
-    cluster = GkeCluster("serving-gke", GkeClusterArgs(
-        spec=spec.cluster, cluster_name=cluster_name, project=project, region=region,
-        network_id=net.network.id, subnet_id=net.subnet.id, labels=labels))
+    cluster = GkeCluster(
+        "serving-gke",
+        GkeClusterArgs(
+            spec=spec.cluster,
+            cluster_name=cluster_name,
+            project=project,
+            region=region,
+            network_id=net.network.id,
+            subnet_id=net.subnet.id,
+            labels=labels,
+        ),
+    )
     l4 = gke.l4_plan(spec.node_pools.l4, region)
     plans = [gke.system_plan(l4.node_locations), l4]
-    pools = [GkeNodePool(f"pool-{plan.family}", GkeNodePoolArgs(
-        plan=plan, cluster_id=cluster.cluster.id, region=region, service_account=cluster.node_account.email,
-        labels=labels)) for plan in plans]
+    pools = [
+        GkeNodePool(
+            f"pool-{plan.family}",
+            GkeNodePoolArgs(
+                plan=plan,
+                cluster_id=cluster.cluster.id,
+                region=region,
+                service_account=cluster.node_account.email,
+                labels=labels,
+            ),
+        )
+        for plan in plans
+    ]
 
     # The one Kubernetes provider of the stack: objects go to this cluster, never to an ambient kubeconfig.
     provider = k8s.Provider("serving-k8s", kubeconfig=cluster.kubeconfig)
@@ -42,9 +62,18 @@ def build(config: GcpServingStackConfig) -> None:
     addons = GkeAddons("serving-addons", GkeAddonsArgs(workload_namespace=spec.namespace, after=pools), opts=on_cluster)
     store = GcsModelStore(spec.model_store.bucket, grants=spec.model_store.grant_read)
     servers = {
-        model.name: GkeModelServer(f"model-{model.name}", GkeModelServerArgs(
-            model=model, namespace=spec.namespace, project=project, store=store, region=region,
-            after=[addons, *pools]), opts=on_cluster)
+        model.name: GkeModelServer(
+            f"model-{model.name}",
+            GkeModelServerArgs(
+                model=model,
+                namespace=spec.namespace,
+                project=project,
+                store=store,
+                region=region,
+                after=[addons, *pools],
+            ),
+            opts=on_cluster,
+        )
         for model in spec.models
     }
 
@@ -52,6 +81,14 @@ def build(config: GcpServingStackConfig) -> None:
     pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
     pulumi.export("kubeconfig", pulumi.Output.secret(cluster.kubeconfig))
     pulumi.export("modelBucket", store.bucket)
-    pulumi.export("models", {name: {"service": f"http://{name}.{spec.namespace}.svc.cluster.local",
-                                    "prefix": server.prefix, "account": server.account.email}
-                             for name, server in servers.items()})
+    pulumi.export(
+        "models",
+        {
+            name: {
+                "service": f"http://{name}.{spec.namespace}.svc.cluster.local",
+                "prefix": server.prefix,
+                "account": server.account.email,
+            }
+            for name, server in servers.items()
+        },
+    )

@@ -1,4 +1,5 @@
 """The CLI as a user runs it: a subprocess, its exit code, stdout and stderr."""
+
 import json
 
 import jsonschema
@@ -16,7 +17,9 @@ def test_preview_json_is_a_preview_digest():
     types = [s["newState"]["type"] for s in digest["steps"]]
     assert types[0] == "pulumi:pulumi:Stack" and "pulumi:providers:aws" not in types  # default providers are internal
     custom = [s for s in digest["steps"] if s["newState"]["custom"]]
-    assert all(s["provider"].startswith("urn:pulumi:registry::mlinfra::pulumi:providers:aws::default_7_51_1::") for s in custom)
+    assert all(
+        s["provider"].startswith("urn:pulumi:registry::mlinfra::pulumi:providers:aws::default_7_51_1::") for s in custom
+    )
     assert digest["changeSummary"] == {"create": len(digest["steps"])}
     bucket = next(s["newState"] for s in digest["steps"] if s["newState"]["type"] == "aws:s3/bucket:Bucket")
     assert bucket["protect"] is True and bucket["retainOnDelete"] is True
@@ -31,15 +34,25 @@ def test_preview_all_prints_a_readable_tree():
     assert "Resources:" in done.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-c", "mlinfra:kind=bogus"], "error: mlinfra:kind: 'bogus' is not a stack kind; allowed: registry, training, serving"),
-    (["-c", "mlinfra:registry.objectLok.enabled=true"],
-     "error: mlinfra:registry.objectLok: unknown key (did you mean 'objectLock'?); allowed: bucketName, "
-     "bucketNamePrefix, eventBridge, gcpMirror, kmsKeyDeletionWindowDays, lifecycle, objectLock"),
-    (["-c", "mlinfra:registry.lifecycle.noncurrentVersionDays=0"],
-     "error: mlinfra:registry.lifecycle.noncurrentVersionDays: must be at least 1 (got 0)"),
-    (["-c", "oops"], "error: oops: expected -c KEY=VALUE, e.g. -c mlinfra:training.nodeCount=8"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["-c", "mlinfra:kind=bogus"],
+            "error: mlinfra:kind: 'bogus' is not a stack kind; allowed: registry, training, serving",
+        ),
+        (
+            ["-c", "mlinfra:registry.objectLok.enabled=true"],
+            "error: mlinfra:registry.objectLok: unknown key (did you mean 'objectLock'?); allowed: bucketName, "
+            "bucketNamePrefix, eventBridge, gcpMirror, kmsKeyDeletionWindowDays, lifecycle, objectLock",
+        ),
+        (
+            ["-c", "mlinfra:registry.lifecycle.noncurrentVersionDays=0"],
+            "error: mlinfra:registry.lifecycle.noncurrentVersionDays: must be at least 1 (got 0)",
+        ),
+        (["-c", "oops"], "error: oops: expected -c KEY=VALUE, e.g. -c mlinfra:training.nodeCount=8"),
+    ],
+)
 def test_bad_config_exits_2_with_one_line_naming_the_key(args, message):
     done = run_cli("preview", "--stack", "registry", *args)
     assert done.returncode == 2
@@ -62,7 +75,10 @@ def test_bad_flags_exit_2_with_usage():
 def test_catalog_unknown_type_lists_close_names():
     done = run_cli("catalog", "p5.48xlarg")
     assert done.returncode == 2
-    assert done.stderr.strip() == "error: types: unknown instance type 'p5.48xlarg'; closest known: p5.48xlarge, p5e.48xlarge, p5.4xlarge"
+    assert (
+        done.stderr.strip()
+        == "error: types: unknown instance type 'p5.48xlarg'; closest known: p5.48xlarge, p5e.48xlarge, p5.4xlarge"
+    )
 
 
 def test_committed_schema_is_current_and_stack_files_validate_against_it():
@@ -85,6 +101,12 @@ def test_process_pulumi_config_does_not_leak_into_offline_runs():
     import sys
 
     env = {**os.environ, "PULUMI_CONFIG": '{"mlinfra:foo": "1"}'}
-    done = subprocess.run([sys.executable, "-m", "infra", "preview", "--stack", "registry"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "infra", "preview", "--stack", "registry"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr

@@ -2,13 +2,14 @@ import typing
 
 import pytest
 import yaml
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from infra.core.errors import InputError
 from infra.core.namespace import namespace_values
 from infra.kinds import STACK_KINDS, load, validate
 from infra.registry.aws.config import RegistrySpec
-from infra.core.errors import InputError
 from tests.helpers import ROOT
 
 
@@ -31,35 +32,61 @@ def test_registry_stack_file_is_valid_and_secure_by_default():
 
 
 def test_structured_values_arrive_as_json_strings_under_pulumi():
-    values = namespace_values({"mlinfra:kind": "registry", "mlinfra:registry": '{"objectLock": {"enabled": true}}',
-                               "aws:region": "us-east-1"})
+    values = namespace_values(
+        {"mlinfra:kind": "registry", "mlinfra:registry": '{"objectLock": {"enabled": true}}', "aws:region": "us-east-1"}
+    )
     assert validate(values).registry.object_lock.enabled is True
 
 
-@pytest.mark.parametrize("values, expected", [
-    ({}, ["mlinfra:kind: required; one of registry, training, serving"]),
-    ({"kind": "bogus"}, ["mlinfra:kind: 'bogus' is not a stack kind; allowed: registry, training, serving"]),
-    ({"kind": "registry", "registy": {}},
-     ["mlinfra:registy: unknown key (did you mean 'registry'?); allowed: kind, registry"]),
-    ({"kind": "registry", "registry": {"bucketName": "Bad_Name"}},
-     ["mlinfra:registry.bucketName: not a valid S3 bucket name: 3-63 characters of a-z, 0-9, '.' and '-', "
-      "starting and ending with a letter or digit (got 'Bad_Name')"]),
-    ({"kind": "registry", "registry": {"objectLock": {"mode": "STRICT"}}},
-     ["mlinfra:registry.objectLock.mode: must be one of 'GOVERNANCE', 'COMPLIANCE' (got 'STRICT')"]),
-    ({"kind": "registry", "registry": {"kmsKeyDeletionWindowDays": 3}},
-     ["mlinfra:registry.kmsKeyDeletionWindowDays: must be at least 7 (got 3)"]),
-    ({"kind": "registry", "registry": {"lifecycle": {"noncurrentVersionDays": 0}}},
-     ["mlinfra:registry.lifecycle.noncurrentVersionDays: must be at least 1 (got 0)"]),
-    ({"kind": "registry", "registry": {"eventBridge": "maybe"}},
-     ["mlinfra:registry.eventBridge: Input should be a valid boolean (got 'maybe')"]),
-    ({"kind": "registry", "registry": {"lifecycle": {"abortIncompleteUploadDays": True}}},
-     ["mlinfra:registry.lifecycle.abortIncompleteUploadDays: Input should be a valid integer (got True)"]),
-    ({"kind": "registry", "registry": {"bucketNamePrefix": "xn--models"}},
-     ["mlinfra:registry.bucketNamePrefix: default bucket names built from it would be invalid: must not start with "
-      "'xn--' (got 'xn--models')"]),
-    ({"kind": "registry", "registry": {"bucketNamePrefix": "-x"}},
-     ["mlinfra:registry.bucketNamePrefix: String should have at least 3 characters (got '-x')"]),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ({}, ["mlinfra:kind: required; one of registry, training, serving"]),
+        ({"kind": "bogus"}, ["mlinfra:kind: 'bogus' is not a stack kind; allowed: registry, training, serving"]),
+        (
+            {"kind": "registry", "registy": {}},
+            ["mlinfra:registy: unknown key (did you mean 'registry'?); allowed: kind, registry"],
+        ),
+        (
+            {"kind": "registry", "registry": {"bucketName": "Bad_Name"}},
+            [
+                "mlinfra:registry.bucketName: not a valid S3 bucket name: 3-63 characters of a-z, 0-9, '.' and '-', "
+                "starting and ending with a letter or digit (got 'Bad_Name')"
+            ],
+        ),
+        (
+            {"kind": "registry", "registry": {"objectLock": {"mode": "STRICT"}}},
+            ["mlinfra:registry.objectLock.mode: must be one of 'GOVERNANCE', 'COMPLIANCE' (got 'STRICT')"],
+        ),
+        (
+            {"kind": "registry", "registry": {"kmsKeyDeletionWindowDays": 3}},
+            ["mlinfra:registry.kmsKeyDeletionWindowDays: must be at least 7 (got 3)"],
+        ),
+        (
+            {"kind": "registry", "registry": {"lifecycle": {"noncurrentVersionDays": 0}}},
+            ["mlinfra:registry.lifecycle.noncurrentVersionDays: must be at least 1 (got 0)"],
+        ),
+        (
+            {"kind": "registry", "registry": {"eventBridge": "maybe"}},
+            ["mlinfra:registry.eventBridge: Input should be a valid boolean (got 'maybe')"],
+        ),
+        (
+            {"kind": "registry", "registry": {"lifecycle": {"abortIncompleteUploadDays": True}}},
+            ["mlinfra:registry.lifecycle.abortIncompleteUploadDays: Input should be a valid integer (got True)"],
+        ),
+        (
+            {"kind": "registry", "registry": {"bucketNamePrefix": "xn--models"}},
+            [
+                "mlinfra:registry.bucketNamePrefix: default bucket names built from it would be invalid: must not start with "
+                "'xn--' (got 'xn--models')"
+            ],
+        ),
+        (
+            {"kind": "registry", "registry": {"bucketNamePrefix": "-x"}},
+            ["mlinfra:registry.bucketNamePrefix: String should have at least 3 characters (got '-x')"],
+        ),
+    ],
+)
 def test_each_broken_field_is_named_with_what_is_allowed(values, expected):
     assert problems(values) == expected
 
@@ -94,14 +121,27 @@ def test_every_config_field_is_described_and_models_forbid_unknown_keys():
             assert field.description, f"{model.__name__}.{name} has no description"
 
 
-@given(st.fixed_dictionaries({}, optional={
-    "retentionDays": st.integers(1, 36500),
-    "mode": st.sampled_from(["GOVERNANCE", "COMPLIANCE"]),
-    "enabled": st.booleans(),
-}), st.integers(1, 3650), st.integers(7, 30))
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "retentionDays": st.integers(1, 36500),
+            "mode": st.sampled_from(["GOVERNANCE", "COMPLIANCE"]),
+            "enabled": st.booleans(),
+        },
+    ),
+    st.integers(1, 3650),
+    st.integers(7, 30),
+)
 def test_every_valid_registry_spec_validates_and_keeps_its_values(lock, days, window):
-    values = {"kind": "registry", "registry": {"objectLock": lock, "kmsKeyDeletionWindowDays": window,
-                                               "lifecycle": {"noncurrentVersionDays": days}}}
+    values = {
+        "kind": "registry",
+        "registry": {
+            "objectLock": lock,
+            "kmsKeyDeletionWindowDays": window,
+            "lifecycle": {"noncurrentVersionDays": days},
+        },
+    }
     spec = validate(values).registry
     assert spec.lifecycle.noncurrent_version_days == days
     assert spec.kms_key_deletion_window_days == window
@@ -112,4 +152,5 @@ def test_provider_region_is_checked_with_the_stack_config():
     with pytest.raises(InputError) as caught:
         load({"aws:region": "2020-01-01", "mlinfra:kind": "registry"})
     assert [str(p) for p in caught.value.problems] == [
-        "aws:region: must be an AWS region name such as us-east-1 (got '2020-01-01')"]
+        "aws:region: must be an AWS region name such as us-east-1 (got '2020-01-01')"
+    ]

@@ -1,4 +1,5 @@
 """The serving stack through the CLI: the --json digest, and bad inputs exiting 2 with field-naming lines."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ def test_preview_json_contains_the_fleet():
 
 
 def test_shape_errors_exit_2_naming_the_field():
-    done = run_cli("preview", "--stack", "serving-demo", "-c", "mlinfra:serving.models[0].maxReplicas=0",
-                   "-c", "mlinfra:serving.cluster.endpoint.publicAccessCidrs[0]=0.0.0.0/0")
+    done = run_cli(
+        "preview",
+        "--stack",
+        "serving-demo",
+        "-c",
+        "mlinfra:serving.models[0].maxReplicas=0",
+        "-c",
+        "mlinfra:serving.cluster.endpoint.publicAccessCidrs[0]=0.0.0.0/0",
+    )
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
@@ -31,14 +39,24 @@ def test_shape_errors_exit_2_naming_the_field():
 
 
 def test_meaning_errors_exit_2_naming_the_field():
-    done = run_cli("preview", "--stack", "serving-demo",
-                   "-c", "mlinfra:serving.models[0].variant=cuda",
-                   "-c", "mlinfra:serving.models[1].minReplicas=5", "-c", "mlinfra:serving.models[1].maxReplicas=3",
-                   "-c", "mlinfra:serving.nodePools.g5.instanceTypes[0]=p4d.24xlarge")
+    done = run_cli(
+        "preview",
+        "--stack",
+        "serving-demo",
+        "-c",
+        "mlinfra:serving.models[0].variant=cuda",
+        "-c",
+        "mlinfra:serving.models[1].minReplicas=5",
+        "-c",
+        "mlinfra:serving.models[1].maxReplicas=3",
+        "-c",
+        "mlinfra:serving.nodePools.g5.instanceTypes[0]=p4d.24xlarge",
+    )
     assert done.returncode == 2
     lines = done.stderr.splitlines()
-    assert lines[0].startswith("error: mlinfra:serving.nodePools.g5.instanceTypes[0]: p4d.24xlarge is a training type; "
-                               "serving takes one of: ")
+    assert lines[0].startswith(
+        "error: mlinfra:serving.nodePools.g5.instanceTypes[0]: p4d.24xlarge is a training type; serving takes one of: "
+    )
     assert lines[1:] == [
         "error: mlinfra:serving.models[0].variant: cuda artefacts cannot be served on inf2: "
         "inf2 runs Neuron-compiled artefacts only; use neuron",

@@ -1,4 +1,5 @@
 """The pack's house rules: one rule per file, unique kebab-case names, every rule registered and tested."""
+
 import importlib
 import pkgutil
 import re
@@ -10,8 +11,11 @@ from policies.pack import RULES
 
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 AREAS = ("training", "serving", "registry", "everywhere", "cost")
-MODULES = [importlib.import_module(m.name) for m in pkgutil.walk_packages(policies.rules.__path__, "policies.rules.")
-           if not m.ispkg]
+MODULES = [
+    importlib.import_module(m.name)
+    for m in pkgutil.walk_packages(policies.rules.__path__, "policies.rules.")
+    if not m.ispkg
+]
 
 
 def test_one_rule_per_module_named_after_it():
@@ -42,8 +46,11 @@ def test_enforcement_levels_are_set_by_the_pack():
     # Advisory where judgement is needed: whether to bring events to a registry no run uses, which taint and
     # which scaling signal suit a pool or server, and prices the catalog cannot know.
     assert [r.name for r in RULES if r.enforcement == "advisory"] == [
-        "registry-bucket-sends-events-to-eventbridge", "accelerator-node-pools-tainted",
-        "model-servers-scale-on-inference-signals", "instance-types-have-catalog-price"]
+        "registry-bucket-sends-events-to-eventbridge",
+        "accelerator-node-pools-tainted",
+        "model-servers-scale-on-inference-signals",
+        "instance-types-have-catalog-price",
+    ]
 
 
 def test_every_rule_has_a_test_that_names_it():

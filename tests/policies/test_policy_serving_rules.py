@@ -1,11 +1,29 @@
 """Serving rules (bounded autoscaling on inference signals) and no public node IPs, for serving and training:
 the compliant stacks pass; each broken field gives its exact message."""
+
 import pytest
 
 from policies.model import UNKNOWN, Finding, Resource
-from policies.rules.serving import autoscalers_have_replica_bounds, model_servers_scale_on_inference_signals
 from policies.rules.everywhere import nodes_without_public_ip
-from tests.policies.policy_fixtures import DEPLOYMENT, HPA, INSTANCE, LT, SCALED_OBJECT, SERVING, SUBNET, changed, model_deployment, one, res, serving_resources, stack_of, training_resources, urn, without
+from policies.rules.serving import autoscalers_have_replica_bounds, model_servers_scale_on_inference_signals
+from tests.policies.policy_fixtures import (
+    DEPLOYMENT,
+    HPA,
+    INSTANCE,
+    LT,
+    SCALED_OBJECT,
+    SERVING,
+    SUBNET,
+    changed,
+    model_deployment,
+    one,
+    res,
+    serving_resources,
+    stack_of,
+    training_resources,
+    urn,
+    without,
+)
 
 SERVING_STACK = serving_resources()
 TRAINING = training_resources()
@@ -16,8 +34,9 @@ def run(module, resources):
     return module.RULE.check(stack_of(resources), module.RULE.defaults())
 
 
-@pytest.mark.parametrize("module", [model_servers_scale_on_inference_signals, nodes_without_public_ip],
-                         ids=lambda m: m.NAME)
+@pytest.mark.parametrize(
+    "module", [model_servers_scale_on_inference_signals, nodes_without_public_ip], ids=lambda m: m.NAME
+)
 def test_compliant_stacks_pass(module):
     assert run(module, SERVING_STACK) == []
     assert run(module, TRAINING) == []
@@ -25,44 +44,70 @@ def test_compliant_stacks_pass(module):
 
 # --- autoscalers-have-replica-bounds -------------------------------------------------------------
 
+
 def bounds(resources, name="llama-scaler"):
     resource = one(resources, name)
     assert autoscalers_have_replica_bounds.RULE.applies_to(resource.type)
     return autoscalers_have_replica_bounds.check(resource)
 
 
-@pytest.mark.parametrize("path, value, expected", [
-    ("spec.maxReplicaCount", None,
-     ["spec.maxReplicaCount is not set, so KEDA may run up to 100 replicas (its default), each holding accelerators; "
-      "set maxReplicaCount to what the node pools can hold"]),
-    ("spec.minReplicaCount", None,
-     ["spec.minReplicaCount is not set, so KEDA scales to zero (its default) and requests wait for a cold start; set "
-      "minReplicaCount: 1 or more for a warm replica, or 0 deliberately"]),
-    ("spec.minReplicaCount", 6, ["spec.minReplicaCount 6 is above spec.maxReplicaCount 4; set minReplicaCount at most "
-                                 "maxReplicaCount"]),
-    ("spec.maxReplicaCount", 0, ["spec.maxReplicaCount is 0, so nothing can serve; set it to 1 or more"]),
-    ("spec.minReplicaCount", 0, []),  # scale to zero, chosen explicitly
-    ("spec.maxReplicaCount", 4.0, []),  # numbers arrive as doubles over the protocol
-])
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        (
+            "spec.maxReplicaCount",
+            None,
+            [
+                "spec.maxReplicaCount is not set, so KEDA may run up to 100 replicas (its default), each holding accelerators; "
+                "set maxReplicaCount to what the node pools can hold"
+            ],
+        ),
+        (
+            "spec.minReplicaCount",
+            None,
+            [
+                "spec.minReplicaCount is not set, so KEDA scales to zero (its default) and requests wait for a cold start; set "
+                "minReplicaCount: 1 or more for a warm replica, or 0 deliberately"
+            ],
+        ),
+        (
+            "spec.minReplicaCount",
+            6,
+            ["spec.minReplicaCount 6 is above spec.maxReplicaCount 4; set minReplicaCount at most maxReplicaCount"],
+        ),
+        ("spec.maxReplicaCount", 0, ["spec.maxReplicaCount is 0, so nothing can serve; set it to 1 or more"]),
+        ("spec.minReplicaCount", 0, []),  # scale to zero, chosen explicitly
+        ("spec.maxReplicaCount", 4.0, []),  # numbers arrive as doubles over the protocol
+    ],
+)
 def test_scaled_object_bounds(path, value, expected):
     assert bounds(SERVING_STACK) == []
-    broken = changed(SERVING_STACK, "llama-scaler", path, delete=True) if value is None \
+    broken = (
+        changed(SERVING_STACK, "llama-scaler", path, delete=True)
+        if value is None
         else changed(SERVING_STACK, "llama-scaler", path, value)
+    )
     assert bounds(broken) == expected
 
 
 def hpa(spec):
-    return Resource(HPA, {"metadata": {"name": "llama", "namespace": "models"}, "spec": spec},
-                    urn=urn(SERVING, HPA, "llama-hpa"), name="llama-hpa")
+    return Resource(
+        HPA,
+        {"metadata": {"name": "llama", "namespace": "models"}, "spec": spec},
+        urn=urn(SERVING, HPA, "llama-hpa"),
+        name="llama-hpa",
+    )
 
 
 def test_hpa_bounds():
     target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
     assert autoscalers_have_replica_bounds.check(hpa({"scaleTargetRef": target, "maxReplicas": 4})) == []
-    assert autoscalers_have_replica_bounds.check(hpa({"scaleTargetRef": target, "minReplicas": 3, "maxReplicas": 2})) == [
-        "spec.minReplicas 3 is above spec.maxReplicas 2; set minReplicas at most maxReplicas"]
+    assert autoscalers_have_replica_bounds.check(
+        hpa({"scaleTargetRef": target, "minReplicas": 3, "maxReplicas": 2})
+    ) == ["spec.minReplicas 3 is above spec.maxReplicas 2; set minReplicas at most maxReplicas"]
     assert autoscalers_have_replica_bounds.check(hpa({"scaleTargetRef": target})) == [
-        "spec.maxReplicas is not set; set it to what the node pools can hold"]
+        "spec.maxReplicas is not set; set it to what the node pools can hold"
+    ]
 
 
 def test_unknown_autoscaler_spec_is_not_judged():
@@ -75,47 +120,94 @@ def test_unknown_autoscaler_spec_is_not_judged():
 DEPLOYMENT_URN = urn(SERVING, DEPLOYMENT, "llama-deployment")
 SCALER_URN = urn(SERVING, SCALED_OBJECT, "llama-scaler")
 FIX = "scale on queue depth (vllm:num_requests_waiting) or KV-cache use (vllm:gpu_cache_usage_perc)"
-NO_AUTOSCALER = Finding(DEPLOYMENT_URN, (
-    f"model server 'llama-deployment' (Deployment models/llama) has no autoscaler; add a KEDA ScaledObject with "
-    f"Prometheus triggers (or an HPA on Pods metrics) that {FIX}, with min and max replicas"))
+NO_AUTOSCALER = Finding(
+    DEPLOYMENT_URN,
+    (
+        f"model server 'llama-deployment' (Deployment models/llama) has no autoscaler; add a KEDA ScaledObject with "
+        f"Prometheus triggers (or an HPA on Pods metrics) that {FIX}, with min and max replicas"
+    ),
+)
 
 
 def signals(resources):
     return run(model_servers_scale_on_inference_signals, resources)
 
 
-@pytest.mark.parametrize("broken", [
-    without(SERVING_STACK, "llama-scaler"),
-    changed(SERVING_STACK, "llama-scaler", "spec.scaleTargetRef.name", "mistral"),
-    changed(SERVING_STACK, "llama-scaler", "metadata.namespace", "default"),  # a ScaledObject scales its own namespace
-    changed(SERVING_STACK, "llama-scaler", "spec.scaleTargetRef.kind", "StatefulSet"),
-], ids=["no scaler", "other target", "other namespace", "other kind"])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        without(SERVING_STACK, "llama-scaler"),
+        changed(SERVING_STACK, "llama-scaler", "spec.scaleTargetRef.name", "mistral"),
+        changed(
+            SERVING_STACK, "llama-scaler", "metadata.namespace", "default"
+        ),  # a ScaledObject scales its own namespace
+        changed(SERVING_STACK, "llama-scaler", "spec.scaleTargetRef.kind", "StatefulSet"),
+    ],
+    ids=["no scaler", "other target", "other namespace", "other kind"],
+)
 def test_model_server_without_autoscaler(broken):
     assert signals(broken) == [NO_AUTOSCALER]
 
 
 def test_scaled_object_on_cpu():
-    cpu = changed(SERVING_STACK, "llama-scaler", "spec.triggers.1", {"type": "cpu", "metricType": "Utilization",
-                                                                     "metadata": {"value": "70"}})
-    assert signals(cpu) == [Finding(SCALER_URN, (
-        f"ScaledObject 'llama-scaler' scales model server 'llama-deployment' on cpu (triggers[1]), which does not "
-        f"track accelerator load; {FIX} instead"))]
-    query = "sum(rate(container_cpu_usage_seconds_total{namespace=\"models\"}[1m]))"
+    cpu = changed(
+        SERVING_STACK,
+        "llama-scaler",
+        "spec.triggers.1",
+        {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "70"}},
+    )
+    assert signals(cpu) == [
+        Finding(
+            SCALER_URN,
+            (
+                f"ScaledObject 'llama-scaler' scales model server 'llama-deployment' on cpu (triggers[1]), which does not "
+                f"track accelerator load; {FIX} instead"
+            ),
+        )
+    ]
+    query = 'sum(rate(container_cpu_usage_seconds_total{namespace="models"}[1m]))'
     prometheus_cpu = changed(SERVING_STACK, "llama-scaler", "spec.triggers.0.metadata.query", query)
     assert [f.message.split(",")[0] for f in signals(prometheus_cpu)] == [
-        "ScaledObject 'llama-scaler' scales model server 'llama-deployment' on prometheus (triggers[0])"]
-    assert signals(changed(SERVING_STACK, "llama-scaler", "spec.triggers", [])) == [Finding(SCALER_URN, (
-        f"ScaledObject 'llama-scaler' of model server 'llama-deployment' has no triggers; add Prometheus triggers "
-        f"that {FIX}"))]
+        "ScaledObject 'llama-scaler' scales model server 'llama-deployment' on prometheus (triggers[0])"
+    ]
+    assert signals(changed(SERVING_STACK, "llama-scaler", "spec.triggers", [])) == [
+        Finding(
+            SCALER_URN,
+            (
+                f"ScaledObject 'llama-scaler' of model server 'llama-deployment' has no triggers; add Prometheus triggers "
+                f"that {FIX}"
+            ),
+        )
+    ]
 
 
-@pytest.mark.parametrize("metrics, expected", [
-    (None, "on CPU (80% utilisation, the HPA default, as no metrics are set)"),
-    ([{"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 80}}}],
-     "on Resource memory (metrics[0])"),
-    ([{"type": "Pods", "pods": {"metric": {"name": "vllm_num_requests_waiting"},
-                                "target": {"type": "AverageValue", "averageValue": "4"}}}], None),
-])
+@pytest.mark.parametrize(
+    "metrics, expected",
+    [
+        (None, "on CPU (80% utilisation, the HPA default, as no metrics are set)"),
+        (
+            [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 80}},
+                }
+            ],
+            "on Resource memory (metrics[0])",
+        ),
+        (
+            [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": "vllm_num_requests_waiting"},
+                        "target": {"type": "AverageValue", "averageValue": "4"},
+                    },
+                }
+            ],
+            None,
+        ),
+    ],
+)
 def test_hpa_signals(metrics, expected):
     spec = {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}, "maxReplicas": 4}
     if metrics is not None:
@@ -124,9 +216,15 @@ def test_hpa_signals(metrics, expected):
     if expected is None:
         assert found == []
     else:
-        assert found == [Finding(urn(SERVING, HPA, "llama-hpa"), (
-            f"HorizontalPodAutoscaler 'llama-hpa' scales model server 'llama-deployment' {expected}, which does not "
-            f"track accelerator load; {FIX} instead"))]
+        assert found == [
+            Finding(
+                urn(SERVING, HPA, "llama-hpa"),
+                (
+                    f"HorizontalPodAutoscaler 'llama-hpa' scales model server 'llama-deployment' {expected}, which does not "
+                    f"track accelerator load; {FIX} instead"
+                ),
+            )
+        ]
 
 
 def test_what_counts_as_a_model_server():
@@ -138,7 +236,8 @@ def test_what_counts_as_a_model_server():
     labelled["metadata"]["labels"]["app.kubernetes.io/component"] = "inference"
     labelled["spec"]["template"]["spec"]["containers"][0]["resources"] = {}
     assert [f.urn for f in signals(SERVING_STACK + [res(DEPLOYMENT, "ranker", labelled, stack=SERVING)])] == [
-        urn(SERVING, DEPLOYMENT, "ranker")]
+        urn(SERVING, DEPLOYMENT, "ranker")
+    ]
     gpu = res(DEPLOYMENT, "mistral", model_deployment("mistral", "nvidia.com/gpu"), stack=SERVING)
     assert [f.urn for f in signals(SERVING_STACK + [gpu])] == [urn(SERVING, DEPLOYMENT, "mistral")]
 
@@ -150,16 +249,28 @@ FIX_IP = "nodes reach the internet through the NAT gateway or VPC endpoints"
 
 def test_serving_node_subnet_maps_no_public_ips():
     broken = changed(SERVING_STACK, "private-a", "mapPublicIpOnLaunch", True)
-    assert run(nodes_without_public_ip, broken) == [Finding(urn(SERVING, SUBNET, "private-a"), (
-        f"subnet 'private-a' maps a public IP to every instance launched in it (mapPublicIpOnLaunch true), and 'pool' "
-        f"launch there; set mapPublicIpOnLaunch false ({FIX_IP})"))]
+    assert run(nodes_without_public_ip, broken) == [
+        Finding(
+            urn(SERVING, SUBNET, "private-a"),
+            (
+                f"subnet 'private-a' maps a public IP to every instance launched in it (mapPublicIpOnLaunch true), and 'pool' "
+                f"launch there; set mapPublicIpOnLaunch false ({FIX_IP})"
+            ),
+        )
+    ]
 
 
 def test_training_node_subnet_maps_no_public_ips():
     broken = changed(TRAINING, "private", "mapPublicIpOnLaunch", True)
-    assert run(nodes_without_public_ip, broken) == [Finding(urn(T, SUBNET, "private"), (
-        f"subnet 'private' maps a public IP to every instance launched in it (mapPublicIpOnLaunch true), and "
-        f"'template' launch there; set mapPublicIpOnLaunch false ({FIX_IP})"))]
+    assert run(nodes_without_public_ip, broken) == [
+        Finding(
+            urn(T, SUBNET, "private"),
+            (
+                f"subnet 'private' maps a public IP to every instance launched in it (mapPublicIpOnLaunch true), and "
+                f"'template' launch there; set mapPublicIpOnLaunch false ({FIX_IP})"
+            ),
+        )
+    ]
 
 
 def test_subnets_no_node_launches_into_are_not_this_rules():
@@ -168,22 +279,45 @@ def test_subnets_no_node_launches_into_are_not_this_rules():
 
 
 def test_single_interface_templates_and_instances_ask_for_no_public_ip():
-    single = changed(SERVING_STACK, "pool-lt", "networkInterfaces", [{"deviceIndex": 0, "associatePublicIpAddress": "true"}])
-    assert run(nodes_without_public_ip, single) == [Finding(urn(SERVING, LT, "pool-lt"), (
-        f"'pool-lt' networkInterfaces[0] sets associatePublicIpAddress; remove it ({FIX_IP})"))]
+    single = changed(
+        SERVING_STACK, "pool-lt", "networkInterfaces", [{"deviceIndex": 0, "associatePublicIpAddress": "true"}]
+    )
+    assert run(nodes_without_public_ip, single) == [
+        Finding(
+            urn(SERVING, LT, "pool-lt"),
+            (f"'pool-lt' networkInterfaces[0] sets associatePublicIpAddress; remove it ({FIX_IP})"),
+        )
+    ]
     # several interfaces: multi-interface-instances-without-public-ip's (EC2 refuses them), not reported twice
     multi = changed(TRAINING, "template", "networkInterfaces.0.associatePublicIpAddress", "true")
     assert run(nodes_without_public_ip, multi) == []
     instance = res(INSTANCE, "bastion", {"instanceType": "m6i.large", "associatePublicIpAddress": True}, stack=SERVING)
-    assert run(nodes_without_public_ip, SERVING_STACK + [instance]) == [Finding(urn(SERVING, INSTANCE, "bastion"), (
-        f"'bastion' sets associatePublicIpAddress; remove it and launch into a subnet that maps no public IPs "
-        f"({FIX_IP})"))]
+    assert run(nodes_without_public_ip, SERVING_STACK + [instance]) == [
+        Finding(
+            urn(SERVING, INSTANCE, "bastion"),
+            (
+                f"'bastion' sets associatePublicIpAddress; remove it and launch into a subnet that maps no public IPs "
+                f"({FIX_IP})"
+            ),
+        )
+    ]
 
 
 def test_karpenter_node_classes_ask_for_no_public_ip():
     kind = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
-    node_class = res(kind, "gpu-class", {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-                                         "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
-                                                  "associatePublicIPAddress": True}}, stack=SERVING)
-    assert run(nodes_without_public_ip, SERVING_STACK + [node_class]) == [Finding(urn(SERVING, kind, "gpu-class"), (
-        f"Karpenter EC2NodeClass 'gpu-class' sets spec.associatePublicIPAddress; set it false ({FIX_IP})"))]
+    node_class = res(
+        kind,
+        "gpu-class",
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "associatePublicIPAddress": True},
+        },
+        stack=SERVING,
+    )
+    assert run(nodes_without_public_ip, SERVING_STACK + [node_class]) == [
+        Finding(
+            urn(SERVING, kind, "gpu-class"),
+            (f"Karpenter EC2NodeClass 'gpu-class' sets spec.associatePublicIPAddress; set it false ({FIX_IP})"),
+        )
+    ]

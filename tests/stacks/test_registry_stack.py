@@ -1,9 +1,10 @@
 """The registry stack through the offline preview: the real program, its config, its outputs."""
+
 import pulumi
 import pulumi_aws as aws
 
-from infra.tools.offline.digest import to_digest
 from infra.core.tags import missing_contract_tags
+from infra.tools.offline.digest import to_digest
 from tests.helpers import one, taggable
 
 
@@ -17,7 +18,12 @@ def test_outputs_for_the_other_stacks(registry_preview):
     assert out["bucketName"] == "mlinfra-registry-123456789012-us-east-1"
     assert out["bucketArn"] == "arn:aws:s3:::mlinfra-registry-123456789012-us-east-1"
     assert out["kmsKeyArn"].startswith("arn:aws:kms:us-east-1:123456789012:key/")
-    assert out["prefixes"] == {"datasets": "datasets/", "checkpoints": "checkpoints/", "models": "models/", "runs": "runs/"}
+    assert out["prefixes"] == {
+        "datasets": "datasets/",
+        "checkpoints": "checkpoints/",
+        "models": "models/",
+        "runs": "runs/",
+    }
 
 
 def test_offline_values_are_marked(registry_preview):
@@ -37,10 +43,21 @@ def test_digest_shape(registry_preview):
     assert set(digest) >= {"steps", "diagnostics", "changeSummary"}
     for step in digest["steps"]:
         assert step["op"] in ("create", "read")
-        assert set(step["newState"]) >= {"type", "custom", "inputs", "parent", "protect", "retainOnDelete", "dependencies"}
+        assert set(step["newState"]) >= {
+            "type",
+            "custom",
+            "inputs",
+            "parent",
+            "protect",
+            "retainOnDelete",
+            "dependencies",
+        }
     bucket = next(s for s in digest["steps"] if s["newState"]["type"] == "aws:s3/bucket:Bucket")
     assert bucket["newState"]["protect"] is True and bucket["newState"]["retainOnDelete"] is True
-    assert bucket["urn"] == "urn:pulumi:registry::mlinfra::mlinfra:registry:ModelRegistry$aws:s3/bucket:Bucket::registry-bucket"
+    assert (
+        bucket["urn"]
+        == "urn:pulumi:registry::mlinfra::mlinfra:registry:ModelRegistry$aws:s3/bucket:Bucket::registry-bucket"
+    )
     assert digest["changeSummary"]["create"] == len(digest["steps"])
 
 
@@ -54,13 +71,16 @@ def test_explicit_bucket_name_from_config():
 def test_unknown_input_property_is_an_error_diagnostic(record):
     def program():
         # A raw dict slips past the typed Args classes; the offline schema check must catch the typo.
-        aws.s3.BucketLifecycleConfiguration("lc", bucket="b", rules=[{"id": "x", "status": "Enabled",
-                                                                       "expirationz": {"days": 1}}])
+        aws.s3.BucketLifecycleConfiguration(
+            "lc", bucket="b", rules=[{"id": "x", "status": "Enabled", "expirationz": {"days": 1}}]
+        )
 
     result = record(program)
     [error] = result.errors
-    assert error.message == ("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration 'lc': "
-                             "unknown input property 'rules[0].expirationz' (did you mean 'expiration'?)")
+    assert error.message == (
+        "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration 'lc': "
+        "unknown input property 'rules[0].expirationz' (did you mean 'expiration'?)"
+    )
     assert error.urn.endswith("::lc")
 
 
@@ -73,7 +93,8 @@ def test_bad_config_under_pulumi_up_stops_before_any_resource(record):
 
     result = record(program)
     assert [d.message for d in result.errors] == [
-        "invalid mlinfra config:\nmlinfra:registry.objectLock.mode: must be one of 'GOVERNANCE', 'COMPLIANCE' (got 'X')"]
+        "invalid mlinfra config:\nmlinfra:registry.objectLock.mode: must be one of 'GOVERNANCE', 'COMPLIANCE' (got 'X')"
+    ]
     assert result.resources() == []
 
 
@@ -96,7 +117,8 @@ def test_duplicate_resource_names_are_an_error(record):
 
     result = record(program)
     assert [d.message for d in result.errors] == [
-        "duplicate resource URN urn:pulumi:test::mlinfra::aws:s3/bucket:Bucket::same; give each resource a unique name"]
+        "duplicate resource URN urn:pulumi:test::mlinfra::aws:s3/bucket:Bucket::same; give each resource a unique name"
+    ]
 
 
 def test_a_failing_stack_output_is_a_diagnostic_and_later_runs_still_work(record):
@@ -113,4 +135,7 @@ def test_registry_key_admits_fsx_data_repository_roles(registry_preview):
     import json
 
     policy = json.loads(one(registry_preview, "aws:kms/key:Key").inputs["policy"])
-    assert [s["Sid"] for s in policy["Statement"]] == ["AccountAdministersThroughIam", "FsxLustreDataRepositoriesThroughS3"]
+    assert [s["Sid"] for s in policy["Statement"]] == [
+        "AccountAdministersThroughIam",
+        "FsxLustreDataRepositoriesThroughS3",
+    ]

@@ -1,5 +1,6 @@
 """The serving-gcp-demo stack through the offline preview: private GKE, Workload Identity, shielded nodes,
 a bounded and tainted L4 pool, and the same model server objects and KEDA scaler as on AWS."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,10 +28,18 @@ def pools(demo):
 def test_previews_without_errors_or_unknown_properties(demo):
     assert [d.message for d in demo.errors] == []
     types = {s.type for s in demo.resources()}
-    assert {"gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork", "gcp:compute/router:Router",
-            "gcp:compute/routerNat:RouterNat", CLUSTER, NODE_POOL, "gcp:serviceaccount/account:Account",
-            "gcp:serviceaccount/iAMMember:IAMMember",
-            "kubernetes:keda.sh/v1alpha1:ScaledObject", "kubernetes:apps/v1:Deployment"} <= types
+    assert {
+        "gcp:compute/network:Network",
+        "gcp:compute/subnetwork:Subnetwork",
+        "gcp:compute/router:Router",
+        "gcp:compute/routerNat:RouterNat",
+        CLUSTER,
+        NODE_POOL,
+        "gcp:serviceaccount/account:Account",
+        "gcp:serviceaccount/iAMMember:IAMMember",
+        "kubernetes:keda.sh/v1alpha1:ScaledObject",
+        "kubernetes:apps/v1:Deployment",
+    } <= types
     assert not any(t.startswith("aws:") for t in types)
 
 
@@ -46,11 +55,17 @@ def test_private_cluster_with_workload_identity_shielded_nodes_and_a_release_cha
     cluster = one(demo, CLUSTER).inputs
     assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
     assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is False  # access: restricted
-    assert [b["cidrBlock"] for b in cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["10.90.0.0/20", "203.0.113.0/24"]
+    assert [b["cidrBlock"] for b in cluster["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == [
+        "10.90.0.0/20",
+        "203.0.113.0/24",
+    ]
     assert cluster["workloadIdentityConfig"] == {"workloadPool": "mlinfra-demo-project.svc.id.goog"}
     assert cluster["enableShieldedNodes"] is True and cluster["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster["removeDefaultNodePool"] is True
-    assert cluster["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
+    assert cluster["ipAllocationPolicy"] == {
+        "clusterSecondaryRangeName": "pods",
+        "servicesSecondaryRangeName": "services",
+    }
 
 
 def test_authorized_networks_per_endpoint_access():
@@ -72,8 +87,9 @@ def test_l4_pool_is_bounded_tainted_with_gke_installed_drivers(demo):
     config = l4["nodeConfig"]
     assert config["machineType"] == "g2-standard-8"
     assert config["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
-    assert config["guestAccelerators"] == [{"type": "nvidia-l4", "count": 1,
-                                            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
+    assert config["guestAccelerators"] == [
+        {"type": "nvidia-l4", "count": 1, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}
+    ]
     assert config["labels"]["mlinfra.io/accelerator"] == "l4"
 
 
@@ -82,7 +98,10 @@ def test_every_pool_private_shielded_on_the_gke_metadata_server(demo):
     assert set(found) == {"pool-system", "pool-l4"}
     for pool in found.values():
         assert pool["networkConfig"] == {"enablePrivateNodes": True}
-        assert pool["nodeConfig"]["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+        assert pool["nodeConfig"]["shieldedInstanceConfig"] == {
+            "enableSecureBoot": True,
+            "enableIntegrityMonitoring": True,
+        }
         assert pool["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
         assert pool["nodeConfig"]["serviceAccount"].startswith("gke-nodes-mlinfra-serving-gcp")
     assert "taints" not in found["pool-system"]["nodeConfig"]
@@ -112,8 +131,11 @@ def test_scales_on_queue_depth_and_every_kubernetes_object_validates(demo):
     scaler = one(demo, "kubernetes:keda.sh/v1alpha1:ScaledObject").inputs
     assert [t["name"] for t in scaler["spec"]["triggers"]] == ["queue-depth", "kv-cache"]
     assert (scaler["spec"]["minReplicaCount"], scaler["spec"]["maxReplicaCount"]) == (1, 3)
-    objects = [s for s in demo.resources() if s.custom and s.type.startswith("kubernetes:")
-               and s.type != "kubernetes:helm.sh/v3:Release"]
+    objects = [
+        s
+        for s in demo.resources()
+        if s.custom and s.type.startswith("kubernetes:") and s.type != "kubernetes:helm.sh/v3:Release"
+    ]
     assert len(objects) == 1 + 5  # the namespace, five objects per server
     for step in objects:
         validate(manifest_of(step))

@@ -1,17 +1,20 @@
 """The serving-demo stack through the offline preview: the real program, its config and the registry reference."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from infra.tools.offline.engine import preview
 from infra.core.tags import missing_contract_tags
+from infra.tools.offline.engine import preview
 from tests.helpers import by_type, one, taggable
 from tests.k8s_schemas import manifest_of, validate
 
-MODELS = {"llama-3-8b-neuron": ("inf2", "models/llama-3-8b-neuron/2025-06-01/neuron/"),
-          "mistral-7b": ("g5", "models/mistral-7b/2025-05-20/cuda/")}
+MODELS = {
+    "llama-3-8b-neuron": ("inf2", "models/llama-3-8b-neuron/2025-06-01/neuron/"),
+    "mistral-7b": ("g5", "models/mistral-7b/2025-05-20/cuda/"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +39,13 @@ def test_cluster_and_its_network(demo):
 def test_both_accelerator_pools_with_their_taints(demo):
     groups = {g.parent.rsplit("::", 1)[1]: g for g in by_type(demo, "aws:eks/nodeGroup:NodeGroup")}
     assert set(groups) == {"pool-system", "pool-inf2", "pool-g5"}
-    assert groups["pool-inf2"].inputs["taints"] == [{"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert groups["pool-inf2"].inputs["taints"] == [
+        {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}
+    ]
     assert groups["pool-g5"].inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
-    assert groups["pool-inf2"].inputs["capacityType"] == "ON_DEMAND" and groups["pool-g5"].inputs["capacityType"] == "SPOT"
+    assert (
+        groups["pool-inf2"].inputs["capacityType"] == "ON_DEMAND" and groups["pool-g5"].inputs["capacityType"] == "SPOT"
+    )
     for name in ("pool-inf2", "pool-g5"):
         assert len(groups[name].inputs["instanceTypes"]) >= 2
         scaling = groups[name].inputs["scalingConfig"]
@@ -68,7 +75,9 @@ def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
         resource = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu"}[accelerator]
         container = deployments[name]["spec"]["template"]["spec"]["containers"][0]
         assert container["resources"]["limits"][resource] == "1"
-    scalers = {s.inputs["metadata"]["name"]: s.inputs for s in by_type(demo, "kubernetes:keda.sh/v1alpha1:ScaledObject")}
+    scalers = {
+        s.inputs["metadata"]["name"]: s.inputs for s in by_type(demo, "kubernetes:keda.sh/v1alpha1:ScaledObject")
+    }
     assert set(scalers) == set(MODELS)
     for scaler in scalers.values():
         triggers = scaler["spec"]["triggers"]
@@ -76,13 +85,20 @@ def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
         queries = " ".join(t["metadata"]["query"] for t in triggers)
         assert "vllm:num_requests_waiting" in queries and "vllm:gpu_cache_usage_perc" in queries
         assert "cpu" not in json.dumps(triggers).lower()
-    assert scalers["mistral-7b"]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
-        "stabilizationWindowSeconds"] == 600
+    assert (
+        scalers["mistral-7b"]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
+            "stabilizationWindowSeconds"
+        ]
+        == 600
+    )
 
 
 def test_every_kubernetes_object_validates_against_its_schema(demo):
-    objects = [s for s in demo.resources() if s.custom and s.type.startswith("kubernetes:")
-               and s.type != "kubernetes:helm.sh/v3:Release"]
+    objects = [
+        s
+        for s in demo.resources()
+        if s.custom and s.type.startswith("kubernetes:") and s.type != "kubernetes:helm.sh/v3:Release"
+    ]
     assert len(objects) == 2 + 5 * len(MODELS)  # the namespace, the converter's account, five objects per server
     for step in objects:
         validate(manifest_of(step))
@@ -91,7 +107,9 @@ def test_every_kubernetes_object_validates_against_its_schema(demo):
 def test_each_model_role_reads_only_its_own_prefix(demo, registry_preview):
     bucket_arn = registry_preview.outputs["bucketArn"]
     roles = {r.urn: r for r in by_type(demo, "aws:iam/role:Role")}
-    identities = {i.inputs["serviceAccount"]: i for i in by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    identities = {
+        i.inputs["serviceAccount"]: i for i in by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    }
     policies = by_type(demo, "aws:iam/rolePolicy:RolePolicy")
     for name, (_, prefix) in MODELS.items():
         role = next(r for r in roles.values() if r.name == f"model-{name}-role")
@@ -115,22 +133,38 @@ def test_the_conversion_jobs_identity_reads_checkpoints_writes_models_and_may_do
     assert trust[0]["Action"] == ["sts:AssumeRole", "sts:TagSession"]
     assert trust[1]["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
     assert trust[1]["Condition"] == {"ArnEquals": {"aws:PrincipalArn": arn}}
-    policies = {p.name: json.loads(p.inputs["policy"]) for p in by_type(demo, "aws:iam/rolePolicy:RolePolicy")
-                if p.parent == role.urn}
-    grants = {name.split("-registry-")[1].split("-")[0]: {s["Sid"]: s for s in p["Statement"]}
-              for name, p in policies.items() if "-registry-" in name}
+    policies = {
+        p.name: json.loads(p.inputs["policy"])
+        for p in by_type(demo, "aws:iam/rolePolicy:RolePolicy")
+        if p.parent == role.urn
+    }
+    grants = {
+        name.split("-registry-")[1].split("-")[0]: {s["Sid"]: s for s in p["Statement"]}
+        for name, p in policies.items()
+        if "-registry-" in name
+    }
     assert grants["read"]["RegistryRead"]["Resource"] == [f"{bucket_arn}/checkpoints/*"]
     assert grants["write"]["RegistryWrite"]["Resource"] == [f"{bucket_arn}/models/*"]
     assert policies["model-converter-role-self-assume"]["Statement"][0]["Resource"] == arn
     # Jobs never move aliases nor claim versions: `promote` writes those with its caller's credentials.
     assert policies["model-converter-role-deny-promotion-objects"]["Statement"] == [
-        {"Sid": "DenyPromotionObjects", "Effect": "Deny", "Action": ["s3:PutObject"],
-         "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"]}]
-    [identity] = [i.inputs for i in by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
-                  if i.inputs["serviceAccount"] == "model-converter"]
+        {
+            "Sid": "DenyPromotionObjects",
+            "Effect": "Deny",
+            "Action": ["s3:PutObject"],
+            "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"],
+        }
+    ]
+    [identity] = [
+        i.inputs
+        for i in by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if i.inputs["serviceAccount"] == "model-converter"
+    ]
     assert identity["namespace"] == "models" and identity["roleArn"] == arn and identity["disableSessionTags"] is True
     [account] = [s for s in by_type(demo, "kubernetes:core/v1:ServiceAccount") if s.name == "model-converter-sa"]
-    assert account.inputs["metadata"]["name"] == "model-converter" and account.inputs["metadata"]["namespace"] == "models"
+    assert (
+        account.inputs["metadata"]["name"] == "model-converter" and account.inputs["metadata"]["namespace"] == "models"
+    )
     assert demo.outputs["converterRoleArn"] == arn
 
 

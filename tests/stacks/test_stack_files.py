@@ -1,4 +1,5 @@
 """Bad stack files are bad input: exit 2 with one line naming the file, never a traceback."""
+
 import shutil
 import subprocess
 import sys
@@ -18,19 +19,34 @@ def project(tmp_path):
 
 
 def preview(project, stack="broken"):
-    return subprocess.run([sys.executable, "-m", "infra", "preview", "--stack", stack], cwd=project,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "infra", "preview", "--stack", stack],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"- a\n- b\n", "error: stacks/Pulumi.broken.yaml: must be a map with a `config:` section"),
-    (b"config:\n  mlinfra:kind: registry\n  mlinfra:kind: registry\n",
-     "error: stacks/Pulumi.broken.yaml: not valid YAML at line 3, column 3: duplicate key 'mlinfra:kind'"),
-    (b"config: [\n", "error: stacks/Pulumi.broken.yaml: not valid YAML at line 2, column 1: "
-                     "expected the node content, but found '<stream end>'"),
-    (b"config:\n  aws:region: 2020-01-01\n  mlinfra:kind: registry\n",
-     "error: aws:region: must be an AWS region name such as us-east-1 (got '2020-01-01')"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"- a\n- b\n", "error: stacks/Pulumi.broken.yaml: must be a map with a `config:` section"),
+        (
+            b"config:\n  mlinfra:kind: registry\n  mlinfra:kind: registry\n",
+            "error: stacks/Pulumi.broken.yaml: not valid YAML at line 3, column 3: duplicate key 'mlinfra:kind'",
+        ),
+        (
+            b"config: [\n",
+            "error: stacks/Pulumi.broken.yaml: not valid YAML at line 2, column 1: "
+            "expected the node content, but found '<stream end>'",
+        ),
+        (
+            b"config:\n  aws:region: 2020-01-01\n  mlinfra:kind: registry\n",
+            "error: aws:region: must be an AWS region name such as us-east-1 (got '2020-01-01')",
+        ),
+    ],
+)
 def test_broken_stack_files(project, content, message):
     (project / "stacks" / "Pulumi.broken.yaml").write_bytes(content)
     done = preview(project)

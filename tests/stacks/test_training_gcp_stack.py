@@ -1,6 +1,7 @@
 """The training-gcp-demo stack through the offline preview: the compact placement policy, the A3 multi-NIC
 layout (nic0 + one VPC per GPU NIC, MTU 8244, gVNIC, no public IPs), the hard lifetime, Managed Lustre in the
 nodes' zone, the least-privilege node account; policies pass; cost says what it does not know."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,9 +27,17 @@ def mega():
 def test_previews_without_errors_or_unknown_properties(demo):
     assert [d.message for d in demo.errors] == []
     types = {s.type for s in demo.resources()}
-    assert {"gcp:compute/resourcePolicy:ResourcePolicy", INSTANCE, NETWORK, SUBNET, "gcp:compute/firewall:Firewall",
-            "gcp:lustre/instance:Instance", "gcp:servicenetworking/connection:Connection",
-            "gcp:serviceaccount/account:Account", "gcp:storage/bucketIAMMember:BucketIAMMember"} <= types
+    assert {
+        "gcp:compute/resourcePolicy:ResourcePolicy",
+        INSTANCE,
+        NETWORK,
+        SUBNET,
+        "gcp:compute/firewall:Firewall",
+        "gcp:lustre/instance:Instance",
+        "gcp:servicenetworking/connection:Connection",
+        "gcp:serviceaccount/account:Account",
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+    } <= types
     assert not any(t.startswith("aws:") for t in types)
 
 
@@ -71,8 +80,11 @@ def test_hard_lifetime_and_gpu_host_maintenance(demo):
         assert scheduling["terminationTime"].lower().replace(":", "-") == expires
         assert scheduling["instanceTerminationAction"] == "DELETE"
         assert scheduling["onHostMaintenance"] == "TERMINATE" and scheduling["automaticRestart"] is False
-        assert inputs["shieldedInstanceConfig"] == {"enableSecureBoot": False, "enableVtpm": True,
-                                                    "enableIntegrityMonitoring": True}
+        assert inputs["shieldedInstanceConfig"] == {
+            "enableSecureBoot": False,
+            "enableVtpm": True,
+            "enableIntegrityMonitoring": True,
+        }
         assert inputs["labels"]["mlinfra-run-id"] == "demo-llama-7b-gcp-001"
         assert "gcloud storage cp" in inputs["metadataStartupScript"]
 
@@ -85,11 +97,14 @@ def test_managed_lustre_in_the_nodes_zone(demo):
 
 
 def test_node_account_reads_datasets_and_writes_run_prefixes_only(demo):
-    grants = {g.inputs["role"]: g.inputs["condition"]["expression"]
-              for g in by_type(demo, "gcp:storage/bucketIAMMember:BucketIAMMember")}
+    grants = {
+        g.inputs["role"]: g.inputs["condition"]["expression"]
+        for g in by_type(demo, "gcp:storage/bucketIAMMember:BucketIAMMember")
+    }
     base = "resource.name.startsWith('projects/_/buckets/mlinfra-training-demo/objects/"
-    assert grants["roles/storage.objectCreator"] == (f"{base}checkpoints/demo-llama-7b-gcp-001/') || "
-                                                     f"{base}runs/demo-llama-7b-gcp-001/')")
+    assert grants["roles/storage.objectCreator"] == (
+        f"{base}checkpoints/demo-llama-7b-gcp-001/') || {base}runs/demo-llama-7b-gcp-001/')"
+    )
     assert grants["roles/storage.objectViewer"].startswith(f"{base}datasets/') || ")
 
 

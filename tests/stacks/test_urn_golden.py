@@ -2,6 +2,7 @@
 stack had before the house move (tests/stacks/golden/<stack>.urns, taken at commit 3faaab4) is still declared,
 with the same type, or is one of the URNs its resource answers to through the aliases the engine computes (a
 component's former type, inherited by all its children)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,9 @@ STACKS = sorted(p.stem for p in GOLDEN.glob("*.urns"))
 
 
 def _golden(stack: str) -> dict[str, str]:
-    rows = [line.split(" ", 1) for line in (GOLDEN / f"{stack}.urns").read_text().splitlines() if not line.startswith("#")]
+    rows = [
+        line.split(" ", 1) for line in (GOLDEN / f"{stack}.urns").read_text().splitlines() if not line.startswith("#")
+    ]
     return {urn: type_ for type_, urn in rows}
 
 
@@ -36,10 +39,16 @@ def _answers_to(steps: list[Registration]) -> dict[str, str]:
 
     def urns(step: Registration) -> set[tuple[str, str]]:
         if step.urn not in memo:
-            parents = urns(by_urn[step.parent]) if step.parent in by_urn and by_urn[step.parent].type != "pulumi:pulumi:Stack" else {("", "")}
+            parents = (
+                urns(by_urn[step.parent])
+                if step.parent in by_urn and by_urn[step.parent].type != "pulumi:pulumi:Stack"
+                else {("", "")}
+            )
             memo[step.urn] = {(step.urn, step.type)} | {
                 (_urn(stack_urn, parent, type_, step.name), type_)
-                for parent, _ in parents for type_ in (step.type, *step.alias_types)}
+                for parent, _ in parents
+                for type_ in (step.type, *step.alias_types)
+            }
         return memo[step.urn]
 
     return {urn: type_ for step in steps for urn, type_ in urns(step)}
@@ -48,7 +57,9 @@ def _answers_to(steps: list[Registration]) -> dict[str, str]:
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_urn_before_the_move_is_still_answered_to_with_its_type(stack):
     assert stack in load_project().stacks()
-    overrides = [("mlinfra:training.lifecycle.expiresAt", "2030-01-01T00:00:00Z")] if stack.startswith("training") else []
+    overrides = (
+        [("mlinfra:training.lifecycle.expiresAt", "2030-01-01T00:00:00Z")] if stack.startswith("training") else []
+    )
     now = _answers_to(preview(stack, overrides).steps)
     missing = {urn: type_ for urn, type_ in _golden(stack).items() if now.get(urn) != type_}
     assert missing == {}

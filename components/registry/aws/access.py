@@ -1,15 +1,16 @@
 """Grants on the model registry, usable from the registry stack and from stacks that reference it."""
+
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import pulumi
 import pulumi_aws as aws
 
-from infra.registry import layout as registry_layout
 from infra.core.naming import slug
+from infra.registry import layout as registry_layout
 
 
 class RegistryAccess:
@@ -20,17 +21,27 @@ class RegistryAccess:
         self.key_arn = pulumi.Output.from_input(key_arn)
 
     @classmethod
-    def from_stack_reference(cls, ref: pulumi.StackReference) -> "RegistryAccess":
+    def from_stack_reference(cls, ref: pulumi.StackReference) -> RegistryAccess:
         return cls(ref.require_output("bucketArn"), ref.require_output("kmsKeyArn"))
 
-    def grant_read(self, role: aws.iam.Role, *prefixes: str, opts: Optional[pulumi.ResourceOptions] = None) -> aws.iam.RolePolicy:
+    def grant_read(
+        self, role: aws.iam.Role, *prefixes: str, opts: pulumi.ResourceOptions | None = None
+    ) -> aws.iam.RolePolicy:
         return self._grant("read", registry_layout.read_policy, role, prefixes, opts)
 
-    def grant_write(self, role: aws.iam.Role, *prefixes: str, opts: Optional[pulumi.ResourceOptions] = None) -> aws.iam.RolePolicy:
+    def grant_write(
+        self, role: aws.iam.Role, *prefixes: str, opts: pulumi.ResourceOptions | None = None
+    ) -> aws.iam.RolePolicy:
         return self._grant("write", registry_layout.write_policy, role, prefixes, opts)
 
-    def _grant(self, access: str, document: Callable, role: aws.iam.Role, prefixes: tuple[str, ...],
-               opts: Optional[pulumi.ResourceOptions]) -> aws.iam.RolePolicy:
+    def _grant(
+        self,
+        access: str,
+        document: Callable,
+        role: aws.iam.Role,
+        prefixes: tuple[str, ...],
+        opts: pulumi.ResourceOptions | None,
+    ) -> aws.iam.RolePolicy:
         if not prefixes:
             raise ValueError(f"grant_{access} needs at least one registry prefix")
         # Check the prefixes now, at declaration, rather than inside an apply.

@@ -1,9 +1,10 @@
 """The model registry: one versioned, KMS-encrypted, TLS-only, protected S3 bucket."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -18,11 +19,11 @@ class ModelRegistryArgs:
     spec: RegistrySpec
     bucket_name: pulumi.Input[str]
     tags: Mapping[str, str]
-    key_policy: Optional[pulumi.Input[str]] = None  # JSON; None keeps KMS's default key policy
+    key_policy: pulumi.Input[str] | None = None  # JSON; None keeps KMS's default key policy
 
 
 class ModelRegistry(pulumi.ComponentResource):
-    def __init__(self, name: str, args: ModelRegistryArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ModelRegistryArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:registry:ModelRegistry", name, None, opts)
         spec, tags = args.spec, dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
@@ -145,8 +146,12 @@ class ModelRegistry(pulumi.ComponentResource):
             {"bucketName": self.bucket.bucket, "bucketArn": self.bucket.arn, "kmsKeyArn": self.key.arn}
         )
 
-    def grant_read(self, role: aws.iam.Role, *prefixes: str, opts: Optional[pulumi.ResourceOptions] = None) -> aws.iam.RolePolicy:
+    def grant_read(
+        self, role: aws.iam.Role, *prefixes: str, opts: pulumi.ResourceOptions | None = None
+    ) -> aws.iam.RolePolicy:
         return self.access.grant_read(role, *prefixes, opts=opts)
 
-    def grant_write(self, role: aws.iam.Role, *prefixes: str, opts: Optional[pulumi.ResourceOptions] = None) -> aws.iam.RolePolicy:
+    def grant_write(
+        self, role: aws.iam.Role, *prefixes: str, opts: pulumi.ResourceOptions | None = None
+    ) -> aws.iam.RolePolicy:
         return self.access.grant_write(role, *prefixes, opts=opts)

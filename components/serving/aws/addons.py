@@ -1,17 +1,17 @@
 """Cluster add-ons that run on the system nodes: CoreDNS, the cluster autoscaler (with its pod
 identity), KEDA, Prometheus, and the model servers' namespace."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.aliases import aliased
-
 from components.serving.helm_release import helm_release
 from infra.serving import charts, manifests
 from infra.serving.aws import eks, iam
@@ -31,36 +31,60 @@ class ClusterAddonsArgs:
 class ClusterAddons(pulumi.ComponentResource):
     """AWS resources use the default provider; Kubernetes ones the provider passed in opts.providers."""
 
-    def __init__(self, name: str, args: ClusterAddonsArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:serving:ClusterAddons", name, None, aliased(opts, "mlinfra:cluster_addons:ClusterAddons"))
+    def __init__(self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(
+            "mlinfra:serving:ClusterAddons", name, None, aliased(opts, "mlinfra:cluster_addons:ClusterAddons")
+        )
         tags = dict(args.tags)
         after = list(args.after)
         # CoreDNS needs nodes to run on; created before them it would wait for ever in DEGRADED.
         coredns = [
-            aws.eks.Addon(f"{name}-{addon}", cluster_name=args.cluster_name, addon_name=addon,
-                          resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
-                          tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+            aws.eks.Addon(
+                f"{name}-{addon}",
+                cluster_name=args.cluster_name,
+                addon_name=addon,
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=after),
+            )
             for addon in eks.NODE_ADDONS
         ]
 
-        autoscaler_role = aws.iam.Role(f"{name}-autoscaler-role", assume_role_policy=json.dumps(iam.pod_identity_trust()),
-                                       tags=tags, opts=pulumi.ResourceOptions(parent=self))
-        aws.iam.RolePolicy(f"{name}-autoscaler-policy", role=autoscaler_role.id,
-                           policy=json.dumps(iam.cluster_autoscaler_policy(args.cluster_name_plain)),
-                           opts=pulumi.ResourceOptions(parent=autoscaler_role))
+        autoscaler_role = aws.iam.Role(
+            f"{name}-autoscaler-role",
+            assume_role_policy=json.dumps(iam.pod_identity_trust()),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.iam.RolePolicy(
+            f"{name}-autoscaler-policy",
+            role=autoscaler_role.id,
+            policy=json.dumps(iam.cluster_autoscaler_policy(args.cluster_name_plain)),
+            opts=pulumi.ResourceOptions(parent=autoscaler_role),
+        )
         identity = aws.eks.PodIdentityAssociation(
-            f"{name}-autoscaler-identity", cluster_name=args.cluster_name, namespace=charts.CLUSTER_AUTOSCALER.namespace,
-            service_account=charts.AUTOSCALER_SERVICE_ACCOUNT, role_arn=autoscaler_role.arn, tags=tags,
-            opts=pulumi.ResourceOptions(parent=self))
+            f"{name}-autoscaler-identity",
+            cluster_name=args.cluster_name,
+            namespace=charts.CLUSTER_AUTOSCALER.namespace,
+            service_account=charts.AUTOSCALER_SERVICE_ACCOUNT,
+            role_arn=autoscaler_role.arn,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
         ready = after + coredns
         self.autoscaler = helm_release(
-            f"{name}-cluster-autoscaler", charts.CLUSTER_AUTOSCALER,
+            f"{name}-cluster-autoscaler",
+            charts.CLUSTER_AUTOSCALER,
             charts.cluster_autoscaler_values(args.cluster_name_plain, args.region, args.kubernetes_version),
-            self, ready + [identity])
+            self,
+            ready + [identity],
+        )
         self.prometheus = helm_release(f"{name}-prometheus", charts.PROMETHEUS, charts.prometheus_values(), self, ready)
         self.keda = helm_release(f"{name}-keda", charts.KEDA, charts.keda_values(), self, ready)
         ns = manifests.namespace(args.workload_namespace)
-        self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=ns["metadata"],
-                                               opts=pulumi.ResourceOptions(parent=self, depends_on=ready))
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=ns["metadata"], opts=pulumi.ResourceOptions(parent=self, depends_on=ready)
+        )
         self.register_outputs({"namespace": self.namespace.metadata["name"], "keda": self.keda.status})

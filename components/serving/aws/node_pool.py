@@ -1,14 +1,14 @@
 """One accelerator (or system) node pool: an EKS managed node group on an IMDSv2-only, encrypted launch template."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 
 from components.aliases import aliased
-
 from infra.serving.aws.node_pools import EKS_EFFECT, NodePoolPlan, launch_template_metadata
 
 
@@ -22,21 +22,28 @@ class ServingNodePoolArgs:
 
 
 class ServingNodePool(pulumi.ComponentResource):
-    def __init__(self, name: str, args: ServingNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:serving:ServingNodePool", name, None, aliased(opts, "mlinfra:serving_node_pool:ServingNodePool"))
+    def __init__(self, name: str, args: ServingNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(
+            "mlinfra:serving:ServingNodePool", name, None, aliased(opts, "mlinfra:serving_node_pool:ServingNodePool")
+        )
         plan, tags = args.plan, dict(args.tags)
         instance_tags = {**tags, "Name": name}
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
             description=f"mlinfra {plan.family} serving nodes",
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(**launch_template_metadata()),
-            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                device_name="/dev/xvda",
-                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                    volume_size=plan.disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"),
-            )],
-            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=instance_tags)
-                                for kind in ("instance", "volume", "network-interface")],
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name="/dev/xvda",
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=plan.disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"
+                    ),
+                )
+            ],
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=instance_tags)
+                for kind in ("instance", "volume", "network-interface")
+            ],
             update_default_version=True,
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),
@@ -50,12 +57,16 @@ class ServingNodePool(pulumi.ComponentResource):
             capacity_type=plan.capacity_type,
             ami_type=plan.ami_type,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=plan.min_size, max_size=plan.max_size, desired_size=plan.desired_size),
+                min_size=plan.min_size, max_size=plan.max_size, desired_size=plan.desired_size
+            ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=plan.labels,
-            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=EKS_EFFECT[t.effect]) for t in plan.taints],
+            taints=[
+                aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=EKS_EFFECT[t.effect]) for t in plan.taints
+            ],
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=self.launch_template.id, version=self.launch_template.latest_version.apply(str)),
+                id=self.launch_template.id, version=self.launch_template.latest_version.apply(str)
+            ),
             tags=tags,
             # The cluster autoscaler owns the size between min and max once the group exists.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),

@@ -1,14 +1,14 @@
 """The serving cluster's network: private node subnets in two or more AZs, NAT egress, no public IPs."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 
 from components.aliases import aliased
-
 from infra.serving.aws.eks import subnet_plan
 
 
@@ -20,48 +20,73 @@ class ServingVpcArgs:
 
 
 class ServingVpc(pulumi.ComponentResource):
-    def __init__(self, name: str, args: ServingVpcArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: ServingVpcArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:serving:ServingVpc", name, None, aliased(opts, "mlinfra:serving_vpc:ServingVpc"))
         tags = dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
 
-        self.vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr, enable_dns_hostnames=True,
-                               enable_dns_support=True, tags={**tags, "Name": f"{name}-vpc"}, opts=child)
+        self.vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=args.cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags={**tags, "Name": f"{name}-vpc"},
+            opts=child,
+        )
         # The default security group of a VPC allows all traffic between its members; leave it with no rules.
         aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=self.vpc.id, tags=tags, opts=child)
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=self.vpc.id, tags=tags, opts=child)
         public_routes = aws.ec2.RouteTable(
-            f"{name}-public-rt", vpc_id=self.vpc.id,
+            f"{name}-public-rt",
+            vpc_id=self.vpc.id,
             routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-            tags=tags, opts=child,
+            tags=tags,
+            opts=child,
         )
         self.private_subnets: list[aws.ec2.Subnet] = []
         for plan in subnet_plan(args.cidr, list(args.azs)):
             suffix = plan.az[-1]
             public = aws.ec2.Subnet(
-                f"{name}-public-{suffix}", vpc_id=self.vpc.id, cidr_block=plan.public_cidr,
-                availability_zone=plan.az, map_public_ip_on_launch=False,
-                tags={**tags, "Name": f"{name}-public-{plan.az}", "kubernetes.io/role/elb": "1"}, opts=child,
+                f"{name}-public-{suffix}",
+                vpc_id=self.vpc.id,
+                cidr_block=plan.public_cidr,
+                availability_zone=plan.az,
+                map_public_ip_on_launch=False,
+                tags={**tags, "Name": f"{name}-public-{plan.az}", "kubernetes.io/role/elb": "1"},
+                opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-public-{suffix}-rta", subnet_id=public.id,
-                                          route_table_id=public_routes.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{suffix}-rta", subnet_id=public.id, route_table_id=public_routes.id, opts=child
+            )
             # One NAT gateway per AZ: a long-lived fleet keeps its egress through the loss of an AZ.
             eip = aws.ec2.Eip(f"{name}-nat-{suffix}-eip", domain="vpc", tags=tags, opts=child)
-            nat = aws.ec2.NatGateway(f"{name}-nat-{suffix}", allocation_id=eip.allocation_id, subnet_id=public.id,
-                                     connectivity_type="public", tags=tags,
-                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
+            nat = aws.ec2.NatGateway(
+                f"{name}-nat-{suffix}",
+                allocation_id=eip.allocation_id,
+                subnet_id=public.id,
+                connectivity_type="public",
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+            )
             private = aws.ec2.Subnet(
-                f"{name}-private-{suffix}", vpc_id=self.vpc.id, cidr_block=plan.private_cidr,
-                availability_zone=plan.az, map_public_ip_on_launch=False,
-                tags={**tags, "Name": f"{name}-private-{plan.az}", "kubernetes.io/role/internal-elb": "1"}, opts=child,
+                f"{name}-private-{suffix}",
+                vpc_id=self.vpc.id,
+                cidr_block=plan.private_cidr,
+                availability_zone=plan.az,
+                map_public_ip_on_launch=False,
+                tags={**tags, "Name": f"{name}-private-{plan.az}", "kubernetes.io/role/internal-elb": "1"},
+                opts=child,
             )
             routes = aws.ec2.RouteTable(
-                f"{name}-private-{suffix}-rt", vpc_id=self.vpc.id,
+                f"{name}-private-{suffix}-rt",
+                vpc_id=self.vpc.id,
                 routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-                tags=tags, opts=child,
+                tags=tags,
+                opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-private-{suffix}-rta", subnet_id=private.id,
-                                          route_table_id=routes.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{suffix}-rta", subnet_id=private.id, route_table_id=routes.id, opts=child
+            )
             self.private_subnets.append(private)
 
         self.private_subnet_ids = [s.id for s in self.private_subnets]

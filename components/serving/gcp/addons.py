@@ -1,15 +1,15 @@
 """Cluster add-ons of the GKE serving cluster on its system nodes: KEDA, Prometheus (which KEDA queries)
 and the model servers' namespace. GKE itself provides the NVIDIA driver, device plugin and autoscaler."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.aliases import aliased
-
 from components.serving.helm_release import helm_release
 from infra.serving import charts, manifests
 
@@ -23,12 +23,13 @@ class GkeAddonsArgs:
 class GkeAddons(pulumi.ComponentResource):
     """Needs a kubernetes provider for the cluster (opts.providers)."""
 
-    def __init__(self, name: str, args: GkeAddonsArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GkeAddonsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:serving:GkeAddons", name, None, aliased(opts, "mlinfra:gke_addons:GkeAddons"))
         after = list(args.after)
         self.prometheus = helm_release(f"{name}-prometheus", charts.PROMETHEUS, charts.prometheus_values(), self, after)
         self.keda = helm_release(f"{name}-keda", charts.KEDA, charts.keda_values(), self, after)
         ns = manifests.namespace(args.workload_namespace)
-        self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=ns["metadata"],
-                                               opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=ns["metadata"], opts=pulumi.ResourceOptions(parent=self, depends_on=after)
+        )
         self.register_outputs({"namespace": self.namespace.metadata["name"], "keda": self.keda.status})

@@ -1,15 +1,15 @@
 """One GKE node pool from a pure plan: autoscaled within bounds, private nodes, shielded VMs, Workload
 Identity's metadata server, and for accelerator pools the GPUs with GKE-installed drivers and a taint."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 import pulumi
 import pulumi_gcp as gcp
 
 from components.aliases import aliased
-
 from infra.serving.gcp import gke
 
 
@@ -22,38 +22,57 @@ class GkeNodePoolArgs:
     labels: Mapping[str, str]
 
 
-def _accelerators(plan: gke.GkePoolPlan) -> Optional[list[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs]]:
+def _accelerators(plan: gke.GkePoolPlan) -> list[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs] | None:
     if not plan.accelerator_type:
         return None
-    return [gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
-        type=plan.accelerator_type, count=plan.accelerator_count,
-        # GKE installs the driver (and its device plugin advertises nvidia.com/gpu): no driver DaemonSet of ours.
-        gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-            gpu_driver_version="LATEST"))]
+    return [
+        gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+            type=plan.accelerator_type,
+            count=plan.accelerator_count,
+            # GKE installs the driver (and its device plugin advertises nvidia.com/gpu): no driver DaemonSet of ours.
+            gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                gpu_driver_version="LATEST"
+            ),
+        )
+    ]
 
 
 class GkeNodePool(pulumi.ComponentResource):
-    def __init__(self, name: str, args: GkeNodePoolArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GkeNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:serving:GkeNodePool", name, None, aliased(opts, "mlinfra:gke_node_pool:GkeNodePool"))
         plan = args.plan
         self.pool = gcp.container.NodePool(
-            f"{name}-pool", cluster=args.cluster_id, location=args.region,
-            initial_node_count=plan.min_nodes, node_locations=list(plan.node_locations) or None,
-            autoscaling=gcp.container.NodePoolAutoscalingArgs(min_node_count=plan.min_nodes,
-                                                              max_node_count=plan.max_nodes),
+            f"{name}-pool",
+            cluster=args.cluster_id,
+            location=args.region,
+            initial_node_count=plan.min_nodes,
+            node_locations=list(plan.node_locations) or None,
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                min_node_count=plan.min_nodes, max_node_count=plan.max_nodes
+            ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             network_config=gcp.container.NodePoolNetworkConfigArgs(enable_private_nodes=True),
             node_config=gcp.container.NodePoolNodeConfigArgs(
-                machine_type=plan.machine_type, disk_size_gb=plan.disk_gib, disk_type="pd-balanced",
-                image_type="COS_CONTAINERD", spot=plan.spot, service_account=args.service_account,
-                oauth_scopes=list(gke.NODE_OAUTH_SCOPES), labels=dict(plan.labels),
-                resource_labels=dict(args.labels), metadata={"disable-legacy-endpoints": "true"},
+                machine_type=plan.machine_type,
+                disk_size_gb=plan.disk_gib,
+                disk_type="pd-balanced",
+                image_type="COS_CONTAINERD",
+                spot=plan.spot,
+                service_account=args.service_account,
+                oauth_scopes=list(gke.NODE_OAUTH_SCOPES),
+                labels=dict(plan.labels),
+                resource_labels=dict(args.labels),
+                metadata={"disable-legacy-endpoints": "true"},
                 taints=[gcp.container.NodePoolNodeConfigTaintArgs(**gke.gke_taint(t)) for t in plan.taints] or None,
                 guest_accelerators=_accelerators(plan),
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                    enable_secure_boot=True, enable_integrity_monitoring=True),
-                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+                    enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode="GKE_METADATA"
+                ),
             ),
             # The cluster autoscaler owns the node count after creation.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]))
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
+        )
         self.register_outputs({"name": self.pool.name})

@@ -1,9 +1,10 @@
 """The run's FSx for Lustre file system, sized by infra.training.aws.lustre, linked to the registry: `datasets/`
 imported at /fsx/datasets, /fsx/checkpoints exported to `checkpoints/<run-id>/`."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -18,7 +19,7 @@ class RunFileSystemArgs:
     subnet_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     registry_bucket: pulumi.Input[str]
-    checkpoints_prefix: Optional[str]  # "checkpoints/<run-id>/"; None: checkpoints are not exported
+    checkpoints_prefix: str | None  # "checkpoints/<run-id>/"; None: checkpoints are not exported
     datasets_prefix: str  # "datasets/"
     tags: Mapping[str, str]
 
@@ -27,7 +28,7 @@ class RunFileSystem(pulumi.ComponentResource):
     dns_name: pulumi.Output[str]
     mount_name: pulumi.Output[str]
 
-    def __init__(self, name: str, args: RunFileSystemArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: RunFileSystemArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:training:RunFileSystem", name, None, opts)
         plan, tags = args.plan, dict(args.tags)
         persistent = plan.deployment_type.startswith("PERSISTENT")
@@ -59,7 +60,9 @@ class RunFileSystem(pulumi.ComponentResource):
             batch_import_meta_data_on_create=True,
             # Import only: new and changed datasets appear on Lustre; nothing flows back to the registry.
             s3=aws.fsx.DataRepositoryAssociationS3Args(
-                auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=["NEW", "CHANGED", "DELETED"]),
+                auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
+                    events=["NEW", "CHANGED", "DELETED"]
+                ),
             ),
             delete_data_in_filesystem=False,
             tags=tags,
@@ -76,7 +79,9 @@ class RunFileSystem(pulumi.ComponentResource):
                 batch_import_meta_data_on_create=False,
                 # Export only, and never deletions: a checkpoint removed on Lustre stays in the registry.
                 s3=aws.fsx.DataRepositoryAssociationS3Args(
-                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=["NEW", "CHANGED"]),
+                    auto_export_policy=aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(
+                        events=["NEW", "CHANGED"]
+                    ),
                 ),
                 delete_data_in_filesystem=False,
                 tags=tags,
@@ -84,4 +89,6 @@ class RunFileSystem(pulumi.ComponentResource):
             )
         self.dns_name = self.file_system.dns_name
         self.mount_name = self.file_system.mount_name
-        self.register_outputs({"fileSystemId": self.file_system.id, "dnsName": self.dns_name, "mountName": self.mount_name})
+        self.register_outputs(
+            {"fileSystemId": self.file_system.id, "dnsName": self.dns_name, "mountName": self.mount_name}
+        )

@@ -1,10 +1,11 @@
 """The training nodes' role: SSM Session Manager instead of SSH, and registry access only through the
 registry's own grants (read `datasets/`; write this run's checkpoints and markers, and `models/`)."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -27,18 +28,23 @@ class NodeRoleArgs:
 
 
 class NodeRole(pulumi.ComponentResource):
-    def __init__(self, name: str, args: NodeRoleArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: NodeRoleArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:training:NodeRole", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
         self.role = aws.iam.Role(
-            f"{name}-role", assume_role_policy=json.dumps(EC2_TRUST),
+            f"{name}-role",
+            assume_role_policy=json.dumps(EC2_TRUST),
             description="mlinfra training node: SSM sessions, registry datasets in, checkpoints out",
-            max_session_duration=3600, tags=tags, opts=child,
+            max_session_duration=3600,
+            tags=tags,
+            opts=child,
         )
         aws.iam.RolePolicyAttachment(
-            f"{name}-ssm", role=self.role.name,
-            policy_arn=f"arn:{args.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore", opts=child,
+            f"{name}-ssm",
+            role=self.role.name,
+            policy_arn=f"arn:{args.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore",
+            opts=child,
         )
         args.registry.grant_read(self.role, *args.read_prefixes)
         args.registry.grant_write(self.role, *args.write_prefixes)

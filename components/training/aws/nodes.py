@@ -1,10 +1,11 @@
 """The run's nodes: one launch template with the full EFA layout, and an `instant` EC2 Fleet that
 launches all `nodeCount` nodes or none, in one AZ, in a cluster placement group when on-demand."""
+
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -30,7 +31,7 @@ class TrainingNodesArgs:
 class TrainingNodes(pulumi.ComponentResource):
     private_ips: pulumi.Output[list]
 
-    def __init__(self, name: str, args: TrainingNodesArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: TrainingNodesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:training:Nodes", name, None, opts)
         plan, tags = args.plan, dict(args.tags)
         child = pulumi.ResourceOptions(parent=self)
@@ -60,14 +61,18 @@ class TrainingNodes(pulumi.ComponentResource):
                 for interface in plan.layout
             ],
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1,
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=1,
                 instance_metadata_tags="disabled",
             ),
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                     device_name=args.root_device_name,
                     ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=args.root_volume_gib, volume_type="gp3", encrypted="true",
+                        volume_size=args.root_volume_gib,
+                        volume_type="gp3",
+                        encrypted="true",
                         delete_on_termination="true",
                     ),
                 )
@@ -80,7 +85,9 @@ class TrainingNodes(pulumi.ComponentResource):
                 group_name=self.placement_group.name if self.placement_group else None,
             ),
             instance_market_options=(
-                aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type=plan.market_type) if plan.market_type else None
+                aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type=plan.market_type)
+                if plan.market_type
+                else None
             ),
             capacity_reservation_specification=(
                 aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
@@ -88,11 +95,16 @@ class TrainingNodes(pulumi.ComponentResource):
                         capacity_reservation_id=plan.reservation_id,
                     ),
                 )
-                if plan.reservation_id else None
+                if plan.reservation_id
+                else None
             ),
-            user_data=pulumi.Output.from_input(args.user_data).apply(lambda text: base64.b64encode(text.encode()).decode()),
+            user_data=pulumi.Output.from_input(args.user_data).apply(
+                lambda text: base64.b64encode(text.encode()).decode()
+            ),
             tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**tags, "Name": f"{name}-{plan.run_id}"})
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags={**tags, "Name": f"{name}-{plan.run_id}"}
+                )
                 for kind in TAGGED_AT_LAUNCH
             ],
             update_default_version=True,
@@ -108,13 +120,17 @@ class TrainingNodes(pulumi.ComponentResource):
                         launch_template_id=self.launch_template.id,
                         version=self.launch_template.latest_version.apply(str),
                     ),
-                    overrides=[aws.ec2.FleetLaunchTemplateConfigOverrideArgs(
-                        availability_zone=plan.availability_zone, instance_type=plan.itype.name,
-                    )],
+                    overrides=[
+                        aws.ec2.FleetLaunchTemplateConfigOverrideArgs(
+                            availability_zone=plan.availability_zone,
+                            instance_type=plan.itype.name,
+                        )
+                    ],
                 )
             ],
             target_capacity_specification=aws.ec2.FleetTargetCapacitySpecificationArgs(
-                default_target_capacity_type=plan.fleet_capacity_type, total_target_capacity=plan.node_count,
+                default_target_capacity_type=plan.fleet_capacity_type,
+                total_target_capacity=plan.node_count,
             ),
             on_demand_options=_on_demand_options(plan),
             # Deleting the fleet (pulumi destroy, or a replacement) terminates its nodes.
@@ -136,11 +152,12 @@ class TrainingNodes(pulumi.ComponentResource):
         )
         # Sorted as the bootstrap sorts them (byte order, LC_ALL=C): private_ips[0] is rank 0.
         self.private_ips = instance_ids.apply(_private_ips)
-        self.register_outputs({"fleetId": self.fleet.id, "launchTemplateId": self.launch_template.id,
-                               "privateIps": self.private_ips})
+        self.register_outputs(
+            {"fleetId": self.fleet.id, "launchTemplateId": self.launch_template.id, "privateIps": self.private_ips}
+        )
 
 
-def launched_instances(sets: Optional[list], expected: int, dry_run: bool) -> list[str]:
+def launched_instances(sets: list | None, expected: int, dry_run: bool) -> list[str]:
     """The fleet's instance ids, sorted; on `up`, anything but `expected` fails the deployment. The
     provider does not read CreateFleet's errors, so a fleet that got no capacity (or part of a
     Capacity Block) would otherwise count as created while the file system and NAT keep billing."""
@@ -149,11 +166,12 @@ def launched_instances(sets: Optional[list], expected: int, dry_run: bool) -> li
     if not dry_run and len(ids) != expected:
         raise pulumi.RunError(
             f"the fleet launched {len(ids)} of {expected} nodes (insufficient capacity, a Capacity Block not yet "
-            "active, or the new instance profile not yet visible); tear the run down and start it again")
+            "active, or the new instance profile not yet visible); tear the run down and start it again"
+        )
     return ids
 
 
-def _on_demand_options(plan: TrainingPlan) -> Optional[aws.ec2.FleetOnDemandOptionsArgs]:
+def _on_demand_options(plan: TrainingPlan) -> aws.ec2.FleetOnDemandOptionsArgs | None:
     """All or nothing: an instant fleet launches no instance unless it can launch min_target_capacity,
     in one AZ and of one type. Capacity Blocks take no on-demand options (EC2 Fleet capacity-block
     walkthrough); the block itself holds the nodes, and nodeCount is checked against reservedCount."""
@@ -165,7 +183,8 @@ def _on_demand_options(plan: TrainingPlan) -> Optional[aws.ec2.FleetOnDemandOpti
         single_instance_type=True,
         capacity_reservation_options=(
             aws.ec2.FleetOnDemandOptionsCapacityReservationOptionsArgs(usage_strategy="use-capacity-reservations-first")
-            if plan.capacity_mode == "odcr" else None
+            if plan.capacity_mode == "odcr"
+            else None
         ),
     )
 

@@ -1,10 +1,10 @@
 """The GCP training nodes' own service account, with least privilege: read objects under datasets/ and write
 new objects under checkpoints/<run-id>/ and runs/<run-id>/ of the data bucket (IAM conditions on the object
 name), plus writing logs and metrics. No project-wide storage role, no keys."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 import pulumi_gcp as gcp
@@ -29,21 +29,39 @@ class GcpNodeAccountArgs:
 
 
 class GcpNodeAccount(pulumi.ComponentResource):
-    def __init__(self, name: str, args: GcpNodeAccountArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("mlinfra:training:GcpNodeAccount", name, None, aliased(opts, "mlinfra:gcp_node_account:GcpNodeAccount"))
+    def __init__(self, name: str, args: GcpNodeAccountArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(
+            "mlinfra:training:GcpNodeAccount", name, None, aliased(opts, "mlinfra:gcp_node_account:GcpNodeAccount")
+        )
         child = pulumi.ResourceOptions(parent=self)
-        self.account = gcp.serviceaccount.Account(f"{name}-sa", account_id=args.account_id,
-                                                  display_name=f"mlinfra training nodes {args.account_id}", opts=child)
+        self.account = gcp.serviceaccount.Account(
+            f"{name}-sa",
+            account_id=args.account_id,
+            display_name=f"mlinfra training nodes {args.account_id}",
+            opts=child,
+        )
         member = self.account.email.apply(lambda e: f"serviceAccount:{e}")
-        grants = {"read": ("roles/storage.objectViewer", args.read_prefixes + args.write_prefixes),
-                  "write": ("roles/storage.objectCreator", args.write_prefixes)}
+        grants = {
+            "read": ("roles/storage.objectViewer", args.read_prefixes + args.write_prefixes),
+            "write": ("roles/storage.objectCreator", args.write_prefixes),
+        }
         for what, (role, prefixes) in grants.items():
             gcp.storage.BucketIAMMember(
-                f"{name}-{what}", bucket=args.bucket, role=role, member=member,
+                f"{name}-{what}",
+                bucket=args.bucket,
+                role=role,
+                member=member,
                 condition=gcp.storage.BucketIAMMemberConditionArgs(
-                    title=f"mlinfra-{what}-run-prefixes", expression=object_prefix_condition(args.bucket, prefixes)),
-                opts=pulumi.ResourceOptions(parent=self.account))
+                    title=f"mlinfra-{what}-run-prefixes", expression=object_prefix_condition(args.bucket, prefixes)
+                ),
+                opts=pulumi.ResourceOptions(parent=self.account),
+            )
         for role in PROJECT_ROLES:
-            gcp.projects.IAMMember(f"{name}-{role.rsplit('/', 1)[-1].replace('.', '-').lower()}", project=args.project,
-                                   role=role, member=member, opts=pulumi.ResourceOptions(parent=self.account))
+            gcp.projects.IAMMember(
+                f"{name}-{role.rsplit('/', 1)[-1].replace('.', '-').lower()}",
+                project=args.project,
+                role=role,
+                member=member,
+                opts=pulumi.ResourceOptions(parent=self.account),
+            )
         self.register_outputs({"email": self.account.email})

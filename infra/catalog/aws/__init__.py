@@ -2,7 +2,15 @@
 
 Pure library: no pulumi imports, no I/O until the first lookup.
 """
-from infra.catalog.aws.lookup import UnknownInstanceType, instance_table_source, instance_type, known_instance_types, on_demand_price, price_table_source
+
+from infra.catalog.aws.lookup import (
+    UnknownInstanceType,
+    instance_table_source,
+    instance_type,
+    known_instance_types,
+    on_demand_price,
+    price_table_source,
+)
 from infra.catalog.aws.model import Accelerator, AcceleratorKind, InstanceType, NetworkCard
 
 __all__ = [

@@ -1,4 +1,5 @@
 """Read-only lookups over the generated instance table and the curated price table."""
+
 from __future__ import annotations
 
 import difflib
@@ -19,9 +20,7 @@ _SUGGESTION_CUTOFF = 0.8
 class UnknownInstanceType(LookupError):
     def __init__(self, name: str, known: tuple[str, ...]):
         self.name = name
-        self.suggestions = tuple(
-            difflib.get_close_matches(name.strip().lower(), known, n=3, cutoff=_SUGGESTION_CUTOFF)
-        )
+        self.suggestions = tuple(difflib.get_close_matches(name.strip().lower(), known, n=3, cutoff=_SUGGESTION_CUTOFF))
         if self.suggestions:
             hint = "closest known: " + ", ".join(self.suggestions)
         else:

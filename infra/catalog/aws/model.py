@@ -1,4 +1,5 @@
 """Typed, frozen records for EC2 instance facts (built from data/aws_instances.json)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -86,15 +87,22 @@ class InstanceType:
             memory_mib=raw["memoryMiB"],
             accelerators=tuple(
                 Accelerator(
-                    kind=a["kind"], manufacturer=a["manufacturer"], model=a["model"], count=a["count"],
-                    memory_mib=a["memoryMiB"], cores_per_device=a["coresPerDevice"],
+                    kind=a["kind"],
+                    manufacturer=a["manufacturer"],
+                    model=a["model"],
+                    count=a["count"],
+                    memory_mib=a["memoryMiB"],
+                    cores_per_device=a["coresPerDevice"],
                 )
                 for a in raw["accelerators"]
             ),
             network_cards=tuple(
                 NetworkCard(
-                    index=c["index"], baseline_gbps=c["baselineGbps"], peak_gbps=c["peakGbps"],
-                    max_interfaces=c["maxInterfaces"], interface_types=tuple(c["interfaceTypes"]),
+                    index=c["index"],
+                    baseline_gbps=c["baselineGbps"],
+                    peak_gbps=c["peakGbps"],
+                    max_interfaces=c["maxInterfaces"],
+                    interface_types=tuple(c["interfaceTypes"]),
                 )
                 for c in raw["networkCards"]
             ),
@@ -104,7 +112,5 @@ class InstanceType:
             ena_support=raw["enaSupport"],
             placement_strategies=tuple(raw["placementStrategies"]),
             usage_classes=tuple(raw["usageClasses"]),
-            offerings=MappingProxyType(
-                {region: tuple(azs) for region, azs in sorted(raw["offerings"].items())}
-            ),
+            offerings=MappingProxyType({region: tuple(azs) for region, azs in sorted(raw["offerings"].items())}),
         )

@@ -5,20 +5,22 @@ untagged), and direct describes of instances, file systems and volumes. The tagg
 deleted resources for a while, so its hits are confirmed by a direct describe where one is known
 (audit_confirm). A file system (or association) being deleted is still reported, as being deleted.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 from botocore.exceptions import NoCredentialsError, NoRegionError
 
-from infra.training.spec import RUN_ID_PATTERN
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.aws.audit_confirm import presence
 from infra.ops.lifecycle.ports import Leftover
+from infra.training.spec import RUN_ID_PATTERN
 from run_guard.actions import DELETING, NOT_GONE_STATES, RUN_TAG, run_instances, tag_dict
 
 GUARD_LOG_GROUP = "/aws/lambda/mlinfra-guard-{run_id}"
@@ -70,10 +72,16 @@ def _tagged(session: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]:
 def _terminated(ec2: Any, instance_ids: set[str]) -> set[str]:
     ids, gone = sorted(instance_ids), set()
     for start in range(0, len(ids), 100):  # EC2 takes up to 200 values per filter
-        filters = [{"Name": "instance-id", "Values": ids[start:start + 100]},
-                   {"Name": "instance-state-name", "Values": ["terminated"]}]
-        gone |= {i["InstanceId"] for page in ec2.get_paginator("describe_instances").paginate(Filters=filters)
-                 for r in page["Reservations"] for i in r["Instances"]}
+        filters = [
+            {"Name": "instance-id", "Values": ids[start : start + 100]},
+            {"Name": "instance-state-name", "Values": ["terminated"]},
+        ]
+        gone |= {
+            i["InstanceId"]
+            for page in ec2.get_paginator("describe_instances").paginate(Filters=filters)
+            for r in page["Reservations"]
+            for i in r["Instances"]
+        }
     return gone
 
 
@@ -86,8 +94,12 @@ def _described(session: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]
     for page in fsx.get_paginator("describe_file_systems").paginate():
         for fs in page["FileSystems"]:
             if tag_dict(fs.get("Tags")).get(RUN_TAG) == run_id:
-                yield ("fsx:file-system", fs.get("ResourceARN") or fs["FileSystemId"], "file-systems",
-                       "deleting" if fs.get("Lifecycle") == DELETING else "present")
+                yield (
+                    "fsx:file-system",
+                    fs.get("ResourceARN") or fs["FileSystemId"],
+                    "file-systems",
+                    "deleting" if fs.get("Lifecycle") == DELETING else "present",
+                )
     for page in fsx.get_paginator("describe_backups").paginate():
         for backup in page["Backups"]:
             fs_tags = tag_dict((backup.get("FileSystem") or {}).get("Tags"))
@@ -98,11 +110,15 @@ def _described(session: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]
         for group in page["logGroups"]:
             if group["logGroupName"] == guard_log_group:  # the prefix also matches longer run ids
                 yield "logs:log-group", group.get("logGroupArn") or group["arn"], "log-groups", "present"
-    vpcs = [v["VpcId"] for page in ec2.get_paginator("describe_vpcs").paginate(Filters=run_filter) for v in page["Vpcs"]]
-    enis = {eni["NetworkInterfaceId"]: (eni.get("Attachment") or {}).get("InstanceId")
-            for filters in [run_filter] + ([[{"Name": "vpc-id", "Values": vpcs}]] if vpcs else [])
-            for page in ec2.get_paginator("describe_network_interfaces").paginate(Filters=filters)
-            for eni in page["NetworkInterfaces"]}
+    vpcs = [
+        v["VpcId"] for page in ec2.get_paginator("describe_vpcs").paginate(Filters=run_filter) for v in page["Vpcs"]
+    ]
+    enis = {
+        eni["NetworkInterfaceId"]: (eni.get("Attachment") or {}).get("InstanceId")
+        for filters in [run_filter] + ([[{"Name": "vpc-id", "Values": vpcs}]] if vpcs else [])
+        for page in ec2.get_paginator("describe_network_interfaces").paginate(Filters=filters)
+        for eni in page["NetworkInterfaces"]
+    }
     going = _terminated(ec2, {instance for instance in enis.values() if instance})
     for eni_id, instance in enis.items():
         if instance not in going:  # still attached to a terminated instance: it goes with it
@@ -146,8 +162,13 @@ def render_leftovers(leftovers: list[Leftover], mark: str = "tag") -> str:
 
 def checked_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id):
-        raise InputError(Problem("--run-id", f"{run_id!r} is not a run id: lowercase letters, digits and '-', "
-                                             "1 to 40 characters, starting and ending with a letter or digit"))
+        raise InputError(
+            Problem(
+                "--run-id",
+                f"{run_id!r} is not a run id: lowercase letters, digits and '-', "
+                "1 to 40 characters, starting and ending with a letter or digit",
+            )
+        )
     return run_id
 
 
@@ -174,20 +195,38 @@ def gcp_audit_main(run_id: str, project: str | None, as_json: bool) -> int:
 
     checked_run_id(run_id)
     if not project:
-        raise InputError(Problem("--project", "required with --cloud gcp (or set GOOGLE_CLOUD_PROJECT): the project "
-                                              "the run was in; nothing was checked"))
+        raise InputError(
+            Problem(
+                "--project",
+                "required with --cloud gcp (or set GOOGLE_CLOUD_PROJECT): the project "
+                "the run was in; nothing was checked",
+            )
+        )
     try:
         leftovers = GcpRunCloud(project, data_bucket="").audit(run_id)
     except DefaultCredentialsError:
-        raise InputError(Problem("", "no GCP credentials: run `gcloud auth application-default login` or set "
-                                     "GOOGLE_APPLICATION_CREDENTIALS"))
+        raise InputError(
+            Problem(
+                "",
+                "no GCP credentials: run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
+            )
+        )
     return print_leftovers(run_id, "project", project, leftovers, as_json, "label")
 
 
 def print_leftovers(run_id: str, scope: str, where: str, leftovers: list[Leftover], as_json: bool, mark: str) -> int:
     if as_json:
-        print(json.dumps({"run_id": run_id, scope: where, "clean": not leftovers,
-                          "leftovers": [asdict(left) for left in leftovers]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    scope: where,
+                    "clean": not leftovers,
+                    "leftovers": [asdict(left) for left in leftovers],
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"run {run_id} in {where}: {render_leftovers(leftovers, mark)}")
     return 1 if leftovers else 0

@@ -3,6 +3,7 @@
 The handlers only build the real adapters (Automation API; boto3 on AWS, Google's REST APIs on GCP) and
 hand over to the orchestration functions, which tests drive with recording stand-ins.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,8 @@ import sys
 from typing import Any
 
 from infra.core.errors import InputError, Problem
-from infra.ops.runtime import terminal_runtime
 from infra.ops.lifecycle.ports import StackOpsError
+from infra.ops.runtime import terminal_runtime
 
 
 def add_lifecycle_parsers(verbs: Any) -> None:
@@ -53,22 +54,32 @@ def _teardown(args: argparse.Namespace) -> int:
     config = _training_stack(args.stack)
     if not args.yes:
         if not sys.stdin.isatty():
-            raise InputError(Problem("--yes", "required to tear down without a terminal to confirm on (nothing was changed)"))
+            raise InputError(
+                Problem("--yes", "required to tear down without a terminal to confirm on (nothing was changed)")
+            )
         answer = input(f"Tear down stack {args.stack} and everything of its run? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing was changed")
             return 0
     run_id = training_config(config).get("runId")
-    return _reporting_failures(lambda: teardown(args.stack, _stacks(), run_cloud(config), terminal_runtime(),
-                                                run_id=run_id if isinstance(run_id, str) else None))
+    return _reporting_failures(
+        lambda: teardown(
+            args.stack,
+            _stacks(),
+            run_cloud(config),
+            terminal_runtime(),
+            run_id=run_id if isinstance(run_id, str) else None,
+        )
+    )
 
 
 def _reap(args: argparse.Namespace) -> int:
     from infra.ops.lifecycle.reap import reap
 
     stacks = _stacks()
-    return _reporting_failures(lambda: reap(stacks, lambda stack: run_cloud(stacks.config(stack)), terminal_runtime(),
-                                            execute=args.execute))
+    return _reporting_failures(
+        lambda: reap(stacks, lambda stack: run_cloud(stacks.config(stack)), terminal_runtime(), execute=args.execute)
+    )
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -84,8 +95,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _training_stack(stack: str) -> dict[str, Any]:
-    from infra.ops.lifecycle.target import training_stack_config
     from infra.core.project import load_project
+    from infra.ops.lifecycle.target import training_stack_config
 
     return training_stack_config(load_project(), stack)
 
@@ -120,9 +131,9 @@ def _gcp_run_cloud(config: dict[str, Any]):
     """The GCP adapter for the stack's run: its project, its data bucket, and the name of its file system (so
     an unlabelled or unlisted one is still found and exported before the destroy)."""
     from infra.kinds import load
+    from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
     from infra.training.gcp.checks import chosen_zone
     from infra.training.gcp.plan import lustre_instance_name
-    from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 
     project, region = config.get("gcp:project"), config.get("gcp:region")
     if not isinstance(project, str) or not project:

@@ -4,12 +4,14 @@
 side (completion marker, compute, checkpoint export, audit). Tests use recording stand-ins for both;
 the real adapters are `automation.AutomationStacks`, `aws_cloud.AwsRunCloud` and `gcp_cloud.GcpRunCloud`.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Literal, Optional, Protocol, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
 
 OnOutput = Callable[[str], None]  # one line of engine output, for the progress display
 
@@ -18,7 +20,9 @@ class StackOpsError(Exception):
     """A Pulumi operation failed; `output` is what the engine printed (classified by teardown)."""
 
     def __init__(self, operation: str, stack: str, output: str):
-        super().__init__(f"pulumi {operation} of stack {stack!r} failed: {output.strip().splitlines()[-1] if output.strip() else 'no output'}")
+        super().__init__(
+            f"pulumi {operation} of stack {stack!r} failed: {output.strip().splitlines()[-1] if output.strip() else 'no output'}"
+        )
         self.operation, self.stack, self.output = operation, stack, output
 
 
@@ -27,12 +31,15 @@ class StackOps(Protocol):
     def exists(self, stack: str) -> bool: ...
     def config(self, stack: str) -> dict[str, Any]:
         """The stack's config as the stack file holds it: {"mlinfra:kind": "training", "mlinfra:training": {...}}."""
+
     def set_config(self, stack: str, path: str, value: str) -> None:
         """`pulumi config set --path <path> <value>` (path like "mlinfra:training.lifecycle.expiresAt")."""
+
     def up(self, stack: str, on_output: OnOutput) -> None: ...
     def destroy(self, stack: str, on_output: OnOutput) -> None: ...
     def outputs(self, stack: str) -> dict[str, Any]:
         """Stack outputs of the last deployment ({} if never deployed or destroyed)."""
+
     def remove(self, stack: str) -> None:
         """`pulumi stack rm` (only once the stack holds no resources)."""
 
@@ -40,29 +47,32 @@ class StackOps(Protocol):
 @dataclass(frozen=True)
 class Marker:
     """runs/<run-id>/_SUCCESS or _FAILED, as the node bootstrap writes it (infra.training.aws.userdata)."""
+
     status: Literal["SUCCESS", "FAILED"]
-    exit_code: Optional[int] = None
-    checkpoints_exported: Optional[bool] = None
-    ended_at: Optional[str] = None
+    exit_code: int | None = None
+    checkpoints_exported: bool | None = None
+    ended_at: str | None = None
     body: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ExportStatus:
     """Where the export of the run's /fsx/checkpoints to the registry stands."""
+
     # "deleting": the file system is being deleted (on AWS by the guard, after its export succeeded); wait
     # for it to be gone before destroying, or its network interfaces hold the security groups.
     state: Literal["no-filesystem", "deleting", "started", "running", "succeeded", "failed"]
     detail: str = ""
-    task_id: Optional[str] = None
+    task_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Leftover:
     """A resource that still carries the run's tag (or belongs to the run) after teardown."""
-    kind: str          # e.g. "ec2:network-interface", "logs:log-group", "fsx:backup"
-    identifier: str    # ARN or id
-    found_by: str      # "tagging-api", "fsx-backups", "log-groups", "network-interfaces", ...
+
+    kind: str  # e.g. "ec2:network-interface", "logs:log-group", "fsx:backup"
+    identifier: str  # ARN or id
+    found_by: str  # "tagging-api", "fsx-backups", "log-groups", "network-interfaces", ...
 
 
 @dataclass(frozen=True)
@@ -70,25 +80,30 @@ class StoppedCompute:
     """What stop_compute did: the instances it asked to terminate (or delete), and when (by the cloud's clock,
     ISO UTC) the last of the run's instances stopped; None when the cloud does not say. Exports must start
     after it."""
+
     instance_ids: tuple[str, ...] = ()
-    stopped_at: Optional[str] = None
+    stopped_at: str | None = None
 
 
 class RunCloud(Protocol):
-    def marker(self, bucket: str, run_id: str) -> Optional[Marker]: ...
+    def marker(self, bucket: str, run_id: str) -> Marker | None: ...
     def active_nodes(self, run_id: str) -> int:
         """Instances tagged with the run that are pending or running (billing)."""
-    def stop_compute(self, run_id: str) -> "StoppedCompute":
+
+    def stop_compute(self, run_id: str) -> StoppedCompute:
         """Terminate every instance tagged with the run and return once none is left (not even shutting
         down), so nothing writes to the file system any more."""
-    def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
+
+    def export_checkpoints(self, run_id: str, since: str | None = None) -> ExportStatus:
         """One idempotent step of exporting the run's file system's /checkpoints to the registry: wait
         while any export task of the file system is pending or running; done when a run-tagged export
         task created at/after `since` (ISO UTC: when compute stopped), or one this object started,
         succeeded; otherwise start one."""
+
     def expect_file_systems(self, file_system_ids: Sequence[str]) -> None:
         """The stack's outputs name these file systems: look them up by id too, so a tag or region
         mismatch cannot pass for "no file system left" and let a destroy skip the export."""
+
     def audit(self, run_id: str) -> list[Leftover]: ...
 
 
@@ -103,12 +118,15 @@ def parse_marker(status: str, body: bytes) -> Marker:
     exit_code = data.get("exit_code")
     exported = data.get("checkpoints_exported")
     ended_at = data.get("ended_at")
-    return Marker(status,  # type: ignore[arg-type]
-                  exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
-                  checkpoints_exported=exported if isinstance(exported, bool) else None,
-                  ended_at=ended_at if isinstance(ended_at, str) else None, body=data)
+    return Marker(
+        status,  # type: ignore[arg-type]
+        exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+        checkpoints_exported=exported if isinstance(exported, bool) else None,
+        ended_at=ended_at if isinstance(ended_at, str) else None,
+        body=data,
+    )
 
 
 def iso_precise(moment: datetime) -> str:
     """ISO-8601 UTC with the fraction of a second kept (export cut-offs compare to the microsecond)."""
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

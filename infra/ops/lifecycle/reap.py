@@ -3,17 +3,19 @@
 The decision is a pure planner over facts gathered once (`plan_reap`, tested with a fixed clock);
 the executor only gathers the facts, prints the plan and, with `--execute`, runs the teardown.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal
 
-from infra.training.spec import EXPIRES_AT_KEY
 from infra.core.errors import InputError
-from infra.ops.runtime import Runtime, cloud_error, iso, parse_iso, span
 from infra.ops.lifecycle.ports import RunCloud, StackOps, StackOpsError
 from infra.ops.lifecycle.teardown import lifecycle_config, teardown
+from infra.ops.runtime import Runtime, cloud_error, iso, parse_iso, span
+from infra.training.spec import EXPIRES_AT_KEY
 
 Action = Literal["reap", "keep", "skip", "problem"]
 EXPIRES_AT = EXPIRES_AT_KEY
@@ -22,12 +24,13 @@ EXPIRES_AT = EXPIRES_AT_KEY
 @dataclass(frozen=True)
 class StackFacts:
     """What the planner knows of one stack."""
+
     name: str
-    kind: Optional[str]
-    deployed: bool = False                    # the last deployment left outputs
-    expires_at_output: Optional[str] = None   # the `expiresAt` output: what the resources were tagged with
-    expires_at_config: Optional[str] = None
-    unreadable: Optional[str] = None          # why the facts could not be read
+    kind: str | None
+    deployed: bool = False  # the last deployment left outputs
+    expires_at_output: str | None = None  # the `expiresAt` output: what the resources were tagged with
+    expires_at_config: str | None = None
+    unreadable: str | None = None  # why the facts could not be read
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,11 @@ class ReapDecision:
 
 def plan_reap(stacks: list[StackFacts], now: datetime) -> list[ReapDecision]:
     """One decision per training stack (other kinds are not reaped and not listed), in name order."""
-    return [_decide(facts, now) for facts in sorted(stacks, key=lambda f: f.name)
-            if facts.kind == "training" or facts.unreadable]
+    return [
+        _decide(facts, now)
+        for facts in sorted(stacks, key=lambda f: f.name)
+        if facts.kind == "training" or facts.unreadable
+    ]
 
 
 def _decide(facts: StackFacts, now: datetime) -> ReapDecision:
@@ -50,13 +56,19 @@ def _decide(facts: StackFacts, now: datetime) -> ReapDecision:
     if facts.unreadable:
         return decision("problem", f"cannot read the stack: {facts.unreadable}")
     # The deployed value wins: it is what the guard's schedule and the resources' tags carry.
-    text, source = ((facts.expires_at_output, "output") if facts.expires_at_output is not None
-                    else (facts.expires_at_config, "config"))
+    text, source = (
+        (facts.expires_at_output, "output")
+        if facts.expires_at_output is not None
+        else (facts.expires_at_config, "config")
+    )
     if text is None:
         if not facts.deployed:
             return decision("skip", "never deployed, and no expiresAt")
-        return decision("problem", f"deployed with no expiresAt in its outputs or config; set {EXPIRES_AT} "
-                                   "or tear it down with `python -m infra teardown`")
+        return decision(
+            "problem",
+            f"deployed with no expiresAt in its outputs or config; set {EXPIRES_AT} "
+            "or tear it down with `python -m infra teardown`",
+        )
     expires_at = parse_iso(text)
     if expires_at is None:
         return decision("problem", f"expiresAt {text!r} ({source}) is not a UTC time like 2026-11-22T08:00:00Z")
@@ -76,11 +88,15 @@ def gather(stacks: StackOps) -> list[StackFacts]:
         except StackOpsError as error:
             found.append(StackFacts(name, kind=None, unreadable=str(error)))
             continue
-        found.append(StackFacts(
-            name, kind=kind if isinstance(kind, str) else None, deployed=bool(outputs),
-            expires_at_output=_text(outputs.get("expiresAt")),
-            expires_at_config=_text(lifecycle_config(config).get("expiresAt")),
-        ))
+        found.append(
+            StackFacts(
+                name,
+                kind=kind if isinstance(kind, str) else None,
+                deployed=bool(outputs),
+                expires_at_output=_text(outputs.get("expiresAt")),
+                expires_at_config=_text(lifecycle_config(config).get("expiresAt")),
+            )
+        )
     return found
 
 
@@ -104,7 +120,7 @@ def reap(stacks: StackOps, cloud_for: Callable[[str], RunCloud], rt: Runtime, ex
         rt.say(f"reap: tearing down {d.stack}")
         try:
             code = teardown(d.stack, stacks, cloud_for(d.stack), rt)
-        except Exception as error:  # noqa: BLE001 one stack's failure, whatever it is, must not spare the others
+        except Exception as error:
             rt.say(f"reap: {d.stack}: {failure_text(error)}")
             code = 1
         if code != 0:
@@ -121,5 +137,5 @@ def failure_text(error: Exception) -> str:
     return cloud_error(error) or f"{type(error).__name__}: {error}"
 
 
-def _text(value: Any) -> Optional[str]:
+def _text(value: Any) -> str | None:
     return None if value is None else str(value)

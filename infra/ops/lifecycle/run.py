@@ -9,23 +9,25 @@ unless asked to keep. The cloud failing while it waits (throttling, expiring cre
 for a while; after that it stops waiting and leaves the run to its hard cap (the run guard on AWS,
 Compute Engine's termination time on GCP).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal
 
-from infra.kinds import load
-from infra.training.spec import EXPIRES_AT_KEY
 from infra.core.errors import InputError, Problem
-from infra.ops.runtime import Runtime, cloud_error, iso, parse_iso, span
+from infra.core.project import Project, load_project
+from infra.kinds import load
 from infra.ops.lifecycle.ports import Marker, RunCloud, StackOps, StackOpsError
-from infra.ops.progress import StatusLine, Usage, status_text, summary_text
 from infra.ops.lifecycle.target import RunSubject, marker_bucket, run_subject, training_stack_config
 from infra.ops.lifecycle.teardown import lifecycle_config, teardown
+from infra.ops.progress import StatusLine, Usage, status_text, summary_text
+from infra.ops.runtime import Runtime, cloud_error, iso, parse_iso, span
 from infra.tools.offline.engine import preview
-from infra.core.project import Project, load_project
 from infra.training.lifetime import run_expiry
+from infra.training.spec import EXPIRES_AT_KEY
 
 EXPIRES_AT = EXPIRES_AT_KEY
 RUN_ID = "mlinfra:training.runId"
@@ -40,14 +42,14 @@ CLOUD_FAILING_GIVE_UP = timedelta(minutes=15)
 @dataclass(frozen=True)
 class WaitResult:
     ended: Literal["marker", "expired", "nodes-gone", "cloud-failing"]
-    marker: Optional[Marker] = None
+    marker: Marker | None = None
     error: str = ""  # "cloud-failing": the last cloud error
 
 
 class Progress:
     """Usage so far and the status line of this run."""
 
-    def __init__(self, rt: Runtime, price: Optional[float]):
+    def __init__(self, rt: Runtime, price: float | None):
         self.rt, self.price = rt, price
         self.started = rt.now()
         self.usage = Usage()
@@ -66,8 +68,16 @@ class Progress:
         self.display.show(phase, self.text(phase) + (f" | {detail}" if detail else ""))
 
 
-def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: bool = False,
-        project: Optional[Project] = None, preview_fn: Callable[..., Any] = preview) -> int:
+def run(
+    stack: str,
+    stacks: StackOps,
+    cloud: RunCloud,
+    rt: Runtime,
+    *,
+    keep: bool = False,
+    project: Project | None = None,
+    preview_fn: Callable[..., Any] = preview,
+) -> int:
     project = project or load_project()
     config = load(training_stack_config(project, stack))  # bad config: InputError (exit 2), nothing issued
     subject = run_subject(config)
@@ -86,38 +96,50 @@ def run(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, keep: boo
         return _deploy_and_watch(stack, stacks, cloud, rt, subject, expires_at, progress, keep)
     except KeyboardInterrupt:
         progress.display.end()
-        rt.say(f"interrupted: stack {stack} may still be deployed; {subject.cap(expires_at)}. Resume the teardown with: "
-               f"python -m infra teardown --stack {stack}")
+        rt.say(
+            f"interrupted: stack {stack} may still be deployed; {subject.cap(expires_at)}. Resume the teardown with: "
+            f"python -m infra teardown --stack {stack}"
+        )
         return 130
-    except Exception as error:  # noqa: BLE001 the cloud failing after the deploy: say what stands, no traceback
+    except Exception as error:
         text = cloud_error(error)
         if text is None:
             raise
         progress.display.end()
-        rt.say(f"error: {text}; stack {stack} may still be deployed; {subject.cap(expires_at)}. Resume the teardown with: "
-               f"python -m infra teardown --stack {stack}")
+        rt.say(
+            f"error: {text}; stack {stack} may still be deployed; {subject.cap(expires_at)}. Resume the teardown with: "
+            f"python -m infra teardown --stack {stack}"
+        )
         return 1
 
 
-def refuse_ended_run(stacks: StackOps, cloud: RunCloud, subject: RunSubject, registry: Optional[str]) -> None:
+def refuse_ended_run(stacks: StackOps, cloud: RunCloud, subject: RunSubject, registry: str | None) -> None:
     """InputError when the run id already has a completion marker in its bucket (the registry's, or on GCP
     the data bucket): a new run under it would see that marker at its first poll and be torn down at once."""
     run_id, bucket = subject.run_id, subject.data_bucket
     if registry is not None:
         bucket = stacks.outputs(registry).get("bucketName")
         if not bucket:
-            raise InputError(Problem("mlinfra:registryStack", f"stack {registry!r} has no bucketName output: deploy "
-                                                              "the registry first (nothing was deployed)"))
+            raise InputError(
+                Problem(
+                    "mlinfra:registryStack",
+                    f"stack {registry!r} has no bucketName output: deploy the registry first (nothing was deployed)",
+                )
+            )
     assert bucket is not None
     marker = cloud.marker(bucket, run_id)
     if marker is not None:
-        raise InputError(Problem(RUN_ID, f"run {run_id!r} has already ended (runs/{run_id}/_{marker.status} is in "
-                                         f"the registry); set a new runId for a new run and remove expiresAt "
-                                         f"(nothing was deployed)"))
+        raise InputError(
+            Problem(
+                RUN_ID,
+                f"run {run_id!r} has already ended (runs/{run_id}/_{marker.status} is in "
+                f"the registry); set a new runId for a new run and remove expiresAt "
+                f"(nothing was deployed)",
+            )
+        )
 
 
-def fix_expiry(stack: str, stacks: StackOps, subject: RunSubject, rt: Runtime,
-               exists: Optional[bool] = None) -> str:
+def fix_expiry(stack: str, stacks: StackOps, subject: RunSubject, rt: Runtime, exists: bool | None = None) -> str:
     """The run's expires-at: the one in the stack's config, or now + ttlHours written there once."""
     now = rt.now()
     exists = stacks.exists(stack) if exists is None else exists
@@ -127,9 +149,14 @@ def fix_expiry(stack: str, stacks: StackOps, subject: RunSubject, rt: Runtime,
         if at is None:
             raise InputError(Problem(EXPIRES_AT, f"{current!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)"))
         if at <= now:
-            raise InputError(Problem(EXPIRES_AT, f"{current} has passed, so this run is over: tear it down with "
-                                                 f"`python -m infra teardown --stack {stack}`; for a new run set a "
-                                                 f"new runId and remove expiresAt"))
+            raise InputError(
+                Problem(
+                    EXPIRES_AT,
+                    f"{current} has passed, so this run is over: tear it down with "
+                    f"`python -m infra teardown --stack {stack}`; for a new run set a "
+                    f"new runId and remove expiresAt",
+                )
+            )
         rt.say(f"expires-at: {current} (fixed when the run started; kept)")
         return str(current)
     text, _, problem = run_expiry(subject.lifecycle, now, dry_run=True)
@@ -140,8 +167,16 @@ def fix_expiry(stack: str, stacks: StackOps, subject: RunSubject, rt: Runtime,
     return text
 
 
-def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, subject: RunSubject,
-                      expires_at: str, progress: Progress, keep: bool) -> int:
+def _deploy_and_watch(
+    stack: str,
+    stacks: StackOps,
+    cloud: RunCloud,
+    rt: Runtime,
+    subject: RunSubject,
+    expires_at: str,
+    progress: Progress,
+    keep: bool,
+) -> int:
     def engine_line(line: str) -> None:
         if rt.live:
             progress.show("deploying", line.strip()[:60])
@@ -154,8 +189,10 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
     except StackOpsError as error:
         progress.display.line(f"up: {error}")
         if keep:
-            rt.say(f"up: failed; the stack is kept (--keep): fix and run again, or "
-                   f"`python -m infra teardown --stack {stack}`")
+            rt.say(
+                f"up: failed; the stack is kept (--keep): fix and run again, or "
+                f"`python -m infra teardown --stack {stack}`"
+            )
             return 1
         rt.say("up: failed; tearing down what was created so nothing is left running")
         _teardown(stack, stacks, cloud, rt, progress, subject.run_id)
@@ -164,44 +201,52 @@ def _deploy_and_watch(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime
     run_id = outputs.get("runId") or subject.run_id
     deadline = parse_iso(outputs.get("expiresAt")) or parse_iso(expires_at)
     assert deadline is not None
-    progress.display.line(f"up: deployed run {run_id} ({subject.node_count} x {subject.machine_type}), "
-                          f"expires-at {iso(deadline)}")
+    progress.display.line(
+        f"up: deployed run {run_id} ({subject.node_count} x {subject.machine_type}), expires-at {iso(deadline)}"
+    )
     result = wait_for_end(cloud, rt, progress, run_id, marker_bucket(outputs), deadline)
     if result.ended == "cloud-failing":
         progress.display.line(
             f"wait: stopped waiting, {subject.cloud.upper()} still failing after {span(CLOUD_FAILING_GIVE_UP)} "
             f"({result.error}). Stack {stack} stays deployed; {subject.cap(iso(deadline))}. "
-            f"Once the run has ended, or to end it now, finish with: python -m infra teardown --stack {stack}")
+            f"Once the run has ended, or to end it now, finish with: python -m infra teardown --stack {stack}"
+        )
         return 1
     progress.display.line(_ending(result, run_id, subject))
     succeeded = result.marker is not None and result.marker.status == "SUCCESS"
     inspect = not subject.lifecycle.teardown_on_completion and result.ended != "expired"
     if keep or inspect:
         why = "--keep" if keep else "teardownOnCompletion is false"
-        rt.say(f"stack {stack} is kept ({why}) {subject.kept_until(iso(deadline))}; tear it down with "
-               f"`python -m infra teardown --stack {stack}`")
+        rt.say(
+            f"stack {stack} is kept ({why}) {subject.kept_until(iso(deadline))}; tear it down with "
+            f"`python -m infra teardown --stack {stack}`"
+        )
         code = 0
     else:
         code = _teardown(stack, stacks, cloud, rt, progress, run_id)
-    outcome = ("job succeeded" if succeeded else "job failed") if result.marker else \
-        {"expired": "stopped at expires-at", "nodes-gone": "nodes gone with no completion marker"}[result.ended]
+    outcome = (
+        ("job succeeded" if succeeded else "job failed")
+        if result.marker
+        else {"expired": "stopped at expires-at", "nodes-gone": "nodes gone with no completion marker"}[result.ended]
+    )
     rt.say(f"run {run_id}: {outcome}; {progress.summary()}")
     return 0 if succeeded and code == 0 else 1
 
 
-def wait_for_end(cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str, bucket: Optional[str],
-                 deadline: datetime) -> WaitResult:
+def wait_for_end(
+    cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str, bucket: str | None, deadline: datetime
+) -> WaitResult:
     """Poll the marker and the active nodes until the run ends or expires-at comes, or the cloud keeps failing
     for CLOUD_FAILING_GIVE_UP (each failure one line, retried with backoff)."""
     seen_nodes = False
-    gone_since: Optional[datetime] = None
-    failing_since: Optional[datetime] = None
+    gone_since: datetime | None = None
+    failing_since: datetime | None = None
     failures = 0
     while True:
         try:
             marker = cloud.marker(bucket, run_id) if bucket else None
             nodes = cloud.active_nodes(run_id)
-        except Exception as error:  # noqa: BLE001 only the cloud's failures are retried; anything else is a bug
+        except Exception as error:
             text = cloud_error(error)
             if text is None:
                 raise
@@ -242,5 +287,4 @@ def _ending(result: WaitResult, run_id: str, subject: RunSubject) -> str:
 def _teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, progress: Progress, run_id: str) -> int:
     progress.display.end()
     progress.sample(0)  # teardown's first step stops the compute; nodes still up were counted until now
-    return teardown(stack, stacks, cloud, rt, run_id=run_id,
-                    on_phase=lambda phase: rt.say(progress.text(phase)))
+    return teardown(stack, stacks, cloud, rt, run_id=run_id, on_phase=lambda phase: rt.say(progress.text(phase)))

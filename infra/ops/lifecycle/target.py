@@ -1,15 +1,16 @@
 """Which stacks the lifecycle commands take (training stacks with a file in the project's stacks/), and what
 they need to know of one whichever its cloud."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from infra.catalog.aws import on_demand_price as aws_price
 from infra.catalog.gcp import on_demand_price as gcp_price
-from infra.training.spec import LifecycleSpec
 from infra.core.errors import InputError, Problem
 from infra.core.project import Project, stack_config
+from infra.training.spec import LifecycleSpec
 
 
 def training_stacks(project: Project) -> list[str]:
@@ -29,51 +30,70 @@ def training_stack_config(project: Project, stack: str) -> dict[str, Any]:
     kind = config.get("mlinfra:kind")
     if kind != "training":
         allowed = ", ".join(training_stacks(project)) or "none in stacks/"
-        raise InputError(Problem("--stack", f"'{stack}' is a {kind or 'kind-less'} stack; "
-                                            f"this command takes a training stack: {allowed}"))
+        raise InputError(
+            Problem(
+                "--stack", f"'{stack}' is a {kind or 'kind-less'} stack; this command takes a training stack: {allowed}"
+            )
+        )
     return config
 
 
 @dataclass(frozen=True)
 class RunSubject:
     """What `run` and `teardown` need of a training stack that differs between the clouds."""
+
     cloud: Literal["aws", "gcp"]
     run_id: str
     machine_type: str
     node_count: int
-    hourly_price: Optional[float]          # per node, on demand; None when the catalog has no sourced price
+    hourly_price: float | None  # per node, on demand; None when the catalog has no sourced price
     lifecycle: LifecycleSpec
-    data_bucket: Optional[str] = None      # GCP: where the markers are (the config's dataBucket); AWS: the registry's
+    data_bucket: str | None = None  # GCP: where the markers are (the config's dataBucket); AWS: the registry's
 
     def cap(self, expires_at: str) -> str:
         """What stops the spend at expires-at when nobody runs the teardown, and what does not."""
         if self.cloud == "aws":
             return f"its run guard stops the compute at expires-at {expires_at} at the latest"
-        return (f"Compute Engine deletes its running nodes at expires-at {expires_at} at the latest, but its file "
-                "system and networks bill until the teardown (there is no run guard on GCP)")
+        return (
+            f"Compute Engine deletes its running nodes at expires-at {expires_at} at the latest, but its file "
+            "system and networks bill until the teardown (there is no run guard on GCP)"
+        )
 
     def kept_until(self, expires_at: str) -> str:
         if self.cloud == "aws":
             return f"until expires-at {expires_at}"
-        return (f"(its running nodes until expires-at {expires_at}; its file system and networks until the teardown, "
-                "however long that is)")
+        return (
+            f"(its running nodes until expires-at {expires_at}; its file system and networks until the teardown, "
+            "however long that is)"
+        )
 
     @property
     def on_expiry(self) -> str:
-        return ("the run guard terminates the nodes and exports the checkpoints" if self.cloud == "aws"
-                else "Compute Engine deletes the running nodes; the teardown exports the checkpoints")
+        return (
+            "the run guard terminates the nodes and exports the checkpoints"
+            if self.cloud == "aws"
+            else "Compute Engine deletes the running nodes; the teardown exports the checkpoints"
+        )
 
 
 def run_subject(config: Any) -> RunSubject:
     """From a loaded training config (`TrainingStackConfig` or `GcpTrainingStackConfig`)."""
     spec = config.training
     if getattr(config, "cloud", "aws") == "gcp":
-        return RunSubject("gcp", spec.run_id, spec.machine_type, spec.node_count, gcp_price(spec.machine_type),
-                          spec.lifecycle, data_bucket=spec.data_bucket)
-    return RunSubject("aws", spec.run_id, spec.instance_type, spec.node_count, aws_price(spec.instance_type),
-                      spec.lifecycle)
+        return RunSubject(
+            "gcp",
+            spec.run_id,
+            spec.machine_type,
+            spec.node_count,
+            gcp_price(spec.machine_type),
+            spec.lifecycle,
+            data_bucket=spec.data_bucket,
+        )
+    return RunSubject(
+        "aws", spec.run_id, spec.instance_type, spec.node_count, aws_price(spec.instance_type), spec.lifecycle
+    )
 
 
-def marker_bucket(outputs: dict[str, Any]) -> Optional[str]:
+def marker_bucket(outputs: dict[str, Any]) -> str | None:
     """Where a deployed training stack's nodes write their markers, from its outputs."""
     return outputs.get("registryBucket") or outputs.get("dataBucket") or None

@@ -6,17 +6,19 @@ interrupted at any point and run again finishes. The stack is removed only when 
 nothing left with the run's tag (looking again for a few minutes while the cloud finishes deleting); on any
 problem it is kept, so the next run can pick up from there.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from infra.core.errors import InputError, Problem
-from infra.ops.runtime import Runtime, iso, span
-from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
 from infra.ops.lifecycle.ports import RunCloud, StackOps, StackOpsError, StoppedCompute
 from infra.ops.lifecycle.target import marker_bucket
+from infra.ops.runtime import Runtime, iso, span
+from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
 
 # Destroy failures that go away on their own once the cloud has finished releasing what held the resource.
 TRANSIENT_DESTROY_FAILURES = (
@@ -32,6 +34,7 @@ TRANSIENT_DESTROY_FAILURES = (
 @dataclass(frozen=True)
 class Backoff:
     """Destroy retries: 30 s, 1, 2, 4 min, then every 5 min; about 22 minutes in all by default."""
+
     attempts: int = 8
     first_seconds: float = 30
     factor: float = 2
@@ -46,19 +49,21 @@ class AuditRetry:
     """Right after a destroy the audit may still list what the cloud is deleting (network interfaces of a file
     system, a log group): look again after these pauses before calling anything a leftover. 4 looks
     over 5 minutes by default."""
+
     pauses: Sequence[float] = (60, 90, 150)
 
 
 @dataclass(frozen=True)
 class RunFacts:
     """What teardown needs to know about the stack's run."""
+
     run_id: str
-    bucket: Optional[str]       # where the markers are (the registry, or GCP's data bucket), from the outputs
+    bucket: str | None  # where the markers are (the registry, or GCP's data bucket), from the outputs
     export_checkpoints: bool
     file_system_ids: tuple[str, ...] = ()  # the stack's own record of its file system (outputs)
 
 
-def transient_destroy_failure(output: str) -> Optional[str]:
+def transient_destroy_failure(output: str) -> str | None:
     """Why a failed destroy is worth retrying, or None when it is not a known transient failure."""
     for code, reason in TRANSIENT_DESTROY_FAILURES:
         if code in output:
@@ -84,9 +89,12 @@ def run_facts(stack: str, config: dict[str, Any], outputs: dict[str, Any]) -> Ru
         raise InputError(Problem("mlinfra:training.runId", f"stack {stack!r} has no run id in its outputs or config"))
     lifecycle = lifecycle_config(config)
     file_system = outputs.get("lustreFileSystemId") or outputs.get("lustreInstanceId")
-    return RunFacts(run_id=run_id, bucket=marker_bucket(outputs),
-                    export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False,
-                    file_system_ids=(file_system,) if isinstance(file_system, str) and file_system else ())
+    return RunFacts(
+        run_id=run_id,
+        bucket=marker_bucket(outputs),
+        export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False,
+        file_system_ids=(file_system,) if isinstance(file_system, str) and file_system else (),
+    )
 
 
 def export_since(stopped: StoppedCompute, rt: Runtime) -> str:
@@ -97,10 +105,18 @@ def export_since(stopped: StoppedCompute, rt: Runtime) -> str:
     return stopped.stopped_at or iso(rt.now())
 
 
-def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_id: Optional[str] = None,
-             backoff: Backoff = Backoff(), audit_retry: AuditRetry = AuditRetry(),
-             on_phase: Callable[[str], None] = lambda phase: None,
-             engine_output: Optional[Callable[[str], None]] = None) -> int:
+def teardown(
+    stack: str,
+    stacks: StackOps,
+    cloud: RunCloud,
+    rt: Runtime,
+    *,
+    run_id: str | None = None,
+    backoff: Backoff = Backoff(),
+    audit_retry: AuditRetry = AuditRetry(),
+    on_phase: Callable[[str], None] = lambda phase: None,
+    engine_output: Callable[[str], None] | None = None,
+) -> int:
     """Tear `stack` down; 0 when nothing is left, 1 when a step found a problem (the stack is kept).
     `run_id` (from the stack file) is audited when the stack no longer exists. The engine's output of
     the destroy is printed indented unless `engine_output` takes it."""
@@ -117,8 +133,11 @@ def teardown(stack: str, stacks: StackOps, cloud: RunCloud, rt: Runtime, *, run_
     on_phase("tearing down")
     stopped = cloud.stop_compute(facts.run_id)
     since = export_since(stopped, rt)  # every instance is gone: an export created from then on sees every write
-    rt.say(f"compute: terminated {len(stopped.instance_ids)} instance(s) of run {facts.run_id}" if stopped.instance_ids
-           else f"compute: no instance of run {facts.run_id} running")
+    rt.say(
+        f"compute: terminated {len(stopped.instance_ids)} instance(s) of run {facts.run_id}"
+        if stopped.instance_ids
+        else f"compute: no instance of run {facts.run_id} running"
+    )
     on_phase("exporting")
     if not _checkpoints_safe(stack, facts, cloud, since, rt):
         return 1
@@ -152,24 +171,30 @@ def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, 
             rt.say("checkpoints: no file system left to export from")
             return True
         if status.state == "failed":
-            rt.say(f"checkpoints: export failed{task}: {status.detail or 'no detail'}; nothing was destroyed, "
-                   f"fix it and run `python -m infra teardown --stack {stack}` again")
+            rt.say(
+                f"checkpoints: export failed{task}: {status.detail or 'no detail'}; nothing was destroyed, "
+                f"fix it and run `python -m infra teardown --stack {stack}` again"
+            )
             return False
         waited = rt.now() - started
         # "deleting": the file system is being deleted (on AWS by the guard, after its export); destroying now
         # would fail on the network resources it still holds, so wait until it is gone.
-        doing = ("exported; the file system is being deleted" if status.state == "deleting"
-                 else f"export {status.state}{task}")
+        doing = (
+            "exported; the file system is being deleted"
+            if status.state == "deleting"
+            else f"export {status.state}{task}"
+        )
         if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
-            rt.say(f"checkpoints: {doing}, still after {span(waited)}; nothing was destroyed, "
-                   f"run `python -m infra teardown --stack {stack}` again to keep waiting")
+            rt.say(
+                f"checkpoints: {doing}, still after {span(waited)}; nothing was destroyed, "
+                f"run `python -m infra teardown --stack {stack}` again to keep waiting"
+            )
             return False
         rt.say(f"checkpoints: {doing}, {span(waited)} so far")
         rt.sleep(EXPORT_POLL_SECONDS)
 
 
-def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff,
-             engine_output: Callable[[str], None]) -> bool:
+def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff, engine_output: Callable[[str], None]) -> bool:
     for attempt in range(1, backoff.attempts + 1):
         try:
             stacks.destroy(stack, engine_output)
@@ -179,12 +204,16 @@ def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff,
                 rt.say(f"destroy: failed: {_error_lines(error.output)}; the stack is kept")
                 return False
             if attempt == backoff.attempts:
-                rt.say(f"destroy: still failing after {attempt} attempts ({reason}); the stack is kept, "
-                       f"run `python -m infra teardown --stack {stack}` again later")
+                rt.say(
+                    f"destroy: still failing after {attempt} attempts ({reason}); the stack is kept, "
+                    f"run `python -m infra teardown --stack {stack}` again later"
+                )
                 return False
             delay = backoff.delay(attempt)
-            rt.say(f"destroy: {reason}; retrying in {span(timedelta(seconds=delay))} "
-                   f"(attempt {attempt + 1} of {backoff.attempts})")
+            rt.say(
+                f"destroy: {reason}; retrying in {span(timedelta(seconds=delay))} "
+                f"(attempt {attempt + 1} of {backoff.attempts})"
+            )
             rt.sleep(delay)
             continue
         rt.say(f"destroy: stack {stack} holds no resources")
@@ -203,8 +232,10 @@ def _audit_clean(stack: str, cloud: RunCloud, run_id: str, rt: Runtime, retry: A
             return True
         if pause is None:
             break
-        rt.say(f"audit: {len(leftovers)} resource(s) of run {run_id} still listed, the cloud may still be deleting "
-               f"them; looking again in {span(timedelta(seconds=pause))} (look {look + 1} of {looks})")
+        rt.say(
+            f"audit: {len(leftovers)} resource(s) of run {run_id} still listed, the cloud may still be deleting "
+            f"them; looking again in {span(timedelta(seconds=pause))} (look {look + 1} of {looks})"
+        )
         rt.sleep(pause)
     rt.say(f"audit: {len(leftovers)} resource(s) still belong to run {run_id}; stack {stack} is kept:")
     for leftover in leftovers:

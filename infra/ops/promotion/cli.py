@@ -1,5 +1,6 @@
 """The promotion verbs of `python -m infra`: promote, rollback. The handlers build the real adapters
 (Automation API, boto3, kubectl) and hand over to `promote.promote` / `promote.rollback`."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,21 +8,31 @@ import contextlib
 import json
 import os
 import tempfile
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from infra.ops.promotion.recipes import VARIANTS
 from infra.ops.runtime import terminal_runtime
 
 
 def add_promotion_parsers(verbs: Any) -> None:
-    promote = verbs.add_parser("promote", help="convert a finished run's checkpoint, register a version, move an alias, roll out")
-    promote.add_argument("--run-id", required=True, help="training run whose final checkpoint is promoted (needs runs/<id>/_SUCCESS)")
+    promote = verbs.add_parser(
+        "promote", help="convert a finished run's checkpoint, register a version, move an alias, roll out"
+    )
+    promote.add_argument(
+        "--run-id", required=True, help="training run whose final checkpoint is promoted (needs runs/<id>/_SUCCESS)"
+    )
     promote.add_argument("--model", required=True, help="model name in the registry (models/<name>/)")
     promote.add_argument("--version", required=True, help="new, never used version (versions are immutable)")
-    promote.add_argument("--variants", default="neuron,cuda", help=f"comma-separated, from {', '.join(VARIANTS)} (default: neuron,cuda)")
-    promote.add_argument("--checkpoint", metavar="PREFIX",
-                         help="checkpoint to promote, a prefix under checkpoints/<run-id>/ (default: the highest "
-                              "step-N/checkpoint-N/ckpt-N/global_stepN directory, else the run's root)")
+    promote.add_argument(
+        "--variants", default="neuron,cuda", help=f"comma-separated, from {', '.join(VARIANTS)} (default: neuron,cuda)"
+    )
+    promote.add_argument(
+        "--checkpoint",
+        metavar="PREFIX",
+        help="checkpoint to promote, a prefix under checkpoints/<run-id>/ (default: the highest "
+        "step-N/checkpoint-N/ckpt-N/global_stepN directory, else the run's root)",
+    )
     _common(promote)
     promote.add_argument("--dry-run", action="store_true", help="check and print the plan; start and write nothing")
     promote.set_defaults(handler=_promote)
@@ -34,21 +45,33 @@ def add_promotion_parsers(verbs: Any) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alias", default="production", help="alias to move (default: production)")
-    parser.add_argument("--stack", "-s", required=True,
-                        help="serving stack whose model entry follows the alias (its config is changed and `pulumi up` "
-                             "run)")
+    parser.add_argument(
+        "--stack",
+        "-s",
+        required=True,
+        help="serving stack whose model entry follows the alias (its config is changed and `pulumi up` run)",
+    )
 
 
 def _promote(args: argparse.Namespace) -> int:
     from infra.ops.promotion import promote, request
 
-    req = request.promotion(args.run_id, args.model, args.version, args.variants, args.alias, args.stack,
-                            args.checkpoint)
+    req = request.promotion(
+        args.run_id, args.model, args.version, args.variants, args.alias, args.stack, args.checkpoint
+    )
     _serving_stack_file(args.stack)
     stacks = _stacks()
     with _kubeconfig_dir() as directory:
-        return _reporting(lambda: promote.promote(req, stacks, _store, lambda stack: _jobs(stacks, stack, directory),
-                                                  terminal_runtime(), dry_run=args.dry_run))
+        return _reporting(
+            lambda: promote.promote(
+                req,
+                stacks,
+                _store,
+                lambda stack: _jobs(stacks, stack, directory),
+                terminal_runtime(),
+                dry_run=args.dry_run,
+            )
+        )
 
 
 def _rollback(args: argparse.Namespace) -> int:
@@ -67,7 +90,9 @@ def _serving_stack_file(stack: str) -> None:
 
     kind = stack_config(load_project(), stack).get("mlinfra:kind")
     if kind != "serving":
-        raise InputError(Problem("--stack", f"'{stack}' is a {kind or 'kind-less'} stack; promotion takes a serving stack"))
+        raise InputError(
+            Problem("--stack", f"'{stack}' is a {kind or 'kind-less'} stack; promotion takes a serving stack")
+        )
 
 
 def _stacks():

@@ -9,40 +9,42 @@ no _FAILED, does the alias move (If-Match on the alias object), and then the ser
 following the alias gets the version (one config change) and `up` rolls its servers. Rollback moves the
 alias back, to a version that is servable only, and does the same with the version it restores.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable, Optional
 
-from infra.registry import layout as registry_layout
 from infra.core.errors import InputError, Problem
-from infra.ops.runtime import Runtime, iso, span
 from infra.ops.lifecycle.ports import StackOps, StackOpsError
 from infra.ops.progress import StatusLine
-from infra.serving.aws import converter_access as access
-from infra.ops.promotion import sizing
 from infra.ops.promotion import jobs as job_objects
-from infra.ops.promotion import registry
+from infra.ops.promotion import registry, sizing
 from infra.ops.promotion.ports import Conflict, Jobs, JobState, ObjectStore
 from infra.ops.promotion.recipes import RECIPES
 from infra.ops.promotion.request import Promotion, Rollback
 from infra.ops.promotion.serving import ServingTarget, job_access, serving_target
+from infra.ops.runtime import Runtime, iso, span
+from infra.registry import layout as registry_layout
+from infra.serving.aws import converter_access as access
 
 POLL_SECONDS = 30
 WAIT_LIMIT_SECONDS = job_objects.DEADLINE_SECONDS + 600  # the Jobs' own deadline fails them before this
-UNSCHEDULABLE_LIMIT = timedelta(minutes=30)               # a pod nobody can place (nor scale up for) fails
-StoreFor = Callable[[str, str], ObjectStore]               # (bucket, region) -> store
-JobsFor = Callable[[str], Jobs]                             # serving stack -> its cluster's Jobs
+UNSCHEDULABLE_LIMIT = timedelta(minutes=30)  # a pod nobody can place (nor scale up for) fails
+StoreFor = Callable[[str, str], ObjectStore]  # (bucket, region) -> store
+JobsFor = Callable[[str], Jobs]  # serving stack -> its cluster's Jobs
 FINISHED = ("succeeded", "failed")
 
 
-def promote(req: Promotion, stacks: StackOps, store_for: StoreFor, jobs_for: JobsFor, rt: Runtime,
-            dry_run: bool = False) -> int:
+def promote(
+    req: Promotion, stacks: StackOps, store_for: StoreFor, jobs_for: JobsFor, rt: Runtime, dry_run: bool = False
+) -> int:
     target = serving_target(stacks, req.stack, req.model, req.alias)
     served = target.served_variant()
     if served is not None and served not in req.variants:
-        raise InputError(Problem("--variants", f"stack {req.stack} serves the {served} artefact of {req.model}; "
-                                               f"include {served}"))
+        raise InputError(
+            Problem("--variants", f"stack {req.stack} serves the {served} artefact of {req.model}; include {served}")
+        )
     role_arn, bucket_arn, key_arn = job_access(target)
     store = store_for(target.bucket, target.region)
     marker = registry.check_run(store, req.run_id)
@@ -51,26 +53,50 @@ def promote(req: Promotion, stacks: StackOps, store_for: StoreFor, jobs_for: Job
     current = registry.read_alias(store, req.model, req.alias)
     sizes = _sizes(req, target, checkpoint)
     ns = target.config.serving.namespace
-    objects = {variant: job_objects.conversion_objects(
-        bucket=store.bucket, bucket_arn=bucket_arn, key_arn=key_arn, role_arn=role_arn, region=target.region, ns=ns,
-        checkpoint=checkpoint.prefix, model=req.model, version=req.version, variant=variant, run_id=req.run_id,
-        resources=sizes[variant])
-        for variant in req.variants}  # all built (and their session policies checked) before any starts
+    objects = {
+        variant: job_objects.conversion_objects(
+            bucket=store.bucket,
+            bucket_arn=bucket_arn,
+            key_arn=key_arn,
+            role_arn=role_arn,
+            region=target.region,
+            ns=ns,
+            checkpoint=checkpoint.prefix,
+            model=req.model,
+            version=req.version,
+            variant=variant,
+            run_id=req.run_id,
+            resources=sizes[variant],
+        )
+        for variant in req.variants
+    }  # all built (and their session policies checked) before any starts
     _print_plan(rt, req, target, checkpoint, current.version if current else None, sizes)
     if dry_run:
         rt.say("dry run: nothing was started or written")
         return 0
 
     names = {v: job_objects.job_name(req.model, req.version, v) for v in req.variants}
-    claim = registry.claim_version(store, req.model, req.version, {
-        "run": req.run_id, "variants": list(req.variants), "started_at": iso(rt.now()),
-        "checkpoint": f"s3://{store.bucket}/{checkpoint.prefix}"})
+    claim = registry.claim_version(
+        store,
+        req.model,
+        req.version,
+        {
+            "run": req.run_id,
+            "variants": list(req.variants),
+            "started_at": iso(rt.now()),
+            "checkpoint": f"s3://{store.bucket}/{checkpoint.prefix}",
+        },
+    )
     rt.say(f"claimed {claim}")
-    source = {"runId": req.run_id, "checkpoint": f"s3://{store.bucket}/{checkpoint.prefix}",
-              "checkpointBytes": checkpoint.size, "marker": marker}
-    states: dict[str, JobState] = {}   # variants whose Job this promotion created, and their last state
+    source = {
+        "runId": req.run_id,
+        "checkpoint": f"s3://{store.bucket}/{checkpoint.prefix}",
+        "checkpointBytes": checkpoint.size,
+        "marker": marker,
+    }
+    states: dict[str, JobState] = {}  # variants whose Job this promotion created, and their last state
     failures: dict[str, str] = {}
-    cluster: Optional[Jobs] = None
+    cluster: Jobs | None = None
     try:
         cluster = jobs_for(req.stack)
         for variant in req.variants:
@@ -92,9 +118,18 @@ def promote(req: Promotion, stacks: StackOps, store_for: StoreFor, jobs_for: Job
                 continue
             prefix = job_objects.artefact_prefix(req.model, req.version, variant)
             try:
-                manifest = registry.build_manifest(store, prefix, source, {
-                    "model": req.model, "version": req.version, "job": names[variant], "createdAt": iso(rt.now()),
-                    **job_objects.manifest_facts(RECIPES[variant])})
+                manifest = registry.build_manifest(
+                    store,
+                    prefix,
+                    source,
+                    {
+                        "model": req.model,
+                        "version": req.version,
+                        "job": names[variant],
+                        "createdAt": iso(rt.now()),
+                        **job_objects.manifest_facts(RECIPES[variant]),
+                    },
+                )
             except ValueError as error:
                 failures[variant] = str(error)
                 continue
@@ -108,22 +143,33 @@ def promote(req: Promotion, stacks: StackOps, store_for: StoreFor, jobs_for: Job
         raise
     if failures:
         _mark_version_failed(store, req, rt, failures)
-        rt.say(f"promotion failed: {req.model}@{req.alias} stays at {current.version if current else 'nothing'}; "
-               f"serving unchanged; {registry_layout.model_prefix(req.model, req.version)} is marked failed "
-               "(versions are immutable: promote again to a new version)")
+        rt.say(
+            f"promotion failed: {req.model}@{req.alias} stays at {current.version if current else 'nothing'}; "
+            f"serving unchanged; {registry_layout.model_prefix(req.model, req.version)} is marked failed "
+            "(versions are immutable: promote again to a new version)"
+        )
         return 1
 
     _check_servable(store, req.model, req.version, list(req.variants), "--version")  # a _FAILED since?
     try:
         moved = registry.move_alias(store, req.model, req.alias, req.version, iso(rt.now()), runId=req.run_id)
     except Conflict as error:
-        rt.say(f"error: {error}; version {req.version} is complete but {req.model}@{req.alias} did not move; "
-               "serving unchanged")
+        rt.say(
+            f"error: {error}; version {req.version} is complete but {req.model}@{req.alias} did not move; "
+            "serving unchanged"
+        )
         return 1
-    rt.say(f"moved {registry.alias_key(req.model, req.alias)}: {req.model}@{req.alias} = {moved.version}"
-           + (f" (was {moved.previous[-1]})" if moved.previous else ""))
-    return _roll_out(stacks, target, req.version, rt, undo=f"python -m infra rollback --model {req.model} "
-                     f"--alias {req.alias} --stack {req.stack}")
+    rt.say(
+        f"moved {registry.alias_key(req.model, req.alias)}: {req.model}@{req.alias} = {moved.version}"
+        + (f" (was {moved.previous[-1]})" if moved.previous else "")
+    )
+    return _roll_out(
+        stacks,
+        target,
+        req.version,
+        rt,
+        undo=f"python -m infra rollback --model {req.model} --alias {req.alias} --stack {req.stack}",
+    )
 
 
 def rollback(req: Rollback, stacks: StackOps, store_for: StoreFor, rt: Runtime) -> int:
@@ -132,18 +178,25 @@ def rollback(req: Rollback, stacks: StackOps, store_for: StoreFor, rt: Runtime) 
     served = target.served_variant()
     variants = [served] if served else []
     before, after = registry.roll_back_alias(
-        store, req.model, req.alias, iso(rt.now()),
-        check=lambda version: _check_servable(store, req.model, version, variants, "--alias"))
-    rt.say(f"moved {registry.alias_key(req.model, req.alias)}: {req.model}@{req.alias} = {after.version} "
-           f"(was {before.version})")
+        store,
+        req.model,
+        req.alias,
+        iso(rt.now()),
+        check=lambda version: _check_servable(store, req.model, version, variants, "--alias"),
+    )
+    rt.say(
+        f"moved {registry.alias_key(req.model, req.alias)}: {req.model}@{req.alias} = {after.version} "
+        f"(was {before.version})"
+    )
     return _roll_out(stacks, target, after.version, rt, undo=None)
 
 
 def _check_servable(store: ObjectStore, model: str, version: str, variants: list[str], flag: str) -> None:
     problems = registry.servable_problems(store, model, version, variants)
     if problems:
-        raise InputError(Problem(flag, f"{model} version {version} cannot be served: {'; '.join(problems)}; "
-                                       "the alias was not moved"))
+        raise InputError(
+            Problem(flag, f"{model} version {version} cannot be served: {'; '.join(problems)}; the alias was not moved")
+        )
 
 
 def _sizes(req: Promotion, target: ServingTarget, checkpoint: registry.Checkpoint) -> dict[str, sizing.Resources]:
@@ -153,8 +206,9 @@ def _sizes(req: Promotion, target: ServingTarget, checkpoint: registry.Checkpoin
         recipe = RECIPES[variant]
         pool = getattr(target.config.serving.node_pools, recipe.accelerator)
         sizes[variant] = sizing.conversion_resources(recipe, checkpoint.size)
-        problem = sizing.fit_problem(variant, recipe.accelerator, pool.instance_types, pool.disk_gib, sizes[variant],
-                                     checkpoint.size)
+        problem = sizing.fit_problem(
+            variant, recipe.accelerator, pool.instance_types, pool.disk_gib, sizes[variant], checkpoint.size
+        )
         if problem:
             problems.append(problem)
     if problems:
@@ -162,7 +216,7 @@ def _sizes(req: Promotion, target: ServingTarget, checkpoint: registry.Checkpoin
     return sizes
 
 
-def _roll_out(stacks: StackOps, target: ServingTarget, version: str, rt: Runtime, undo: Optional[str]) -> int:
+def _roll_out(stacks: StackOps, target: ServingTarget, version: str, rt: Runtime, undo: str | None) -> int:
     if target.follower is None:
         rt.say(f"no model in stack {target.stack} follows this alias; serving unchanged")
         return 0
@@ -174,12 +228,16 @@ def _roll_out(stacks: StackOps, target: ServingTarget, version: str, rt: Runtime
     display = StatusLine(rt)
     started = rt.now()
     try:
-        stacks.up(target.stack, lambda line: display.show("up", f"up | {span(rt.now() - started)} | {line.strip()[:100]}"))
+        stacks.up(
+            target.stack, lambda line: display.show("up", f"up | {span(rt.now() - started)} | {line.strip()[:100]}")
+        )
     except StackOpsError as error:
         display.end()
         rt.say(f"error: {error}")
-        rt.say(f"the alias has moved but stack {target.stack} is not rolled out; fix and run `pulumi up -s "
-               f"{target.stack}`" + (f", or undo with `{undo}`" if undo else ""))
+        rt.say(
+            f"the alias has moved but stack {target.stack} is not rolled out; fix and run `pulumi up -s "
+            f"{target.stack}`" + (f", or undo with `{undo}`" if undo else "")
+        )
         rt.say(commit_hint(target.stack))
         return 1
     display.end()
@@ -191,8 +249,10 @@ def _roll_out(stacks: StackOps, target: ServingTarget, version: str, rt: Runtime
 def commit_hint(stack: str) -> str:
     """The config change lives in the stack file: uncommitted, the next `pulumi up` from git reverts it."""
     path = f"stacks/Pulumi.{stack}.yaml"
-    return (f"{path} was rewritten: commit it (git commit {path}), or the next `pulumi up` from a checkout "
-            "puts the previous version back")
+    return (
+        f"{path} was rewritten: commit it (git commit {path}), or the next `pulumi up` from a checkout "
+        "puts the previous version back"
+    )
 
 
 def _wait(cluster: Jobs, ns: str, names: dict[str, str], states: dict[str, JobState], rt: Runtime) -> set[str]:
@@ -213,14 +273,19 @@ def _wait(cluster: Jobs, ns: str, names: dict[str, str], states: dict[str, JobSt
                 since = unschedulable_since.setdefault(variant, now)
                 if now - since >= UNSCHEDULABLE_LIMIT:
                     stuck.add(variant)
-                    state = JobState("failed", f"its pod could not be scheduled for {span(now - since)}, and the "
-                                               f"cluster autoscaler added no node for it: {state.unschedulable}")
+                    state = JobState(
+                        "failed",
+                        f"its pod could not be scheduled for {span(now - since)}, and the "
+                        f"cluster autoscaler added no node for it: {state.unschedulable}",
+                    )
             else:
                 unschedulable_since.pop(variant, None)
             states[variant] = state
         elapsed = rt.now() - started
-        display.show(",".join(s.state + ("!" if s.unschedulable else "") for s in states.values()),
-                     f"converting | {span(elapsed)} | " + ", ".join(_shown(v, s) for v, s in states.items()))
+        display.show(
+            ",".join(s.state + ("!" if s.unschedulable else "") for s in states.values()),
+            f"converting | {span(elapsed)} | " + ", ".join(_shown(v, s) for v, s in states.items()),
+        )
         if all(s.state in FINISHED for s in states.values()) or any(s.state == "failed" for s in states.values()):
             display.end()
             return stuck
@@ -238,8 +303,14 @@ def _shown(variant: str, state: JobState) -> str:
     return f"{variant} {state.state}"
 
 
-def _stop(cluster: Jobs, ns: str, names: dict[str, str], states: dict[str, JobState], rt: Runtime,
-          stuck: frozenset[str] | set[str] = frozenset()) -> None:
+def _stop(
+    cluster: Jobs,
+    ns: str,
+    names: dict[str, str],
+    states: dict[str, JobState],
+    rt: Runtime,
+    stuck: frozenset[str] | set[str] = frozenset(),
+) -> None:
     """Delete the Jobs this promotion created that have not finished, and the `stuck` ones (finished Jobs
     hold no node and keep their logs until their TTL). Deleting a Job deletes nothing in the registry."""
     for variant, state in states.items():
@@ -247,9 +318,11 @@ def _stop(cluster: Jobs, ns: str, names: dict[str, str], states: dict[str, JobSt
             continue
         try:
             cluster.delete(ns, names[variant])
-        except Exception as error:  # noqa: BLE001 keep stopping the others
-            rt.say(f"could not delete job {ns}/{names[variant]}: {error}; delete it with `kubectl delete job "
-                   f"{names[variant]} -n {ns}`")
+        except Exception as error:
+            rt.say(
+                f"could not delete job {ns}/{names[variant]}: {error}; delete it with `kubectl delete job "
+                f"{names[variant]} -n {ns}`"
+            )
             continue
         rt.say(f"deleted job {ns}/{names[variant]} ({variant} was {'stuck' if variant in stuck else state.state})")
         states[variant] = JobState("failed", f"deleted ({state.state})")  # stopped: not deleted twice
@@ -261,37 +334,61 @@ def _mark_version_failed(store: ObjectStore, req: Promotion, rt: Runtime, failur
     at = iso(rt.now())
     for variant in req.variants:
         reason = failures.get(variant) or f"version {req.version} failed: {', '.join(sorted(failures))} failed"
-        key = registry.mark_failed(store, job_objects.artefact_prefix(req.model, req.version, variant), reason, at,
-                                   runId=req.run_id)
+        key = registry.mark_failed(
+            store, job_objects.artefact_prefix(req.model, req.version, variant), reason, at, runId=req.run_id
+        )
         if variant in failures:
             rt.say(f"variant {variant} failed: {reason}; marked {key}")
         else:
             rt.say(f"marked {key} (the version failed)")
-    registry.mark_failed(store, registry_layout.model_prefix(req.model, req.version),
-                         f"variants failed: {', '.join(sorted(failures))}", at, runId=req.run_id,
-                         variants=dict(sorted(failures.items())))
+    registry.mark_failed(
+        store,
+        registry_layout.model_prefix(req.model, req.version),
+        f"variants failed: {', '.join(sorted(failures))}",
+        at,
+        runId=req.run_id,
+        variants=dict(sorted(failures.items())),
+    )
 
 
-def _print_plan(rt: Runtime, req: Promotion, target: ServingTarget, checkpoint: registry.Checkpoint,
-                current: Optional[str], sizes: dict[str, sizing.Resources]) -> None:
+def _print_plan(
+    rt: Runtime,
+    req: Promotion,
+    target: ServingTarget,
+    checkpoint: registry.Checkpoint,
+    current: str | None,
+    sizes: dict[str, sizing.Resources],
+) -> None:
     ns = target.config.serving.namespace
     rt.say(f"promote run {req.run_id} -> {req.model} version {req.version} (registry s3://{target.bucket})")
-    rt.say(f"  checkpoint: {checkpoint.prefix} ({checkpoint.objects} objects, {checkpoint.size:,} bytes); "
-           f"runs/{req.run_id}/_SUCCESS present")
+    rt.say(
+        f"  checkpoint: {checkpoint.prefix} ({checkpoint.objects} objects, {checkpoint.size:,} bytes); "
+        f"runs/{req.run_id}/_SUCCESS present"
+    )
     for variant in req.variants:
         recipe = RECIPES[variant]
         prefix = job_objects.artefact_prefix(req.model, req.version, variant)
         size = sizes[variant]
-        rt.say(f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {recipe.accelerator} "
-               f"({recipe.resource}: 1, cpu {size.cpu:g}, memory {size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), "
-               f"image {recipe.image}; reads {checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}")
-    rt.say(f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "
-           "by a session policy to read its checkpoint run and write its variant prefix only")
-    rt.say(f"  first: claim {registry_layout.model_prefix(req.model, req.version)}{registry.PROMOTION} (only if absent)")
-    rt.say(f"  then, only if every variant succeeded: {registry.alias_key(req.model, req.alias)} "
-           f"{current or '(new)'} -> {req.version}")
+        rt.say(
+            f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {recipe.accelerator} "
+            f"({recipe.resource}: 1, cpu {size.cpu:g}, memory {size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), "
+            f"image {recipe.image}; reads {checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
+        )
+    rt.say(
+        f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "
+        "by a session policy to read its checkpoint run and write its variant prefix only"
+    )
+    rt.say(
+        f"  first: claim {registry_layout.model_prefix(req.model, req.version)}{registry.PROMOTION} (only if absent)"
+    )
+    rt.say(
+        f"  then, only if every variant succeeded: {registry.alias_key(req.model, req.alias)} "
+        f"{current or '(new)'} -> {req.version}"
+    )
     if target.follower is None:
         rt.say(f"  serving: no model in stack {req.stack} follows {req.model}@{req.alias}; unchanged")
     else:
-        rt.say(f"  serving: {target.version_path} {target.served_version()} -> {req.version} in stack "
-               f"{req.stack} (rewrites stacks/Pulumi.{req.stack}.yaml), then pulumi up")
+        rt.say(
+            f"  serving: {target.version_path} {target.served_version()} -> {req.version} in stack "
+            f"{req.stack} (rewrites stacks/Pulumi.{req.stack}.yaml), then pulumi up"
+        )

@@ -14,30 +14,32 @@
   read (If-Match on its ETag; re-read and retried when another writer came first);
 - a version is served only when it has a manifest for the served variant and no _FAILED anywhere.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
-from infra.registry import layout as registry_layout
 from infra.core.errors import InputError, Problem
 from infra.ops.promotion.ports import Conflict, ObjectStore, StoredObject
+from infra.registry import layout as registry_layout
 
-REPORT = "conversion.json"    # written by the conversion job, last
+REPORT = "conversion.json"  # written by the conversion job, last
 MANIFEST = "manifest.json"
 FAILED = "_FAILED"
-PROMOTION = "_PROMOTION"      # the claim on a version, written before any Job starts
+PROMOTION = "_PROMOTION"  # the claim on a version, written before any Job starts
 STEP_DIR = re.compile(r"(?:step|checkpoint|ckpt|global_step)[-_]?(\d+)")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-ALIAS_ATTEMPTS = 5            # conditional alias writes tried before giving up
+ALIAS_ATTEMPTS = 5  # conditional alias writes tried before giving up
 _IMMUTABLE = "versions are immutable: promote to a new version"
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    prefix: str               # checkpoints/<run-id>/<step>/ (or the run's prefix when it has no steps)
+    prefix: str  # checkpoints/<run-id>/<step>/ (or the run's prefix when it has no steps)
     objects: int
     size: int
 
@@ -49,16 +51,26 @@ def check_run(store: ObjectStore, run_id: str) -> dict[str, Any]:
     if failed is not None:
         code = _json(failed).get("exit_code")
         detail = f" (exit code {code})" if code is not None else ""
-        raise InputError(Problem("--run-id", f"run {run_id} failed{detail}: {runs}_FAILED is in the registry; "
-                                             "only a run with _SUCCESS can be promoted"))
+        raise InputError(
+            Problem(
+                "--run-id",
+                f"run {run_id} failed{detail}: {runs}_FAILED is in the registry; "
+                "only a run with _SUCCESS can be promoted",
+            )
+        )
     success = store.get(runs + "_SUCCESS")
     if success is None:
-        raise InputError(Problem("--run-id", f"run {run_id} has no {runs}_SUCCESS in the registry: it is "
-                                             "unfinished or never ran; only a run with _SUCCESS can be promoted"))
+        raise InputError(
+            Problem(
+                "--run-id",
+                f"run {run_id} has no {runs}_SUCCESS in the registry: it is "
+                "unfinished or never ran; only a run with _SUCCESS can be promoted",
+            )
+        )
     return _json(success)
 
 
-def final_checkpoint(store: ObjectStore, run_id: str, explicit: Optional[str] = None) -> Checkpoint:
+def final_checkpoint(store: ObjectStore, run_id: str, explicit: str | None = None) -> Checkpoint:
     """The checkpoint to promote: `explicit` (a prefix under checkpoints/<run-id>/), else the highest-numbered
     step directory (step-1000 after step-900; other directories such as runs/ or final/ never count), else
     the run's root when weight files lie there. InputError when there is none."""
@@ -68,17 +80,23 @@ def final_checkpoint(store: ObjectStore, run_id: str, explicit: Optional[str] = 
         return _explicit(objects, root, explicit)
     if not objects:
         raise InputError(Problem("--run-id", f"run {run_id} has nothing under {root} to promote"))
-    dirs = {o.key[len(root):].split("/", 1)[0] for o in objects if "/" in o.key[len(root):]}
+    dirs = {o.key[len(root) :].split("/", 1)[0] for o in objects if "/" in o.key[len(root) :]}
     steps = [d for d in dirs if STEP_DIR.fullmatch(d)]
     if steps:
         prefix = root + max(steps, key=lambda d: (int(STEP_DIR.fullmatch(d).group(1)), _natural(d))) + "/"
-    elif any("/" not in o.key[len(root):] and o.key.endswith(WEIGHT_SUFFIXES) for o in objects):
+    elif any("/" not in o.key[len(root) :] and o.key.endswith(WEIGHT_SUFFIXES) for o in objects):
         prefix = root
     else:
-        raise InputError(Problem("--checkpoint", (
-            f"{root} has no step directory (step-N, checkpoint-N, ckpt-N, global_stepN) and no weight files "
-            f"({', '.join('*' + s for s in WEIGHT_SUFFIXES)}) at its root; name the checkpoint with --checkpoint "
-            f"{root}<dir>/")))
+        raise InputError(
+            Problem(
+                "--checkpoint",
+                (
+                    f"{root} has no step directory (step-N, checkpoint-N, ckpt-N, global_stepN) and no weight files "
+                    f"({', '.join('*' + s for s in WEIGHT_SUFFIXES)}) at its root; name the checkpoint with --checkpoint "
+                    f"{root}<dir>/"
+                ),
+            )
+        )
     return _chosen(objects, prefix)
 
 
@@ -101,8 +119,13 @@ def check_version_free(store: ObjectStore, model: str, version: str) -> None:
     prefix = registry_layout.model_prefix(model, version)
     existing = store.list(prefix)
     if existing:
-        raise InputError(Problem("--version", f"{prefix} already exists ({len(existing)} objects): the version is "
-                                              f"already being promoted or promoted; {_IMMUTABLE}"))
+        raise InputError(
+            Problem(
+                "--version",
+                f"{prefix} already exists ({len(existing)} objects): the version is "
+                f"already being promoted or promoted; {_IMMUTABLE}",
+            )
+        )
 
 
 def claim_version(store: ObjectStore, model: str, version: str, claim: dict[str, Any]) -> str:
@@ -112,8 +135,11 @@ def claim_version(store: ObjectStore, model: str, version: str, claim: dict[str,
     try:
         store.put_new(key, _dump(claim))
     except Conflict:
-        raise InputError(Problem("--version", f"{key} already exists: the version is already being promoted or "
-                                              f"promoted; {_IMMUTABLE}"))
+        raise InputError(
+            Problem(
+                "--version", f"{key} already exists: the version is already being promoted or promoted; {_IMMUTABLE}"
+            )
+        )
     return key
 
 
@@ -147,7 +173,9 @@ def build_manifest(store: ObjectStore, prefix: str, source: dict[str, Any], reci
     files = report.get("files")
     if not isinstance(files, list) or not files:
         raise ValueError(f"{prefix}{REPORT} lists no files")
-    stored = {o.key[len(prefix):]: o for o in store.list(prefix) if o.key[len(prefix):] not in (REPORT, MANIFEST, FAILED)}
+    stored = {
+        o.key[len(prefix) :]: o for o in store.list(prefix) if o.key[len(prefix) :] not in (REPORT, MANIFEST, FAILED)
+    }
     listed = {f.get("path"): f for f in files if isinstance(f, dict)}
     for path, entry in listed.items():
         if not isinstance(entry.get("sha256"), str) or not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]):
@@ -159,9 +187,14 @@ def build_manifest(store: ObjectStore, prefix: str, source: dict[str, Any], reci
     extra = sorted(set(stored) - set(listed))
     if extra:
         raise ValueError(f"{prefix}{extra[0]} is in the registry but not in the report")
-    return {**recipe, "source": source, "compilerVersion": report.get("compilerVersion"),
-            "runtimeVersion": report.get("runtimeVersion"), "hardware": {**recipe["hardware"], "node": report.get("node")},
-            "files": [{"path": p, "size": listed[p]["size"], "sha256": listed[p]["sha256"]} for p in sorted(listed)]}
+    return {
+        **recipe,
+        "source": source,
+        "compilerVersion": report.get("compilerVersion"),
+        "runtimeVersion": report.get("runtimeVersion"),
+        "hardware": {**recipe["hardware"], "node": report.get("node")},
+        "files": [{"path": p, "size": listed[p]["size"], "sha256": listed[p]["sha256"]} for p in sorted(listed)],
+    }
 
 
 def write_manifest(store: ObjectStore, prefix: str, manifest: dict[str, Any]) -> str:
@@ -174,7 +207,7 @@ class Alias:
     model: str
     alias: str
     version: str
-    previous: list[str] = field(default_factory=list)   # oldest first; rollback takes the last
+    previous: list[str] = field(default_factory=list)  # oldest first; rollback takes the last
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -182,42 +215,65 @@ def alias_key(model: str, alias: str) -> str:
     return registry_layout.model_prefix(model, "aliases") + f"{alias}.json"
 
 
-def read_alias(store: ObjectStore, model: str, alias: str) -> Optional[Alias]:
+def read_alias(store: ObjectStore, model: str, alias: str) -> Alias | None:
     raw = store.get(alias_key(model, alias))
     return None if raw is None else _alias(model, alias, raw)
 
 
 def move_alias(store: ObjectStore, model: str, alias: str, version: str, at: str, **details: Any) -> Alias:
-    def moved(current: Optional[Alias]) -> Alias:
+    def moved(current: Alias | None) -> Alias:
         previous = current.previous + [current.version] if current else []
         history = current.history if current else []
-        return Alias(model, alias, version, previous,
-                     history + [{"action": "promote", "version": version, "from": current.version if current else None,
-                                 "at": at, **details}])
+        return Alias(
+            model,
+            alias,
+            version,
+            previous,
+            history
+            + [
+                {
+                    "action": "promote",
+                    "version": version,
+                    "from": current.version if current else None,
+                    "at": at,
+                    **details,
+                }
+            ],
+        )
+
     return update_alias(store, model, alias, moved)[1]
 
 
-def roll_back_alias(store: ObjectStore, model: str, alias: str, at: str,
-                    check: Optional[Callable[[str], None]] = None) -> tuple[Alias, Alias]:
+def roll_back_alias(
+    store: ObjectStore, model: str, alias: str, at: str, check: Callable[[str], None] | None = None
+) -> tuple[Alias, Alias]:
     """(before, after); InputError when the alias does not exist or has no earlier version, or when `check`
     refuses the version it would restore."""
-    def restored(current: Optional[Alias]) -> Alias:
+
+    def restored(current: Alias | None) -> Alias:
         if current is None:
             raise InputError(Problem("--alias", f"{alias_key(model, alias)} does not exist: nothing to roll back"))
         if not current.previous:
             raise InputError(Problem("--alias", f"{model}@{alias} has no earlier version than {current.version}"))
         if check is not None:
             check(current.previous[-1])
-        return Alias(model, alias, current.previous[-1], current.previous[:-1],
-                     current.history + [{"action": "rollback", "version": current.previous[-1],
-                                         "from": current.version, "at": at}])
+        return Alias(
+            model,
+            alias,
+            current.previous[-1],
+            current.previous[:-1],
+            current.history
+            + [{"action": "rollback", "version": current.previous[-1], "from": current.version, "at": at}],
+        )
+
     before, after = update_alias(store, model, alias, restored)
     assert before is not None
     return before, after
 
 
-def update_alias(store: ObjectStore, model: str, alias: str,
-                 change: Callable[[Optional[Alias]], Alias]) -> tuple[Optional[Alias], Alias]:
+def update_alias(
+    store: ObjectStore, model: str, alias: str, change: Callable[[Alias | None], Alias]
+) -> tuple[Alias | None, Alias]:
     """Read the alias with its ETag, write `change(current)` only over that object version (If-Match; If-None-
     Match when there is none yet); when another writer came first, read again and retry. Conflict after
     ALIAS_ATTEMPTS tries."""
@@ -239,8 +295,9 @@ def update_alias(store: ObjectStore, model: str, alias: str,
 
 def _alias(model: str, alias: str, raw: bytes) -> Alias:
     data = _json(raw)
-    return Alias(model, alias, str(data["version"]), [str(v) for v in data.get("previous", [])],
-                 list(data.get("history", [])))
+    return Alias(
+        model, alias, str(data["version"]), [str(v) for v in data.get("previous", [])], list(data.get("history", []))
+    )
 
 
 def _natural(name: str) -> list[Any]:

@@ -1,14 +1,14 @@
 """What `promote` and `rollback` were asked to do, checked before anything is read or written."""
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
-from infra.serving.spec import MODEL_NAME_PATTERN
-from infra.training.spec import RUN_ID_PATTERN
 from infra.core.errors import InputError, Problem
 from infra.ops.promotion.recipes import VARIANTS
+from infra.serving.spec import MODEL_NAME_PATTERN
+from infra.training.spec import RUN_ID_PATTERN
 
 VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._=-]{0,62}"  # ModelSpec.version and a registry segment
 ALIAS_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?"
@@ -23,7 +23,7 @@ class Promotion:
     variants: tuple[str, ...]
     alias: str = "production"
     stack: str = "serving-demo"
-    checkpoint: Optional[str] = None  # a prefix under checkpoints/<run-id>/; None: the run's final checkpoint
+    checkpoint: str | None = None  # a prefix under checkpoints/<run-id>/; None: the run's final checkpoint
 
 
 @dataclass(frozen=True)
@@ -33,19 +33,30 @@ class Rollback:
     stack: str = "serving-demo"
 
 
-def promotion(run_id: str, model: str, version: str, variants: str, alias: str, stack: str,
-              checkpoint: Optional[str] = None) -> Promotion:
+def promotion(
+    run_id: str, model: str, version: str, variants: str, alias: str, stack: str, checkpoint: str | None = None
+) -> Promotion:
     problems = _common(model, alias)
     if not re.fullmatch(RUN_ID_PATTERN, run_id):
         # The training stack's run id rule; its length also bounds the Jobs' session policy (access.py).
-        problems.append(Problem("--run-id", "a training run id: lowercase letters, digits and '-', at most 40 "
-                                            "characters, starting and ending with a letter or digit"))
+        problems.append(
+            Problem(
+                "--run-id",
+                "a training run id: lowercase letters, digits and '-', at most 40 "
+                "characters, starting and ending with a letter or digit",
+            )
+        )
     problems += version_problems(version)
     names = [v.strip() for v in variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
     if not names or unknown:
-        problems.append(Problem("--variants", f"comma-separated, from {', '.join(VARIANTS)}"
-                                + (f" (not {', '.join(map(repr, unknown))})" if unknown else "")))
+        problems.append(
+            Problem(
+                "--variants",
+                f"comma-separated, from {', '.join(VARIANTS)}"
+                + (f" (not {', '.join(map(repr, unknown))})" if unknown else ""),
+            )
+        )
     elif len(set(names)) != len(names):
         problems.append(Problem("--variants", "each variant once"))
     if problems:
@@ -62,12 +73,22 @@ def rollback(model: str, alias: str, stack: str) -> Rollback:
 
 def version_problems(version: str) -> list[Problem]:
     if not re.fullmatch(VERSION_PATTERN, version) or version in RESERVED_VERSIONS:
-        return [Problem("--version", "1-63 letters, digits, '.', '_', '=' or '-', starting with a letter or "
-                                     f"digit, not {', '.join(RESERVED_VERSIONS)}")]
+        return [
+            Problem(
+                "--version",
+                "1-63 letters, digits, '.', '_', '=' or '-', starting with a letter or "
+                f"digit, not {', '.join(RESERVED_VERSIONS)}",
+            )
+        ]
     if re.fullmatch(r"-?\d+|true|false", version):
         # `pulumi config set --path` would store it as a number or boolean, which the serving config refuses.
-        return [Problem("--version", f"{version!r} would be stored as a number or boolean in the stack config; "
-                                     f"use e.g. v{version} or a date like 2026-03-01")]
+        return [
+            Problem(
+                "--version",
+                f"{version!r} would be stored as a number or boolean in the stack config; "
+                f"use e.g. v{version} or a date like 2026-03-01",
+            )
+        ]
     return []
 
 

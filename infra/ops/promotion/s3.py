@@ -1,7 +1,8 @@
 """`ObjectStore` on S3 with boto3 (honours AWS_ENDPOINT_URL, so an emulator works too)."""
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
@@ -15,11 +16,11 @@ CONFLICTS = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409", *
 
 
 class S3Store:
-    def __init__(self, bucket: str, region: Optional[str] = None, session: Any = None):
+    def __init__(self, bucket: str, region: str | None = None, session: Any = None):
         self.bucket = bucket
         self._s3 = (session or boto3.session.Session(region_name=region)).client("s3")
 
-    def get(self, key: str) -> Optional[bytes]:
+    def get(self, key: str) -> bytes | None:
         try:
             return self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except ClientError as error:
@@ -27,7 +28,7 @@ class S3Store:
                 return None
             raise
 
-    def read(self, key: str) -> Optional[tuple[bytes, str]]:
+    def read(self, key: str) -> tuple[bytes, str] | None:
         try:
             answer = self._s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as error:
@@ -55,6 +56,7 @@ class S3Store:
         found = []
         for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
             for item in page.get("Contents", []):
-                found.append(StoredObject(item["Key"], item["Size"],
-                                          item["LastModified"].strftime("%Y-%m-%dT%H:%M:%SZ")))
+                found.append(
+                    StoredObject(item["Key"], item["Size"], item["LastModified"].strftime("%Y-%m-%dT%H:%M:%SZ"))
+                )
         return found

@@ -1,14 +1,15 @@
 """The serving side of a promotion: which model entry follows an alias, where the registry is, and the
 conversion Jobs' role (the serving stack's converterRoleArn output)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
-from infra.kinds import load
-from infra.serving.aws.config import ServingStackConfig
 from infra.core.errors import InputError, Problem
+from infra.kinds import load
 from infra.ops.lifecycle.ports import StackOps
+from infra.serving.aws.config import ServingStackConfig
 
 
 @dataclass(frozen=True)
@@ -17,19 +18,19 @@ class ServingTarget:
     config: ServingStackConfig
     bucket: str
     region: str
-    follower: Optional[int]  # index of models[] whose `alias` is the promoted alias, if any
+    follower: int | None  # index of models[] whose `alias` is the promoted alias, if any
     bucket_arn: str = ""
     key_arn: str = ""
-    converter_role_arn: Optional[str] = None  # None: the serving stack predates it, or was never deployed
+    converter_role_arn: str | None = None  # None: the serving stack predates it, or was never deployed
 
     @property
     def version_path(self) -> str:
         return f"mlinfra:serving.models[{self.follower}].version"
 
-    def served_variant(self) -> Optional[str]:
+    def served_variant(self) -> str | None:
         return None if self.follower is None else self.config.serving.models[self.follower].artefact_variant
 
-    def served_version(self) -> Optional[str]:
+    def served_version(self) -> str | None:
         return None if self.follower is None else self.config.serving.models[self.follower].version
 
 
@@ -37,26 +38,51 @@ def serving_target(stacks: StackOps, stack: str, model: str, alias: str) -> Serv
     """The serving stack's config and the registry it reads (from the registry stack's outputs)."""
     flat = stacks.config(stack)
     if flat.get("mlinfra:kind") != "serving":
-        raise InputError(Problem("--stack", f"'{stack}' is a {flat.get('mlinfra:kind') or 'kind-less'} stack; "
-                                            "promotion takes a serving stack"))
+        raise InputError(
+            Problem(
+                "--stack",
+                f"'{stack}' is a {flat.get('mlinfra:kind') or 'kind-less'} stack; promotion takes a serving stack",
+            )
+        )
     config = load(flat)  # bad config: InputError naming the key
     assert isinstance(config, ServingStackConfig)
     outputs: dict[str, Any] = stacks.outputs(config.registry_stack)
     if not outputs.get("bucketName"):
-        raise InputError(Problem("mlinfra:registryStack", f"stack '{config.registry_stack}' has no bucketName "
-                                                          "output: deploy the registry first"))
+        raise InputError(
+            Problem(
+                "mlinfra:registryStack",
+                f"stack '{config.registry_stack}' has no bucketName output: deploy the registry first",
+            )
+        )
     follower = next((i for i, m in enumerate(config.serving.models) if m.name == model and m.alias == alias), None)
-    return ServingTarget(stack, config, outputs["bucketName"], outputs.get("region") or flat.get("aws:region", ""),
-                         follower, outputs.get("bucketArn") or "", outputs.get("kmsKeyArn") or "",
-                         stacks.outputs(stack).get("converterRoleArn") or None)
+    return ServingTarget(
+        stack,
+        config,
+        outputs["bucketName"],
+        outputs.get("region") or flat.get("aws:region", ""),
+        follower,
+        outputs.get("bucketArn") or "",
+        outputs.get("kmsKeyArn") or "",
+        stacks.outputs(stack).get("converterRoleArn") or None,
+    )
 
 
 def job_access(target: ServingTarget) -> tuple[str, str, str]:
     """(converter role, bucket ARN, key ARN) the conversion Jobs need; InputError naming what is missing."""
     if not target.converter_role_arn:
-        raise InputError(Problem("--stack", f"stack {target.stack} has no converterRoleArn output (the conversion "
-                                            f"Jobs' role): run `pulumi up -s {target.stack}` first"))
+        raise InputError(
+            Problem(
+                "--stack",
+                f"stack {target.stack} has no converterRoleArn output (the conversion "
+                f"Jobs' role): run `pulumi up -s {target.stack}` first",
+            )
+        )
     if not (target.bucket_arn and target.key_arn):
-        raise InputError(Problem("mlinfra:registryStack", f"stack '{target.config.registry_stack}' has no bucketArn "
-                                                          "or kmsKeyArn output: update the registry stack first"))
+        raise InputError(
+            Problem(
+                "mlinfra:registryStack",
+                f"stack '{target.config.registry_stack}' has no bucketArn "
+                "or kmsKeyArn output: update the registry stack first",
+            )
+        )
     return target.converter_role_arn, target.bucket_arn, target.key_arn

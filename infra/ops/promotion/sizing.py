@@ -17,28 +17,29 @@ EKS-optimised AMI sets it up, plus what the pool's DaemonSets take:
 The real figures depend on the AMI release, max-pods and the DaemonSets running; these are estimates on
 the safe side, not measurements.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from infra.catalog.aws import instance_type, known_instance_types
 from infra.core.errors import Problem
 from infra.ops.promotion.recipes import Recipe
 
-GIB = 1024 ** 3
-MAX_PODS = 110                 # the largest max-pods the AMI sets without prefix delegation on these sizes
-EVICTION_MEMORY_MIB = 100      # kubelet evictionHard memory.available
-DAEMONSET_CPU = 0.25           # aws-node, kube-proxy, the Pod Identity agent, the device plugin
+GIB = 1024**3
+MAX_PODS = 110  # the largest max-pods the AMI sets without prefix delegation on these sizes
+EVICTION_MEMORY_MIB = 100  # kubelet evictionHard memory.available
+DAEMONSET_CPU = 0.25  # aws-node, kube-proxy, the Pod Identity agent, the device plugin
 DAEMONSET_MEMORY_MIB = 512
 EVICTION_DISK_FRACTION = 0.10  # kubelet evictionHard nodefs.available
-IMAGE_RESERVE_GIB = 40         # OS, kubelet and the container images on the root volume
+IMAGE_RESERVE_GIB = 40  # OS, kubelet and the container images on the root volume
 
 
 @dataclass(frozen=True)
 class Resources:
-    cpu: float          # cores
+    cpu: float  # cores
     memory_gib: float
     disk_gib: float
 
@@ -46,9 +47,11 @@ class Resources:
 def conversion_resources(recipe: Recipe, checkpoint_bytes: int) -> Resources:
     """Requests of the `convert` step (whole cores and GiB, rounded up) for a checkpoint of that size."""
     size = checkpoint_bytes / GIB
-    return Resources(cpu=recipe.cpu,
-                     memory_gib=math.ceil(recipe.memory_factor * size + recipe.memory_base_gib),
-                     disk_gib=math.ceil(recipe.disk_factor * size + recipe.disk_base_gib))
+    return Resources(
+        cpu=recipe.cpu,
+        memory_gib=math.ceil(recipe.memory_factor * size + recipe.memory_base_gib),
+        disk_gib=math.ceil(recipe.disk_factor * size + recipe.disk_base_gib),
+    )
 
 
 def kube_reserved_cpu(vcpus: int) -> float:
@@ -65,9 +68,11 @@ def allocatable(name: str, disk_gib: int) -> Resources:
     """What a node of type `name` with a `disk_gib` root volume leaves for pods (estimate, see module doc)."""
     it = instance_type(name)
     reserved_mib = 255 + 11 * MAX_PODS + EVICTION_MEMORY_MIB + DAEMONSET_MEMORY_MIB
-    return Resources(cpu=it.vcpus - kube_reserved_cpu(it.vcpus) - DAEMONSET_CPU,
-                     memory_gib=(it.memory_mib - reserved_mib) / 1024,
-                     disk_gib=usable_disk(disk_gib))
+    return Resources(
+        cpu=it.vcpus - kube_reserved_cpu(it.vcpus) - DAEMONSET_CPU,
+        memory_gib=(it.memory_mib - reserved_mib) / 1024,
+        disk_gib=usable_disk(disk_gib),
+    )
 
 
 def usable_disk(disk_gib: int) -> float:
@@ -85,8 +90,9 @@ def holds(name: str, need: Resources) -> bool:
     return room.cpu >= need.cpu and room.memory_gib >= need.memory_gib
 
 
-def fit_problem(variant: str, pool: str, instance_types: Sequence[str], disk_gib: int, need: Resources,
-                checkpoint_bytes: int) -> Optional[Problem]:
+def fit_problem(
+    variant: str, pool: str, instance_types: Sequence[str], disk_gib: int, need: Resources, checkpoint_bytes: int
+) -> Problem | None:
     """None when some instance type of the pool holds the Job; else the problem, saying what would."""
     fitting = [t for t in instance_types if holds(t, need)]
     disk_ok = usable_disk(disk_gib) >= need.disk_gib
@@ -95,18 +101,25 @@ def fit_problem(variant: str, pool: str, instance_types: Sequence[str], disk_gib
     would = []
     if not fitting:
         bigger = larger_type(instance_types, need)
-        would.append(f"{bigger} would (add it to instanceTypes)" if bigger else
-                     "no instance type of its accelerator in the catalog would")
+        would.append(
+            f"{bigger} would (add it to instanceTypes)"
+            if bigger
+            else "no instance type of its accelerator in the catalog would"
+        )
     if not disk_ok:
         would.append(f"diskGib {disk_needed(need)} would hold the work volume")
-    return Problem(f"mlinfra:serving.nodePools.{pool}", (
-        f"variant {variant} needs {_n(need.cpu)} CPU, {_n(need.memory_gib)} GiB memory and {_n(need.disk_gib)} GiB "
-        f"disk to convert a {checkpoint_bytes / GIB:.1f} GiB checkpoint; no instance type of node pool {pool} "
-        f"({', '.join(instance_types)}; diskGib {disk_gib}, {usable_disk(disk_gib):.0f} GiB usable) holds it: "
-        + "; ".join(would)))
+    return Problem(
+        f"mlinfra:serving.nodePools.{pool}",
+        (
+            f"variant {variant} needs {_n(need.cpu)} CPU, {_n(need.memory_gib)} GiB memory and {_n(need.disk_gib)} GiB "
+            f"disk to convert a {checkpoint_bytes / GIB:.1f} GiB checkpoint; no instance type of node pool {pool} "
+            f"({', '.join(instance_types)}; diskGib {disk_gib}, {usable_disk(disk_gib):.0f} GiB usable) holds it: "
+            + "; ".join(would)
+        ),
+    )
 
 
-def larger_type(instance_types: Sequence[str], need: Resources) -> Optional[str]:
+def larger_type(instance_types: Sequence[str], need: Resources) -> str | None:
     """The smallest catalog type with the pool's accelerator (same model) that holds `need`."""
     models = {instance_type(t).accelerator_model for t in instance_types}
     candidates = [instance_type(n) for n in known_instance_types()]

@@ -1,12 +1,13 @@
 """Config of the `registry` stack kind: the long-lived, protected model registry bucket."""
+
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.core.spec import Spec
 from infra.core.naming import bucket_name_problem
+from infra.core.spec import Spec
 
 
 class ObjectLockSpec(Spec):
@@ -38,19 +39,27 @@ class LifecycleSpec(Spec):
 
 class GcpMirrorAccessSpec(Spec):
     sts_subject_ids: list[str] = Field(
-        min_length=1, max_length=10,
+        min_length=1,
+        max_length=10,
         description="Numeric subject ids of the Storage Transfer Service agents (one per GCP project) that may read "
-                    "models/ through web identity federation: the transferAgentSubjectId output of the registry's "
-                    "mirror stack on GCP (googleServiceAccounts.get).")
-    role_name: str = Field("mlinfra-registry-gcp-mirror", pattern=r"^[\w+=,.@-]{1,64}$",
-                           description="Name of the IAM role they assume (the mirror's mlinfra:registry.mirror.roleArn).")
+        "models/ through web identity federation: the transferAgentSubjectId output of the registry's "
+        "mirror stack on GCP (googleServiceAccounts.get).",
+    )
+    role_name: str = Field(
+        "mlinfra-registry-gcp-mirror",
+        pattern=r"^[\w+=,.@-]{1,64}$",
+        description="Name of the IAM role they assume (the mirror's mlinfra:registry.mirror.roleArn).",
+    )
 
     @field_validator("sts_subject_ids", mode="before")
     @classmethod
     def _as_text(cls, value: object) -> object:
         # A long digit string reads as a number in YAML and in `-c` values; it is an identifier, kept as text.
-        return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value] \
-            if isinstance(value, list) else value
+        return (
+            [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+            if isinstance(value, list)
+            else value
+        )
 
     @field_validator("sts_subject_ids")
     @classmethod
@@ -62,7 +71,7 @@ class GcpMirrorAccessSpec(Spec):
 
 
 class RegistrySpec(Spec):
-    bucket_name: Optional[str] = Field(
+    bucket_name: str | None = Field(
         None,
         description="Exact bucket name. Default: '<bucketNamePrefix>-<account id>-<region>', unique per account and region.",
     )
@@ -74,7 +83,10 @@ class RegistrySpec(Spec):
         description="Prefix of the default bucket name (lowercase letters, digits, hyphens).",
     )
     kms_key_deletion_window_days: int = Field(
-        30, ge=7, le=30, description="Waiting period, in days, before a scheduled deletion of the registry's KMS key completes."
+        30,
+        ge=7,
+        le=30,
+        description="Waiting period, in days, before a scheduled deletion of the registry's KMS key completes.",
     )
     object_lock: ObjectLockSpec = Field(
         default_factory=ObjectLockSpec, description="Optional write-once retention for all object versions."
@@ -82,9 +94,11 @@ class RegistrySpec(Spec):
     lifecycle: LifecycleSpec = Field(
         default_factory=LifecycleSpec, description="Expiry of old object versions and abandoned uploads."
     )
-    gcp_mirror: Optional[GcpMirrorAccessSpec] = Field(
-        None, description="Let the registry's mirror on GCP (Storage Transfer Service) read models/ only, through an "
-                          "IAM role trusted by accounts.google.com for the given subject ids. Off by default.")
+    gcp_mirror: GcpMirrorAccessSpec | None = Field(
+        None,
+        description="Let the registry's mirror on GCP (Storage Transfer Service) read models/ only, through an "
+        "IAM role trusted by accounts.google.com for the given subject ids. Off by default.",
+    )
     event_bridge: bool = Field(
         True,
         description="Send the bucket's object events to EventBridge; training run guards watch their "
@@ -101,7 +115,7 @@ class RegistrySpec(Spec):
 
     @field_validator("bucket_name")
     @classmethod
-    def _valid_bucket_name(cls, value: Optional[str]) -> Optional[str]:
+    def _valid_bucket_name(cls, value: str | None) -> str | None:
         if value is not None:
             problem = bucket_name_problem(value)
             if problem:

@@ -1,8 +1,9 @@
 """Meaning checks of the registry's mirror on GCP (second tier): findings name the key."""
+
 from __future__ import annotations
 
-from infra.registry.gcp.config import MirrorSpec
 from infra.core.errors import Problem
+from infra.registry.gcp.config import MirrorSpec
 
 P = "mlinfra:registry.mirror."
 
@@ -17,11 +18,21 @@ def mirror_findings(spec: MirrorSpec) -> list[Problem]:
     if "/" in name:
         return []
     if name not in project.stacks():
-        return [Problem(P + "sourceStack", f"no stack {name!r} in {project.config_dir.name}/; name the AWS registry "
-                                           f"stack (one of: {', '.join(sorted(project.stacks()))})")]
+        return [
+            Problem(
+                P + "sourceStack",
+                f"no stack {name!r} in {project.config_dir.name}/; name the AWS registry "
+                f"stack (one of: {', '.join(sorted(project.stacks()))})",
+            )
+        ]
     config = stack_config(project, name)
     kind, cloud = config.get("mlinfra:kind"), config.get("mlinfra:cloud", "aws")
     if kind != "registry" or cloud != "aws":
-        return [Problem(P + "sourceStack", f"stack {name!r} is a {kind} stack on {cloud}; the mirror copies from the "
-                                           "AWS registry stack (mlinfra:kind registry, cloud aws)")]
+        return [
+            Problem(
+                P + "sourceStack",
+                f"stack {name!r} is a {kind} stack on {cloud}; the mirror copies from the "
+                "AWS registry stack (mlinfra:kind registry, cloud aws)",
+            )
+        ]
     return []

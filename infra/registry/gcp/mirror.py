@@ -1,13 +1,13 @@
 """The registry's mirror on GCP, as pure decisions: what Storage Transfer Service copies (models/ only, never
 deleting), when and under which names."""
+
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-
-READER_ROLE = "roles/storage.objectViewer"          # get and list objects; no writes, no bucket settings
+READER_ROLE = "roles/storage.objectViewer"  # get and list objects; no writes, no bucket settings
 # What the Storage Transfer Service agent needs on a sink bucket: storage.buckets.get, objects.list,
 # objects.create and objects.delete (to replace an object that differs), and no more
 # (cloud.google.com/storage-transfer/docs/sink-cloud-storage).

@@ -1,12 +1,11 @@
 """Meaning checks of a serving config (second validation tier): each finding names the field and the fix."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
-from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.core.errors import Problem
+from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.checks import endpoint_findings
 
 P = "mlinfra:serving."
@@ -21,7 +20,7 @@ _VARIANT_REASON = {
 }
 
 
-def serving_findings(spec: ServingSpec, region: Optional[str]) -> list[Problem]:
+def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
     findings = endpoint_findings(spec.cluster.endpoint)
     for family in ("inf2", "g5"):
         findings += _pool_findings(family, getattr(spec.node_pools, family), region)
@@ -35,7 +34,7 @@ def pool_types(family: str) -> list[str]:
     return [t for t in types_for("serving") if instance_type(t).accelerator_model == POOL_ACCELERATOR_MODEL[family]]
 
 
-def _pool_findings(family: str, pool: NodePoolSpec, region: Optional[str]) -> list[Problem]:
+def _pool_findings(family: str, pool: NodePoolSpec, region: str | None) -> list[Problem]:
     where = f"{P}nodePools.{family}."
     findings = []
     for i, name in enumerate(pool.instance_types):
@@ -45,17 +44,28 @@ def _pool_findings(family: str, pool: NodePoolSpec, region: Optional[str]) -> li
             continue
         itype = instance_type(name)
         if itype.accelerator_model != POOL_ACCELERATOR_MODEL[family]:
-            findings.append(Problem(f"{where}instanceTypes[{i}]",
-                                    f"{name} has {itype.accelerator_model or 'no'} accelerators, not "
-                                    f"{POOL_ACCELERATOR_MODEL[family]}; the {family} pool takes: {', '.join(pool_types(family))}"))
+            findings.append(
+                Problem(
+                    f"{where}instanceTypes[{i}]",
+                    f"{name} has {itype.accelerator_model or 'no'} accelerators, not "
+                    f"{POOL_ACCELERATOR_MODEL[family]}; the {family} pool takes: {', '.join(pool_types(family))}",
+                )
+            )
         elif region and not itype.azs(region):
-            findings.append(Problem(f"{where}instanceTypes[{i}]",
-                                    f"{name} is not offered in {region}; regions that offer it: {', '.join(itype.regions)}"))
+            findings.append(
+                Problem(
+                    f"{where}instanceTypes[{i}]",
+                    f"{name} is not offered in {region}; regions that offer it: {', '.join(itype.regions)}",
+                )
+            )
     if len(set(pool.instance_types)) != len(pool.instance_types):
         findings.append(Problem(f"{where}instanceTypes", "lists a type twice; give two or more different sizes"))
     if pool.max_size < pool.min_size:
-        findings.append(Problem(f"{where}maxSize", f"{pool.max_size} is below minSize ({pool.min_size}); "
-                                                   f"use at least {pool.min_size}"))
+        findings.append(
+            Problem(
+                f"{where}maxSize", f"{pool.max_size} is below minSize ({pool.min_size}); use at least {pool.min_size}"
+            )
+        )
     return findings
 
 
@@ -64,17 +74,30 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
     findings = []
     if model.artefact_variant not in VARIANTS[model.accelerator]:
         allowed = ", ".join(VARIANTS[model.accelerator])
-        findings.append(Problem(where + "variant", f"{model.artefact_variant} artefacts cannot be served on "
-                                                   f"{model.accelerator}: {_VARIANT_REASON[model.accelerator]}; use {allowed}"))
+        findings.append(
+            Problem(
+                where + "variant",
+                f"{model.artefact_variant} artefacts cannot be served on "
+                f"{model.accelerator}: {_VARIANT_REASON[model.accelerator]}; use {allowed}",
+            )
+        )
     if model.max_replicas < model.min_replicas:
-        findings.append(Problem(where + "maxReplicas", f"{model.max_replicas} is below minReplicas ({model.min_replicas}); "
-                                                       f"use at least {model.min_replicas}"))
+        findings.append(
+            Problem(
+                where + "maxReplicas",
+                f"{model.max_replicas} is below minReplicas ({model.min_replicas}); use at least {model.min_replicas}",
+            )
+        )
     pool = getattr(spec.node_pools, model.accelerator)
     known = [instance_type(t) for t in pool.instance_types if role_problem(t, "serving") is None]
     largest = max(known, key=lambda t: t.accelerator_count, default=None)
     if largest is not None and model.accelerators_per_replica > largest.accelerator_count:
-        findings.append(Problem(where + "acceleratorsPerReplica",
-                                f"{model.accelerators_per_replica} per replica, but the largest type of the {model.accelerator} "
-                                f"pool ({largest.name}) has {largest.accelerator_count}; lower it or add a larger size "
-                                f"to nodePools.{model.accelerator}.instanceTypes"))
+        findings.append(
+            Problem(
+                where + "acceleratorsPerReplica",
+                f"{model.accelerators_per_replica} per replica, but the largest type of the {model.accelerator} "
+                f"pool ({largest.name}) has {largest.accelerator_count}; lower it or add a larger size "
+                f"to nodePools.{model.accelerator}.instanceTypes",
+            )
+        )
     return findings

@@ -1,4 +1,5 @@
 """Config of the `serving` stack kind: a long-lived EKS fleet on inf2 and g5 serving registry models."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -11,8 +12,30 @@ from infra.core.spec import Spec
 from infra.serving.spec import EndpointSpec, ModelSpec
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
-                      2557, 2922, 3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 Accelerator = Literal["inf2", "g5"]
 
 
@@ -28,7 +51,9 @@ class ClusterSpec(Spec):
         default_factory=list,
         description="IAM roles given cluster-admin through EKS access entries (the platform team's roles).",
     )
-    vpc_cidr: str = Field("10.80.0.0/16", description="CIDR of the cluster's VPC (split into public and private subnets).")
+    vpc_cidr: str = Field(
+        "10.80.0.0/16", description="CIDR of the cluster's VPC (split into public and private subnets)."
+    )
     availability_zones: int = Field(
         2, ge=2, le=3, description="AZs the private node subnets span, 2 or 3 (the first ones of the region)."
     )
@@ -37,7 +62,9 @@ class ClusterSpec(Spec):
     @classmethod
     def _allowed_retention(cls, value: int) -> int:
         if value not in LOG_RETENTION_DAYS:
-            raise ValueError(f"CloudWatch Logs does not offer {value} days; one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
+            raise ValueError(
+                f"CloudWatch Logs does not offer {value} days; one of {', '.join(map(str, LOG_RETENTION_DAYS))}"
+            )
         return value
 
     @field_validator("admin_role_arns")
@@ -62,17 +89,22 @@ class ClusterSpec(Spec):
 
 class NodePoolSpec(Spec):
     instance_types: list[str] = Field(
-        min_length=2, max_length=8,
+        min_length=2,
+        max_length=8,
         description="Two or more sizes of the pool's family, so a capacity shortage of one size does not stop scaling.",
     )
     min_size: int = Field(1, ge=0, le=100, description="Nodes kept running even without load.")
     max_size: int = Field(4, ge=1, le=100, description="Upper bound of the pool (the autoscaler never goes past it).")
-    disk_gib: int = Field(200, ge=50, le=4096, description="Encrypted gp3 root volume per node, GiB (images and model cache).")
+    disk_gib: int = Field(
+        200, ge=50, le=4096, description="Encrypted gp3 root volume per node, GiB (images and model cache)."
+    )
 
 
 class Inf2PoolSpec(NodePoolSpec):
     instance_types: list[str] = Field(
-        default_factory=lambda: ["inf2.xlarge", "inf2.8xlarge"], min_length=2, max_length=8,
+        default_factory=lambda: ["inf2.xlarge", "inf2.8xlarge"],
+        min_length=2,
+        max_length=8,
         description="Two or more inf2 sizes, so a capacity shortage of one size does not stop scaling.",
     )
     capacity_type: Literal["on-demand"] = Field(
@@ -82,16 +114,21 @@ class Inf2PoolSpec(NodePoolSpec):
 
 class G5PoolSpec(NodePoolSpec):
     instance_types: list[str] = Field(
-        default_factory=lambda: ["g5.xlarge", "g5.2xlarge"], min_length=2, max_length=8,
+        default_factory=lambda: ["g5.xlarge", "g5.2xlarge"],
+        min_length=2,
+        max_length=8,
         description="Two or more g5 sizes, so a capacity shortage of one size does not stop scaling.",
     )
     capacity_type: Literal["on-demand", "spot"] = Field(
-        "on-demand", description="Buy g5 nodes on demand, or as Spot (cheaper, can be reclaimed with 2 minutes' notice)."
+        "on-demand",
+        description="Buy g5 nodes on demand, or as Spot (cheaper, can be reclaimed with 2 minutes' notice).",
     )
 
 
 class NodePoolsSpec(Spec):
-    inf2: Inf2PoolSpec = Field(default_factory=Inf2PoolSpec, description="Inferentia2 pool, tainted aws.amazon.com/neuron.")
+    inf2: Inf2PoolSpec = Field(
+        default_factory=Inf2PoolSpec, description="Inferentia2 pool, tainted aws.amazon.com/neuron."
+    )
     g5: G5PoolSpec = Field(default_factory=G5PoolSpec, description="A10G pool, tainted nvidia.com/gpu.")
 
 
@@ -103,9 +140,13 @@ class ServingSpec(Spec):
     cluster: ClusterSpec = Field(default_factory=ClusterSpec, description="The EKS cluster.")
     node_pools: NodePoolsSpec = Field(default_factory=NodePoolsSpec, description="Accelerator node pools.")
     namespace: str = Field(
-        "models", pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$", description="Kubernetes namespace of the model servers."
+        "models",
+        pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+        description="Kubernetes namespace of the model servers.",
     )
-    models: list[AwsModelSpec] = Field(min_length=1, max_length=50, description="Models to serve, one model server each.")
+    models: list[AwsModelSpec] = Field(
+        min_length=1, max_length=50, description="Models to serve, one model server each."
+    )
 
     @field_validator("models")
     @classmethod

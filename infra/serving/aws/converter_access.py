@@ -11,6 +11,7 @@ Role chaining caps a session at one hour and a Job may run for hours, so the dow
 are not written once: the AWS CLI config of the Job's S3 steps names a `credential_process` that
 assumes the role again, with the same session policy, whenever the CLI needs fresh credentials.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,17 +19,17 @@ import json
 import shlex
 from typing import Any
 
-from infra.registry import layout as registry_layout
 from infra.core.naming import slug
+from infra.registry import layout as registry_layout
 from infra.serving.aws import iam
 
 SERVICE_ACCOUNT = "model-converter"
-SESSION_POLICY_LIMIT = 2048    # characters of an inline session policy (STS AssumeRole, `Policy`)
-SESSION_SECONDS = 3600         # the most a chained role session may last
-CREDENTIALS_DIR = "/aws"       # in-memory volume: the AWS CLI config and its credential process
+SESSION_POLICY_LIMIT = 2048  # characters of an inline session policy (STS AssumeRole, `Policy`)
+SESSION_SECONDS = 3600  # the most a chained role session may last
+CREDENTIALS_DIR = "/aws"  # in-memory volume: the AWS CLI config and its credential process
 CONFIG_FILE = f"{CREDENTIALS_DIR}/config"
 PROCESS_FILE = f"{CREDENTIALS_DIR}/assume-role.sh"
-_SESSION_NAME_MAX = 64         # RoleSessionName: 2-64 of [\w+=,.@-]
+_SESSION_NAME_MAX = 64  # RoleSessionName: 2-64 of [\w+=,.@-]
 _ROLE_NAME_MAX = 64
 
 
@@ -53,47 +54,77 @@ def trust_policy(partition: str, account_id: str, arn: str) -> dict[str, Any]:
     them on unless the association disables them (it does; kept so re-enabling tags does not break Jobs).
     """
     trust = iam.pod_identity_trust()
-    trust["Statement"].append({
-        "Sid": "SelfAssumeToDownScope", "Effect": "Allow",
-        "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
-        "Action": ["sts:AssumeRole", "sts:TagSession"],
-        "Condition": {"ArnEquals": {"aws:PrincipalArn": arn}}})
+    trust["Statement"].append(
+        {
+            "Sid": "SelfAssumeToDownScope",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Condition": {"ArnEquals": {"aws:PrincipalArn": arn}},
+        }
+    )
     return trust
 
 
 def self_assume_policy(arn: str) -> dict[str, Any]:
     """The identity side of the self-assume (the trust names the account, so both sides must allow it)."""
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "SelfAssumeToDownScope", "Effect": "Allow", "Action": ["sts:AssumeRole", "sts:TagSession"],
-         "Resource": arn}]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "SelfAssumeToDownScope",
+                "Effect": "Allow",
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Resource": arn,
+            }
+        ],
+    }
 
 
 def promotion_objects_deny(bucket_arn: str) -> dict[str, Any]:
     """An explicit Deny on the converter role: no Job (nor anything else holding the role) moves an alias or
     claims a version; `promote` does that with its caller's own credentials. An explicit Deny wins over
     the role's write grant on models/ and over any session policy."""
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "DenyPromotionObjects", "Effect": "Deny", "Action": ["s3:PutObject"],
-         "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"]}]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyPromotionObjects",
+                "Effect": "Deny",
+                "Action": ["s3:PutObject"],
+                "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"],
+            }
+        ],
+    }
 
 
 def service_account(ns: str) -> dict[str, Any]:
     # No annotations: the Pod Identity association maps it to the converter role on the AWS side.
-    return {"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": SERVICE_ACCOUNT, "namespace": ns,
-                         "labels": {"app.kubernetes.io/name": "model-conversion",
-                                    "app.kubernetes.io/managed-by": "mlinfra"}},
-            "automountServiceAccountToken": False}
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": SERVICE_ACCOUNT,
+            "namespace": ns,
+            "labels": {"app.kubernetes.io/name": "model-conversion", "app.kubernetes.io/managed-by": "mlinfra"},
+        },
+        "automountServiceAccountToken": False,
+    }
 
 
-def session_policy(bucket_arn: str, key_arn: str, run_id: str, model: str, version: str,
-                   variant: str) -> dict[str, Any]:
+def session_policy(
+    bucket_arn: str, key_arn: str, run_id: str, model: str, version: str, variant: str
+) -> dict[str, Any]:
     """Read the run's checkpoints, write the one variant prefix: the registry's own read and write policies,
     merged into one document."""
-    return merge_policies({
-        "Read": registry_layout.read_policy(bucket_arn, key_arn, [registry_layout.checkpoints_prefix(run_id)]),
-        "Write": registry_layout.write_policy(bucket_arn, key_arn,
-                                              [registry_layout.model_prefix(model, version, variant)])})
+    return merge_policies(
+        {
+            "Read": registry_layout.read_policy(bucket_arn, key_arn, [registry_layout.checkpoints_prefix(run_id)]),
+            "Write": registry_layout.write_policy(
+                bucket_arn, key_arn, [registry_layout.model_prefix(model, version, variant)]
+            ),
+        }
+    )
 
 
 def packed(policy: dict[str, Any]) -> str:
@@ -133,23 +164,29 @@ def credential_process(arn: str, name: str, policy_json: str) -> str:
 
     It runs with the pod's own (Pod Identity) credentials: no config file, so the CLI falls through to
     the container credentials Pod Identity sets up, instead of calling itself."""
-    query = ("{Version: `1`, AccessKeyId: Credentials.AccessKeyId, SecretAccessKey: Credentials.SecretAccessKey, "
-             "SessionToken: Credentials.SessionToken, Expiration: Credentials.Expiration}")
-    return ("exec env AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null "
-            f"aws sts assume-role --role-arn {shlex.quote(arn)} --role-session-name {shlex.quote(name)} "
-            f"--duration-seconds {SESSION_SECONDS} --policy {shlex.quote(policy_json)} "
-            f"--output json --query {shlex.quote(query)}")
+    query = (
+        "{Version: `1`, AccessKeyId: Credentials.AccessKeyId, SecretAccessKey: Credentials.SecretAccessKey, "
+        "SessionToken: Credentials.SessionToken, Expiration: Credentials.Expiration}"
+    )
+    return (
+        "exec env AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null "
+        f"aws sts assume-role --role-arn {shlex.quote(arn)} --role-session-name {shlex.quote(name)} "
+        f"--duration-seconds {SESSION_SECONDS} --policy {shlex.quote(policy_json)} "
+        f"--output json --query {shlex.quote(query)}"
+    )
 
 
 def credentials_script(arn: str, name: str, policy_json: str) -> str:
     """The Job's first step: write the CLI config whose credential_process down-scopes, then use it once
     (fails the Job before any S3 call if the role cannot be assumed with that policy)."""
-    return ("set -eu\numask 077\n"
-            f"cat > {PROCESS_FILE} <<'MLINFRA_EOF'\n{credential_process(arn, name, policy_json)}\nMLINFRA_EOF\n"
-            f"cat > {CONFIG_FILE} <<'MLINFRA_EOF'\n[default]\ncredential_process = /bin/sh {PROCESS_FILE}\n"
-            "MLINFRA_EOF\n"
-            f"arn=\"$(AWS_CONFIG_FILE={CONFIG_FILE} aws sts get-caller-identity --output text --query Arn)\"\n"
-            "echo \"registry access: $arn\"\n")
+    return (
+        "set -eu\numask 077\n"
+        f"cat > {PROCESS_FILE} <<'MLINFRA_EOF'\n{credential_process(arn, name, policy_json)}\nMLINFRA_EOF\n"
+        f"cat > {CONFIG_FILE} <<'MLINFRA_EOF'\n[default]\ncredential_process = /bin/sh {PROCESS_FILE}\n"
+        "MLINFRA_EOF\n"
+        f'arn="$(AWS_CONFIG_FILE={CONFIG_FILE} aws sts get-caller-identity --output text --query Arn)"\n'
+        'echo "registry access: $arn"\n'
+    )
 
 
 def _bounded(text: str, limit: int, source: str = "") -> str:
@@ -158,4 +195,4 @@ def _bounded(text: str, limit: int, source: str = "") -> str:
     if len(text) <= limit and not source:
         return text
     digest = hashlib.sha256((source or text).encode()).hexdigest()[:6]
-    return f"{text[:limit - 7].rstrip('-')}-{digest}"
+    return f"{text[: limit - 7].rstrip('-')}-{digest}"

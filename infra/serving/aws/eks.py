@@ -1,4 +1,5 @@
 """Cluster-level plans (pure): control plane logs, core add-ons, subnets and the kubeconfig."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -44,9 +45,25 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> d
         "clusters": [{"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
         "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
         "current-context": cluster_name,
-        "users": [{"name": cluster_name, "user": {"exec": {
-            "apiVersion": "client.authentication.k8s.io/v1beta1",
-            "command": "aws",
-            "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"],
-        }}}],
+        "users": [
+            {
+                "name": cluster_name,
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "aws",
+                        "args": [
+                            "eks",
+                            "get-token",
+                            "--cluster-name",
+                            cluster_name,
+                            "--region",
+                            region,
+                            "--output",
+                            "json",
+                        ],
+                    }
+                },
+            }
+        ],
     }

@@ -1,4 +1,5 @@
 """Node pool plans for EKS managed node groups: taints, labels, AMI type, capacity and bounds (pure)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,7 +7,6 @@ from typing import Literal
 
 from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Family, Taint, taint
-
 
 # The EKS node group API spells taint effects NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE.
 EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
@@ -71,5 +71,9 @@ def system_plan() -> NodePoolPlan:
 
 def launch_template_metadata() -> dict[str, object]:
     """IMDSv2 only, one hop: pods get AWS credentials from EKS Pod Identity, never the node's role."""
-    return {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 1,
-            "instance_metadata_tags": "disabled"}
+    return {
+        "http_endpoint": "enabled",
+        "http_tokens": "required",
+        "http_put_response_hop_limit": 1,
+        "instance_metadata_tags": "disabled",
+    }

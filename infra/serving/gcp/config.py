@@ -1,13 +1,14 @@
 """Config of the `serving` stack kind on GCP (`mlinfra:cloud: gcp`): a private GKE cluster with an
 autoscaled L4 (G2) node pool serving models read from the GCS bridge bucket of the registry."""
+
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.core.spec import Spec
 from infra.core.network import private_cidr
+from infra.core.spec import Spec
 from infra.serving.spec import EndpointSpec, ModelSpec
 
 GKE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
@@ -44,18 +45,24 @@ class GkeNetworkSpec(Spec):
 
 class GkeClusterSpec(Spec):
     release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(
-        "REGULAR", description="GKE release channel: Google upgrades the control plane and nodes within it.")
-    endpoint: EndpointSpec = Field(default_factory=EndpointSpec,
-                                   description="Reachability of the Kubernetes API, as on AWS: 'private' (private "
-                                   "endpoint only), 'restricted' (public endpoint limited to publicAccessCidrs through "
-                                   "master authorized networks) or 'public-internet' (asked for by name).")
+        "REGULAR", description="GKE release channel: Google upgrades the control plane and nodes within it."
+    )
+    endpoint: EndpointSpec = Field(
+        default_factory=EndpointSpec,
+        description="Reachability of the Kubernetes API, as on AWS: 'private' (private "
+        "endpoint only), 'restricted' (public endpoint limited to publicAccessCidrs through "
+        "master authorized networks) or 'public-internet' (asked for by name).",
+    )
     network: GkeNetworkSpec = Field(default_factory=GkeNetworkSpec, description="VPC ranges.")
 
 
 class L4PoolSpec(Spec):
     machine_types: list[str] = Field(
-        default_factory=lambda: ["g2-standard-8"], min_length=1, max_length=1,
-        description="The G2 machine type of the pool (one per GKE node pool; add pools for more sizes).")
+        default_factory=lambda: ["g2-standard-8"],
+        min_length=1,
+        max_length=1,
+        description="The G2 machine type of the pool (one per GKE node pool; add pools for more sizes).",
+    )
     min_nodes: int = Field(1, ge=0, le=100, description="Nodes per zone the autoscaler keeps even without load.")
     max_nodes: int = Field(4, ge=1, le=100, description="Upper bound per zone of the autoscaler.")
     disk_gib: int = Field(200, ge=50, le=4096, description="Boot disk per node, GiB (images and model cache).")
@@ -70,12 +77,14 @@ class ModelStoreSpec(Spec):
     bucket: str = Field(
         pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
         description="The GCS bucket mirroring the registry's models/ prefix (the bridge); model servers read "
-                    "gs://<bucket>/models/<name>/<version>/<variant>/ read-only.")
+        "gs://<bucket>/models/<name>/<version>/<variant>/ read-only.",
+    )
     grant_read: bool = Field(
         True,
         description="Grant each model server's service account read on the bucket from this stack. Set false when "
-                    "the bucket's own stack grants it (the registry's mirror lists the readers in mlinfra:registry.mirror."
-                    "readers): one IAM binding must have one owner, or destroying either stack revokes the other's.")
+        "the bucket's own stack grants it (the registry's mirror lists the readers in mlinfra:registry.mirror."
+        "readers): one IAM binding must have one owner, or destroying either stack revokes the other's.",
+    )
 
 
 class GcpModelSpec(ModelSpec):
@@ -85,8 +94,11 @@ class GcpModelSpec(ModelSpec):
 class GcpServingSpec(Spec):
     cluster: GkeClusterSpec = Field(default_factory=GkeClusterSpec, description="The GKE cluster.")
     node_pools: GcpNodePoolsSpec = Field(default_factory=GcpNodePoolsSpec, description="Accelerator node pools.")
-    namespace: str = Field("models", pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
-                           description="Kubernetes namespace of the model servers.")
+    namespace: str = Field(
+        "models",
+        pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+        description="Kubernetes namespace of the model servers.",
+    )
     model_store: ModelStoreSpec = Field(description="Where the servers read models from (the GCS bridge bucket).")
     models: list[GcpModelSpec] = Field(min_length=1, max_length=50, description="Models to serve, one server each.")
 
@@ -104,5 +116,3 @@ class GcpServingStackConfig(Spec):
     kind: Literal["serving"] = Field(description="Stack kind.")
     cloud: Literal["gcp"] = Field(description="Cloud of the stack.")
     serving: GcpServingSpec = Field(description="The serving fleet on GKE.")
-
-

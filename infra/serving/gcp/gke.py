@@ -1,10 +1,10 @@
 """GKE decisions as pure functions: node pool plans (taints, labels, accelerators, bounds), the workload
 identity names, and the kubeconfig of the stack's Kubernetes provider."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
 
 from infra.catalog.gcp import machine_type
 from infra.serving.gcp.config import L4PoolSpec
@@ -15,8 +15,13 @@ from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)  # access decided by IAM, not scopes
 # What GKE nodes need to log, report metrics and pull images (Google's least-privilege node account roles).
-NODE_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/monitoring.viewer",
-              "roles/stackdriver.resourceMetadata.writer", "roles/artifactregistry.reader")
+NODE_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+    "roles/artifactregistry.reader",
+)
 GKE_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 
 
@@ -24,7 +29,7 @@ GKE_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoS
 class GkePoolPlan:
     family: str
     machine_type: str
-    accelerator_type: Optional[str]
+    accelerator_type: str | None
     accelerator_count: int
     min_nodes: int  # per zone (GKE's autoscaler bounds are per zone for regional pools)
     max_nodes: int
@@ -39,18 +44,35 @@ def l4_plan(spec: L4PoolSpec, region: str) -> GkePoolPlan:
     """The pool runs in the zones of `region` the catalog says offer its type (unknown region: GKE's choice)."""
     mtype = machine_type(spec.machine_types[0])
     return GkePoolPlan(
-        family="l4", machine_type=mtype.name, accelerator_type=mtype.accelerator.type,
-        accelerator_count=mtype.accelerator.count, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes,
-        disk_gib=spec.disk_gib, spot=spec.spot, labels={ACCELERATOR_LABEL: "l4", POOL_LABEL: "l4"},
-        taints=(taint("l4"),), node_locations=mtype.zones_in(region) or (),
+        family="l4",
+        machine_type=mtype.name,
+        accelerator_type=mtype.accelerator.type,
+        accelerator_count=mtype.accelerator.count,
+        min_nodes=spec.min_nodes,
+        max_nodes=spec.max_nodes,
+        disk_gib=spec.disk_gib,
+        spot=spec.spot,
+        labels={ACCELERATOR_LABEL: "l4", POOL_LABEL: "l4"},
+        taints=(taint("l4"),),
+        node_locations=mtype.zones_in(region) or (),
     )
 
 
 def system_plan(node_locations: tuple[str, ...] = ()) -> GkePoolPlan:
     """One to three system nodes per zone, in the accelerator pool's zones."""
-    return GkePoolPlan(family="system", machine_type=SYSTEM_MACHINE_TYPE, accelerator_type=None, accelerator_count=0,
-                       min_nodes=1, max_nodes=3, disk_gib=80, spot=False, labels={POOL_LABEL: "system"}, taints=(),
-                       node_locations=node_locations)
+    return GkePoolPlan(
+        family="system",
+        machine_type=SYSTEM_MACHINE_TYPE,
+        accelerator_type=None,
+        accelerator_count=0,
+        min_nodes=1,
+        max_nodes=3,
+        disk_gib=80,
+        spot=False,
+        labels={POOL_LABEL: "system"},
+        taints=(),
+        node_locations=node_locations,
+    )
 
 
 def gke_taint(t: Taint) -> dict[str, str]:
@@ -68,12 +90,26 @@ def workload_member(project: str, namespace: str, account: str) -> str:
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
     """A kubeconfig for the cluster's API that authenticates with gke-gcloud-auth-plugin (no static keys)."""
-    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "gke-gcloud-auth-plugin",
-                     "provideClusterInfo": True, "interactiveMode": "Never"}}
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": cluster_name,
-        "clusters": [{"name": cluster_name, "cluster": {"server": f"https://{endpoint}",
-                                                         "certificate-authority-data": ca_certificate}}],
-        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
-        "users": [{"name": cluster_name, "user": user}],
-    })
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "gke-gcloud-auth-plugin",
+            "provideClusterInfo": True,
+            "interactiveMode": "Never",
+        }
+    }
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": cluster_name,
+            "clusters": [
+                {
+                    "name": cluster_name,
+                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+                }
+            ],
+            "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+            "users": [{"name": cluster_name, "user": user}],
+        }
+    )

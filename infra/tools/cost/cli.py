@@ -1,10 +1,11 @@
 """`python -m infra cost`: what a stack costs, from its offline preview (registered in infra.cli)."""
+
 from __future__ import annotations
 
 import argparse
 import json
 import math
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from infra.core.errors import InputError, Problem
 
@@ -12,15 +13,24 @@ from infra.core.errors import InputError, Problem
 def add_cost_parser(verbs: argparse._SubParsersAction) -> None:
     cost = verbs.add_parser("cost", help="hourly, run and monthly cost of a stack at catalog prices")
     cost.add_argument("--stack", "-s", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
-    cost.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a config value, as `preview -c` (repeatable)")
-    cost.add_argument("--hours", metavar="H",
-                      help="training: length of the run (default: lifecycle.ttlHours); other kinds: a period to cost")
+    cost.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, as `preview -c` (repeatable)",
+    )
+    cost.add_argument(
+        "--hours",
+        metavar="H",
+        help="training: length of the run (default: lifecycle.ttlHours); other kinds: a period to cost",
+    )
     cost.add_argument("--json", action="store_true", help="print the cost as JSON")
     cost.set_defaults(handler=run_cost)
 
 
-def parse_hours(text: Optional[str]) -> Optional[float]:
+def parse_hours(text: str | None) -> float | None:
     if text is None:
         return None
     try:
@@ -32,13 +42,13 @@ def parse_hours(text: Optional[str]) -> Optional[float]:
     return hours
 
 
-def stack_cost(stack: str, overrides: Iterable[tuple[str, str]] = (), hours: Optional[float] = None):
+def stack_cost(stack: str, overrides: Iterable[tuple[str, str]] = (), hours: float | None = None):
     """(offline preview, its cost) of `stack`; bad config or an unknown stack raises InputError."""
     from infra.kinds import load
+    from infra.tools import preview_json
     from infra.tools.cost.estimate import estimate
     from infra.tools.offline.digest import to_digest
     from infra.tools.offline.engine import preview
-    from infra.tools import preview_json
 
     result = preview(stack, list(overrides))
     document = preview_json.parse(to_digest(result), f"offline preview of {stack}")

@@ -1,15 +1,15 @@
 """Instances and their root volumes: EC2 Fleets, EKS node groups, Auto Scaling groups, plain instances."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from infra.catalog.aws import UnknownInstanceType, on_demand_price
 from infra.catalog.services import hours_per_month, service_price
+from infra.providers import tokens
 from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, dict_at, list_at, whole
 from infra.tools.preview_json import PolicyResource
-from infra.providers import tokens
 
 INSTANCE = tokens.AWS_EC2_INSTANCE
 FLEET = tokens.AWS_EC2_FLEET
@@ -22,11 +22,11 @@ COMPUTE_TYPES = (INSTANCE, FLEET, NODE_GROUP, AUTOSCALING_GROUP)
 @dataclass(frozen=True)
 class Capacity:
     types: tuple[str, ...]
-    low: int            # nodes at the lower bound
-    high: int           # nodes at the upper bound
-    market: str         # "on-demand" | "spot" | "capacity-block"
-    template: Optional[PolicyResource]
-    root_volume: dict   # the instance's own root block device, when it declares one
+    low: int  # nodes at the lower bound
+    high: int  # nodes at the upper bound
+    market: str  # "on-demand" | "spot" | "capacity-block"
+    template: PolicyResource | None
+    root_volume: dict  # the instance's own root block device, when it declares one
 
 
 def compute_lines(resource: PolicyResource, res: Resources) -> list[Line]:
@@ -37,14 +37,19 @@ def compute_lines(resource: PolicyResource, res: Resources) -> list[Line]:
     return [_instances(resource, component, capacity), *_volumes(resource, component, capacity)]
 
 
-def _capacity(r: PolicyResource, res: Resources) -> Optional[Capacity]:
+def _capacity(r: PolicyResource, res: Resources) -> Capacity | None:
     p = r.props
     if r.type == FLEET:
         spec = dict_at(p, "targetCapacitySpecification")
         count = whole(spec.get("totalTargetCapacity"))
         configs = list_at(p, "launchTemplateConfigs")
-        types = [o.get("instanceType") for c in configs if isinstance(c, dict)
-                 for o in list_at(c, "overrides") if isinstance(o, dict)]
+        types = [
+            o.get("instanceType")
+            for c in configs
+            if isinstance(c, dict)
+            for o in list_at(c, "overrides")
+            if isinstance(o, dict)
+        ]
         template = _template(r, res, "launchTemplateConfigs")
         market = str(spec.get("defaultTargetCapacityType") or "on-demand")
         low = high = count
@@ -56,8 +61,11 @@ def _capacity(r: PolicyResource, res: Resources) -> Optional[Capacity]:
         market = "spot" if p.get("capacityType") == "SPOT" else "on-demand"
     elif r.type == AUTOSCALING_GROUP:
         low, high = whole(p.get("minSize")), whole(p.get("maxSize"))
-        types = [o.get("instanceType") for o in list_at(dict_at(p, "mixedInstancesPolicy", "launchTemplate"), "overrides")
-                 if isinstance(o, dict)]
+        types = [
+            o.get("instanceType")
+            for o in list_at(dict_at(p, "mixedInstancesPolicy", "launchTemplate"), "overrides")
+            if isinstance(o, dict)
+        ]
         template = _template(r, res, "launchTemplate", "mixedInstancesPolicy")
         market = "on-demand"
     else:  # INSTANCE
@@ -74,7 +82,7 @@ def _capacity(r: PolicyResource, res: Resources) -> Optional[Capacity]:
     return Capacity(tuple(dict.fromkeys(types)), low, high, market, template, root)
 
 
-def _template(r: PolicyResource, res: Resources, *keys: str) -> Optional[PolicyResource]:
+def _template(r: PolicyResource, res: Resources, *keys: str) -> PolicyResource | None:
     found = res.linked(r, LAUNCH_TEMPLATE, keys)
     return found[0] if found else None
 
@@ -96,12 +104,17 @@ def _instances(r: PolicyResource, component: str, c: Capacity) -> Line:
     nodes = f"{c.low}" if c.low == c.high else f"{c.low}-{c.high}"
     if c.market == "capacity-block":
         reference = f"; on demand it would be ${c.high * max(prices)[0]:.2f}/h" if prices else ""
-        return Line(**base, basis="unknown", nodes=c.high,
-                    what=f"{nodes} x {'/'.join(c.types)} in a Capacity Block: unknown (no public price: paid up front "
-                         f"at the block's own price){reference}")
+        return Line(
+            **base,
+            basis="unknown",
+            nodes=c.high,
+            what=f"{nodes} x {'/'.join(c.types)} in a Capacity Block: unknown (no public price: paid up front "
+            f"at the block's own price){reference}",
+        )
     if not prices:
-        return Line(**base, basis="unknown", nodes=c.high,
-                    what=f"{nodes} x {'/'.join(c.types)}: unknown ({', '.join(missing)})")
+        return Line(
+            **base, basis="unknown", nodes=c.high, what=f"{nodes} x {'/'.join(c.types)}: unknown ({', '.join(missing)})"
+        )
     cheapest, dearest = min(prices), max(prices)
     if cheapest == dearest:
         what = f"{nodes} x {dearest[1]} at ${dearest[0]:.3f}/h"
@@ -111,8 +124,15 @@ def _instances(r: PolicyResource, component: str, c: Capacity) -> Line:
         what += " (spot: billed at the market price, at most the on-demand price shown)"
     if missing:
         what += f"; not priced: {', '.join(missing)}"
-    return Line(**base, basis="hourly", what=what, low=c.low * cheapest[0], high=c.high * dearest[0],
-                nodes=c.high, node_usd=dearest[0])
+    return Line(
+        **base,
+        basis="hourly",
+        what=what,
+        low=c.low * cheapest[0],
+        high=c.high * dearest[0],
+        nodes=c.high,
+        node_usd=dearest[0],
+    )
 
 
 def _volumes(r: PolicyResource, component: str, c: Capacity) -> list[Line]:
@@ -132,10 +152,21 @@ def _volumes(r: PolicyResource, component: str, c: Capacity) -> list[Line]:
         except KeyError:
             price = None
         if price is None or price.usd is None:
-            lines.append(Line(**base, basis="unknown", what=f"{nodes} x {size} GiB {kind} volumes: unknown (no price for {kind})"))
+            lines.append(
+                Line(
+                    **base, basis="unknown", what=f"{nodes} x {size} GiB {kind} volumes: unknown (no price for {kind})"
+                )
+            )
             continue
         per_node = size * price.usd / hours_per_month()
-        lines.append(Line(**base, basis="hourly", low=c.low * per_node, high=c.high * per_node,
-                          what=f"{nodes} x {size} GiB {kind} volumes at ${price.usd:g}/GB-month",
-                          price_keys=(price.key,)))
+        lines.append(
+            Line(
+                **base,
+                basis="hourly",
+                low=c.low * per_node,
+                high=c.high * per_node,
+                what=f"{nodes} x {size} GiB {kind} volumes at ${price.usd:g}/GB-month",
+                price_keys=(price.key,),
+            )
+        )
     return lines

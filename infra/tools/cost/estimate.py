@@ -1,17 +1,19 @@
 """A stack's cost from what its preview declares, priced from the catalogs (pure: no I/O beyond the
 packaged price tables). Every declared resource is priced, listed as carrying no charge, or reported as
 unknown; nothing is dropped silently."""
+
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any
 
-from infra.core import tags as contract
 from infra.catalog.aws import price_table_source
 from infra.catalog.gcp import machine_table_source
 from infra.catalog.gcp import price_table_source as gcp_price_table_source
 from infra.catalog.services import hours_per_month, no_charge_reason, service_price, service_price_region
+from infra.core import tags as contract
+from infra.providers import tokens
 from infra.tools.cost import guard
 from infra.tools.cost.compute import COMPUTE_TYPES, compute_lines
 from infra.tools.cost.gcp import GCP_PRICERS
@@ -20,10 +22,9 @@ from infra.tools.cost.managed import PRICERS
 from infra.tools.cost.model import GROUPS, Line, RunCost, Source, StackCost
 from infra.tools.cost.resources import Resources
 from infra.tools.preview_json import PolicyResource, PreviewDocument
-from infra.providers import tokens
 
 
-def estimate(document: PreviewDocument, config: Any = None, hours: Optional[float] = None) -> StackCost:
+def estimate(document: PreviewDocument, config: Any = None, hours: float | None = None) -> StackCost:
     """`config` is the stack's typed config (infra.kinds.load) when known; `hours` the run's length
     (training; default its lifecycle.ttlHours) or the period to cost (other kinds)."""
     res = Resources(document)
@@ -41,11 +42,17 @@ def estimate(document: PreviewDocument, config: Any = None, hours: Optional[floa
     region = str(document.config.get("gcp:region" if gcp else "aws:region") or "")
     price_region = machine_table_source()[2] if gcp else service_price_region()
     cost = StackCost(
-        project=document.project, stack=document.stack, kind=kind, region=region,
-        price_region=price_region, lines=tuple(lines),
+        project=document.project,
+        stack=document.stack,
+        kind=kind,
+        region=region,
+        price_region=price_region,
+        lines=tuple(lines),
         no_charge=tuple((t, n, why) for (t, why), n in sorted(free.items())),
-        sources=_sources(lines), notes=tuple(_notes(kind, region, lines, price_region)),
-        hours_per_month=hours_per_month(), hours=hours,
+        sources=_sources(lines),
+        notes=tuple(_notes(kind, region, lines, price_region)),
+        hours_per_month=hours_per_month(),
+        hours=hours,
     )
     if kind == "training":
         cost = _with_run(cost, config, hours)
@@ -68,17 +75,26 @@ def _price(r: PolicyResource, res: Resources, per_run: bool) -> list[Line] | str
     reason = no_charge_reason(r.type)
     if reason:
         return reason
-    return [_unknown(r, res, "no price in infra/catalog/data/aws_service_prices.json; add one, or list the type "
-                             "under noCharge")]
+    return [
+        _unknown(
+            r, res, "no price in infra/catalog/data/aws_service_prices.json; add one, or list the type under noCharge"
+        )
+    ]
 
 
 def _unknown(r: PolicyResource, res: Resources, why: str) -> Line:
     group = "compute" if r.type in COMPUTE_TYPES else "other"
-    return Line(resource=r.name, type=r.type, component=res.component(r), group=group, basis="unknown",
-                what=f"{r.type.rsplit(':', 1)[-1]}: unknown ({why})")
+    return Line(
+        resource=r.name,
+        type=r.type,
+        component=res.component(r),
+        group=group,
+        basis="unknown",
+        what=f"{r.type.rsplit(':', 1)[-1]}: unknown ({why})",
+    )
 
 
-def _kind_from_tags(resources: list[PolicyResource]) -> Optional[str]:
+def _kind_from_tags(resources: list[PolicyResource]) -> str | None:
     roles = {r.props.get("tags", {}).get(contract.ROLE) for r in resources if isinstance(r.props.get("tags"), dict)}
     roles.discard(None)
     return roles.pop() if len(roles) == 1 else None
@@ -106,26 +122,39 @@ def _notes(kind: str, region: str, lines: list[Line], price_region: str = "") ->
     if any(line.basis == "unknown" for line in lines):
         notes.append("some prices are unknown: the totals are lower bounds")
     if kind == "serving":
-        notes.append("min: every node group at its minSize on its cheapest allowed type; max: at its maxSize on its "
-                     "dearest type (the cluster autoscaler moves between them with load)")
+        notes.append(
+            "min: every node group at its minSize on its cheapest allowed type; max: at its maxSize on its "
+            "dearest type (the cluster autoscaler moves between them with load)"
+        )
     if kind == "registry" and any(line.type == tokens.GCP_STORAGE_TRANSFER_JOB for line in lines):
         from infra.tools.cost.gcp import mirror_notes
 
         notes += mirror_notes()
     elif kind == "registry":
         price = service_price("s3.standard.storage")
-        notes.append(f"registry storage is usage-based: ${price.usd:g} per GB-month ({price.source}); the cost depends "
-                     "on what is stored, including noncurrent versions until the lifecycle rules expire them")
+        notes.append(
+            f"registry storage is usage-based: ${price.usd:g} per GB-month ({price.source}); the cost depends "
+            "on what is stored, including noncurrent versions until the lifecycle rules expire them"
+        )
     return notes
 
 
-def _with_run(cost: StackCost, config: Any, hours: Optional[float]) -> StackCost:
+def _with_run(cost: StackCost, config: Any, hours: float | None) -> StackCost:
     lifecycle = getattr(getattr(config, "training", None), "lifecycle", None)
     ttl = float(getattr(lifecycle, "ttl_hours", 24))
     run_hours, hours_from = (hours, "--hours") if hours is not None else (ttl, "lifecycle.ttlHours")
-    idle = idle_tail(list(cost.lines), run_hours, ttl,
-                     teardown_on_completion=getattr(lifecycle, "teardown_on_completion", True),
-                     export_checkpoints=getattr(lifecycle, "export_checkpoints", True))
-    run = RunCost(hours=run_hours, hours_from=hours_from, running_usd=cost.hourly_high * run_hours,
-                  per_run_usd=sum(line.per_run for line in cost.lines), idle=idle)
+    idle = idle_tail(
+        list(cost.lines),
+        run_hours,
+        ttl,
+        teardown_on_completion=getattr(lifecycle, "teardown_on_completion", True),
+        export_checkpoints=getattr(lifecycle, "export_checkpoints", True),
+    )
+    run = RunCost(
+        hours=run_hours,
+        hours_from=hours_from,
+        running_usd=cost.hourly_high * run_hours,
+        per_run_usd=sum(line.per_run for line in cost.lines),
+        idle=idle,
+    )
     return replace(cost, run=run)

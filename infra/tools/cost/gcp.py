@@ -1,16 +1,17 @@
 """GCP resources a stack declares: GKE's cluster management fee, node pools priced from the GCP machine
 catalog (infra/catalog/data/gcp_machines.json) and Cloud NAT. Prices without a source are 'unknown'."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from infra.catalog.gcp import UnknownMachineType, machine_type
 from infra.catalog.services import service_price
+from infra.providers import tokens
 from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.managed import Priced
 from infra.tools.cost.resources import Resources, dict_at, list_at, whole
 from infra.tools.preview_json import PolicyResource
-from infra.providers import tokens
 
 CLUSTER = tokens.GCP_CONTAINER_CLUSTER
 NODE_POOL = tokens.GCP_CONTAINER_NODE_POOL
@@ -38,48 +39,113 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
     try:
         mtype = machine_type(name)
     except UnknownMachineType:
-        return [line(r, res, "compute", basis="unknown", nodes=high,
-                      what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}")]
+        return [
+            line(
+                r,
+                res,
+                "compute",
+                basis="unknown",
+                nodes=high,
+                what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}",
+            )
+        ]
     if mtype.price is None:
         host = mtype.host_price_excluding_gpu
         part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
-        return [line(r, res, "compute", basis="unknown", nodes=high,
-                      what=f"{nodes} x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no "
-                           f"sourced price for its GPUs{part}){where}")]
+        return [
+            line(
+                r,
+                res,
+                "compute",
+                basis="unknown",
+                nodes=high,
+                what=f"{nodes} x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no "
+                f"sourced price for its GPUs{part}){where}",
+            )
+        ]
     what = f"{nodes} x {name} at ${mtype.price:.3f}/h{where}"
-    return [line(r, res, "compute", basis="hourly", what=what, low=low * mtype.price, high=high * mtype.price,
-                  nodes=high, node_usd=mtype.price)]
+    return [
+        line(
+            r,
+            res,
+            "compute",
+            basis="hourly",
+            what=what,
+            low=low * mtype.price,
+            high=high * mtype.price,
+            nodes=high,
+            node_usd=mtype.price,
+        )
+    ]
 
 
 def router_nat(r: PolicyResource, res: Resources) -> Priced:
     price = service_price("gcp.cloudNat.gateway")
     if price.usd is None:
-        return [line(r, res, "network", basis="unknown", price_keys=(price.key, "gcp.cloudNat.data"),
-                      what=f"Cloud NAT: unknown ({price.source})")]
+        return [
+            line(
+                r,
+                res,
+                "network",
+                basis="unknown",
+                price_keys=(price.key, "gcp.cloudNat.data"),
+                what=f"Cloud NAT: unknown ({price.source})",
+            )
+        ]
     return [hourly(r, res, "network", price.key, 1, "Cloud NAT gateway", usage=("gcp.cloudNat.data",))]
 
 
 def gcs_bucket(r: PolicyResource, res: Resources) -> Priced:
-    return [usage(r, res, "registry data", "GCS bucket: depends on what is stored (every object version counts) and on "
-                   "writes", "gcs.standard.storage", "gcs.classA.operation")]
+    return [
+        usage(
+            r,
+            res,
+            "registry data",
+            "GCS bucket: depends on what is stored (every object version counts) and on writes",
+            "gcs.standard.storage",
+            "gcs.classA.operation",
+        )
+    ]
 
 
 def kms_key(r: PolicyResource, res: Resources) -> Priced:
-    return [hourly(r, res, "encryption", "gcp.kms.keyVersion", 1, "1 Cloud KMS key version (each rotation adds one)",
-                    per_month=True, usage=("gcp.kms.operation",))]
+    return [
+        hourly(
+            r,
+            res,
+            "encryption",
+            "gcp.kms.keyVersion",
+            1,
+            "1 Cloud KMS key version (each rotation adds one)",
+            per_month=True,
+            usage=("gcp.kms.operation",),
+        )
+    ]
 
 
 def transfer_job(r: PolicyResource, res: Resources) -> Priced:
-    return [usage(r, res, "network", "Storage Transfer from S3: per GB copied (S3 egress to the internet; the "
-                   "transfer service itself is free) and per object", "dataTransfer.internetOut",
-                   "gcp.storageTransfer.agentless", "s3.get.request", "gcs.classA.operation")]
+    return [
+        usage(
+            r,
+            res,
+            "network",
+            "Storage Transfer from S3: per GB copied (S3 egress to the internet; the "
+            "transfer service itself is free) and per object",
+            "dataTransfer.internetOut",
+            "gcp.storageTransfer.agentless",
+            "s3.get.request",
+            "gcs.classA.operation",
+        )
+    ]
 
 
 def mirror_notes() -> list[str]:
     storage, egress = service_price("gcs.standard.storage"), service_price("dataTransfer.internetOut")
-    return [f"the mirror is usage-based: each GB copied costs ${egress.usd:g} of S3 egress to the internet once (AWS "
-            f"list price, us-east-1) and ${storage.usd:g} per GB-month while stored; the transfer service is free and "
-            "unchanged objects are not copied again"]
+    return [
+        f"the mirror is usage-based: each GB copied costs ${egress.usd:g} of S3 egress to the internet once (AWS "
+        f"list price, us-east-1) and ${storage.usd:g} per GB-month while stored; the transfer service is free and "
+        "unchanged objects are not copied again"
+    ]
 
 
 COMPUTE_INSTANCE = tokens.GCP_COMPUTE_INSTANCE
@@ -92,16 +158,43 @@ def compute_instance(r: PolicyResource, res: Resources) -> Priced:
     try:
         mtype = machine_type(name)
     except UnknownMachineType:
-        return [line(r, res, "compute", basis="unknown", nodes=1,
-                      what=f"1 x {name or 'machine'}: unknown ({name} is not in the GCP machine catalog)")]
+        return [
+            line(
+                r,
+                res,
+                "compute",
+                basis="unknown",
+                nodes=1,
+                what=f"1 x {name or 'machine'}: unknown ({name} is not in the GCP machine catalog)",
+            )
+        ]
     if mtype.price is None:
         host = mtype.host_price_excluding_gpu
         part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
-        return [line(r, res, "compute", basis="unknown", nodes=1,
-                      what=f"1 x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no sourced "
-                           f"price for its GPUs{part})")]
-    return [line(r, res, "compute", basis="hourly", what=f"1 x {name} at ${mtype.price:.3f}/h", low=mtype.price,
-                  high=mtype.price, nodes=1, node_usd=mtype.price)]
+        return [
+            line(
+                r,
+                res,
+                "compute",
+                basis="unknown",
+                nodes=1,
+                what=f"1 x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no sourced "
+                f"price for its GPUs{part})",
+            )
+        ]
+    return [
+        line(
+            r,
+            res,
+            "compute",
+            basis="hourly",
+            what=f"1 x {name} at ${mtype.price:.3f}/h",
+            low=mtype.price,
+            high=mtype.price,
+            nodes=1,
+            node_usd=mtype.price,
+        )
+    ]
 
 
 LUSTRE_PRICE_KEYS = {125: "gcp.managedLustre.capacity125"}  # the tiers with a sourced price
@@ -112,14 +205,25 @@ def lustre_instance(r: PolicyResource, res: Resources) -> Priced:
     label = f"Managed Lustre {capacity} GiB at {tier} MB/s/TiB"
     if capacity is not None and tier in LUSTRE_PRICE_KEYS:
         return [hourly(r, res, "storage", LUSTRE_PRICE_KEYS[tier], capacity, label, per_month=True)]
-    return [line(r, res, "storage", basis="unknown",
-                  what=f"{label}: unknown (no sourced price for this tier; Managed Lustre bills per GiB of provisioned "
-                       f"capacity by tier: {service_price(LUSTRE_PRICE_KEYS[125]).per_unit()} at 125 MB/s/TiB)")]
+    return [
+        line(
+            r,
+            res,
+            "storage",
+            basis="unknown",
+            what=f"{label}: unknown (no sourced price for this tier; Managed Lustre bills per GiB of provisioned "
+            f"capacity by tier: {service_price(LUSTRE_PRICE_KEYS[125]).per_unit()} at 125 MB/s/TiB)",
+        )
+    ]
 
 
 GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
-    CLUSTER: gke_cluster, NODE_POOL: node_pool, ROUTER_NAT: router_nat,
-    COMPUTE_INSTANCE: compute_instance, LUSTRE_INSTANCE: lustre_instance,
-    tokens.GCP_STORAGE_BUCKET: gcs_bucket, tokens.GCP_KMS_CRYPTO_KEY: kms_key,
+    CLUSTER: gke_cluster,
+    NODE_POOL: node_pool,
+    ROUTER_NAT: router_nat,
+    COMPUTE_INSTANCE: compute_instance,
+    LUSTRE_INSTANCE: lustre_instance,
+    tokens.GCP_STORAGE_BUCKET: gcs_bucket,
+    tokens.GCP_KMS_CRYPTO_KEY: kms_key,
     tokens.GCP_STORAGE_TRANSFER_JOB: transfer_job,
 }

@@ -6,16 +6,17 @@ Worst case per run of one function, by design (infra/training/limits.py): every 
 invocation running to its declared timeout; an export the guard polls adds at most EXPORT_WAIT_SECONDS of
 running time, in invocations every EXPORT_POLL_SECONDS. Real runs cost far less.
 """
+
 from __future__ import annotations
 
 import math
 
 from infra.catalog.services import service_price
+from infra.providers import tokens
 from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, number
-from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS, GUARD_RETRY_ATTEMPTS
 from infra.tools.preview_json import PolicyResource
-from infra.providers import tokens
+from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS, GUARD_RETRY_ATTEMPTS
 
 FUNCTION = tokens.AWS_LAMBDA_FUNCTION
 SCHEDULE = tokens.AWS_SCHEDULER_SCHEDULE
@@ -31,8 +32,14 @@ def function(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
     memory_gb = (number(r.props.get("memorySize")) or DEFAULT_MEMORY_MB) / 1024
     timeout = number(r.props.get("timeout")) or DEFAULT_TIMEOUT_SECONDS
     units = (request.per_unit(), duration.per_unit())
-    base = dict(resource=r.name, type=r.type, component=res.component(r), group="guard",
-                unit_prices=units, price_keys=(request.key, duration.key))
+    base = dict(
+        resource=r.name,
+        type=r.type,
+        component=res.component(r),
+        group="guard",
+        unit_prices=units,
+        price_keys=(request.key, duration.key),
+    )
     if not per_run:
         return [Line(**base, basis="usage", what="Lambda function: per invocation")]
     triggers = max(1, len(res.dependents(r, EVENT_TARGET, SCHEDULE)))
@@ -41,18 +48,32 @@ def function(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
     invocations = fired + polls
     gb_seconds = memory_gb * (fired * timeout + EXPORT_WAIT_SECONDS)
     usd = invocations * request.usd + gb_seconds * duration.usd
-    what = (f"Lambda, at most {invocations} invocations per run ({triggers} trigger(s) x {1 + GUARD_RETRY_ATTEMPTS} "
-            f"attempts + {polls} export polls) and {gb_seconds:g} GB-s ({memory_gb * 1024:g} MB x "
-            f"({fired} x {timeout:g} s timeout + {EXPORT_WAIT_SECONDS} s export wait)): negligible per hour")
+    what = (
+        f"Lambda, at most {invocations} invocations per run ({triggers} trigger(s) x {1 + GUARD_RETRY_ATTEMPTS} "
+        f"attempts + {polls} export polls) and {gb_seconds:g} GB-s ({memory_gb * 1024:g} MB x "
+        f"({fired} x {timeout:g} s timeout + {EXPORT_WAIT_SECONDS} s export wait)): negligible per hour"
+    )
     return [Line(**base, basis="per-run", what=what, per_run=usd)]
 
 
 def schedule(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
     price = service_price("scheduler.invocation")
-    base = dict(resource=r.name, type=r.type, component=res.component(r), group="guard",
-                unit_prices=(price.per_unit(),), price_keys=(price.key,))
+    base = dict(
+        resource=r.name,
+        type=r.type,
+        component=res.component(r),
+        group="guard",
+        unit_prices=(price.per_unit(),),
+        price_keys=(price.key,),
+    )
     one_time = str(r.props.get("scheduleExpression", "")).startswith("at(")
     if not (per_run and one_time):
         return [Line(**base, basis="usage", what="EventBridge Scheduler schedule: per invocation")]
-    return [Line(**base, basis="per-run", per_run=price.usd,
-                 what="one-time EventBridge Scheduler schedule: 1 invocation per run, negligible per hour")]
+    return [
+        Line(
+            **base,
+            basis="per-run",
+            per_run=price.usd,
+            what="one-time EventBridge Scheduler schedule: 1 invocation per run, negligible per hour",
+        )
+    ]

@@ -1,5 +1,6 @@
 """Priced lines of one resource, built the same way by every pricer: a resource at an hourly service price, or
 priced by usage (shown, not added)."""
+
 from __future__ import annotations
 
 from infra.catalog.services import hours_per_month, service_price
@@ -12,15 +13,34 @@ def line(r: PolicyResource, res: Resources, group: str, **fields) -> Line:
     return Line(resource=r.name, type=r.type, component=res.component(r), group=group, **fields)
 
 
-def hourly(r: PolicyResource, res: Resources, group: str, key: str, quantity: float, what: str,
-            per_month: bool = False, usage: tuple[str, ...] = ()) -> Line:
+def hourly(
+    r: PolicyResource,
+    res: Resources,
+    group: str,
+    key: str,
+    quantity: float,
+    what: str,
+    per_month: bool = False,
+    usage: tuple[str, ...] = (),
+) -> Line:
     price = service_price(key)
     usage_prices = tuple(service_price(k) for k in usage)
     per_hour = quantity * price.usd / (hours_per_month() if per_month else 1)
-    return line(r, res, group, basis="hourly", low=per_hour, high=per_hour, what=f"{what} at {price.per_unit()}",
-                 unit_prices=tuple(p.per_unit() for p in usage_prices), price_keys=(key, *usage))
+    return line(
+        r,
+        res,
+        group,
+        basis="hourly",
+        low=per_hour,
+        high=per_hour,
+        what=f"{what} at {price.per_unit()}",
+        unit_prices=tuple(p.per_unit() for p in usage_prices),
+        price_keys=(key, *usage),
+    )
 
 
 def usage(r: PolicyResource, res: Resources, group: str, what: str, *keys: str) -> Line:
     prices = [service_price(k) for k in keys]
-    return line(r, res, group, basis="usage", what=what, unit_prices=tuple(p.per_unit() for p in prices), price_keys=keys)
+    return line(
+        r, res, group, basis="usage", what=what, unit_prices=tuple(p.per_unit() for p in prices), price_keys=keys
+    )

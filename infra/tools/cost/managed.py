@@ -1,15 +1,17 @@
 """Managed services a stack declares: FSx for Lustre, NAT gateways, public IPs, VPC endpoints, EKS, KMS,
 CloudWatch Logs, S3, SQS. Each pricer returns its lines, or a no-charge label."""
+
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
+from typing import Union
 
 from infra.catalog.services import lustre_price_key, service_price
+from infra.providers import tokens
 from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, list_at, whole
 from infra.tools.preview_json import PolicyResource
-from infra.providers import tokens
 
 Priced = Union[list[Line], str]  # lines, or why the resource carries no charge of its own
 
@@ -44,8 +46,17 @@ def vpc_endpoint(r: PolicyResource, res: Resources) -> Priced:
     azs = max(1, len(list_at(r.props, "subnetIds")))
     name = str(r.props.get("serviceName", ""))
     service = name.split(".", 3)[-1] if name.startswith("com.amazonaws.") else name or r.name  # e.g. ecr.api
-    return [hourly(r, res, "network", "vpc.interfaceEndpoint.hour", azs, f"interface endpoint {service} in {azs} AZ(s)",
-                    usage=("vpc.interfaceEndpoint.data",))]
+    return [
+        hourly(
+            r,
+            res,
+            "network",
+            "vpc.interfaceEndpoint.hour",
+            azs,
+            f"interface endpoint {service} in {azs} AZ(s)",
+            usage=("vpc.interfaceEndpoint.data",),
+        )
+    ]
 
 
 def eks_cluster(r: PolicyResource, res: Resources) -> Priced:
@@ -60,8 +71,16 @@ def kms_key(r: PolicyResource, res: Resources) -> Priced:
 def log_group(r: PolicyResource, res: Resources) -> Priced:
     days = whole(r.props.get("retentionInDays"))
     kept = f"kept {days} days" if days else "kept forever"
-    return [usage(r, res, "logs", f"log group {r.props.get('name') or r.name} ({kept}): depends on log volume",
-                   "logs.ingestion", "logs.storage")]
+    return [
+        usage(
+            r,
+            res,
+            "logs",
+            f"log group {r.props.get('name') or r.name} ({kept}): depends on log volume",
+            "logs.ingestion",
+            "logs.storage",
+        )
+    ]
 
 
 def metric_alarm(r: PolicyResource, res: Resources) -> Priced:
@@ -69,8 +88,17 @@ def metric_alarm(r: PolicyResource, res: Resources) -> Priced:
 
 
 def bucket(r: PolicyResource, res: Resources) -> Priced:
-    return [usage(r, res, "registry data", "S3 bucket: depends on what is stored (every object version counts) and "
-                   "on requests", "s3.standard.storage", "s3.put.request", "s3.get.request")]
+    return [
+        usage(
+            r,
+            res,
+            "registry data",
+            "S3 bucket: depends on what is stored (every object version counts) and on requests",
+            "s3.standard.storage",
+            "s3.put.request",
+            "s3.get.request",
+        )
+    ]
 
 
 def sqs_queue(r: PolicyResource, res: Resources) -> Priced:

@@ -1,8 +1,9 @@
 """What a stack costs, as data: priced lines, the training run and its idle tail (no I/O, no pulumi)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 # hourly: billed while the resource exists; per-run: a few invocations per training run (negligible per
 # hour); usage: depends on traffic or stored data, unit prices only; unknown: no public/sourced price.
@@ -12,19 +13,19 @@ GROUPS = ("compute", "storage", "network", "control plane", "encryption", "guard
 
 @dataclass(frozen=True)
 class Line:
-    resource: str            # the resource's name
-    type: str                # its type token
-    component: str           # "<Noun> <name>" of the component that declares it ("" at the top level)
-    group: str               # one of GROUPS
+    resource: str  # the resource's name
+    type: str  # its type token
+    component: str  # "<Noun> <name>" of the component that declares it ("" at the top level)
+    group: str  # one of GROUPS
     basis: Basis
-    what: str                # how the figure is made, e.g. "4 x p4d.24xlarge at $21.960/h"
-    low: float = 0.0         # USD per hour at the lower bound (min nodes, cheapest allowed type)
-    high: float = 0.0        # USD per hour at the upper bound (max nodes, dearest allowed type)
-    per_run: float = 0.0     # USD per training run (per-invocation items), worst case by design
-    unit_prices: tuple[str, ...] = ()   # usage prices, e.g. "$0.045 per GB processed"
-    price_keys: tuple[str, ...] = ()    # service price entries used (their sources are listed)
-    nodes: int = 0           # compute lines: nodes at the upper bound
-    node_usd: float = 0.0    # compute lines: USD per node-hour at the upper bound
+    what: str  # how the figure is made, e.g. "4 x p4d.24xlarge at $21.960/h"
+    low: float = 0.0  # USD per hour at the lower bound (min nodes, cheapest allowed type)
+    high: float = 0.0  # USD per hour at the upper bound (max nodes, dearest allowed type)
+    per_run: float = 0.0  # USD per training run (per-invocation items), worst case by design
+    unit_prices: tuple[str, ...] = ()  # usage prices, e.g. "$0.045 per GB processed"
+    price_keys: tuple[str, ...] = ()  # service price entries used (their sources are listed)
+    nodes: int = 0  # compute lines: nodes at the upper bound
+    node_usd: float = 0.0  # compute lines: USD per node-hour at the upper bound
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,11 @@ class IdleTerm:
 @dataclass(frozen=True)
 class IdleTail:
     """Spend after the job ends, as the lifecycle design allows it (infra/training/limits.py)."""
+
     terms: tuple[IdleTerm, ...]
-    guard_path_usd: float        # compute if the nodes' own power-off fails and the guard stops them
+    guard_path_usd: float  # compute if the nodes' own power-off fails and the guard stops them
     hard_cap_overrun_usd: float  # compute past expires-at before the hard cap has terminated it
-    unattended_usd: float        # storage and network if nobody tears down (until expires-at; on GCP per hour)
+    unattended_usd: float  # storage and network if nobody tears down (until expires-at; on GCP per hour)
     guard_path_what: str = "if a node's own power-off fails, the run guard stops it (worst case by design)"
     unattended_what: str = "if nobody tears down, storage and network bill until expires-at"
 
@@ -53,9 +55,9 @@ class IdleTail:
 @dataclass(frozen=True)
 class RunCost:
     hours: float
-    hours_from: str              # "--hours" or "lifecycle.ttlHours"
-    running_usd: float           # hourly total x hours
-    per_run_usd: float           # per-invocation items (guard)
+    hours_from: str  # "--hours" or "lifecycle.ttlHours"
+    running_usd: float  # hourly total x hours
+    per_run_usd: float  # per-invocation items (guard)
     idle: IdleTail
 
     @property
@@ -78,12 +80,12 @@ class StackCost:
     region: str
     price_region: str
     lines: tuple[Line, ...]
-    no_charge: tuple[tuple[str, int, str], ...]   # (resource type, count, why) of resources with no charge of their own
+    no_charge: tuple[tuple[str, int, str], ...]  # (resource type, count, why) of resources with no charge of their own
     sources: tuple[Source, ...]
     notes: tuple[str, ...] = ()
-    run: Optional[RunCost] = None
+    run: RunCost | None = None
     hours_per_month: int = 730
-    hours: Optional[float] = field(default=None)  # --hours for non-training stacks
+    hours: float | None = field(default=None)  # --hours for non-training stacks
 
     def of(self, basis: Basis) -> list[Line]:
         return [line for line in self.lines if line.basis == basis]

@@ -1,4 +1,5 @@
 """A stack's cost for people (text, markdown) and for tools (--json)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,12 +23,22 @@ def to_json(cost: StackCost) -> dict[str, Any]:
     low, high = cost.hourly_low, cost.hourly_high
     month = cost.hours_per_month
     doc: dict[str, Any] = {
-        "project": cost.project, "stack": cost.stack, "kind": cost.kind, "region": cost.region, "currency": "USD",
-        "prices": {"region": cost.price_region,
-                   "sources": [{"what": s.what, "source": s.source, "asOf": s.as_of} for s in cost.sources]},
-        "hourly": {"totalUsd": _r(high) if low == high else None, "minUsd": _r(low), "maxUsd": _r(high),
-                   "complete": cost.complete,
-                   "byGroup": {g: {"minUsd": _r(lo), "maxUsd": _r(hi)} for g, (lo, hi) in cost.by_group().items()}},
+        "project": cost.project,
+        "stack": cost.stack,
+        "kind": cost.kind,
+        "region": cost.region,
+        "currency": "USD",
+        "prices": {
+            "region": cost.price_region,
+            "sources": [{"what": s.what, "source": s.source, "asOf": s.as_of} for s in cost.sources],
+        },
+        "hourly": {
+            "totalUsd": _r(high) if low == high else None,
+            "minUsd": _r(low),
+            "maxUsd": _r(high),
+            "complete": cost.complete,
+            "byGroup": {g: {"minUsd": _r(lo), "maxUsd": _r(hi)} for g, (lo, hi) in cost.by_group().items()},
+        },
         "monthly": {"hours": month, "minUsd": _r(low * month), "maxUsd": _r(high * month)},
         "lines": [_line_json(line) for line in cost.lines],
         "noCharge": [{"type": t, "count": n, "why": why} for t, n, why in cost.no_charge],
@@ -38,21 +49,36 @@ def to_json(cost: StackCost) -> dict[str, Any]:
     if cost.run is not None:
         run, idle = cost.run, cost.run.idle
         doc["run"] = {
-            "hours": run.hours, "hoursFrom": run.hours_from, "runningUsd": _r(run.running_usd),
-            "perRunUsd": _r(run.per_run_usd), "idleTailUsd": _r(idle.usd), "totalUsd": _r(run.usd),
+            "hours": run.hours,
+            "hoursFrom": run.hours_from,
+            "runningUsd": _r(run.running_usd),
+            "perRunUsd": _r(run.per_run_usd),
+            "idleTailUsd": _r(idle.usd),
+            "totalUsd": _r(run.usd),
             "idleTail": {
                 "terms": [{"what": t.what, "seconds": t.seconds, "usd": _r(t.usd), "why": t.why} for t in idle.terms],
-                "guardPathWorstUsd": _r(idle.guard_path_usd), "hardCapOverrunUsd": _r(idle.hard_cap_overrun_usd),
-                "unattendedUntilExpiryUsd": _r(idle.unattended_usd), "unattendedWhat": idle.unattended_what,
+                "guardPathWorstUsd": _r(idle.guard_path_usd),
+                "hardCapOverrunUsd": _r(idle.hard_cap_overrun_usd),
+                "unattendedUntilExpiryUsd": _r(idle.unattended_usd),
+                "unattendedWhat": idle.unattended_what,
             },
         }
     return doc
 
 
 def _line_json(line: Line) -> dict[str, Any]:
-    return {"resource": line.resource, "type": line.type, "component": line.component, "group": line.group,
-            "basis": line.basis, "what": line.what, "minUsdPerHour": _r(line.low), "maxUsdPerHour": _r(line.high),
-            "perRunUsd": _r(line.per_run), "unitPrices": list(line.unit_prices)}
+    return {
+        "resource": line.resource,
+        "type": line.type,
+        "component": line.component,
+        "group": line.group,
+        "basis": line.basis,
+        "what": line.what,
+        "minUsdPerHour": _r(line.low),
+        "maxUsdPerHour": _r(line.high),
+        "perRunUsd": _r(line.per_run),
+        "unitPrices": list(line.unit_prices),
+    }
 
 
 def _per_hour(line: Line) -> str:
@@ -82,14 +108,18 @@ def summary(cost: StackCost) -> list[str]:
         if cost.run is None:
             out.append(f"Monthly ({month} h): {at_least}{usd(high * month)}")
     else:
-        out = [f"Hourly: {at_least}{usd(low)} at min to {usd(high)} at max ({groups} at max)",
-               f"Monthly ({month} h): {at_least}{usd(low * month)} at min to {usd(high * month)} at max"]
+        out = [
+            f"Hourly: {at_least}{usd(low)} at min to {usd(high)} at max ({groups} at max)",
+            f"Monthly ({month} h): {at_least}{usd(low * month)} at min to {usd(high * month)} at max",
+        ]
     if cost.hours is not None and cost.run is None:
         out.append(f"{cost.hours:g} h: {usd(low * cost.hours)} at min to {usd(high * cost.hours)} at max")
     if cost.run is not None:
         run = cost.run
-        out.append(f"Run of {run.hours:g} h ({run.hours_from}): {at_least}{usd(run.usd)} = {usd(run.running_usd)} running "
-                   f"+ {usd(run.per_run_usd)} per-run items + {usd(run.idle.usd)} idle tail")
+        out.append(
+            f"Run of {run.hours:g} h ({run.hours_from}): {at_least}{usd(run.usd)} = {usd(run.running_usd)} running "
+            f"+ {usd(run.per_run_usd)} per-run items + {usd(run.idle.usd)} idle tail"
+        )
     return out
 
 
@@ -108,8 +138,11 @@ def idle_lines(cost: StackCost) -> list[str]:
 
 
 def render(cost: StackCost) -> str:
-    out = [f"Cost of {cost.project}/{cost.stack} ({cost.kind}, {cost.region or 'no region'}), USD, "
-           f"{cost.price_region} list prices", ""]
+    out = [
+        f"Cost of {cost.project}/{cost.stack} ({cost.kind}, {cost.region or 'no region'}), USD, "
+        f"{cost.price_region} list prices",
+        "",
+    ]
     rows = [("group", "resource", "per hour", "how")]
     rows += [(line.group, line.resource, _per_hour(line), _how(line)) for line in cost.lines]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
@@ -119,7 +152,10 @@ def render(cost: StackCost) -> str:
     if idle:
         out += ["", "Idle tail after the job ends (infra/training/limits.py):", *(f"  {line}" for line in idle)]
     if cost.no_charge:
-        out += ["", "No charge of their own: " + ", ".join(f"{n} x {t.rsplit(':', 1)[-1]}" for t, n, _ in cost.no_charge)]
+        out += [
+            "",
+            "No charge of their own: " + ", ".join(f"{n} x {t.rsplit(':', 1)[-1]}" for t, n, _ in cost.no_charge),
+        ]
     out += ["", "Prices:", *(f"  {s.what}: {s.source} (as of {s.as_of})" for s in cost.sources)]
     if cost.notes:
         out += ["", "Notes:", *(f"  {note}" for note in cost.notes)]
@@ -135,11 +171,20 @@ def markdown(cost: StackCost) -> str:
     if idle:
         out += ["", "Idle tail after the job ends (`infra/training/limits.py`):", *(f"- {_md(line)}" for line in idle)]
     if cost.no_charge:
-        out += ["", "No charge of their own: " + ", ".join(f"{n} x `{t.rsplit(':', 1)[-1]}`" for t, n, _ in cost.no_charge)]
+        out += [
+            "",
+            "No charge of their own: " + ", ".join(f"{n} x `{t.rsplit(':', 1)[-1]}`" for t, n, _ in cost.no_charge),
+        ]
     if cost.notes:
         out += ["", *(f"> {note}" for note in cost.notes)]
-    out += ["", "<details><summary>Price sources</summary>", "",
-            *(f"- `{s.what}`: {_md(s.source)} (as of {s.as_of})" for s in cost.sources), "", "</details>"]
+    out += [
+        "",
+        "<details><summary>Price sources</summary>",
+        "",
+        *(f"- `{s.what}`: {_md(s.source)} (as of {s.as_of})" for s in cost.sources),
+        "",
+        "</details>",
+    ]
     return "\n".join(out)
 
 

@@ -1,7 +1,9 @@
 """Reading a preview's resources for pricing: numbers, links between resources, owning components."""
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from infra.tools.preview_json import PolicyResource, PreviewDocument
 
@@ -32,15 +34,19 @@ class Resources:
 
     def dependents(self, resource: PolicyResource, *types: str) -> list[PolicyResource]:
         """Resources of `types` that depend on `resource`."""
-        return [r for r in self.declared() if r.type in types and (
-            resource.urn in r.dependencies or any(resource.urn in us for us in r.property_dependencies.values()))]
+        return [
+            r
+            for r in self.declared()
+            if r.type in types
+            and (resource.urn in r.dependencies or any(resource.urn in us for us in r.property_dependencies.values()))
+        ]
 
     def component(self, resource: PolicyResource) -> str:
         """'<Noun> <name>' of the top-level component declaring `resource`, '' at the stack's top level."""
         top = self.top_component(resource)
         return f"{top.type.rsplit(':', 1)[-1]} {top.name}" if top else ""
 
-    def top_component(self, resource: PolicyResource) -> Optional[PolicyResource]:
+    def top_component(self, resource: PolicyResource) -> PolicyResource | None:
         """The component just under the stack that `resource` belongs to (itself if it is one), or None."""
         current, seen = resource, set()
         while current is not None and current.urn not in seen:
@@ -51,7 +57,8 @@ class Resources:
             current = parent
         return None
 
-def number(value: Any) -> Optional[float]:
+
+def number(value: Any) -> float | None:
     """A JSON number or a numeric string (the engine serialises some numbers as strings); None otherwise."""
     if isinstance(value, bool):
         return None
@@ -65,7 +72,7 @@ def number(value: Any) -> Optional[float]:
     return None
 
 
-def whole(value: Any) -> Optional[int]:
+def whole(value: Any) -> int | None:
     n = number(value)
     return int(n) if n is not None and n == int(n) and n >= 0 else None
 

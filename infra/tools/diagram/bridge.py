@@ -1,11 +1,14 @@
 """The registry bridge, read from what stacks declare: which resources read or write which registry
 prefixes, through IAM policies (s3:GetObject / s3:PutObject on `arn:aws:s3:::<bucket>/<prefix>`) and FSx
 data repository associations (import from / export to `s3://<bucket>/<prefix>`). Pure."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
+
 from infra.providers import tokens
 
 Mode = Literal["reads", "writes", "imports", "exports"]
@@ -16,9 +19,9 @@ POLICY_PROPS = ("policy", "inlinePolicies")
 
 @dataclass(frozen=True)
 class Access:
-    urn: str          # the resource that grants or performs the access
+    urn: str  # the resource that grants or performs the access
     bucket: str
-    root: str         # top-level prefix, e.g. "checkpoints/"
+    root: str  # top-level prefix, e.g. "checkpoints/"
     mode: Mode
 
 
@@ -40,7 +43,9 @@ def accesses(resource_urn: str, resource_type: str, inputs: dict[str, Any], buck
             if not isinstance(statement, dict) or statement.get("Effect") != "Allow":
                 continue
             actions = {a.lower() for a in _list(statement.get("Action")) if isinstance(a, str)}
-            modes = (["writes"] if actions & WRITE_ACTIONS else []) + (["reads"] if actions & READ_ACTIONS - {"s3:*"} else [])
+            modes = (["writes"] if actions & WRITE_ACTIONS else []) + (
+                ["reads"] if actions & READ_ACTIONS - {"s3:*"} else []
+            )
             for arn in _list(statement.get("Resource")):
                 if not isinstance(arn, str) or not arn.startswith("arn:aws:s3:::"):
                     continue

@@ -1,5 +1,6 @@
 """`python -m infra diagram`: a picture of stacks, their components and the registry bridge (registered in
 infra.cli)."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,18 +9,29 @@ from pathlib import Path
 
 def add_diagram_parser(verbs: argparse._SubParsersAction) -> None:
     diagram = verbs.add_parser("diagram", help="draw stacks, their components and the registry bridge (Graphviz)")
-    diagram.add_argument("--stack", "-s", action="append", default=[], metavar="S",
-                         help="a stack to draw, with the stacks it references (repeatable); "
-                              "default: the demo stacks registry, training-demo, serving-demo")
-    diagram.add_argument("--out", type=Path, required=True, metavar="FILE",
-                         help="FILE.svg or FILE.png (needs Graphviz's dot), or FILE.dot")
+    diagram.add_argument(
+        "--stack",
+        "-s",
+        action="append",
+        default=[],
+        metavar="S",
+        help="a stack to draw, with the stacks it references (repeatable); "
+        "default: the demo stacks registry, training-demo, serving-demo",
+    )
+    diagram.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="FILE.svg or FILE.png (needs Graphviz's dot), or FILE.dot",
+    )
     diagram.set_defaults(handler=run_diagram)
 
 
 def stacks_with_references(stacks: list[str]):
     """Offline previews of `stacks` and of every stack they reference, each once, in a stable order."""
-    from infra.tools.offline.engine import preview
     from infra.core.project import load_project
+    from infra.tools.offline.engine import preview
 
     project = load_project()
     previews, pending, seen = [], list(stacks), set()
@@ -30,18 +42,21 @@ def stacks_with_references(stacks: list[str]):
         seen.add(stack)
         result = preview(stack, project=project)
         previews.append(result)
-        pending += [s.inputs.get("name", s.name).rsplit("/", 1)[-1] for s in result.steps
-                    if s.type == "pulumi:pulumi:StackReference"]
+        pending += [
+            s.inputs.get("name", s.name).rsplit("/", 1)[-1]
+            for s in result.steps
+            if s.type == "pulumi:pulumi:StackReference"
+        ]
     return previews
 
 
 def caption(result) -> str:
     """The stack's hourly cost at catalog prices, for its cluster's label."""
     from infra.kinds import load
+    from infra.tools import preview_json
     from infra.tools.cost.estimate import estimate
     from infra.tools.cost.render import usd
     from infra.tools.offline.digest import to_digest
-    from infra.tools import preview_json
 
     cost = estimate(preview_json.parse(to_digest(result)), load(result.config))
     low, high = cost.hourly_low, cost.hourly_high

@@ -1,4 +1,5 @@
 """The graph as Graphviz DOT, and DOT rendered to SVG or PNG by Graphviz's `dot`."""
+
 from __future__ import annotations
 
 import html
@@ -6,8 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from infra.tools.diagram.graph import Graph
 from infra.core.errors import InputError, Problem
+from infra.tools.diagram.graph import Graph
 
 FORMATS = ("svg", "png", "dot")
 FILL = {"registry": "#fff4df", "training": "#e8f0ff", "serving": "#e7f6ec"}
@@ -25,7 +26,7 @@ def to_dot(graph: Graph, title: str = "mlinfra stacks") -> str:
     lines = [
         "digraph mlinfra {",
         f'  graph [rankdir=TB, newrank=true, fontname="Helvetica", fontsize=12, nodesep=0.25, ranksep=1.1, labelloc=t, '
-        f'label={_q(title)}];',
+        f"label={_q(title)}];",
         '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];',
         '  edge [fontname="Helvetica", fontsize=9];',
     ]
@@ -36,7 +37,7 @@ def to_dot(graph: Graph, title: str = "mlinfra stacks") -> str:
         caption = f'<BR/><FONT POINT-SIZE="10">{_h(cluster.caption)}</FONT>' if cluster.caption else ""
         lines += [
             f"  subgraph cluster_{i} {{",
-            f'    label=<<B>{_h(cluster.stack)}</B> ({_h(cluster.kind or "stack")}){caption}>;',
+            f"    label=<<B>{_h(cluster.stack)}</B> ({_h(cluster.kind or 'stack')}){caption}>;",
             f'    labelloc=b; style="rounded,filled"; fillcolor="{FILL.get(cluster.kind, "#f4f4f4")}"; '
             f'color="{BORDER.get(cluster.kind, "#888888")}";',
         ]
@@ -71,10 +72,16 @@ def write(dot_text: str, out: Path) -> None:
         return
     dot = shutil.which("dot")
     if dot is None:
-        raise InputError(Problem("--out", f".{fmt} needs Graphviz's `dot` (apt-get install graphviz, brew install "
-                                          "graphviz); .dot is written without it"))
-    done = subprocess.run([dot, f"-T{fmt}", "-o", str(out)], input=dot_text.encode("utf-8"), capture_output=True,
-                          check=False)
+        raise InputError(
+            Problem(
+                "--out",
+                f".{fmt} needs Graphviz's `dot` (apt-get install graphviz, brew install "
+                "graphviz); .dot is written without it",
+            )
+        )
+    done = subprocess.run(
+        [dot, f"-T{fmt}", "-o", str(out)], input=dot_text.encode("utf-8"), capture_output=True, check=False
+    )
     if done.returncode != 0:
         raise RuntimeError(f"dot failed: {done.stderr.decode(errors='replace').strip()}")
 

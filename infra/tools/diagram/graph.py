@@ -1,16 +1,17 @@
 """The picture of stacks as a graph, built from their offline previews (pure): one cluster per stack, one
 node per component (type `mlinfra:<module>:<Noun>`) or top-level resource, dependency edges between
 components, and the registry bridge edges read from what the stacks declare (infra.tools.diagram.bridge)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
+from infra.providers import tokens
 from infra.tools.diagram.bridge import accesses
 from infra.tools.offline.engine import Preview
 from infra.tools.offline.recording import Registration
-from infra.providers import tokens
 
 # The stacks that must always preview (DESIGN.md "Stacks"): the default picture.
 DEMO_STACKS = ("registry", "training-demo", "serving-demo")
@@ -22,16 +23,16 @@ BUCKET = tokens.AWS_S3_BUCKET
 @dataclass(frozen=True)
 class Node:
     id: str
-    title: str     # the component's noun (or the resource type's name)
-    name: str      # the resource name
-    detail: str    # e.g. "12 resources"
+    title: str  # the component's noun (or the resource type's name)
+    name: str  # the resource name
+    detail: str  # e.g. "12 resources"
 
 
 @dataclass(frozen=True)
 class Cluster:
     stack: str
     kind: str
-    caption: str   # e.g. "$93.04/h"; may be empty
+    caption: str  # e.g. "$93.04/h"; may be empty
     nodes: tuple[Node, ...]
 
 
@@ -49,9 +50,9 @@ class Graph:
     edges: tuple[Edge, ...]
 
 
-def build(previews: list[Preview], captions: Optional[dict[str, str]] = None) -> Graph:
+def build(previews: list[Preview], captions: dict[str, str] | None = None) -> Graph:
     captions = captions or {}
-    owners: dict[str, str] = {}          # resource urn -> node id
+    owners: dict[str, str] = {}  # resource urn -> node id
     clusters, edges = [], set()
     for p in previews:
         nodes, owner, contains = _nodes(p)
@@ -100,9 +101,9 @@ def _nodes(p: Preview) -> tuple[tuple[Node, ...], dict[str, str], set[Edge]]:
     return tuple(nodes), owner, contains
 
 
-def _holder(step: Registration, by_urn: dict[str, Registration]) -> Optional[Registration]:
+def _holder(step: Registration, by_urn: dict[str, Registration]) -> Registration | None:
     """The node a resource is drawn in: its nearest component, or itself at the stack's top level."""
-    current: Optional[Registration] = step
+    current: Registration | None = step
     seen = set()
     while current is not None and current.urn not in seen:
         seen.add(current.urn)

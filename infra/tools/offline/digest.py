@@ -1,4 +1,5 @@
 """The offline preview as a `pulumi preview --json` document (PreviewDigest, DESIGN.md contract)."""
+
 from __future__ import annotations
 
 from collections import Counter

@@ -4,10 +4,10 @@ Each run happens on its own thread, whose fresh context gives it its own Pulumi 
 root stack; that is also how a StackReference is resolved: the referenced stack is previewed on
 another thread and its outputs handed back.
 """
+
 from __future__ import annotations
 
 import asyncio
-
 import importlib.metadata
 import logging
 import runpy
@@ -15,20 +15,21 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any
 
 import pulumi
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
-from infra.kinds import load
 from infra.core.errors import InputError, Problem
-from infra.providers import schema
 from infra.core.project import Project, engine_config, load_project, stack_config
+from infra.kinds import load
+from infra.providers import schema
 from infra.tools.offline.recording import Diagnostic, OfflineMocks, RecordingMonitor, Registration
 
 PROVIDER_ID = "00000000-0000-0000-0000-000000000000"
@@ -53,19 +54,29 @@ class Preview:
         return [s for s in self.steps if s.type != "pulumi:pulumi:Stack"]
 
 
-def preview(stack: str, overrides: Iterable[tuple[str, str]] = (), project: Optional[Project] = None,
-            _chain: tuple[str, ...] = ()) -> Preview:
+def preview(
+    stack: str,
+    overrides: Iterable[tuple[str, str]] = (),
+    project: Project | None = None,
+    _chain: tuple[str, ...] = (),
+) -> Preview:
     """Preview `stack` offline. Bad config or an unknown stack raises InputError before anything runs."""
     project = project or load_project()
     config = stack_config(project, stack, overrides)
     load(config)
     if stack in _chain:
-        raise InputError(Problem("mlinfra:registryStack", f"stack references form a cycle: {' -> '.join(_chain + (stack,))}"))
+        raise InputError(
+            Problem("mlinfra:registryStack", f"stack references form a cycle: {' -> '.join(_chain + (stack,))}")
+        )
     return _on_own_thread(lambda: _run(project, stack, config, _chain + (stack,)), stack)
 
 
-def run_program(program: Callable[[], None], stack: str = "test", config: Optional[dict[str, Any]] = None,
-                project: Optional[Project] = None) -> Preview:
+def run_program(
+    program: Callable[[], None],
+    stack: str = "test",
+    config: dict[str, Any] | None = None,
+    project: Project | None = None,
+) -> Preview:
     """Run `program` (any function declaring resources) the way `preview` runs a stack: for component tests."""
     project = project or load_project()
     return _on_own_thread(lambda: _run(project, stack, dict(config or {}), (stack,), program), stack)
@@ -77,7 +88,7 @@ def _on_own_thread(fn: Callable[[], Preview], stack: str) -> Preview:
     def target() -> None:
         try:
             box["preview"] = fn()
-        except BaseException as error:  # noqa: BLE001 re-raised on the caller's thread
+        except BaseException as error:
             box["error"] = error
 
     thread = threading.Thread(target=target, name=f"offline-preview-{stack}")
@@ -88,8 +99,13 @@ def _on_own_thread(fn: Callable[[], Preview], stack: str) -> Preview:
     return box["preview"]
 
 
-def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str, ...],
-         program: Optional[Callable[[], None]] = None) -> Preview:
+def _run(
+    project: Project,
+    stack: str,
+    config: dict[str, Any],
+    chain: tuple[str, ...],
+    program: Callable[[], None] | None = None,
+) -> Preview:
     started = time.perf_counter()
     flat, secret_keys = engine_config(config)
     referenced: dict[str, Preview] = {}
@@ -97,7 +113,9 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
     def resolve_stack(target: str) -> dict[str, Any]:
         name = target.rsplit("/", 1)[-1]
         if name not in project.stacks():
-            mocks_.diagnostics.append(Diagnostic("error", f"StackReference '{target}': no stack '{name}' in {project.config_dir.name}/"))
+            mocks_.diagnostics.append(
+                Diagnostic("error", f"StackReference '{target}': no stack '{name}' in {project.config_dir.name}/")
+            )
             return {}
         referenced[name] = preview(name, project=project, _chain=chain)
         return referenced[name].outputs
@@ -110,8 +128,14 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
     mocks_ = OfflineMocks(flat, resolve_stack)
     monitor = RecordingMonitor(mocks_)
     pulumi.runtime.set_all_config(flat, secret_keys)
-    pulumi.runtime.set_mocks(mocks_, project=project.name, stack=stack, preview=True, monitor=monitor,
-                             logger=_diagnostic_logger(stack, mocks_.diagnostics))
+    pulumi.runtime.set_mocks(
+        mocks_,
+        project=project.name,
+        stack=stack,
+        preview=True,
+        monitor=monitor,
+        logger=_diagnostic_logger(stack, mocks_.diagnostics),
+    )
     for key in secret_keys:
         mocks_.diagnostics.append(Diagnostic("info", f"{key} is a secret; the offline preview uses a placeholder"))
     if str(project.root) not in sys.path:  # as the language host runs it: the program's directory importable
@@ -130,7 +154,7 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
         except pulumi.RunError as error:
             mocks_.diagnostics.append(Diagnostic("error", str(error)))
             outputs = {}
-        except Exception as error:  # noqa: BLE001 a program bug is reported, not raised
+        except Exception as error:
             mocks_.diagnostics.append(Diagnostic("error", f"program failed: {_describe(error)}"))
             outputs = {}
         finally:
@@ -138,7 +162,9 @@ def _run(project: Project, stack: str, config: dict[str, Any], chain: tuple[str,
 
     for referenced_preview in referenced.values():
         for diagnostic in referenced_preview.errors:
-            mocks_.diagnostics.append(Diagnostic("error", f"referenced stack {referenced_preview.stack}: {diagnostic.message}"))
+            mocks_.diagnostics.append(
+                Diagnostic("error", f"referenced stack {referenced_preview.stack}: {diagnostic.message}")
+            )
     _check_schema(monitor.registrations, mocks_.diagnostics)
     return Preview(
         project=project.name,
@@ -193,7 +219,7 @@ def _stack_outputs(diagnostics: list[Diagnostic]) -> dict[str, Any]:
     for name, value in (getattr(root, "outputs", {}) or {}).items():
         try:
             outputs[name] = _sync_await(pulumi.Output.from_input(value).future())
-        except Exception as error:  # noqa: BLE001 reported like any program failure
+        except Exception as error:
             diagnostics.append(Diagnostic("error", f"stack output {name!r} failed: {_describe(error)}"))
     return outputs
 
@@ -206,13 +232,20 @@ def _check_schema(registrations: list[Registration], diagnostics: list[Diagnosti
                 if schema.is_custom_resource(reg.type):
                     custom_kinds.add(reg.type)
                     continue
-                diagnostics.append(Diagnostic("error", f"{reg.type}: not a resource type of the installed provider", reg.urn))
+                diagnostics.append(
+                    Diagnostic("error", f"{reg.type}: not a resource type of the installed provider", reg.urn)
+                )
                 continue
             for unknown in schema.unknown_properties(reg.type, reg.inputs):
                 diagnostics.append(Diagnostic("error", f"{reg.type} '{reg.name}': {unknown.message()}", reg.urn))
     for kind in sorted(custom_kinds):
-        diagnostics.append(Diagnostic("info", f"{kind}: a Kubernetes custom resource; its properties are not "
-                                              "checked offline (the provider has no schema for CRDs)"))
+        diagnostics.append(
+            Diagnostic(
+                "info",
+                f"{kind}: a Kubernetes custom resource; its properties are not "
+                "checked offline (the provider has no schema for CRDs)",
+            )
+        )
 
 
 def _default_providers(project: str, stack: str, registrations: list[Registration]) -> dict[str, str]:

@@ -4,13 +4,15 @@ The offline preview has no credentials, so account, AMI and parameter lookups ge
 recognisable values. Every answer used is reported in the preview as an `info` diagnostic;
 `pulumi up` asks the cloud instead.
 """
+
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from infra.tools.offline.invokes_gcp import GCP_ANSWERS
 from infra.providers import tokens
+from infra.tools.offline.invokes_gcp import GCP_ANSWERS
 
 OFFLINE_ACCOUNT_ID = "123456789012"  # AWS's documentation account id
 OFFLINE_AMI_PREFIX = "ami-0offline"
@@ -27,8 +29,13 @@ def _caller_identity(config: dict[str, Any], args: dict[str, Any]) -> dict[str, 
 
 def _region_info(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     region = _region(config, args)
-    return {"region": region, "name": region, "id": region, "endpoint": f"ec2.{region}.amazonaws.com",
-            "description": region}
+    return {
+        "region": region,
+        "name": region,
+        "id": region,
+        "endpoint": f"ec2.{region}.amazonaws.com",
+        "description": region,
+    }
 
 
 def _partition(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
@@ -40,8 +47,12 @@ def _availability_zones(config: dict[str, Any], args: dict[str, Any]) -> dict[st
 
     region = _region(config, args)
     names = sorted({az for name in known_instance_types() for az in instance_type(name).azs(region)})
-    return {"names": names, "zoneIds": [f"{region[:2]}{region.split('-')[1][:1]}{region[-1]}-az{i + 1}"
-                                         for i in range(len(names))], "id": region, "groupNames": [region]}
+    return {
+        "names": names,
+        "zoneIds": [f"{region[:2]}{region.split('-')[1][:1]}{region[-1]}-az{i + 1}" for i in range(len(names))],
+        "id": region,
+        "groupNames": [region],
+    }
 
 
 def _fake_ami(seed: str) -> str:
@@ -51,14 +62,27 @@ def _fake_ami(seed: str) -> str:
 def _ssm_parameter(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     name = args.get("name", "")
     value = _fake_ami(name) if "ami" in name.lower() else f"offline-value-of:{name}"
-    return {"name": name, "value": value, "insecureValue": value, "type": "String", "arn": "", "id": name,
-            "version": 1, "withDecryption": True}
+    return {
+        "name": name,
+        "value": value,
+        "insecureValue": value,
+        "type": "String",
+        "arn": "",
+        "id": name,
+        "version": 1,
+        "withDecryption": True,
+    }
 
 
 def _ami(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     image_id = _fake_ami(repr(sorted(args.items())))
-    return {"id": image_id, "imageId": image_id, "architecture": "x86_64", "name": "offline-ami",
-            "rootDeviceName": "/dev/sda1"}
+    return {
+        "id": image_id,
+        "imageId": image_id,
+        "architecture": "x86_64",
+        "name": "offline-ami",
+        "rootDeviceName": "/dev/sda1",
+    }
 
 
 def _instances(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:

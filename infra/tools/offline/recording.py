@@ -4,23 +4,25 @@
 dependencies); `OfflineMocks` answers resources with plausible computed outputs, StackReferences
 with the referenced stack's offline outputs, and invokes with the documented offline values.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.settings import get_project, get_stack
 from pulumi.runtime.sync_await import _ensure_event_loop
 
-from infra.tools.offline import invokes
-from infra.providers.schema import has_input
 from infra.providers import tokens
+from infra.providers.schema import has_input
+from infra.tools.offline import invokes
 
 
 @dataclass
@@ -48,7 +50,7 @@ class Diagnostic:
 
 
 class RecordingMonitor(mocks.MockMonitor):
-    def __init__(self, mocks_: "OfflineMocks"):
+    def __init__(self, mocks_: OfflineMocks):
         super().__init__(mocks_)
         self.registrations: list[Registration] = []
         # Registrations arrive on several worker threads: the duplicate check must see every earlier one.
@@ -70,7 +72,9 @@ class RecordingMonitor(mocks.MockMonitor):
             duplicate = urn in self._claimed
             self._claimed.add(urn)
         if request.type != "pulumi:pulumi:Stack" and duplicate:
-            self.mocks.diagnostics.append(Diagnostic("error", f"duplicate resource URN {urn}; give each resource a unique name", urn))
+            self.mocks.diagnostics.append(
+                Diagnostic("error", f"duplicate resource URN {urn}; give each resource a unique name", urn)
+            )
         response = super().RegisterResource(request)
         state = self.resources[urn].state if urn in self.resources else {}
         self.registrations.append(
@@ -80,7 +84,9 @@ class RecordingMonitor(mocks.MockMonitor):
                 name=request.name,
                 custom=bool(request.custom),
                 parent=request.parent,
-                inputs=_plain(rpc.deserialize_properties(request.object)) if request.type != "pulumi:pulumi:Stack" else {},
+                inputs=_plain(rpc.deserialize_properties(request.object))
+                if request.type != "pulumi:pulumi:Stack"
+                else {},
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies=list(request.dependencies),
@@ -96,9 +102,17 @@ class RecordingMonitor(mocks.MockMonitor):
         urn = response.urn
         self.registrations.append(
             Registration(
-                urn=urn, type=request.type, name=request.name, custom=True, parent=request.parent,
-                inputs=_plain(rpc.deserialize_properties(request.properties)), protect=False, retain_on_delete=False,
-                dependencies=list(request.dependencies), property_dependencies={}, op="read",
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                custom=True,
+                parent=request.parent,
+                inputs=_plain(rpc.deserialize_properties(request.properties)),
+                protect=False,
+                retain_on_delete=False,
+                dependencies=list(request.dependencies),
+                property_dependencies={},
+                op="read",
                 outputs=dict(self.resources[urn].state),
             )
         )
@@ -126,8 +140,11 @@ def _asset_json(value: Any) -> dict[str, Any]:
         digest = hashlib.sha256(json.dumps({k: v.get("hash") for k, v in assets.items()}).encode()).hexdigest()
         return {rpc._special_sig_key: rpc._special_archive_sig, "assets": assets, "hash": digest}
     if isinstance(value, pulumi.StringAsset):
-        return {rpc._special_sig_key: rpc._special_asset_sig, "text": value.text,
-                "hash": hashlib.sha256(value.text.encode()).hexdigest()}
+        return {
+            rpc._special_sig_key: rpc._special_asset_sig,
+            "text": value.text,
+            "hash": hashlib.sha256(value.text.encode()).hexdigest(),
+        }
     sig = rpc._special_archive_sig if isinstance(value, pulumi.Archive) else rpc._special_asset_sig
     out = {rpc._special_sig_key: sig, "path": value.path}
     if isinstance(value, pulumi.FileAsset):
@@ -145,8 +162,13 @@ class OfflineMocks(mocks.Mocks):
     def call(self, args: mocks.MockCallArgs):
         found = invokes.answer(args.token, self.config, args.args)
         if found is None:
-            self.diagnostics.append(Diagnostic("error", f"offline preview has no value for function {args.token}; "
-                                                        "add one to infra/tools/offline/invokes.py"))
+            self.diagnostics.append(
+                Diagnostic(
+                    "error",
+                    f"offline preview has no value for function {args.token}; "
+                    "add one to infra/tools/offline/invokes.py",
+                )
+            )
             return {}, []
         result, description = found
         if args.token not in self._reported_invokes:
@@ -205,16 +227,23 @@ def computed_outputs(token: str, name: str, inputs: dict[str, Any], config: dict
         out.update(keyId=key_id, arn=f"arn:aws:kms:{region}:{account}:key/{key_id}")
     elif token == tokens.AWS_FSX_LUSTRE_FILE_SYSTEM:
         fs_id = f"fs-0{_short_hash(name, 16)}"
-        out.update(id=fs_id, dnsName=f"{fs_id}.fsx.{region}.amazonaws.com", mountName=_short_hash(token + name, 8),
-                   arn=f"arn:aws:fsx:{region}:{account}:file-system/{fs_id}")
+        out.update(
+            id=fs_id,
+            dnsName=f"{fs_id}.fsx.{region}.amazonaws.com",
+            mountName=_short_hash(token + name, 8),
+            arn=f"arn:aws:fsx:{region}:{account}:file-system/{fs_id}",
+        )
     elif token == tokens.AWS_EC2_LAUNCH_TEMPLATE:
         out.update(latestVersion=1, defaultVersion=1)
     elif token == tokens.AWS_EC2_FLEET:
         # An instant fleet reports the instances it launched: one offline id per unit of capacity.
         count = int((inputs.get("targetCapacitySpecification") or {}).get("totalTargetCapacity") or 0)
         ids = [f"i-0{_short_hash(f'{name}-{n}', 16)}" for n in range(count)]
-        out["fleetInstanceSets"] = [{"instanceIds": ids, "instanceType": _fleet_instance_type(inputs),
-                                     "lifecycle": "on-demand"}] if ids else []
+        out["fleetInstanceSets"] = (
+            [{"instanceIds": ids, "instanceType": _fleet_instance_type(inputs), "lifecycle": "on-demand"}]
+            if ids
+            else []
+        )
     elif token in _ARN_FORMATS:
         out["arn"] = _ARN_FORMATS[token].format(region=region, account=account, name=physical)
     elif service == "iam":

@@ -1,4 +1,5 @@
 """The offline preview for people: a tree of resources grouped by component, with counts."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,11 @@ def render(preview: Preview) -> str:
     for root in roots:
         _walk(root, children, "", True, rows, top=True)
     width = max((len(r[1]) for r in rows), default=20) + 2
-    lines = [f"Previewing {preview.project}/{preview.stack} offline (no credentials, no cloud)", "",
-             f"     {'Type':<{width}}Name"]
+    lines = [
+        f"Previewing {preview.project}/{preview.stack} offline (no credentials, no cloud)",
+        "",
+        f"     {'Type':<{width}}Name",
+    ]
     for symbol, tree_type, rest in rows:
         lines.append(f" {symbol}   {tree_type:<{width}}{rest}")
     if preview.outputs:
@@ -41,8 +45,14 @@ def render(preview: Preview) -> str:
     return "\n".join(lines)
 
 
-def _walk(step: Registration, children: dict[str, list[Registration]], indent: str, last: bool,
-          rows: list[tuple[str, str, str]], top: bool = False) -> None:
+def _walk(
+    step: Registration,
+    children: dict[str, list[Registration]],
+    indent: str,
+    last: bool,
+    rows: list[tuple[str, str, str]],
+    top: bool = False,
+) -> None:
     kids = children.get(step.urn, [])
     branch = "" if top else ("└─ " if last else "├─ ")
     info = []

@@ -8,6 +8,7 @@ pack prints its gRPC port on stdout. The engine then calls Handshake (Python pac
 UNIMPLEMENTED), ConfigureStack, GetAnalyzerInfo, Configure, Analyze for each resource and AnalyzeStack
 once for all of them. This module does the same, with no engine behind the address it passes.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,10 @@ import os
 import selectors
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 import grpc
 import yaml
@@ -95,8 +97,12 @@ def pack_runtime(pack_dir: Path) -> tuple[list[str], str]:
         venv = (pack_dir / str(virtualenv)).resolve()
         python = str(venv / "bin" / "python")
         if not Path(python).is_file():
-            raise InputError(Problem(f"{label}: runtime.options.virtualenv",
-                                     f"{venv} is not a virtual environment (run `make test` to create .venv)"))
+            raise InputError(
+                Problem(
+                    f"{label}: runtime.options.virtualenv",
+                    f"{venv} is not a virtual environment (run `make test` to create .venv)",
+                )
+            )
     return [python, "-u", "-m", "pulumi.policy", _NO_ENGINE, "."], str((project or {}).get("version") or "")
 
 
@@ -108,11 +114,11 @@ class AnalyzerClient:
         self.project, self.stack = project, stack
         self.stack_config = dict(stack_config)
         self.version = ""
-        self._process: Optional[subprocess.Popen] = None
-        self._channel: Optional[grpc.Channel] = None
-        self.stub: Optional[analyzer_pb2_grpc.AnalyzerStub] = None
+        self._process: subprocess.Popen | None = None
+        self._channel: grpc.Channel | None = None
+        self.stub: analyzer_pb2_grpc.AnalyzerStub | None = None
 
-    def __enter__(self) -> "AnalyzerClient":
+    def __enter__(self) -> AnalyzerClient:
         self.start()
         return self
 
@@ -122,15 +128,25 @@ class AnalyzerClient:
     def start(self) -> None:
         command, self.version = pack_runtime(self.pack_dir)
         env = dict(os.environ)
-        env.update({
-            "PULUMI_PROJECT": self.project, "PULUMI_STACK": self.stack, "PULUMI_DRY_RUN": "true",
-            "PULUMI_ORGANIZATION": "organization",
-        })
+        env.update(
+            {
+                "PULUMI_PROJECT": self.project,
+                "PULUMI_STACK": self.stack,
+                "PULUMI_DRY_RUN": "true",
+                "PULUMI_ORGANIZATION": "organization",
+            }
+        )
         if self.stack_config:
             env["PULUMI_CONFIG"] = json.dumps(self.stack_config)
         env.pop("PYTHONHOME", None)  # as the shim does for a virtualenv
-        self._process = subprocess.Popen(command, cwd=self.pack_dir, env=env, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self._process = subprocess.Popen(
+            command,
+            cwd=self.pack_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
         port = self._read_port()
         self._channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=_CHANNEL_OPTIONS)
         grpc.channel_ready_future(self._channel).result(timeout=_START_TIMEOUT_S)
@@ -149,7 +165,9 @@ class AnalyzerClient:
             self.close()
             stderr = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
             tail = " | ".join(stderr.strip().splitlines()[-5:])
-            raise PolicyPackError(f"policy pack in {self.pack_dir} did not start (printed {line[:80]!r}): {tail}") from None
+            raise PolicyPackError(
+                f"policy pack in {self.pack_dir} did not start (printed {line[:80]!r}): {tail}"
+            ) from None
 
     def close(self) -> None:
         if self._channel is not None:
@@ -166,8 +184,9 @@ class AnalyzerClient:
     # --- the protocol, in the engine's order ----------------------------------------------------
 
     def handshake(self) -> None:
-        request = analyzer_pb2.AnalyzerHandshakeRequest(engine_address=_NO_ENGINE, root_directory=str(self.pack_dir),
-                                                        program_directory=str(self.pack_dir))
+        request = analyzer_pb2.AnalyzerHandshakeRequest(
+            engine_address=_NO_ENGINE, root_directory=str(self.pack_dir), program_directory=str(self.pack_dir)
+        )
         try:
             self.stub.Handshake(request)
         except grpc.RpcError as error:
@@ -175,22 +194,32 @@ class AnalyzerClient:
                 raise
 
     def configure_stack(self) -> None:
-        self.stub.ConfigureStack(analyzer_pb2.AnalyzerStackConfigureRequest(
-            stack=self.stack, project=self.project, organization="organization", dry_run=True,
-            config=self.stack_config))
+        self.stub.ConfigureStack(
+            analyzer_pb2.AnalyzerStackConfigureRequest(
+                stack=self.stack,
+                project=self.project,
+                organization="organization",
+                dry_run=True,
+                config=self.stack_config,
+            )
+        )
 
     def info(self) -> PackInfo:
         reply = self.stub.GetAnalyzerInfo(empty_pb2.Empty())
         policies = [
             PolicyInfo(
-                name=p.name, description=p.description, enforcement=LEVELS[p.enforcementLevel],
+                name=p.name,
+                description=p.description,
+                enforcement=LEVELS[p.enforcementLevel],
                 config_schema=_to_python(p.configSchema.properties) if p.HasField("configSchema") else {},
                 stack_policy=p.policy_type == analyzer_pb2.POLICY_TYPE_STACK,
             )
             for p in reply.policies
         ]
-        initial = {k: {"enforcementLevel": LEVELS[v.enforcementLevel], **_to_python(v.properties)}
-                   for k, v in reply.initialConfig.items()}
+        initial = {
+            k: {"enforcementLevel": LEVELS[v.enforcementLevel], **_to_python(v.properties)}
+            for k, v in reply.initialConfig.items()
+        }
         # As the engine does, PulumiPolicy.yaml's version wins over the one the pack reports.
         return PackInfo(reply.name, self.version or reply.version, policies, initial)
 
@@ -202,21 +231,31 @@ class AnalyzerClient:
             entry.properties.update({k: v for k, v in values.items() if k != "enforcementLevel"})
         self.stub.Configure(request)
 
-    def analyze(self, resource: PolicyResource, provider: Optional[PolicyResource] = None) -> list[Diagnostic]:
+    def analyze(self, resource: PolicyResource, provider: PolicyResource | None = None) -> list[Diagnostic]:
         request = analyzer_pb2.AnalyzeRequest(
-            type=resource.type, properties=_struct(resource.props), urn=resource.urn, name=resource.name,
-            options=_options(resource), provider=_provider(resource, provider),
+            type=resource.type,
+            properties=_struct(resource.props),
+            urn=resource.urn,
+            name=resource.name,
+            options=_options(resource),
+            provider=_provider(resource, provider),
         )
         return [_diagnostic(d) for d in self.stub.Analyze(request).diagnostics]
 
-    def analyze_stack(self, resources: Iterable[PolicyResource],
-                      providers: Mapping[str, PolicyResource] = {}) -> list[Diagnostic]:
+    def analyze_stack(
+        self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
+    ) -> list[Diagnostic]:
         request = analyzer_pb2.AnalyzeStackRequest()
         for resource in resources:
             entry = request.resources.add(
-                type=resource.type, properties=_struct(resource.props), urn=resource.urn, name=resource.name,
-                options=_options(resource), provider=_provider(resource, providers.get(_provider_urn(resource))),
-                parent=resource.parent, dependencies=list(resource.dependencies),
+                type=resource.type,
+                properties=_struct(resource.props),
+                urn=resource.urn,
+                name=resource.name,
+                options=_options(resource),
+                provider=_provider(resource, providers.get(_provider_urn(resource))),
+                parent=resource.parent,
+                dependencies=list(resource.dependencies),
             )
             for prop, urns in resource.property_dependencies.items():
                 if urns:  # as the engine does: properties without dependencies are left out
@@ -243,7 +282,8 @@ def _json_safe(value: Any) -> Any:
 def _options(resource: PolicyResource) -> analyzer_pb2.AnalyzerResourceOptions:
     # The protocol has no field for retainOnDelete; the runner checks it apart (infra.tools.policy_runner.runner).
     return analyzer_pb2.AnalyzerResourceOptions(
-        protect=resource.protect, parent=resource.parent,
+        protect=resource.protect,
+        parent=resource.parent,
         customTimeouts=analyzer_pb2.AnalyzerResourceOptions.CustomTimeouts(),
     )
 
@@ -252,13 +292,17 @@ def _provider_urn(resource: PolicyResource) -> str:
     return resource.provider.rsplit("::", 1)[0] if resource.provider else ""
 
 
-def _provider(resource: PolicyResource, known: Optional[PolicyResource]) -> Optional[analyzer_pb2.AnalyzerProviderResource]:
+def _provider(
+    resource: PolicyResource, known: PolicyResource | None
+) -> analyzer_pb2.AnalyzerProviderResource | None:
     urn = _provider_urn(resource)
     if not urn:
         return None
     parts = urn.split("::")
     return analyzer_pb2.AnalyzerProviderResource(
-        type=parts[-2] if len(parts) >= 2 else "", name=parts[-1], urn=urn,
+        type=parts[-2] if len(parts) >= 2 else "",
+        name=parts[-1],
+        urn=urn,
         properties=_struct(known.props if known else {}),
     )
 
@@ -266,10 +310,16 @@ def _provider(resource: PolicyResource, known: Optional[PolicyResource]) -> Opti
 def _diagnostic(d: analyzer_pb2.AnalyzeDiagnostic) -> Diagnostic:
     message = d.message
     if d.description and message.startswith(d.description):
-        message = message[len(d.description):].lstrip("\n")
-    return Diagnostic(policy=d.policyName, pack=d.policyPackName, pack_version=d.policyPackVersion,
-                      enforcement=LEVELS.get(d.enforcementLevel, "advisory"), urn=d.urn,
-                      description=d.description, message=message or d.description)
+        message = message[len(d.description) :].lstrip("\n")
+    return Diagnostic(
+        policy=d.policyName,
+        pack=d.policyPackName,
+        pack_version=d.policyPackVersion,
+        enforcement=LEVELS.get(d.enforcementLevel, "advisory"),
+        urn=d.urn,
+        description=d.description,
+        message=message or d.description,
+    )
 
 
 def _to_python(struct: struct_pb2.Struct) -> dict[str, Any]:

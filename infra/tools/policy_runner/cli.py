@@ -1,4 +1,5 @@
 """`python -m infra policy`: the offline policy check (registered in infra.cli)."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,25 +10,45 @@ from pathlib import Path
 
 def add_policy_parser(verbs: argparse._SubParsersAction) -> None:
     policy = verbs.add_parser(
-        "policy", help="run the CrossGuard pack in policies/ over an offline preview or a saved preview JSON")
+        "policy", help="run the CrossGuard pack in policies/ over an offline preview or a saved preview JSON"
+    )
     target = policy.add_mutually_exclusive_group(required=True)
     target.add_argument("--stack", "-s", help="preview this stack offline, then check it")
-    target.add_argument("--preview-json", type=Path, metavar="FILE",
-                        help="check a saved `pulumi preview --json` (or `python -m infra preview --json`) document")
-    policy.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="with --stack: override a stack config value, as `preview -c` (repeatable)")
-    policy.add_argument("--policy-pack-config", type=Path, metavar="FILE",
-                        help="pack config JSON, as for `pulumi preview --policy-pack-config`")
-    policy.add_argument("--policy-config", action="append", default=[], metavar="POLICY.PROPERTY=VALUE",
-                        help="set one pack config value, e.g. stack-hourly-cost-under-ceiling.maxHourlyCostUsd=500")
+    target.add_argument(
+        "--preview-json",
+        type=Path,
+        metavar="FILE",
+        help="check a saved `pulumi preview --json` (or `python -m infra preview --json`) document",
+    )
+    policy.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --stack: override a stack config value, as `preview -c` (repeatable)",
+    )
+    policy.add_argument(
+        "--policy-pack-config",
+        type=Path,
+        metavar="FILE",
+        help="pack config JSON, as for `pulumi preview --policy-pack-config`",
+    )
+    policy.add_argument(
+        "--policy-config",
+        action="append",
+        default=[],
+        metavar="POLICY.PROPERTY=VALUE",
+        help="set one pack config value, e.g. stack-hourly-cost-under-ceiling.maxHourlyCostUsd=500",
+    )
     policy.add_argument("--json", action="store_true", help="print the violations as JSON")
     policy.set_defaults(handler=run_policy)
 
 
 def run_policy(args: argparse.Namespace) -> int:
     from infra.core.errors import InputError, Problem
-    from infra.tools.policy_runner import pack_config, report, runner
     from infra.tools import preview_json
+    from infra.tools.policy_runner import pack_config, report, runner
 
     if args.preview_json and args.config:
         raise InputError(Problem("-c", "stack config overrides apply to --stack; a saved preview is checked as it is"))

@@ -1,12 +1,14 @@
 """Policy pack config as the Pulumi CLI builds it: each policy's enforcement level and schema defaults,
 the pack's initial config, then the user's `--policy-pack-config` file and `--policy-config` values,
 checked against each policy's config schema before anything runs."""
+
 from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.tools.policy_runner.analyzer_client import LEVEL_VALUES, PackInfo
@@ -35,8 +37,12 @@ def parse_assignments(texts: Iterable[str]) -> dict[str, dict[str, Any]]:
         key, sep, raw = text.partition("=")
         policy, dot, prop = key.partition(".")
         if not sep or not dot or not policy or not prop:
-            raise InputError(Problem(f"--policy-config {text}", "expected POLICY.PROPERTY=VALUE, e.g. "
-                                                                "stack-hourly-cost-under-ceiling.maxHourlyCostUsd=500"))
+            raise InputError(
+                Problem(
+                    f"--policy-config {text}",
+                    "expected POLICY.PROPERTY=VALUE, e.g. stack-hourly-cost-under-ceiling.maxHourlyCostUsd=500",
+                )
+            )
         try:
             value = json.loads(raw)
         except ValueError:
@@ -50,8 +56,10 @@ def resolve(info: PackInfo, *user: Mapping[str, Mapping[str, Any]]) -> dict[str,
     policies = {p.name: p for p in info.policies}
     config: dict[str, dict[str, Any]] = {}
     for p in info.policies:
-        config[p.name] = {"enforcementLevel": p.enforcement,
-                          **{k: v["default"] for k, v in p.config_schema.items() if isinstance(v, dict) and "default" in v}}
+        config[p.name] = {
+            "enforcementLevel": p.enforcement,
+            **{k: v["default"] for k, v in p.config_schema.items() if isinstance(v, dict) and "default" in v},
+        }
     for name, values in info.initial_config.items():
         config.setdefault(name, {}).update(values)
     problems: list[Problem] = []

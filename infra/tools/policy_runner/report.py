@@ -1,4 +1,5 @@
 """Policy results for people (grouped by resource) and for tools (--json)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -14,8 +15,14 @@ def to_json(run: PolicyRun) -> dict[str, Any]:
         "policyPack": {"name": run.pack.name, "version": run.pack.version, "policies": len(run.pack.policies)},
         "resources": run.resources,
         "violations": [
-            {"policy": v.policy, "enforcement": v.enforcement, "urn": v.urn, "resourceType": v.resource_type,
-             "message": v.message, "source": v.source}
+            {
+                "policy": v.policy,
+                "enforcement": v.enforcement,
+                "urn": v.urn,
+                "resourceType": v.resource_type,
+                "message": v.message,
+                "source": v.source,
+            }
             for v in run.violations
         ],
         "summary": _counts(run),
@@ -23,8 +30,10 @@ def to_json(run: PolicyRun) -> dict[str, Any]:
 
 
 def render(run: PolicyRun) -> str:
-    lines = [f"Policy check of {run.project}/{run.stack}: {run.resources} resources, "
-             f"{len(run.pack.policies)} policies (pack {run.pack.name} {run.pack.version})"]
+    lines = [
+        f"Policy check of {run.project}/{run.stack}: {run.resources} resources, "
+        f"{len(run.pack.policies)} policies (pack {run.pack.name} {run.pack.version})"
+    ]
     grouped: dict[str, list] = defaultdict(list)
     for v in run.violations:
         grouped[v.urn].append(v)
@@ -37,8 +46,11 @@ def render(run: PolicyRun) -> str:
         for v in grouped[urn]:
             lines.append(f"    [{v.enforcement}] {v.policy}: {v.message}")
     counts = _counts(run)
-    lines += ["", f"{counts['mandatory']} mandatory, {counts['advisory']} advisory violation(s)"
-                  + (" - the check fails" if counts["mandatory"] else " - the check passes")]
+    lines += [
+        "",
+        f"{counts['mandatory']} mandatory, {counts['advisory']} advisory violation(s)"
+        + (" - the check fails" if counts["mandatory"] else " - the check passes"),
+    ]
     return "\n".join(lines)
 
 

@@ -1,9 +1,11 @@
 """Run the policy pack over a preview's resources, through the analyzer protocol (as the engine does)."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from infra.core import tags as contract
 from infra.core.project import ROOT, engine_config
@@ -41,8 +43,9 @@ class PolicyRun:
         return [v for v in self.violations if v.enforcement == "mandatory"]
 
 
-def run(document: PreviewDocument, user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (),
-        pack_dir: Path = PACK_DIR) -> PolicyRun:
+def run(
+    document: PreviewDocument, user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (), pack_dir: Path = PACK_DIR
+) -> PolicyRun:
     flat, _ = engine_config(document.config)
     types = {r.urn: r.type for r in document.resources}
     with AnalyzerClient(pack_dir, document.project, document.stack, flat) as client:
@@ -68,13 +71,22 @@ def retained_in_training(resources: list[PolicyResource]) -> list[Violation]:
     outlive the run's teardown and keep billing."""
     if _stack_role(resources) != "training":
         return []
-    return [Violation(RETAIN_RULE, "mandatory", r.urn, r.type,
-                      f"'{r.name}' is declared with retainOnDelete, so destroying the training stack leaves it "
-                      "running and billed; drop retain_on_delete", source="runner")
-            for r in resources if r.retain_on_delete]
+    return [
+        Violation(
+            RETAIN_RULE,
+            "mandatory",
+            r.urn,
+            r.type,
+            f"'{r.name}' is declared with retainOnDelete, so destroying the training stack leaves it "
+            "running and billed; drop retain_on_delete",
+            source="runner",
+        )
+        for r in resources
+        if r.retain_on_delete
+    ]
 
 
-def _stack_role(resources: list[PolicyResource]) -> Optional[str]:
+def _stack_role(resources: list[PolicyResource]) -> str | None:
     roles = set()
     for r in resources:
         tags = r.props.get("tags")

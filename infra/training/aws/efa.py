@@ -14,6 +14,7 @@ also takes an IP address; no type in the current catalog needs that fallback.
 
 Everything here reads facts from `InstanceType`; nothing is guessed from the type's name.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,16 +2,17 @@
 permissions, the completion-marker event pattern and the expiry schedule. components/training/aws/run_guard.py
 only wires these.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from infra.training.limits import GUARD_RETRY_WINDOW_SECONDS
-from infra.registry.layout import runs_prefix
 from infra.core.project import ROOT
 from infra.core.tags import RUN_ID
+from infra.registry.layout import runs_prefix
 from infra.training.bootstrap import CHECKPOINTS_PATH
+from infra.training.limits import GUARD_RETRY_WINDOW_SECONDS
 
 SOURCE_DIR = ROOT / "run_guard"  # the Lambda's package, deployed as-is
 HANDLER = "run_guard.handler.handler"
@@ -39,8 +40,11 @@ def failure_queue_name(run_id: str) -> str:
 
 def source_files() -> dict[str, Path]:
     """Archive path -> file, for the Lambda's code: the package's Python files only (no caches)."""
-    return {f"run_guard/{path.relative_to(SOURCE_DIR).as_posix()}": path
-            for path in sorted(SOURCE_DIR.rglob("*.py")) if "__pycache__" not in path.parts}
+    return {
+        f"run_guard/{path.relative_to(SOURCE_DIR).as_posix()}": path
+        for path in sorted(SOURCE_DIR.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
 
 
 def environment(run_id: str, bucket: str, teardown_on_completion: bool, export_checkpoints: bool) -> dict[str, str]:
@@ -75,8 +79,15 @@ EXPIRE_EVENT = {"action": "expire"}
 RETRY_POLICY = {"maximum_event_age_in_seconds": GUARD_RETRY_WINDOW_SECONDS, "maximum_retry_attempts": 8}
 
 
-def guard_policy(partition: str, region: str, account: str, run_id: str, function_arn: str,
-                 log_group_arn: str, failure_queue_arn: str) -> dict[str, Any]:
+def guard_policy(
+    partition: str,
+    region: str,
+    account: str,
+    run_id: str,
+    function_arn: str,
+    log_group_arn: str,
+    failure_queue_arn: str,
+) -> dict[str, Any]:
     """The guard's own permissions: it can stop, export and delete only what carries this run's tag.
     (Registry writes are granted by the registry: runs/<run-id>/ only.)"""
     arn = f"arn:{partition}:{{service}}:{region}:{account}:{{resource}}"
@@ -85,27 +96,55 @@ def guard_policy(partition: str, region: str, account: str, run_id: str, functio
         "Version": "2012-10-17",
         "Statement": [
             # Describe calls have no resource-level permissions; they only read.
-            {"Sid": "FindRunResources", "Effect": "Allow",
-             "Action": ["ec2:DescribeInstances", "fsx:DescribeFileSystems", "fsx:DescribeDataRepositoryTasks",
-                        "fsx:DescribeDataRepositoryAssociations"],
-             "Resource": "*"},
-            {"Sid": "TerminateRunInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",
-             "Resource": arn.format(service="ec2", resource="instance/*"), "Condition": run_tag},
-            {"Sid": "ExportAndDeleteRunFileSystem", "Effect": "Allow",
-             "Action": ["fsx:CreateDataRepositoryTask", "fsx:DeleteFileSystem"],
-             "Resource": arn.format(service="fsx", resource="file-system/*"), "Condition": run_tag},
+            {
+                "Sid": "FindRunResources",
+                "Effect": "Allow",
+                "Action": [
+                    "ec2:DescribeInstances",
+                    "fsx:DescribeFileSystems",
+                    "fsx:DescribeDataRepositoryTasks",
+                    "fsx:DescribeDataRepositoryAssociations",
+                ],
+                "Resource": "*",
+            },
+            {
+                "Sid": "TerminateRunInstances",
+                "Effect": "Allow",
+                "Action": "ec2:TerminateInstances",
+                "Resource": arn.format(service="ec2", resource="instance/*"),
+                "Condition": run_tag,
+            },
+            {
+                "Sid": "ExportAndDeleteRunFileSystem",
+                "Effect": "Allow",
+                "Action": ["fsx:CreateDataRepositoryTask", "fsx:DeleteFileSystem"],
+                "Resource": arn.format(service="fsx", resource="file-system/*"),
+                "Condition": run_tag,
+            },
             # FSx runs no export task while automatic export is on: the guard turns it off first.
-            {"Sid": "StopRunAutomaticExport", "Effect": "Allow", "Action": "fsx:UpdateDataRepositoryAssociation",
-             "Resource": arn.format(service="fsx", resource="association/*"), "Condition": run_tag},
+            {
+                "Sid": "StopRunAutomaticExport",
+                "Effect": "Allow",
+                "Action": "fsx:UpdateDataRepositoryAssociation",
+                "Resource": arn.format(service="fsx", resource="association/*"),
+                "Condition": run_tag,
+            },
             # The export task is a new resource: it must be created carrying the run's tag.
-            {"Sid": "CreateRunExportTask", "Effect": "Allow",
-             "Action": ["fsx:CreateDataRepositoryTask", "fsx:TagResource"],
-             "Resource": arn.format(service="fsx", resource="task/*"),
-             "Condition": {"StringEquals": {f"aws:RequestTag/{RUN_ID}": run_id}}},
+            {
+                "Sid": "CreateRunExportTask",
+                "Effect": "Allow",
+                "Action": ["fsx:CreateDataRepositoryTask", "fsx:TagResource"],
+                "Resource": arn.format(service="fsx", resource="task/*"),
+                "Condition": {"StringEquals": {f"aws:RequestTag/{RUN_ID}": run_id}},
+            },
             # Long exports: the guard hands over to a fresh invocation of itself before its timeout.
             {"Sid": "ContinueItself", "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": function_arn},
-            {"Sid": "WriteOwnLogs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-             "Resource": f"{log_group_arn}:*"},
+            {
+                "Sid": "WriteOwnLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": f"{log_group_arn}:*",
+            },
             # Lambda sends failed invocations to the on-failure destination with the function's role.
             {"Sid": "RecordFailures", "Effect": "Allow", "Action": "sqs:SendMessage", "Resource": failure_queue_arn},
         ],
@@ -113,8 +152,12 @@ def guard_policy(partition: str, region: str, account: str, run_id: str, functio
 
 
 def scheduler_policy(function_arn: str) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "InvokeGuard", "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": function_arn}]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "InvokeGuard", "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": function_arn}
+        ],
+    }
 
 
 def trust_policy(service: str, account: str | None = None) -> dict[str, Any]:

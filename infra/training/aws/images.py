@@ -14,6 +14,7 @@ resolves the id at deploy time instead of pinning one that goes stale:
 Both images are Ubuntu, whose root device is /dev/sda1; the stack still reads the root device name
 from the image itself (ec2 getAmi), so an `amiId` override with another layout works.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -31,6 +31,7 @@ Sizing needs no cap on capacity: for one (deployment type, per-unit throughput) 
 capacity, so the smallest allowed step that meets every target is that option's cheapest, and the answer
 is the cheapest of a handful of options (one per priced tier).
 """
+
 from __future__ import annotations
 
 import math
@@ -105,9 +106,15 @@ class Tier:
 def _priced(deployment_type: str, per_unit: int | None, read: int, write: int, replicated: bool = True) -> Tier:
     """A tier priced from the service price table (infra/catalog/data/aws_service_prices.json)."""
     price = service_price(lustre_price_key(deployment_type, per_unit))
-    return Tier(deployment_type, per_unit, read, write, price.usd,
-                f"{service_price_region()} list price: {price.source}, as of {price.as_of}" if price.usd is not None else None,
-                replicated=replicated)
+    return Tier(
+        deployment_type,
+        per_unit,
+        read,
+        write,
+        price.usd,
+        f"{service_price_region()} list price: {price.source}, as of {price.as_of}" if price.usd is not None else None,
+        replicated=replicated,
+    )
 
 
 CAPACITY_RULES: dict[str, CapacityRule] = {
@@ -215,10 +222,13 @@ def sizing_tiers(deployment_type: str | None = None) -> tuple[Tier, ...]:
 
 def capacity_for(tier: Tier, intent: FsxIntent) -> int:
     """The smallest allowed capacity of `tier` that holds the data and meets both throughput targets."""
-    for_throughput = max(
-        intent.read_mbps_needed / tier.read_mbps_per_tib,
-        intent.write_mbps_needed / tier.write_mbps_per_tib,
-    ) * GIB_PER_TIB
+    for_throughput = (
+        max(
+            intent.read_mbps_needed / tier.read_mbps_per_tib,
+            intent.write_mbps_needed / tier.write_mbps_per_tib,
+        )
+        * GIB_PER_TIB
+    )
     needed = max(intent.capacity_needed_gib, for_throughput, 1)
     return CAPACITY_RULES[tier.deployment_type].at_least(_trim(needed))
 
@@ -256,7 +266,8 @@ def size_lustre_pinned(intent: FsxIntent, capacity_gib: int | None = None, per_u
         return size_lustre(intent)
     intent = replace(intent, deployment_type=intent.deployment_type or "PERSISTENT_2")
     problem = (capacity_problem(intent.deployment_type, capacity_gib) if capacity_gib is not None else None) or (
-        throughput_problem(intent.deployment_type, per_unit) if per_unit is not None else None)
+        throughput_problem(intent.deployment_type, per_unit) if per_unit is not None else None
+    )
     if problem:
         raise LustreSizingError(problem)
     tiers = tuple(t for t in sizing_tiers(intent.deployment_type) if per_unit is None or t.per_unit == per_unit)
@@ -265,8 +276,10 @@ def size_lustre_pinned(intent: FsxIntent, capacity_gib: int | None = None, per_u
     if per_unit is not None:
         reasons[0] = f"deployment {tier.label}: pinned by perUnitStorageThroughput"
     if capacity_gib is not None:
-        reasons[1] = (f"capacity {capacity} GiB: pinned by storageCapacityGib "
-                      f"(the data needs {_n(_trim(intent.capacity_needed_gib))} GiB with headroom)")
+        reasons[1] = (
+            f"capacity {capacity} GiB: pinned by storageCapacityGib "
+            f"(the data needs {_n(_trim(intent.capacity_needed_gib))} GiB with headroom)"
+        )
     if not meets_targets(tier, capacity, intent):
         reasons.append("the pinned values miss a target above; drop the pins to size for every target")
     return _plan(intent, tier, capacity, cost, tuple(reasons))

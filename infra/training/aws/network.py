@@ -1,8 +1,8 @@
 """Address plan and port facts of a training network (pure, no pulumi)."""
+
 from __future__ import annotations
 
 import ipaddress
-from typing import Optional
 
 # FSx for Lustre: the file system and its clients talk on TCP 988 and 1018-1023, both ways
 # (FSx for Lustre guide, "File system access control with Amazon VPC").
@@ -10,12 +10,20 @@ LUSTRE_PORT_RANGES: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
 
 # With egress "endpoints" nodes reach AWS only: SSM (sessions), ECR (images), CloudWatch Logs, STS.
 # S3 always goes through the gateway endpoint.
-INTERFACE_ENDPOINT_SERVICES: tuple[str, ...] = ("ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "logs", "sts")
+INTERFACE_ENDPOINT_SERVICES: tuple[str, ...] = (
+    "ssm",
+    "ssmmessages",
+    "ec2messages",
+    "ecr.api",
+    "ecr.dkr",
+    "logs",
+    "sts",
+)
 
 MIN_PREFIX, MAX_PREFIX = 16, 22
 
 
-def cidr_problem(cidr: str) -> Optional[str]:
+def cidr_problem(cidr: str) -> str | None:
     try:
         network = ipaddress.IPv4Network(cidr, strict=True)
     except ValueError as error:

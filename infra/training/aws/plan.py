@@ -2,21 +2,22 @@
 
 The components only wire what this plan says; tests check the decisions here without mocks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Optional
+from typing import Literal
 
-from infra.training.aws import lustre
 from infra.catalog.aws import InstanceType, instance_type
-from infra.training.spec import LifecycleSpec
-from infra.training.aws.config import TrainingSpec
+from infra.core.tags import contract_tags
+from infra.training.aws import lustre
 from infra.training.aws.checks import chosen_az, training_findings
+from infra.training.aws.config import TrainingSpec
 from infra.training.aws.efa import Interface, bandwidth_fraction, efa_device_count, efa_layout
 from infra.training.aws.images import NodeImage, node_image
-from infra.core.tags import contract_tags
 from infra.training.lifetime import RunLifetime, checked_expiry
+from infra.training.spec import LifecycleSpec
 
 # Physical NeuronCores grouped into one logical core by default: Trainium2 runs with LNC=2 (Neuron docs,
 # "Logical NeuronCore configuration"), so a trn2.48xlarge has 64 usable cores for 128 physical ones.
@@ -32,7 +33,7 @@ class TrainingPlan(RunLifetime):
     node_count: int
     layout: tuple[Interface, ...]
     capacity_mode: Literal["on-demand", "capacity-block", "odcr"]
-    reservation_id: Optional[str]
+    reservation_id: str | None
     image: NodeImage
     torchrun: str
     lustre: lustre.LustrePlan
@@ -42,14 +43,14 @@ class TrainingPlan(RunLifetime):
     tags: dict[str, str]
 
     @property
-    def placement_strategy(self) -> Optional[str]:
+    def placement_strategy(self) -> str | None:
         """`cluster` for on-demand; none with a reservation, whose capacity is placed already
         (a Capacity Block forbids a placement group of your own; an ODCR that should be packed is
         created in a cluster placement group by whoever reserves it)."""
         return "cluster" if self.capacity_mode == "on-demand" else None
 
     @property
-    def market_type(self) -> Optional[str]:
+    def market_type(self) -> str | None:
         return "capacity-block" if self.capacity_mode == "capacity-block" else None
 
     @property
@@ -115,5 +116,3 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
         lifecycle=spec.lifecycle,
         tags=contract_tags("training", stack, run_id=spec.run_id, expires_at=expires_at),
     )
-
-

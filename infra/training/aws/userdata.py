@@ -12,6 +12,7 @@ NCCL needs no NCCL_* settings on EFA with aws-ofi-nccl >= 1.7 and libfabric >= 1
 FI_EFA_USE_HUGE_PAGE=0 avoids ENOMEM on fork. Neuron (from the Neuron multi-node recipes):
 FI_EFA_FORK_SAFE=1 and NEURON_RT_ROOT_COMM_ID=<rank-0 ip>:<port>, a port distinct from torchrun's.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -60,9 +61,7 @@ class NodeBootstrap(RunBootstrap):
         if self.accelerator_kind not in ("gpu", "neuron"):
             problems.append(f"accelerator_kind must be 'gpu' or 'neuron' (got {self.accelerator_kind!r})")
         if not is_region_name(self.registry_region):
-            problems.append(
-                f"registry_region must be an AWS region name like us-east-1 (got {self.registry_region!r})"
-            )
+            problems.append(f"registry_region must be an AWS region name like us-east-1 (got {self.registry_region!r})")
         for name in ("lustre_dns_name", "lustre_mount_name"):
             if not getattr(self, name):
                 problems.append(f"{name} must not be empty")
@@ -75,8 +74,11 @@ def render_user_data(spec: NodeBootstrap) -> str:
     runs = runs_prefix(spec.run_id)  # "runs/<run-id>/", validated against the registry layout
     kms = f" --sse-kms-key-id {q(spec.registry_kms_key_id)}" if spec.registry_kms_key_id else ""
     values = {
-        **common_values(spec, f"{spec.lustre_dns_name}@tcp:/{spec.lustre_mount_name}",
-                        f"s3://{spec.registry_bucket}/{runs.rstrip('/')}"),
+        **common_values(
+            spec,
+            f"{spec.lustre_dns_name}@tcp:/{spec.lustre_mount_name}",
+            f"s3://{spec.registry_bucket}/{runs.rstrip('/')}",
+        ),
         "EFA_DEVICES": str(spec.efa_devices),
         "REGION": q(spec.registry_region),
         "KMS_ARGS": kms,
@@ -120,5 +122,3 @@ AWS_PLATFORM = Platform(
     power_off_means="the launch template turns that into termination",
     power_off_on_exit_note="Shutdown terminates the node (launch template), so billing stops within minutes of the job's end.",
 )
-
-

@@ -3,15 +3,16 @@ placement policy, with one extra VPC per GPU NIC, Managed Lustre in the same zon
 
 The run id, node count, job and lifecycle are the shared `RunSpec` (`infra.training.spec`), so both clouds
 read `runId`, `job` and `lifecycle.ttlHours`/`expiresAt` the same way."""
+
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, field_validator
 
+from infra.core.network import private_cidr
 from infra.core.spec import Spec
 from infra.training.spec import LustreIntentSpec, RunSpec
-from infra.core.network import private_cidr
 
 GCS_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
 ZONE_PATTERN = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"
@@ -19,16 +20,26 @@ ZONE_PATTERN = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"
 
 class ManagedLustreSpec(LustreIntentSpec):
     """Sizing intents, as on AWS (`lustre.*`), for Google Cloud Managed Lustre, and the overrides it allows."""
-    per_unit_storage_throughput: Optional[Literal[125, 250, 500, 1000]] = Field(
-        None, description="Pin the performance tier, MB/s per TiB; default: the cheapest tier and size that meet the targets.")
-    capacity_gib: Optional[int] = Field(
-        None, description="Override the sized capacity, GiB (a multiple of the tier's step, at least its minimum).")
+
+    per_unit_storage_throughput: Literal[125, 250, 500, 1000] | None = Field(
+        None,
+        description="Pin the performance tier, MB/s per TiB; default: the cheapest tier and size that meet the targets.",
+    )
+    capacity_gib: int | None = Field(
+        None, description="Override the sized capacity, GiB (a multiple of the tier's step, at least its minimum)."
+    )
 
 
 class GcpTrainingNetworkSpec(Spec):
-    cidr: str = Field("10.64.0.0/20", description="Range of the primary subnet (the host NIC, nic0) and Managed Lustre's clients.")
-    gpu_cidr: str = Field("10.128.0.0/16", description="Range split into one /20 subnet per GPU NIC VPC (as the A3 blueprints do).")
-    lustre_cidr: str = Field("10.200.0.0/20", description="Range reserved for Managed Lustre through private services access.")
+    cidr: str = Field(
+        "10.64.0.0/20", description="Range of the primary subnet (the host NIC, nic0) and Managed Lustre's clients."
+    )
+    gpu_cidr: str = Field(
+        "10.128.0.0/16", description="Range split into one /20 subnet per GPU NIC VPC (as the A3 blueprints do)."
+    )
+    lustre_cidr: str = Field(
+        "10.200.0.0/20", description="Range reserved for Managed Lustre through private services access."
+    )
 
     @field_validator("cidr", "lustre_cidr")
     @classmethod
@@ -43,17 +54,30 @@ class GcpTrainingNetworkSpec(Spec):
 
 class GcpTrainingSpec(RunSpec):
     machine_type: str = Field(description="GCP training machine type from the catalog: a3-highgpu-8g or a3-megagpu-8g.")
-    zone: Optional[str] = Field(None, pattern=ZONE_PATTERN,
-                                description="Zone of every node and the file system; default: the first zone of gcp:region "
-                                            "the catalog lists as offering the machine type.")
-    data_bucket: str = Field(pattern=GCS_BUCKET_PATTERN,
-                             description="GCS bucket the run reads datasets/ from and writes checkpoints/<run-id>/ and "
-                                         "runs/<run-id>/ (markers) to. The AWS registry stays the source of truth.")
-    image: str = Field(description="Boot image of the nodes (an image or image family path) with the NVIDIA driver and the "
-                                   "GPUDirect-TCPX/TCPXO NCCL plugin the machine type needs.")
-    boot_disk_gib: int = Field(200, ge=100, le=16384, description="Boot disk per node (pd-balanced, Google-encrypted), GiB.")
-    lustre: ManagedLustreSpec = Field(default_factory=ManagedLustreSpec, description="Sizing intents for Managed Lustre.")
-    network: GcpTrainingNetworkSpec = Field(default_factory=GcpTrainingNetworkSpec, description="Network ranges of the run.")
+    zone: str | None = Field(
+        None,
+        pattern=ZONE_PATTERN,
+        description="Zone of every node and the file system; default: the first zone of gcp:region "
+        "the catalog lists as offering the machine type.",
+    )
+    data_bucket: str = Field(
+        pattern=GCS_BUCKET_PATTERN,
+        description="GCS bucket the run reads datasets/ from and writes checkpoints/<run-id>/ and "
+        "runs/<run-id>/ (markers) to. The AWS registry stays the source of truth.",
+    )
+    image: str = Field(
+        description="Boot image of the nodes (an image or image family path) with the NVIDIA driver and the "
+        "GPUDirect-TCPX/TCPXO NCCL plugin the machine type needs."
+    )
+    boot_disk_gib: int = Field(
+        200, ge=100, le=16384, description="Boot disk per node (pd-balanced, Google-encrypted), GiB."
+    )
+    lustre: ManagedLustreSpec = Field(
+        default_factory=ManagedLustreSpec, description="Sizing intents for Managed Lustre."
+    )
+    network: GcpTrainingNetworkSpec = Field(
+        default_factory=GcpTrainingNetworkSpec, description="Network ranges of the run."
+    )
 
 
 class GcpTrainingStackConfig(Spec):

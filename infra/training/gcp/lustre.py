@@ -8,11 +8,11 @@ Aggregate throughput = capacity TiB x the tier. Only the 125 MB/s/TiB tier's pri
 cannot pick the cheapest: it picks the smallest capacity that meets every target (the lower tier on a tie)
 and says so; cost prices the 125 tier and reports the others as unknown.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from infra.core.errors import Problem
 from infra.training.lustre import LustreIntent
@@ -25,17 +25,19 @@ SOURCE = "cloud.google.com/managed-lustre/docs/increase-capacity (2026-01)"
 
 @dataclass(frozen=True)
 class ManagedLustrePlan:
-    per_unit_storage_throughput: int   # MB/s per TiB
+    per_unit_storage_throughput: int  # MB/s per TiB
     capacity_gib: int
     aggregate_throughput_mbps: float
     reasons: tuple[str, ...]
 
 
-def capacity_problem(tier: int, capacity_gib: int) -> Optional[str]:
+def capacity_problem(tier: int, capacity_gib: int) -> str | None:
     low, step = TIERS[tier]
     if capacity_gib < low or capacity_gib % step:
-        return (f"{capacity_gib} GiB is not a Managed Lustre capacity at {tier} MB/s/TiB; use at least {low} GiB "
-                f"in steps of {step} GiB")
+        return (
+            f"{capacity_gib} GiB is not a Managed Lustre capacity at {tier} MB/s/TiB; use at least {low} GiB "
+            f"in steps of {step} GiB"
+        )
     return None
 
 
@@ -50,8 +52,9 @@ def _capacity_for(tier: int, intent: LustreIntent) -> int:
     return int(math.ceil(need_gib / step) * step)
 
 
-def size_managed_lustre(intent: LustreIntent, tier: Optional[int] = None,
-                        capacity_gib: Optional[int] = None) -> ManagedLustrePlan:
+def size_managed_lustre(
+    intent: LustreIntent, tier: int | None = None, capacity_gib: int | None = None
+) -> ManagedLustrePlan:
     """The smallest capacity (lower tier on a tie) that holds the data with headroom and meets the read and
     checkpoint-write targets; `tier` and `capacity_gib` pin values (checked by `pinned_problems` first)."""
     tiers = [tier] if tier else sorted(TIERS)
@@ -64,32 +67,47 @@ def size_managed_lustre(intent: LustreIntent, tier: Optional[int] = None,
         f"of {TIERS[chosen][1]:,} ({SOURCE})",
         f"throughput: {capacity:,} GiB x {chosen} MB/s/TiB = {_throughput(chosen, capacity):,.0f} MB/s for reads of "
         f"{intent.read_mbps_needed:,.0f} MB/s and checkpoint writes of {intent.write_mbps_needed:,.0f} MB/s",
-        "choice: " + (f"pinned to {chosen} MB/s/TiB" if tier else
-                      "Managed Lustre prices are sourced for one tier only (125 MB/s/TiB), so tiers are not compared "
-                      "on price: the smallest capacity that meets the targets "
-                      f"({', '.join(f'{t}: {c:,} GiB' for c, t in sorted(options, key=lambda o: o[1]))}), the lower "
-                      "tier on a tie"),
+        "choice: "
+        + (
+            f"pinned to {chosen} MB/s/TiB"
+            if tier
+            else "Managed Lustre prices are sourced for one tier only (125 MB/s/TiB), so tiers are not compared "
+            "on price: the smallest capacity that meets the targets "
+            f"({', '.join(f'{t}: {c:,} GiB' for c, t in sorted(options, key=lambda o: o[1]))}), the lower "
+            "tier on a tie"
+        ),
     )
     return ManagedLustrePlan(chosen, capacity, _throughput(chosen, capacity), reasons)
 
 
-def pinned_problems(path: str, tier: Optional[int], capacity_gib: Optional[int], intent: LustreIntent) -> list[Problem]:
+def pinned_problems(path: str, tier: int | None, capacity_gib: int | None, intent: LustreIntent) -> list[Problem]:
     """Findings for pinned values: a capacity must be a step of the tier (its own or the sized one) and hold
     the data with headroom."""
     if capacity_gib is None:
         return []
     tiers = [tier] if tier else sorted(TIERS)
     if all(capacity_problem(t, capacity_gib) for t in tiers):
-        return [Problem(path + "capacityGib", capacity_problem(tiers[0], capacity_gib) if tier else
-                        f"{capacity_gib} GiB is not a Managed Lustre capacity of any tier; e.g. a multiple of 9000 GiB "
-                        "at 1000 MB/s/TiB")]
+        return [
+            Problem(
+                path + "capacityGib",
+                capacity_problem(tiers[0], capacity_gib)
+                if tier
+                else f"{capacity_gib} GiB is not a Managed Lustre capacity of any tier; e.g. a multiple of 9000 GiB "
+                "at 1000 MB/s/TiB",
+            )
+        ]
     if capacity_gib < intent.capacity_needed_gib:
-        return [Problem(path + "capacityGib", f"{capacity_gib} GiB is below what the data needs with headroom "
-                                              f"({intent.capacity_needed_gib:,.0f} GiB); raise it or remove it")]
+        return [
+            Problem(
+                path + "capacityGib",
+                f"{capacity_gib} GiB is below what the data needs with headroom "
+                f"({intent.capacity_needed_gib:,.0f} GiB); raise it or remove it",
+            )
+        ]
     return []
 
 
-def pinned_tier(tier: Optional[int], capacity_gib: Optional[int]) -> Optional[int]:
+def pinned_tier(tier: int | None, capacity_gib: int | None) -> int | None:
     """The tier a pinned capacity implies when no tier is pinned: the highest tier it is a step of."""
     if tier or capacity_gib is None:
         return tier

@@ -5,6 +5,7 @@ examples/machine-learning/a3-highgpu-8g and a3-megagpu-8g: a system VPC with MTU
 `network_count` GPU VPCs of one subnet each from a /9 split into /20s, gVNIC on every NIC, internal traffic
 allowed): nic0 in the primary VPC, then one NIC per GPU NIC of the machine type, each in its own VPC.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,27 +13,26 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional
 
 from infra.catalog.gcp import GcpMachineType, machine_type
-from infra.training.gcp.config import GcpTrainingSpec
-from infra.training.spec import LifecycleSpec
-from infra.training.gcp.checks import chosen_zone, gcp_training_findings, lustre_intent
 from infra.core.labels import gcp_labels, label_value
-from infra.training.gcp.lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
-from infra.registry.layout import checkpoints_prefix
 from infra.core.tags import RUN_ID, contract_tags
+from infra.registry.layout import checkpoints_prefix
+from infra.training.gcp.checks import chosen_zone, gcp_training_findings, lustre_intent
+from infra.training.gcp.config import GcpTrainingSpec
+from infra.training.gcp.lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
 from infra.training.lifetime import RunLifetime, checked_expiry
+from infra.training.spec import LifecycleSpec
 
-GPU_MTU = 8244         # A3 blueprints: MTU of the system VPC and of every GPU VPC
+GPU_MTU = 8244  # A3 blueprints: MTU of the system VPC and of every GPU VPC
 GPU_SUBNET_PREFIX = 20  # A3 blueprints: subnetwork_cidr_suffix 20
 NIC_TYPE = "GVNIC"
 
 
 @dataclass(frozen=True)
 class GpuNic:
-    index: int      # 1.. (nic0 is the host NIC)
-    cidr: str       # the subnet of its own VPC
+    index: int  # 1.. (nic0 is the host NIC)
+    cidr: str  # the subnet of its own VPC
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,6 @@ class GcpTrainingPlan(RunLifetime):
         """The nodes' hard end (scheduling.terminationTime, RFC 3339): expires-at itself."""
         return self.expires_at
 
-
     @property
     def processes_per_node(self) -> int:
         return self.mtype.accelerator.count
@@ -88,7 +87,7 @@ def run_resource_prefix(run_id: str) -> str:
     if len(prefix) <= PREFIX_LENGTH:
         return prefix
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
-    return f"{prefix[:PREFIX_LENGTH - 9].rstrip('-')}-{digest}"
+    return f"{prefix[: PREFIX_LENGTH - 9].rstrip('-')}-{digest}"
 
 
 # Every name the run's components give (components/gcp_training_*.py, gcp_run_filesystem.py): the audit
@@ -110,7 +109,7 @@ def checkpoints_uri(bucket: str, run_id: str) -> str:
     return f"gs://{bucket}/{checkpoints_prefix(run_id)}"
 
 
-def expires_at_from_label(value: str) -> Optional[str]:
+def expires_at_from_label(value: str) -> str | None:
     """The ISO-8601 UTC expiry from its label form; None if it is not one."""
     match = _LABEL_TIME.match(value)
     return f"{match.group(1)}T{match.group(2)}:{match.group(3)}:{match.group(4)}Z" if match else None
@@ -128,12 +127,22 @@ def plan_gcp_training(spec: GcpTrainingSpec, region: str, stack: str, now: datet
     mtype = machine_type(spec.machine_type)
     fs = spec.lustre
     return GcpTrainingPlan(
-        run_id=spec.run_id, region=region, zone=chosen_zone(spec, region), mtype=mtype, node_count=spec.node_count,
-        image=spec.image, boot_disk_gib=spec.boot_disk_gib, primary_cidr=spec.network.cidr,
-        lustre_cidr=spec.network.lustre_cidr, gpu_nics=gpu_nic_layout(mtype, spec.network.gpu_cidr),
-        lustre=size_managed_lustre(lustre_intent(spec), pinned_tier(fs.per_unit_storage_throughput, fs.capacity_gib),
-                                   fs.capacity_gib),
-        data_bucket=spec.data_bucket, expires_at=expires_at, expires_at_provisional=provisional,
+        run_id=spec.run_id,
+        region=region,
+        zone=chosen_zone(spec, region),
+        mtype=mtype,
+        node_count=spec.node_count,
+        image=spec.image,
+        boot_disk_gib=spec.boot_disk_gib,
+        primary_cidr=spec.network.cidr,
+        lustre_cidr=spec.network.lustre_cidr,
+        gpu_nics=gpu_nic_layout(mtype, spec.network.gpu_cidr),
+        lustre=size_managed_lustre(
+            lustre_intent(spec), pinned_tier(fs.per_unit_storage_throughput, fs.capacity_gib), fs.capacity_gib
+        ),
+        data_bucket=spec.data_bucket,
+        expires_at=expires_at,
+        expires_at_provisional=provisional,
         lifecycle=spec.lifecycle,
         tags=contract_tags("training", stack, run_id=spec.run_id, expires_at=expires_at),
     )

@@ -13,14 +13,15 @@ among the sorted IPs), torchrun, the grace period, the exit trap and the marker 
 NCCL over GPUDirect-TCPX/TCPXO needs the image's NCCL plugin (and, for TCPX, its receive-datapath manager);
 this script does not install it: `image` names an image that has it.
 """
+
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 
-from infra.training.gcp.plan import checkpoints_uri
 from infra.registry.layout import runs_prefix
 from infra.training.bootstrap import Platform, RunBootstrap, common_values, positive_int, render_script
+from infra.training.gcp.plan import checkpoints_uri
 
 _GCP_EXPORTS = r"""# wait_for_export: copy every checkpoint file to the bucket (Managed Lustre is not linked to it);
 # 0 once they are there, 1 on failure or after MLINFRA_EXPORT_TIMEOUT seconds.
@@ -52,7 +53,7 @@ GCP_PLATFORM = Platform(
     variables_b="MLINFRA_CHECKPOINTS_URI=@@CHECKPOINTS_URI@@\n",
     export_functions=_GCP_EXPORTS,
     marker_upload='    | gcloud storage cp - "${MLINFRA_MARKER_URI}/_${status}" --content-type=application/json \\\n'
-                  "        --no-user-output-enabled\n",
+    "        --no-user-output-enabled\n",
     devices_check=_GCP_DEVICES,
     private_ip=_GCP_IP,
     metadata_name="the metadata server",

@@ -1,14 +1,27 @@
 """A stack's most expensive hour stays under the configured ceiling (pack config `maxHourlyCostUsd`):
 nodes at their catalog on-demand price x the most a resource may launch, plus Lustre storage."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from infra.catalog.aws import on_demand_price
 from infra.training.aws.lustre import HOURS_PER_MONTH, TIERS
-from policies.readers.aws import AUTOSCALING_GROUP, EKS_NODE_GROUP, FLEET, INSTANCE, LAUNCH_TEMPLATE, LUSTRE, instance_types, linked_of_type, listed, number
 from policies.model import Finding, Resource, Stack, StackRule
+from policies.readers.aws import (
+    AUTOSCALING_GROUP,
+    EKS_NODE_GROUP,
+    FLEET,
+    INSTANCE,
+    LAUNCH_TEMPLATE,
+    LUSTRE,
+    instance_types,
+    linked_of_type,
+    listed,
+    number,
+)
 
 NAME = "stack-hourly-cost-under-ceiling"
 DEFAULT_CEILING_USD = 1000.0
@@ -67,11 +80,20 @@ def hourly_cost(stack: Stack) -> tuple[list[CostItem], list[tuple[Resource, str]
             items.append(CostItem(resource, f"{count} x {name} at ${price:.2f}", count * price))
     for fs in stack.of_type(LUSTRE):
         capacity, per_unit = number(fs.get("storageCapacity")), number(fs.get("perUnitStorageThroughput"))
-        tier = next((t for t in TIERS if t.deployment_type == fs.get("deploymentType") and t.per_unit == per_unit
-                     and t.usd_per_gb_month is not None), None)
+        tier = next(
+            (
+                t
+                for t in TIERS
+                if t.deployment_type == fs.get("deploymentType")
+                and t.per_unit == per_unit
+                and t.usd_per_gb_month is not None
+            ),
+            None,
+        )
         if tier and isinstance(capacity, int):
-            items.append(CostItem(fs, f"Lustre {capacity} GiB {tier.label}",
-                                  capacity * tier.usd_per_gb_month / HOURS_PER_MONTH))
+            items.append(
+                CostItem(fs, f"Lustre {capacity} GiB {tier.label}", capacity * tier.usd_per_gb_month / HOURS_PER_MONTH)
+            )
     return items, unpriced
 
 
@@ -81,13 +103,30 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
     total = sum(i.usd_per_hour for i in items)
     if total <= ceiling:
         return []
-    parts = listed([f"{i.resource.label}: {i.what} = ${i.usd_per_hour:.2f}"
-                    for i in sorted(items, key=lambda i: -i.usd_per_hour)], sep="; ")
-    return [Finding("", f"the stack may cost ${total:.2f}/hour, over the ceiling of ${ceiling:.2f}/hour ({parts}); "
-                        "lower node counts or maximum sizes, or raise maxHourlyCostUsd in the pack config")]
+    parts = listed(
+        [f"{i.resource.label}: {i.what} = ${i.usd_per_hour:.2f}" for i in sorted(items, key=lambda i: -i.usd_per_hour)],
+        sep="; ",
+    )
+    return [
+        Finding(
+            "",
+            f"the stack may cost ${total:.2f}/hour, over the ceiling of ${ceiling:.2f}/hour ({parts}); "
+            "lower node counts or maximum sizes, or raise maxHourlyCostUsd in the pack config",
+        )
+    ]
 
 
-RULE = StackRule(NAME, "The stack's hourly cost at catalog prices is under maxHourlyCostUsd.", "mandatory", check,
-                 config_schema={"maxHourlyCostUsd": {
-                     "type": "number", "exclusiveMinimum": 0, "default": DEFAULT_CEILING_USD,
-                     "description": "Most a stack may cost per hour at catalog on-demand prices, USD."}})
+RULE = StackRule(
+    NAME,
+    "The stack's hourly cost at catalog prices is under maxHourlyCostUsd.",
+    "mandatory",
+    check,
+    config_schema={
+        "maxHourlyCostUsd": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": DEFAULT_CEILING_USD,
+            "description": "Most a stack may cost per hour at catalog on-demand prices, USD.",
+        }
+    },
+)

@@ -1,8 +1,9 @@
 """No security group admits traffic from the whole internet (0.0.0.0/0 or ::/0)."""
+
 from __future__ import annotations
 
-from policies.readers.aws import INGRESS_RULE, SECURITY_GROUP, SECURITY_GROUP_RULE, as_list, is_anywhere
 from policies.model import Resource, ResourceRule
+from policies.readers.aws import INGRESS_RULE, SECURITY_GROUP, SECURITY_GROUP_RULE, as_list, is_anywhere
 
 NAME = "ingress-not-open-to-the-internet"
 _FIX = "allow the VPC CIDR or peer security groups instead"
@@ -19,7 +20,9 @@ def check(resource: Resource) -> list[str]:
     elif resource.type == INGRESS_RULE:
         for field in ("cidrIpv4", "cidrIpv6"):
             if is_anywhere(resource.get(field)):
-                problems.append(f"{field} {resource.get(field)} admits the internet ({_ports(resource.props, 'ipProtocol')}); {_FIX}")
+                problems.append(
+                    f"{field} {resource.get(field)} admits the internet ({_ports(resource.props, 'ipProtocol')}); {_FIX}"
+                )
     elif resource.type == SECURITY_GROUP_RULE and resource.get("type") == "ingress":
         for cidr in as_list(resource.get("cidrBlocks")) + as_list(resource.get("ipv6CidrBlocks")):
             if is_anywhere(cidr):
@@ -35,5 +38,10 @@ def _ports(block: dict, protocol_key: str) -> str:
     return f"{protocol} {low}" if low == high else f"{protocol} {low}-{high}"
 
 
-RULE = ResourceRule(NAME, "Security groups admit no ingress from 0.0.0.0/0 or ::/0.", "mandatory",
-                    (SECURITY_GROUP, INGRESS_RULE, SECURITY_GROUP_RULE), check)
+RULE = ResourceRule(
+    NAME,
+    "Security groups admit no ingress from 0.0.0.0/0 or ::/0.",
+    "mandatory",
+    (SECURITY_GROUP, INGRESS_RULE, SECURITY_GROUP_RULE),
+    check,
+)

@@ -1,8 +1,9 @@
 """Instances require IMDSv2 session tokens: IMDSv1 lets any SSRF read the node role's credentials."""
+
 from __future__ import annotations
 
-from policies.readers.aws import INSTANCE, LAUNCH_TEMPLATE
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.aws import INSTANCE, LAUNCH_TEMPLATE
 
 NAME = "instance-metadata-requires-imdsv2"
 
@@ -23,5 +24,10 @@ def check(resource: Resource) -> list[str]:
     return [f"metadataOptions.httpTokens is '{tokens}', which accepts IMDSv1; set it to 'required'"]
 
 
-RULE = ResourceRule(NAME, "Launch templates and instances require IMDSv2 (httpTokens 'required').", "mandatory",
-                    (LAUNCH_TEMPLATE, INSTANCE), check)
+RULE = ResourceRule(
+    NAME,
+    "Launch templates and instances require IMDSv2 (httpTokens 'required').",
+    "mandatory",
+    (LAUNCH_TEMPLATE, INSTANCE),
+    check,
+)

@@ -1,8 +1,9 @@
 """Log groups expire their events: without retention they are kept, and billed, forever."""
+
 from __future__ import annotations
 
-from policies.model import Resource, ResourceRule, is_unknown
 from infra.providers import tokens
+from policies.model import Resource, ResourceRule, is_unknown
 
 NAME = "log-groups-have-retention"
 LOG_GROUP = tokens.AWS_CLOUDWATCH_LOG_GROUP

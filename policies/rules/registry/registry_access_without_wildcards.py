@@ -1,9 +1,18 @@
 """IAM documents grant named actions on named resources: no `*` actions, resources or principals on the
 registry's S3 bucket and KMS key (nor `*` actions anywhere)."""
+
 from __future__ import annotations
 
-from policies.readers.aws import BUCKET_POLICY, IAM_POLICY, IAM_ROLE, IAM_ROLE_POLICY, iam_documents, service_of, statements
 from policies.model import Resource, ResourceRule
+from policies.readers.aws import (
+    BUCKET_POLICY,
+    IAM_POLICY,
+    IAM_ROLE,
+    IAM_ROLE_POLICY,
+    iam_documents,
+    service_of,
+    statements,
+)
 
 NAME = "registry-access-without-wildcards"
 _REGISTRY_SERVICES = ("s3", "kms")
@@ -23,8 +32,10 @@ def check(resource: Resource) -> list[str]:
             if registry_actions:
                 for arn in st.resources:
                     if arn == "*" or arn in ("arn:aws:s3:::*", "arn:aws:kms:*"):
-                        problems.append(f"{where} statement {st.sid} allows {', '.join(registry_actions)} on "
-                                        f"resource '{arn}'; name the registry bucket, its prefixes and its key ({_FIX})")
+                        problems.append(
+                            f"{where} statement {st.sid} allows {', '.join(registry_actions)} on "
+                            f"resource '{arn}'; name the registry bucket, its prefixes and its key ({_FIX})"
+                        )
             principal = st.raw.get("Principal")
             if principal == "*" or (isinstance(principal, dict) and "*" in _flat(principal.get("AWS"))):
                 problems.append(f"{where} statement {st.sid} allows principal '*' (anyone); allow named roles only")
@@ -35,5 +46,10 @@ def _flat(value: object) -> list:
     return value if isinstance(value, list) else [value]
 
 
-RULE = ResourceRule(NAME, "IAM documents grant named actions on named registry resources, never '*'.", "mandatory",
-                    (IAM_ROLE_POLICY, IAM_POLICY, IAM_ROLE, BUCKET_POLICY), check)
+RULE = ResourceRule(
+    NAME,
+    "IAM documents grant named actions on named registry resources, never '*'.",
+    "mandatory",
+    (IAM_ROLE_POLICY, IAM_POLICY, IAM_ROLE, BUCKET_POLICY),
+    check,
+)

@@ -1,10 +1,12 @@
 """The registry bucket refuses requests without TLS (a bucket policy denying aws:SecureTransport false)."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from policies.readers.aws import BUCKET_POLICY, attached_to_bucket, policy_document, registry_buckets, statements
 from policies.model import Finding, Stack, StackRule, is_unknown
+from policies.readers.aws import BUCKET_POLICY, attached_to_bucket, policy_document, registry_buckets, statements
 
 NAME = "registry-bucket-tls-only"
 
@@ -17,9 +19,15 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
             continue
         if not any(_denies_plain_http(p.get("policy")) for p in policies):
             where = policies[0].urn if policies else bucket.urn
-            findings.append(Finding(where, (
-                f"registry bucket {bucket.label} has no policy statement denying requests without TLS; add "
-                "Deny s3:* for Principal '*' on the bucket and its objects when aws:SecureTransport is false")))
+            findings.append(
+                Finding(
+                    where,
+                    (
+                        f"registry bucket {bucket.label} has no policy statement denying requests without TLS; add "
+                        "Deny s3:* for Principal '*' on the bucket and its objects when aws:SecureTransport is false"
+                    ),
+                )
+            )
     return findings
 
 
@@ -27,8 +35,12 @@ def _denies_plain_http(policy: Any) -> bool:
     for st in statements(policy_document(policy)):
         condition = st.raw.get("Condition") if isinstance(st.raw.get("Condition"), dict) else {}
         secure = (condition.get("Bool") or {}).get("aws:SecureTransport")
-        if (st.effect == "Deny" and str(secure).lower() == "false" and _everyone(st.raw.get("Principal"))
-                and any(a in ("s3:*", "*") for a in st.actions)):
+        if (
+            st.effect == "Deny"
+            and str(secure).lower() == "false"
+            and _everyone(st.raw.get("Principal"))
+            and any(a in ("s3:*", "*") for a in st.actions)
+        ):
             return True
     return False
 

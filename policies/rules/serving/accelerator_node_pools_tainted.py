@@ -1,11 +1,12 @@
 """Accelerator node pools carry their device taint (nvidia.com/gpu, aws.amazon.com/neuron), so only pods
 that request the device land on the expensive nodes."""
+
 from __future__ import annotations
 
 from infra.catalog.aws import instance_type
+from policies.model import Resource, ResourceRule
 from policies.readers.aws import EKS_NODE_GROUP, KARPENTER_NODE_POOL, as_list, instance_types
 from policies.readers.gcp import GKE_NODE_POOL, node_config
-from policies.model import Resource, ResourceRule
 
 NAME = "accelerator-node-pools-tainted"
 TAINT_KEYS = {"gpu": "nvidia.com/gpu", "neuron": "aws.amazon.com/neuron"}
@@ -25,9 +26,12 @@ def check(resource: Resource) -> list[str]:
             kinds.add(kind)
     taints = {(t.get("key"), t.get("effect")) for t in _taints(resource) if isinstance(t, dict)}
     effect = "NO_SCHEDULE" if resource.type == EKS_NODE_GROUP else "NoSchedule"
-    return [f"accelerator pool has no {TAINT_KEYS[k]} taint with effect {effect}; add it so only pods requesting "
-            f"{TAINT_KEYS[k]} are scheduled here"
-            for k in sorted(kinds) if not any(key == TAINT_KEYS[k] and e in _NO_SCHEDULE for key, e in taints)]
+    return [
+        f"accelerator pool has no {TAINT_KEYS[k]} taint with effect {effect}; add it so only pods requesting "
+        f"{TAINT_KEYS[k]} are scheduled here"
+        for k in sorted(kinds)
+        if not any(key == TAINT_KEYS[k] and e in _NO_SCHEDULE for key, e in taints)
+    ]
 
 
 def _taints(resource: Resource) -> list:
@@ -42,12 +46,21 @@ def _gke(resource: Resource) -> list[str]:
     config = node_config(resource)
     if not isinstance(config, dict) or not as_list(config.get("guestAccelerators")):
         return []
-    if any(isinstance(t, dict) and t.get("key") == TAINT_KEYS["gpu"] and t.get("effect") in _NO_SCHEDULE
-           for t in as_list(config.get("taints"))):
+    if any(
+        isinstance(t, dict) and t.get("key") == TAINT_KEYS["gpu"] and t.get("effect") in _NO_SCHEDULE
+        for t in as_list(config.get("taints"))
+    ):
         return []
-    return [f"accelerator pool has no {TAINT_KEYS['gpu']} taint with effect NO_SCHEDULE in nodeConfig.taints; add it "
-            f"so only pods requesting {TAINT_KEYS['gpu']} are scheduled here"]
+    return [
+        f"accelerator pool has no {TAINT_KEYS['gpu']} taint with effect NO_SCHEDULE in nodeConfig.taints; add it "
+        f"so only pods requesting {TAINT_KEYS['gpu']} are scheduled here"
+    ]
 
 
-RULE = ResourceRule(NAME, "GPU and Neuron node pools carry their device taint.", "advisory",
-                    (EKS_NODE_GROUP, KARPENTER_NODE_POOL, GKE_NODE_POOL), check)
+RULE = ResourceRule(
+    NAME,
+    "GPU and Neuron node pools carry their device taint.",
+    "advisory",
+    (EKS_NODE_GROUP, KARPENTER_NODE_POOL, GKE_NODE_POOL),
+    check,
+)

@@ -1,6 +1,7 @@
 """Autoscalers bound their replicas: a KEDA ScaledObject without maxReplicaCount may run 100 replicas
 (KEDA's default), each holding accelerators, and without minReplicaCount it scales to zero (requests
 then wait minutes for a cold start). Mandatory: the upper bound is a cost bound."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,15 +22,18 @@ def check(resource: Resource) -> list[str]:
         low, high = "minReplicaCount", "maxReplicaCount"
         problems = []
         if high not in body:
-            problems.append(f"spec.{high} is not set, so KEDA may run up to {_KEDA_DEFAULT_MAX} replicas (its default), "
-                            "each holding accelerators; set maxReplicaCount to what the node pools can hold")
+            problems.append(
+                f"spec.{high} is not set, so KEDA may run up to {_KEDA_DEFAULT_MAX} replicas (its default), "
+                "each holding accelerators; set maxReplicaCount to what the node pools can hold"
+            )
         if low not in body:
-            problems.append(f"spec.{low} is not set, so KEDA scales to zero (its default) and requests wait for a cold "
-                            "start; set minReplicaCount: 1 or more for a warm replica, or 0 deliberately")
+            problems.append(
+                f"spec.{low} is not set, so KEDA scales to zero (its default) and requests wait for a cold "
+                "start; set minReplicaCount: 1 or more for a warm replica, or 0 deliberately"
+            )
     else:
         low, high = "minReplicas", "maxReplicas"
-        problems = [] if high in body else [
-            "spec.maxReplicas is not set; set it to what the node pools can hold"]
+        problems = [] if high in body else ["spec.maxReplicas is not set; set it to what the node pools can hold"]
     problems.extend(_order(body, low, high))
     return problems
 
@@ -51,5 +55,6 @@ def _count(value: Any) -> Any:
     return int(value) if float(value).is_integer() else value
 
 
-RULE = ResourceRule(NAME, "KEDA ScaledObjects and HPAs set minimum and maximum replicas (min <= max).", "mandatory",
-                    AUTOSCALERS, check)
+RULE = ResourceRule(
+    NAME, "KEDA ScaledObjects and HPAs set minimum and maximum replicas (min <= max).", "mandatory", AUTOSCALERS, check
+)

@@ -1,8 +1,9 @@
 """The EKS API endpoint is private, or public only to listed networks (AWS's default is public to all)."""
+
 from __future__ import annotations
 
-from policies.readers.aws import EKS_CLUSTER, as_list, is_anywhere
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.aws import EKS_CLUSTER, as_list, is_anywhere
 
 NAME = "eks-api-endpoint-restricted"
 
@@ -16,11 +17,18 @@ def check(resource: Resource) -> list[str]:
         return []
     cidrs = as_list(vpc.get("publicAccessCidrs"))
     if not cidrs:
-        return ["vpcConfig.endpointPublicAccess is on (AWS's default) with no publicAccessCidrs, so the Kubernetes "
-                "API is open to the internet; set endpointPublicAccess false and endpointPrivateAccess true, or "
-                "list the networks that may reach it in publicAccessCidrs"]
-    return [f"vpcConfig.publicAccessCidrs includes {c}; list only the networks that administer the cluster"
-            for c in cidrs if is_anywhere(c)]
+        return [
+            "vpcConfig.endpointPublicAccess is on (AWS's default) with no publicAccessCidrs, so the Kubernetes "
+            "API is open to the internet; set endpointPublicAccess false and endpointPrivateAccess true, or "
+            "list the networks that may reach it in publicAccessCidrs"
+        ]
+    return [
+        f"vpcConfig.publicAccessCidrs includes {c}; list only the networks that administer the cluster"
+        for c in cidrs
+        if is_anywhere(c)
+    ]
 
 
-RULE = ResourceRule(NAME, "EKS API endpoints are private or limited to listed CIDRs.", "mandatory", (EKS_CLUSTER,), check)
+RULE = ResourceRule(
+    NAME, "EKS API endpoints are private or limited to listed CIDRs.", "mandatory", (EKS_CLUSTER,), check
+)

@@ -1,8 +1,9 @@
 """GKE clusters are private clusters: their nodes get internal IP addresses only (egress through Cloud NAT)."""
+
 from __future__ import annotations
 
-from policies.readers.gcp import GKE_CLUSTER, block, flag
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.gcp import GKE_CLUSTER, block, flag
 
 NAME = "gke-nodes-private"
 
@@ -13,8 +14,12 @@ def check(resource: Resource) -> list[str]:
         return []
     if flag(private.get("enablePrivateNodes")) is True:
         return []
-    return ["privateClusterConfig.enablePrivateNodes is not true, so every node gets a public IP address; set "
-            "enablePrivateNodes true (with a masterIpv4CidrBlock) and give the nodes egress through Cloud NAT"]
+    return [
+        "privateClusterConfig.enablePrivateNodes is not true, so every node gets a public IP address; set "
+        "enablePrivateNodes true (with a masterIpv4CidrBlock) and give the nodes egress through Cloud NAT"
+    ]
 
 
-RULE = ResourceRule(NAME, "GKE clusters give their nodes private IP addresses only.", "mandatory", (GKE_CLUSTER,), check)
+RULE = ResourceRule(
+    NAME, "GKE clusters give their nodes private IP addresses only.", "mandatory", (GKE_CLUSTER,), check
+)

@@ -1,9 +1,10 @@
 """Karpenter node pools have limits: without them an autoscaler bug or a flood of pending pods buys
 accelerators without bound."""
+
 from __future__ import annotations
 
-from policies.readers.aws import KARPENTER_NODE_POOL
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.aws import KARPENTER_NODE_POOL
 
 NAME = "node-pools-have-limits"
 
@@ -15,8 +16,10 @@ def check(resource: Resource) -> list[str]:
     limits = spec.get("limits") if isinstance(spec, dict) else None
     if isinstance(limits, dict) and limits:
         return []
-    return ["spec.limits is not set, so the pool may launch nodes without bound; set limits such as cpu, "
-            "nvidia.com/gpu or aws.amazon.com/neuron"]
+    return [
+        "spec.limits is not set, so the pool may launch nodes without bound; set limits such as cpu, "
+        "nvidia.com/gpu or aws.amazon.com/neuron"
+    ]
 
 
 RULE = ResourceRule(NAME, "Karpenter node pools set spec.limits.", "mandatory", (KARPENTER_NODE_POOL,), check)

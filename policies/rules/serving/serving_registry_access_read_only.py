@@ -2,13 +2,24 @@
 Get*/List* and KMS Decrypt/DescribeKey. One exception, by name: the model converter (the role bound to
 the `model-converter` service account, which turns checkpoints into served formats) may add objects
 under models/, and never delete."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from policies.readers.aws import IAM_POLICY, IAM_ROLE, IAM_ROLE_POLICY, iam_documents, role_in_stack, role_of, service_of, statements
-from policies.model import Finding, Resource, Stack, StackRule
 from infra.providers import tokens
+from policies.model import Finding, Resource, Stack, StackRule
+from policies.readers.aws import (
+    IAM_POLICY,
+    IAM_ROLE,
+    IAM_ROLE_POLICY,
+    iam_documents,
+    role_in_stack,
+    role_of,
+    service_of,
+    statements,
+)
 
 NAME = "serving-registry-access-read-only"
 _KMS_READ = ("kms:decrypt", "kms:describekey")
@@ -26,26 +37,43 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
         for where, document in iam_documents(resource):
             allowed = [st for st in statements(document) if st.effect == "Allow"]
             if converter:
-                writes = sorted({a for st in allowed if not _models_only(st) for a in st.actions if _writes(a)}
-                                | {a for st in allowed for a in st.actions if _deletes(a)})
+                writes = sorted(
+                    {a for st in allowed if not _models_only(st) for a in st.actions if _writes(a)}
+                    | {a for st in allowed for a in st.actions if _deletes(a)}
+                )
                 if writes:
-                    findings.append(Finding(resource.urn, (
-                        f"model converter {where} of {resource.label} allows {', '.join(writes)} outside models/ "
-                        "or deletes; the converter only adds objects: grant with RegistryAccess.grant_write(role, 'models/')")))
+                    findings.append(
+                        Finding(
+                            resource.urn,
+                            (
+                                f"model converter {where} of {resource.label} allows {', '.join(writes)} outside models/ "
+                                "or deletes; the converter only adds objects: grant with RegistryAccess.grant_write(role, 'models/')"
+                            ),
+                        )
+                    )
                 continue
             writes = sorted({a for st in allowed for a in st.actions if _writes(a)})
             if writes:
-                findings.append(Finding(resource.urn, (
-                    f"serving {where} of {resource.label} allows {', '.join(writes)}; serving only reads "
-                    "models/: grant with RegistryAccess.grant_read(role, 'models/...')")))
+                findings.append(
+                    Finding(
+                        resource.urn,
+                        (
+                            f"serving {where} of {resource.label} allows {', '.join(writes)}; serving only reads "
+                            "models/: grant with RegistryAccess.grant_read(role, 'models/...')"
+                        ),
+                    )
+                )
     return findings
 
 
 def _converter_roles(stack: Stack) -> set[str]:
     """URNs of roles bound to the model converter's service account through EKS Pod Identity."""
-    return {role.urn for association in stack.of_type(POD_IDENTITY)
-            if association.get("serviceAccount") == CONVERTER_SERVICE_ACCOUNT
-            for role in stack.linked(association, "roleArn")}
+    return {
+        role.urn
+        for association in stack.of_type(POD_IDENTITY)
+        if association.get("serviceAccount") == CONVERTER_SERVICE_ACCOUNT
+        for role in stack.linked(association, "roleArn")
+    }
 
 
 def _models_only(statement: Any) -> bool:

@@ -1,11 +1,12 @@
 """EFA on every EFA-capable network card of the instance type: EFA on card 0 only gives a p4d 100 of
 its 400 Gbps (REFERENCE.md, "EFA: getting the whole fabric"). The wanted layout is infra.training.aws.efa.efa_layout."""
+
 from __future__ import annotations
 
 from infra.catalog.aws import instance_type
 from infra.training.aws.efa import EfaUnsupported, Interface, attached_bandwidth_gbps, efa_layout
-from policies.readers.aws import LAUNCH_TEMPLATE, interfaces, is_efa_interface, number, role_of, span, uses_efa
 from policies.model import Resource, ResourceRule
+from policies.readers.aws import LAUNCH_TEMPLATE, interfaces, is_efa_interface, number, role_of, span, uses_efa
 
 NAME = "efa-on-every-network-card"
 
@@ -24,9 +25,14 @@ def check(resource: Resource) -> list[str]:
     except EfaUnsupported as error:
         return [f"instanceType: {error}"]
     declared = [
-        Interface(int(number(ni.get("networkCardIndex") or 0)), int(number(ni.get("deviceIndex") or 0)),
-                  ni["interfaceType"], ni["interfaceType"] != "efa-only")
-        for ni in interfaces(resource) if is_efa_interface(ni)
+        Interface(
+            int(number(ni.get("networkCardIndex") or 0)),
+            int(number(ni.get("deviceIndex") or 0)),
+            ni["interfaceType"],
+            ni["interfaceType"] != "efa-only",
+        )
+        for ni in interfaces(resource)
+        if is_efa_interface(ni)
     ]
     attached = {i.network_card_index for i in declared}
     missing = [i for i in layout if i.is_efa and i.network_card_index not in attached]
@@ -42,10 +48,17 @@ def check(resource: Resource) -> list[str]:
     others = [i.network_card_index for i in missing if i.network_card_index != 0]
     if others:
         adds.append(f"networkCardIndex {span(others)} (deviceIndex 0)")
-    return [f"{name} has EFA on {where}{only}, {len(attached & {i.network_card_index for i in layout if i.is_efa})} "
-            f"of its {wanted} EFA cards ({gbps:g} of {itype.total_bandwidth_gbps:g} Gbps); add interfaceType "
-            f"'efa-only' at {' and '.join(adds)}, as infra.training.aws.efa.efa_layout lays out"]
+    return [
+        f"{name} has EFA on {where}{only}, {len(attached & {i.network_card_index for i in layout if i.is_efa})} "
+        f"of its {wanted} EFA cards ({gbps:g} of {itype.total_bandwidth_gbps:g} Gbps); add interfaceType "
+        f"'efa-only' at {' and '.join(adds)}, as infra.training.aws.efa.efa_layout lays out"
+    ]
 
 
-RULE = ResourceRule(NAME, "Training launch templates attach EFA to every EFA-capable network card.", "mandatory",
-                    (LAUNCH_TEMPLATE,), check)
+RULE = ResourceRule(
+    NAME,
+    "Training launch templates attach EFA to every EFA-capable network card.",
+    "mandatory",
+    (LAUNCH_TEMPLATE,),
+    check,
+)

@@ -2,14 +2,26 @@
 ec2:TerminateInstances or fsx:DeleteFileSystem (by name or by wildcard) carries a StringEquals
 condition on aws:ResourceTag/mlinfra:run-id equal to the run's id. Without it, one run's guard (or
 any role of the stack) can terminate every other run's nodes and delete their file systems."""
+
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from infra.core.tags import RUN_ID
-from policies.readers.aws import IAM_POLICY, IAM_ROLE, IAM_ROLE_POLICY, Statement, as_list, iam_documents, run_tag, stack_role, statements
 from policies.model import Finding, Stack, StackRule
+from policies.readers.aws import (
+    IAM_POLICY,
+    IAM_ROLE,
+    IAM_ROLE_POLICY,
+    Statement,
+    as_list,
+    iam_documents,
+    run_tag,
+    stack_role,
+    statements,
+)
 
 NAME = "guard-role-scoped-to-run"
 DESTRUCTIVE = ("ec2:TerminateInstances", "fsx:DeleteFileSystem")
@@ -36,7 +48,7 @@ def destructive_actions(st: Statement) -> list[tuple[str, str]]:
     return granted
 
 
-def scoped_value(st: Statement) -> Optional[list[Any]]:
+def scoped_value(st: Statement) -> list[Any] | None:
     """The values of the statement's StringEquals condition on the run-id tag; None when it has none."""
     condition = st.raw.get("Condition")
     equals = condition.get("StringEquals") if isinstance(condition, dict) else None
@@ -52,7 +64,7 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
     run_id = run_tag(stack, RUN_ID)
     if stack_role(stack) != "training" or run_id is None:
         return []
-    fix = f"add Condition StringEquals {{\"{CONDITION_KEY}\": \"{run_id}\"}} so it acts only on this run's resources"
+    fix = f'add Condition StringEquals {{"{CONDITION_KEY}": "{run_id}"}} so it acts only on this run\'s resources'
     findings = []
     for resource in stack.of_type(IAM_ROLE, IAM_ROLE_POLICY, IAM_POLICY):
         for where, document in iam_documents(resource):
@@ -63,15 +75,31 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                 what = ", ".join(a if p.lower() == a.lower() else f"{a} (through '{p}')" for p, a in granted)
                 values = scoped_value(st)
                 if values is None:
-                    findings.append(Finding(resource.urn, (
-                        f"{resource.label} {where} statement {st.sid} allows {what} with no condition on the run's "
-                        f"tag, so it reaches every run's resources; {fix}")))
+                    findings.append(
+                        Finding(
+                            resource.urn,
+                            (
+                                f"{resource.label} {where} statement {st.sid} allows {what} with no condition on the run's "
+                                f"tag, so it reaches every run's resources; {fix}"
+                            ),
+                        )
+                    )
                 elif values != [run_id]:
-                    findings.append(Finding(resource.urn, (
-                        f"{resource.label} {where} statement {st.sid} allows {what} for {RUN_ID} "
-                        f"{', '.join(repr(v) for v in values)}, but this run is '{run_id}'; {fix}")))
+                    findings.append(
+                        Finding(
+                            resource.urn,
+                            (
+                                f"{resource.label} {where} statement {st.sid} allows {what} for {RUN_ID} "
+                                f"{', '.join(repr(v) for v in values)}, but this run is '{run_id}'; {fix}"
+                            ),
+                        )
+                    )
     return findings
 
 
-RULE = StackRule(NAME, "Training-stack IAM statements that terminate instances or delete file systems are scoped to "
-                       "the run's tag.", "mandatory", check)
+RULE = StackRule(
+    NAME,
+    "Training-stack IAM statements that terminate instances or delete file systems are scoped to the run's tag.",
+    "mandatory",
+    check,
+)

@@ -1,9 +1,10 @@
 """FSx for Lustre storage capacity is an allowed step of its deployment type (infra.training.aws.lustre facts)."""
+
 from __future__ import annotations
 
 from infra.training.aws.lustre import capacity_problem
-from policies.readers.aws import LUSTRE
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.aws import LUSTRE
 
 NAME = "lustre-capacity-allowed-step"
 
@@ -20,5 +21,6 @@ def check(resource: Resource) -> list[str]:
     return [f"storageCapacity: {problem}"] if problem else []
 
 
-RULE = ResourceRule(NAME, "FSx for Lustre storageCapacity is an allowed step of its deploymentType.", "mandatory",
-                    (LUSTRE,), check)
+RULE = ResourceRule(
+    NAME, "FSx for Lustre storageCapacity is an allowed step of its deploymentType.", "mandatory", (LUSTRE,), check
+)

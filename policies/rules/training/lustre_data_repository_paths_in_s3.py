@@ -1,8 +1,9 @@
 """A data repository association links an S3 path (s3://bucket/prefix/) to an absolute file system path."""
+
 from __future__ import annotations
 
-from policies.readers.aws import DRA
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.aws import DRA
 
 NAME = "lustre-data-repository-paths-in-s3"
 
@@ -17,5 +18,6 @@ def check(resource: Resource) -> list[str]:
     return problems
 
 
-RULE = ResourceRule(NAME, "Data repository associations link s3:// paths to absolute file system paths.", "mandatory",
-                    (DRA,), check)
+RULE = ResourceRule(
+    NAME, "Data repository associations link s3:// paths to absolute file system paths.", "mandatory", (DRA,), check
+)

@@ -1,9 +1,10 @@
 """FSx for Lustre per-unit storage throughput is a value its deployment type offers (infra.training.aws.lustre facts)."""
+
 from __future__ import annotations
 
 from infra.training.aws.lustre import throughput_problem
-from policies.readers.aws import LUSTRE
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.aws import LUSTRE
 
 NAME = "lustre-throughput-allowed-value"
 
@@ -19,5 +20,6 @@ def check(resource: Resource) -> list[str]:
     return [f"perUnitStorageThroughput: {problem}"] if problem else []
 
 
-RULE = ResourceRule(NAME, "FSx for Lustre perUnitStorageThroughput is allowed for its deploymentType.", "mandatory",
-                    (LUSTRE,), check)
+RULE = ResourceRule(
+    NAME, "FSx for Lustre perUnitStorageThroughput is allowed for its deploymentType.", "mandatory", (LUSTRE,), check
+)

@@ -1,8 +1,9 @@
 """Training placement groups use the `cluster` strategy: EFA nodes need one low-latency network spine."""
+
 from __future__ import annotations
 
-from policies.readers.aws import PLACEMENT_GROUP, role_of
 from policies.model import Resource, ResourceRule, is_unknown
+from policies.readers.aws import PLACEMENT_GROUP, role_of
 
 NAME = "placement-groups-use-cluster-strategy"
 

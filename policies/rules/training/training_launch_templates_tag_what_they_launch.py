@@ -1,10 +1,11 @@
 """Training launch templates pass the run tags on to the instances, volumes and network interfaces
 they launch (tagSpecifications): those are the resources that bill."""
+
 from __future__ import annotations
 
 from infra.core.tags import missing_contract_tags
-from policies.readers.aws import LAUNCH_TEMPLATE, as_list, role_of
 from policies.model import Resource, ResourceRule
+from policies.readers.aws import LAUNCH_TEMPLATE, as_list, role_of
 
 NAME = "training-launch-templates-tag-what-they-launch"
 LAUNCHED = ("instance", "volume", "network-interface")
@@ -17,8 +18,10 @@ def check(resource: Resource) -> list[str]:
     problems = []
     for kind in LAUNCHED:
         if kind not in specs:
-            problems.append(f"tagSpecifications has no '{kind}' entry, so launched {kind}s carry no run tags; add "
-                            f"one with resourceType '{kind}' and the run's contract tags")
+            problems.append(
+                f"tagSpecifications has no '{kind}' entry, so launched {kind}s carry no run tags; add "
+                f"one with resourceType '{kind}' and the run's contract tags"
+            )
             continue
         tags = specs[kind].get("tags")
         missing = missing_contract_tags("training", tags if isinstance(tags, dict) else {})
@@ -27,5 +30,10 @@ def check(resource: Resource) -> list[str]:
     return problems
 
 
-RULE = ResourceRule(NAME, "Training launch templates tag the instances, volumes and interfaces they launch.",
-                    "mandatory", (LAUNCH_TEMPLATE,), check)
+RULE = ResourceRule(
+    NAME,
+    "Training launch templates tag the instances, volumes and interfaces they launch.",
+    "mandatory",
+    (LAUNCH_TEMPLATE,),
+    check,
+)

@@ -1,13 +1,15 @@
 """Every taggable resource of a training stack carries the run tags (infra.core.tags contract), so teardown
 and the cloud-side run guard find everything a run left behind."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from infra.providers.schema import has_input
 from infra.core.tags import missing_contract_tags
-from policies.readers.aws import stack_role
+from infra.providers.schema import has_input
 from policies.model import Finding, Stack, StackRule, is_unknown
+from policies.readers.aws import stack_role
 
 NAME = "training-resources-carry-run-tags"
 
@@ -22,11 +24,16 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
             continue
         missing = missing_contract_tags("training", tags if isinstance(tags, dict) else {})
         if missing:
-            findings.append(Finding(resource.urn, (
-                f"{resource.label} lacks tag{'s' if len(missing) > 1 else ''} {', '.join(missing)}; tag it with "
-                "infra.core.tags.contract_tags('training', stack, run_id, expires_at)")))
+            findings.append(
+                Finding(
+                    resource.urn,
+                    (
+                        f"{resource.label} lacks tag{'s' if len(missing) > 1 else ''} {', '.join(missing)}; tag it with "
+                        "infra.core.tags.contract_tags('training', stack, run_id, expires_at)"
+                    ),
+                )
+            )
     return findings
 
 
-RULE = StackRule(NAME, "Taggable training resources carry role, stack, run-id and expires-at tags.", "mandatory",
-                 check)
+RULE = StackRule(NAME, "Taggable training resources carry role, stack, run-id and expires-at tags.", "mandatory", check)

@@ -4,8 +4,8 @@ import pulumi_aws as aws
 import pytest
 
 from components.registry.aws.registry import ModelRegistry, ModelRegistryArgs
-from infra.registry.aws.config import RegistrySpec
 from infra.core.tags import contract_tags
+from infra.registry.aws.config import RegistrySpec
 from tests.helpers import by_type, one, taggable
 
 TAGS = contract_tags("registry", "test")
@@ -18,6 +18,7 @@ def declare(spec: RegistrySpec = RegistrySpec(), grants: bool = False):
             role = aws.iam.Role("trainer", assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": []}))
             registry.grant_read(role, "datasets/")
             registry.grant_write(role, "checkpoints/run-1/", "models/")
+
     return program
 
 
@@ -39,9 +40,13 @@ def test_nothing_else_is_protected(registry):
 
 
 def test_versioning_public_access_and_ownership(registry):
-    assert one(registry, "aws:s3/bucketVersioning:BucketVersioning").inputs["versioningConfiguration"] == {"status": "Enabled"}
+    assert one(registry, "aws:s3/bucketVersioning:BucketVersioning").inputs["versioningConfiguration"] == {
+        "status": "Enabled"
+    }
     block = one(registry, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
-    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert all(
+        block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
     ownership = one(registry, "aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs
     assert ownership["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
 
@@ -49,7 +54,9 @@ def test_versioning_public_access_and_ownership(registry):
 def test_sse_kms_with_its_own_rotating_key_and_bucket_key(registry):
     key = one(registry, "aws:kms/key:Key")
     assert key.inputs["enableKeyRotation"] is True
-    [rule] = one(registry, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration").inputs["rules"]
+    [rule] = one(
+        registry, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    ).inputs["rules"]
     assert rule["bucketKeyEnabled"] is True
     assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
     assert rule["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] == key.outputs["arn"]
@@ -62,8 +69,14 @@ def test_bucket_policy_is_tls_only(registry):
 
 
 def test_lifecycle_expires_noncurrent_versions_and_aborts_uploads(registry):
-    rules = {r["id"]: r for r in one(registry, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]}
-    assert rules["expire-noncurrent-versions"]["noncurrentVersionExpiration"] == {"noncurrentDays": 90, "newerNoncurrentVersions": 3}
+    rules = {
+        r["id"]: r
+        for r in one(registry, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]
+    }
+    assert rules["expire-noncurrent-versions"]["noncurrentVersionExpiration"] == {
+        "noncurrentDays": 90,
+        "newerNoncurrentVersions": 3,
+    }
     assert rules["abort-incomplete-uploads"]["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": 7}
     assert all(r["status"] == "Enabled" for r in rules.values())
 
@@ -99,11 +112,16 @@ def test_grants_produce_least_privilege_role_policies(record):
     result = record(declare(grants=True))
     policies = {s.name: json.loads(s.inputs["policy"]) for s in by_type(result, "aws:iam/rolePolicy:RolePolicy")}
     assert len(policies) == 2
-    assert all(n.startswith(("trainer-registry-read-datasets-", "trainer-registry-write-checkpoints-run-1-models-")) for n in policies)
+    assert all(
+        n.startswith(("trainer-registry-read-datasets-", "trainer-registry-write-checkpoints-run-1-models-"))
+        for n in policies
+    )
     write = next(doc for name, doc in policies.items() if "-write-" in name)
     statement = next(s for s in write["Statement"] if s["Sid"] == "RegistryWrite")
-    assert statement["Resource"] == ["arn:aws:s3:::mlinfra-test-bucket/checkpoints/run-1/*",
-                                     "arn:aws:s3:::mlinfra-test-bucket/models/*"]
+    assert statement["Resource"] == [
+        "arn:aws:s3:::mlinfra-test-bucket/checkpoints/run-1/*",
+        "arn:aws:s3:::mlinfra-test-bucket/models/*",
+    ]
     role = one(result, "aws:iam/role:Role")
     assert all(s.parent == role.urn for s in by_type(result, "aws:iam/rolePolicy:RolePolicy"))
 

@@ -1,4 +1,5 @@
 """Serving components under the recording mocks: what each declares, with which inputs and options."""
+
 from __future__ import annotations
 
 import json
@@ -7,15 +8,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
+from components.registry.aws.access import RegistryAccess
 from components.serving.aws.eks_cluster import EksCluster, EksClusterArgs
 from components.serving.aws.model_server import ModelServer, ModelServerArgs
-from components.registry.aws.access import RegistryAccess
 from components.serving.aws.node_pool import ServingNodePool, ServingNodePoolArgs
 from components.serving.aws.vpc import ServingVpc, ServingVpcArgs
-from infra.serving.aws.config import ClusterSpec, G5PoolSpec, ModelSpec
+from infra.core.tags import contract_tags, missing_contract_tags
 from infra.serving import manifests
 from infra.serving.aws import node_pools
-from infra.core.tags import contract_tags, missing_contract_tags
+from infra.serving.aws.config import ClusterSpec, G5PoolSpec, ModelSpec
 from tests.helpers import by_type, one, taggable
 from tests.k8s_schemas import manifest_of, validate
 
@@ -38,7 +39,9 @@ def test_vpc_private_subnets_in_two_azs_with_nat_and_no_public_ips(record):
     assert {s.inputs["availabilityZone"] for s in private} == {"us-east-1a", "us-east-1b"}
     assert all(s.inputs["mapPublicIpOnLaunch"] is False for s in subnets)
     assert len(by_type(result, "aws:ec2/natGateway:NatGateway")) == 2
-    private_routes = [r for r in by_type(result, "aws:ec2/routeTable:RouteTable") if "natGatewayId" in json.dumps(r.inputs)]
+    private_routes = [
+        r for r in by_type(result, "aws:ec2/routeTable:RouteTable") if "natGatewayId" in json.dumps(r.inputs)
+    ]
     assert len(private_routes) == 2
     assert one(result, "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup").inputs.get("ingress") in (None, [])
     assert_tagged(result)
@@ -49,7 +52,9 @@ def cluster(spec: ClusterSpec):
 
 
 def test_cluster_is_encrypted_logged_private_and_uses_access_entries(record):
-    spec = ClusterSpec.model_validate({"adminRoleArns": ["arn:aws:iam::123456789012:role/platform"], "logRetentionDays": 30})
+    spec = ClusterSpec.model_validate(
+        {"adminRoleArns": ["arn:aws:iam::123456789012:role/platform"], "logRetentionDays": 30}
+    )
     result = record(cluster(spec))
     assert result.errors == []
     eks = one(result, "aws:eks/cluster:Cluster").inputs
@@ -63,17 +68,25 @@ def test_cluster_is_encrypted_logged_private_and_uses_access_entries(record):
     logs = one(result, "aws:cloudwatch/logGroup:LogGroup")
     assert logs.inputs == {"name": "/aws/eks/mlinfra-test/cluster", "retentionInDays": 30, "tags": TAGS}
     assert logs.urn in one(result, "aws:eks/cluster:Cluster").dependencies
-    assert one(result, "aws:eks/accessEntry:AccessEntry").inputs["principalArn"] == "arn:aws:iam::123456789012:role/platform"
-    assert one(result, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation").inputs["accessScope"] == {"type": "cluster"}
+    assert (
+        one(result, "aws:eks/accessEntry:AccessEntry").inputs["principalArn"]
+        == "arn:aws:iam::123456789012:role/platform"
+    )
+    assert one(result, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation").inputs["accessScope"] == {
+        "type": "cluster"
+    }
     addons = {a.inputs["addonName"] for a in by_type(result, "aws:eks/addon:Addon")}
     assert addons == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"}  # CoreDNS comes with the nodes
     assert_tagged(result)
 
 
-@pytest.mark.parametrize("endpoint, public, cidrs", [
-    ({"access": "restricted", "publicAccessCidrs": ["203.0.113.0/24"]}, True, ["203.0.113.0/24"]),
-    ({"access": "public-internet"}, True, ["0.0.0.0/0"]),
-])
+@pytest.mark.parametrize(
+    "endpoint, public, cidrs",
+    [
+        ({"access": "restricted", "publicAccessCidrs": ["203.0.113.0/24"]}, True, ["203.0.113.0/24"]),
+        ({"access": "public-internet"}, True, ["0.0.0.0/0"]),
+    ],
+)
 def test_public_endpoint_only_as_configured(record, endpoint, public, cidrs):
     result = record(cluster(ClusterSpec.model_validate({"endpoint": endpoint})))
     vpc = one(result, "aws:eks/cluster:Cluster").inputs["vpcConfig"]
@@ -82,7 +95,9 @@ def test_public_endpoint_only_as_configured(record, endpoint, public, cidrs):
 
 def test_node_pool_launch_template_and_group(record):
     plan = node_pools.accelerator_plan("g5", G5PoolSpec(capacity_type="spot"))
-    result = record(lambda: ServingNodePool("pool", ServingNodePoolArgs(plan, "mlinfra-test", "arn:role", ["s-a", "s-b"], TAGS)))
+    result = record(
+        lambda: ServingNodePool("pool", ServingNodePoolArgs(plan, "mlinfra-test", "arn:role", ["s-a", "s-b"], TAGS))
+    )
     assert result.errors == []
     template = one(result, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     assert template["metadataOptions"]["httpTokens"] == "required"
@@ -105,10 +120,19 @@ MODEL = ModelSpec.model_validate({"name": "llama", "version": "1.0", "accelerato
 def model_server():
     def program():
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        ModelServer("model-llama", ModelServerArgs(
-            model=MODEL, namespace="models", cluster_name="mlinfra-test", registry=RegistryAccess(BUCKET_ARN, KEY_ARN),
-            registry_location=manifests.Registry("mlinfra-registry-test", "us-east-1"), tags=TAGS),
-            opts=pulumi.ResourceOptions(providers={"kubernetes": provider}))
+        ModelServer(
+            "model-llama",
+            ModelServerArgs(
+                model=MODEL,
+                namespace="models",
+                cluster_name="mlinfra-test",
+                registry=RegistryAccess(BUCKET_ARN, KEY_ARN),
+                registry_location=manifests.Registry("mlinfra-registry-test", "us-east-1"),
+                tags=TAGS,
+            ),
+            opts=pulumi.ResourceOptions(providers={"kubernetes": provider}),
+        )
+
     return program
 
 
@@ -118,8 +142,11 @@ def test_model_server_role_reads_only_its_prefix(record):
     policy = json.loads(one(result, "aws:iam/rolePolicy:RolePolicy").inputs["policy"])
     read = next(s for s in policy["Statement"] if s["Sid"] == "RegistryRead")
     assert read["Resource"] == [f"{BUCKET_ARN}/models/llama/1.0/neuron/*"]
-    assert not any(a.startswith("s3:Put") or a.startswith("s3:Delete") for s in policy["Statement"]
-                   for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]]))
+    assert not any(
+        a.startswith("s3:Put") or a.startswith("s3:Delete")
+        for s in policy["Statement"]
+        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    )
     identity = one(result, "aws:eks/podIdentityAssociation:PodIdentityAssociation").inputs
     assert (identity["namespace"], identity["serviceAccount"]) == ("models", "llama")
     trust = json.loads(one(result, "aws:iam/role:Role").inputs["assumeRolePolicy"])
@@ -130,14 +157,25 @@ def test_model_server_role_reads_only_its_prefix(record):
 def test_model_server_objects_are_declared_as_built_and_validate(record):
     result = record(model_server())
     declared = [s for s in result.resources() if s.type.startswith("kubernetes:") and s.custom]
-    assert sorted(s.type for s in declared) == sorted([
-        "kubernetes:core/v1:ServiceAccount", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service",
-        "kubernetes:policy/v1:PodDisruptionBudget", "kubernetes:keda.sh/v1alpha1:ScaledObject"])
+    assert sorted(s.type for s in declared) == sorted(
+        [
+            "kubernetes:core/v1:ServiceAccount",
+            "kubernetes:apps/v1:Deployment",
+            "kubernetes:core/v1:Service",
+            "kubernetes:policy/v1:PodDisruptionBudget",
+            "kubernetes:keda.sh/v1alpha1:ScaledObject",
+        ]
+    )
     for step in declared:
         manifest = manifest_of(step)
         validate(manifest)
-        expected = next(o for o in manifests.model_server_objects(MODEL, "models", manifests.Registry("mlinfra-registry-test", "us-east-1"))
-                        if o["kind"] == manifest["kind"])
+        expected = next(
+            o
+            for o in manifests.model_server_objects(
+                MODEL, "models", manifests.Registry("mlinfra-registry-test", "us-east-1")
+            )
+            if o["kind"] == manifest["kind"]
+        )
         assert manifest == expected
     deployment = one(result, "kubernetes:apps/v1:Deployment")
     identity = one(result, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
@@ -148,11 +186,24 @@ def test_offline_check_tells_custom_resources_from_misspelt_builtin_kinds(record
     def program():
         provider = k8s.Provider("k8s", kubeconfig="{}")
         opts = pulumi.ResourceOptions(provider=provider)
-        k8s.apiextensions.CustomResource("scaler", api_version="keda.sh/v1alpha1", kind="ScaledObject",
-                                         metadata={"name": "x"}, spec={"triggers": []}, opts=opts)
-        k8s.apiextensions.CustomResource("typo", api_version="apps/v1", kind="Deploymnt", metadata={"name": "x"}, opts=opts)
+        k8s.apiextensions.CustomResource(
+            "scaler",
+            api_version="keda.sh/v1alpha1",
+            kind="ScaledObject",
+            metadata={"name": "x"},
+            spec={"triggers": []},
+            opts=opts,
+        )
+        k8s.apiextensions.CustomResource(
+            "typo", api_version="apps/v1", kind="Deploymnt", metadata={"name": "x"}, opts=opts
+        )
 
     result = record(program)
-    assert [e.message for e in result.errors] == ["kubernetes:apps/v1:Deploymnt: not a resource type of the installed provider"]
-    assert any(d.message.startswith("kubernetes:keda.sh/v1alpha1:ScaledObject: a Kubernetes custom resource")
-               for d in result.diagnostics if d.severity == "info")
+    assert [e.message for e in result.errors] == [
+        "kubernetes:apps/v1:Deploymnt: not a resource type of the installed provider"
+    ]
+    assert any(
+        d.message.startswith("kubernetes:keda.sh/v1alpha1:ScaledObject: a Kubernetes custom resource")
+        for d in result.diagnostics
+        if d.severity == "info"
+    )

@@ -1,18 +1,19 @@
 """Training components under the recording mocks: what each declares for the plan it is given."""
-from datetime import datetime, timezone
+
+from datetime import UTC, datetime
 
 import pulumi
 import pytest
 
-from components.training.aws.security import ClusterSecurity, ClusterSecurityArgs
 from components.training.aws.filesystem import RunFileSystem, RunFileSystemArgs
 from components.training.aws.nodes import TrainingNodes, TrainingNodesArgs, launched_instances
+from components.training.aws.security import ClusterSecurity, ClusterSecurityArgs
 from infra.catalog.aws import instance_type
 from infra.training.aws.config import TrainingSpec
 from infra.training.aws.plan import plan_training
 from tests.helpers import by_type, one
 
-NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, tzinfo=UTC)
 
 
 def plan(**fields):
@@ -22,10 +23,21 @@ def plan(**fields):
 
 def nodes_program(p):
     def program():
-        TrainingNodes("n", TrainingNodesArgs(
-            plan=p, subnet_id="subnet-1", security_group_id="sg-1", instance_profile_arn="arn:profile",
-            image_id="ami-0123456789abcdef0", root_device_name="/dev/xvda", root_volume_gib=300,
-            user_data="#!/bin/bash\necho hi\n", tags=p.tags))
+        TrainingNodes(
+            "n",
+            TrainingNodesArgs(
+                plan=p,
+                subnet_id="subnet-1",
+                security_group_id="sg-1",
+                instance_profile_arn="arn:profile",
+                image_id="ami-0123456789abcdef0",
+                root_device_name="/dev/xvda",
+                root_volume_gib=300,
+                user_data="#!/bin/bash\necho hi\n",
+                tags=p.tags,
+            ),
+        )
+
     return program
 
 
@@ -38,7 +50,8 @@ def test_odcr_targets_the_reservation_and_uses_it_first(record):
     template = one(result, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     assert "instanceMarketOptions" not in template
     assert template["capacityReservationSpecification"]["capacityReservationTarget"] == {
-        "capacityReservationId": "cr-0123456789abcdef0"}
+        "capacityReservationId": "cr-0123456789abcdef0"
+    }
     assert template["placement"] == {"availabilityZone": az}
     assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/xvda"
     assert template["instanceInitiatedShutdownBehavior"] == "terminate"
@@ -79,9 +92,20 @@ def test_security_groups_open_nothing_to_address_ranges_but_node_egress(record):
 
 def file_system(record, deployment_type):
     p = plan(lustre={"deploymentType": deployment_type})
-    result = record(lambda: RunFileSystem("f", RunFileSystemArgs(
-        plan=p.lustre, subnet_id="subnet-1", security_group_id="sg-2", registry_bucket="bucket-1",
-        checkpoints_prefix="checkpoints/r1/", datasets_prefix="datasets/", tags={"k": "v"})))
+    result = record(
+        lambda: RunFileSystem(
+            "f",
+            RunFileSystemArgs(
+                plan=p.lustre,
+                subnet_id="subnet-1",
+                security_group_id="sg-2",
+                registry_bucket="bucket-1",
+                checkpoints_prefix="checkpoints/r1/",
+                datasets_prefix="datasets/",
+                tags={"k": "v"},
+            ),
+        )
+    )
     return p, one(result, "aws:fsx/lustreFileSystem:LustreFileSystem").inputs
 
 

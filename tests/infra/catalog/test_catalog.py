@@ -1,4 +1,5 @@
 """The instance catalog: facts match the field reference, lookups fail helpfully, data is fresh."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infra.catalog.aws import UnknownInstanceType, instance_table_source, instance_type, known_instance_types, on_demand_price, price_table_source
-
+from infra.catalog.aws import (
+    UnknownInstanceType,
+    instance_table_source,
+    instance_type,
+    known_instance_types,
+    on_demand_price,
+    price_table_source,
+)
 from tests.helpers import ROOT
 
 # REFERENCE.md training table: accelerators, network cards, max EFA, Gbps per card.
@@ -159,14 +166,18 @@ def test_sources_and_dates_are_stamped():
 
 
 def test_catalog_is_pure():
-    code = "import sys, infra.catalog.aws as c; c.instance_type('p5.48xlarge'); " \
-           "sys.exit(any(m.split('.')[0] == 'pulumi' for m in sys.modules))"
+    code = (
+        "import sys, infra.catalog.aws as c; c.instance_type('p5.48xlarge'); "
+        "sys.exit(any(m.split('.')[0] == 'pulumi' for m in sys.modules))"
+    )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
 def test_generated_file_is_fresh():
     result = subprocess.run(
         [sys.executable, "-m", "infra.catalog.refresh", "--check"],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr

@@ -1,11 +1,27 @@
 """The GCP machine catalog: typed facts from data with source and as-of, unknown prices said so."""
+
 import pytest
 
-from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_table_source, machine_type, on_demand_price, price_table_source
+from infra.catalog.gcp import (
+    UnknownMachineType,
+    known_machine_types,
+    machine_table_source,
+    machine_type,
+    on_demand_price,
+    price_table_source,
+)
 from infra.catalog.services import no_charge_reason, service_price
 
-G2 = {"g2-standard-4": (4, 1), "g2-standard-8": (8, 1), "g2-standard-12": (12, 1), "g2-standard-16": (16, 1),
-      "g2-standard-24": (24, 2), "g2-standard-32": (32, 1), "g2-standard-48": (48, 4), "g2-standard-96": (96, 8)}
+G2 = {
+    "g2-standard-4": (4, 1),
+    "g2-standard-8": (8, 1),
+    "g2-standard-12": (12, 1),
+    "g2-standard-16": (16, 1),
+    "g2-standard-24": (24, 2),
+    "g2-standard-32": (32, 1),
+    "g2-standard-48": (48, 4),
+    "g2-standard-96": (96, 8),
+}
 
 
 def test_every_requested_type_is_in_the_table_with_source_and_date():

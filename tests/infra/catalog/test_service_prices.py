@@ -1,5 +1,6 @@
 """The service price table: every entry sourced and dated, no invented figures, one source of truth with
 the Lustre sizing's prices, and every resource type of the demo stacks priced or listed as free."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,12 @@ def test_unknown_prices_say_why():
 
 def test_reference_figures():
     """REFERENCE.md: scratch 0.140; persistent 125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.60; EKS $0.10/h."""
-    assert [service_price(lustre_price_key("PERSISTENT_2", t)).usd for t in (125, 250, 500, 1000)] == [0.145, 0.21, 0.34, 0.6]
+    assert [service_price(lustre_price_key("PERSISTENT_2", t)).usd for t in (125, 250, 500, 1000)] == [
+        0.145,
+        0.21,
+        0.34,
+        0.6,
+    ]
     assert service_price("fsx.lustre.SCRATCH_2").usd == 0.14 and service_price("eks.cluster").usd == 0.10
 
 
@@ -40,7 +46,9 @@ def test_unknown_key_names_the_known_ones():
     assert "vpc.natGateway.hour" in service_price_keys()
 
 
-@pytest.mark.parametrize("pattern, example", [("kubernetes:*", "kubernetes:core/v1:Service"),
-                                              ("pulumi:providers:*", "pulumi:providers:kubernetes")])
+@pytest.mark.parametrize(
+    "pattern, example",
+    [("kubernetes:*", "kubernetes:core/v1:Service"), ("pulumi:providers:*", "pulumi:providers:kubernetes")],
+)
 def test_no_charge_patterns(pattern, example):
     assert no_charge_reason(example) == RAW["noCharge"][pattern]

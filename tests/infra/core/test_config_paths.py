@@ -1,8 +1,9 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from infra.core.paths import parse_override, set_path, split_key, typed_value
 from infra.core.errors import InputError
+from infra.core.paths import parse_override, set_path, split_key, typed_value
 
 
 def test_split_key_keeps_namespace_on_first_segment():
@@ -38,14 +39,17 @@ def test_override_keeps_siblings():
     assert config["mlinfra:registry"]["lifecycle"] == {"noncurrentVersionDays": 30, "noncurrentVersionsKept": 3}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("novalue", "novalue: expected -c KEY=VALUE, e.g. -c mlinfra:training.nodeCount=8"),
-    ("nonamespace=1", "nonamespace: config keys are namespaced, e.g. mlinfra:training.nodeCount"),
-    ("mlinfra:a[x]=1", "mlinfra:a[x]: list index must be a non-negative integer, got [x]"),
-    ('mlinfra:a["open=1', 'mlinfra:a["open: unterminated ["..."] segment'),
-    ("mlinfra:a..b=1", "mlinfra:a..b: empty path segment"),
-    (":x=1", ":x: the namespace before ':' is empty, e.g. mlinfra:training.nodeCount"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("novalue", "novalue: expected -c KEY=VALUE, e.g. -c mlinfra:training.nodeCount=8"),
+        ("nonamespace=1", "nonamespace: config keys are namespaced, e.g. mlinfra:training.nodeCount"),
+        ("mlinfra:a[x]=1", "mlinfra:a[x]: list index must be a non-negative integer, got [x]"),
+        ('mlinfra:a["open=1', 'mlinfra:a["open: unterminated ["..."] segment'),
+        ("mlinfra:a..b=1", "mlinfra:a..b: empty path segment"),
+        (":x=1", ":x: the namespace before ':' is empty, e.g. mlinfra:training.nodeCount"),
+    ],
+)
 def test_bad_overrides_name_the_key(text, message):
     with pytest.raises(InputError) as caught:
         parse_override(text)
@@ -57,8 +61,10 @@ def test_list_index_past_the_end_is_an_error():
         set_path({}, "mlinfra:serving.models[3]", "x")
 
 
-@given(st.lists(st.from_regex(r"[a-zA-Z][a-zA-Z0-9]{0,8}", fullmatch=True), min_size=1, max_size=4),
-       st.text(alphabet="abcxyz0123456789-", min_size=1, max_size=10))
+@given(
+    st.lists(st.from_regex(r"[a-zA-Z][a-zA-Z0-9]{0,8}", fullmatch=True), min_size=1, max_size=4),
+    st.text(alphabet="abcxyz0123456789-", min_size=1, max_size=10),
+)
 def test_any_dotted_path_round_trips(parts, raw):
     config = {}
     set_path(config, "mlinfra:" + ".".join(parts), raw)

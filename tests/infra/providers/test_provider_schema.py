@@ -4,16 +4,20 @@ SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryption
 
 
 def test_known_nested_properties_pass():
-    inputs = {"bucket": "b", "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"},
-                                        "bucketKeyEnabled": True}]}
+    inputs = {
+        "bucket": "b",
+        "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}, "bucketKeyEnabled": True}],
+    }
     assert unknown_properties(SSE, inputs) == []
 
 
 def test_unknown_nested_property_is_found_with_its_path_and_a_suggestion():
     inputs = {"bucket": "b", "rules": [{"applyServerSideEncryptionByDefault": {"kmsMasterKeyIdd": "k"}}]}
     [found] = unknown_properties(SSE, inputs)
-    assert found.message() == ("unknown input property 'rules[0].applyServerSideEncryptionByDefault.kmsMasterKeyIdd' "
-                               "(did you mean 'kmsMasterKeyId'?)")
+    assert found.message() == (
+        "unknown input property 'rules[0].applyServerSideEncryptionByDefault.kmsMasterKeyIdd' "
+        "(did you mean 'kmsMasterKeyId'?)"
+    )
 
 
 def test_snake_case_keys_are_not_wire_names():
@@ -33,6 +37,7 @@ def test_resource_args_classes_resolve_even_when_the_name_is_taken():
 
 
 def test_kubernetes_resources_are_covered_too():
-    found = unknown_properties("kubernetes:apps/v1:Deployment",
-                               {"spec": {"replicas": 1, "template": {"spec": {"containerz": []}}}})
+    found = unknown_properties(
+        "kubernetes:apps/v1:Deployment", {"spec": {"replicas": 1, "template": {"spec": {"containerz": []}}}}
+    )
     assert [f.path for f in found] == ["spec.template.spec.containerz"]

@@ -1,6 +1,7 @@
 """Every type token mlinfra names exists where it claims to: resources in the installed provider SDKs,
 Kubernetes custom resources in their CRDs, functions in the SDKs' invoke modules; and no module outside
 infra/providers/tokens.py spells a token itself (a typo there would make a rule or a price silently miss)."""
+
 from __future__ import annotations
 
 import importlib
@@ -62,8 +63,19 @@ def test_every_function_token_is_an_invoke_of_its_sdk():
 
 
 def test_no_module_spells_a_token_itself():
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "infra", "policies",
-                            "components", "stacks"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    spelled = [f"{f}: {m}" for f in files if f.endswith(".py") and f != "infra/providers/tokens.py"
-               if (ROOT / f).exists() for m in TOKEN.findall((ROOT / f).read_text()) if m != "aws:kms:dsse"]
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "infra", "policies", "components", "stacks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    spelled = [
+        f"{f}: {m}"
+        for f in files
+        if f.endswith(".py") and f != "infra/providers/tokens.py"
+        if (ROOT / f).exists()
+        for m in TOKEN.findall((ROOT / f).read_text())
+        if m != "aws:kms:dsse"
+    ]
     assert spelled == []

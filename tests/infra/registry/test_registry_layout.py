@@ -17,20 +17,29 @@ def test_prefix_builders_follow_the_layout():
     assert layout.model_prefix("llama") == "models/llama/"
 
 
-@pytest.mark.parametrize("prefix, problem", [
-    ("datasets", "must end with '/'"),
-    ("tmp/", "must start with one of datasets/, checkpoints/, models/, runs/"),
-    ("models/*/", "segment '*' must be letters, digits, '.', '_', '=' or '-' (no wildcards, no '..')"),
-    ("checkpoints/../", "segment '..' must be letters, digits, '.', '_', '=' or '-' (no wildcards, no '..')"),
-])
+@pytest.mark.parametrize(
+    "prefix, problem",
+    [
+        ("datasets", "must end with '/'"),
+        ("tmp/", "must start with one of datasets/, checkpoints/, models/, runs/"),
+        ("models/*/", "segment '*' must be letters, digits, '.', '_', '=' or '-' (no wildcards, no '..')"),
+        ("checkpoints/../", "segment '..' must be letters, digits, '.', '_', '=' or '-' (no wildcards, no '..')"),
+    ],
+)
 def test_bad_prefixes_are_refused(prefix, problem):
     assert layout.prefix_problem(prefix) == problem
 
 
 def test_read_grant_reads_only_its_prefix_and_never_writes():
     doc = layout.read_policy(BUCKET, KEY, ["models/llama/3/neuron/"])
-    assert actions(doc) == {"s3:ListBucket", "s3:ListBucketVersions", "s3:GetObject", "s3:GetObjectVersion",
-                            "s3:GetObjectTagging", "kms:Decrypt"}
+    assert actions(doc) == {
+        "s3:ListBucket",
+        "s3:ListBucketVersions",
+        "s3:GetObject",
+        "s3:GetObjectVersion",
+        "s3:GetObjectTagging",
+        "kms:Decrypt",
+    }
     read = next(s for s in doc["Statement"] if s["Sid"] == "RegistryRead")
     assert read["Resource"] == [f"{BUCKET}/models/llama/3/neuron/*"]
     listing = next(s for s in doc["Statement"] if s["Sid"] == "RegistryList")
@@ -71,7 +80,9 @@ def test_registry_key_policy_lets_only_fsx_s3_roles_of_the_account_use_the_key_t
     assert admin["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"} and admin["Action"] == "kms:*"
     assert "kms:*" not in fsx["Action"] and "kms:CreateGrant" not in fsx["Action"]
     assert fsx["Condition"] == {
-        "ArnLike": {"aws:PrincipalArn": "arn:aws:iam::123456789012:role/aws-service-role/"
-                                        "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"},
+        "ArnLike": {
+            "aws:PrincipalArn": "arn:aws:iam::123456789012:role/aws-service-role/"
+            "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+        },
         "StringEquals": {"kms:CallerAccount": "123456789012", "kms:ViaService": "s3.us-east-1.amazonaws.com"},
     }

@@ -1,4 +1,5 @@
 """Pure serving logic: model server manifests (schema-validated), autoscaler, node pools, charts, IAM, EKS plans."""
+
 from __future__ import annotations
 
 import json
@@ -7,15 +8,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.serving.aws.config import ModelSpec, ServingSpec
 from infra.serving import charts, manifests, servers
 from infra.serving.aws import eks, iam, node_pools
+from infra.serving.aws.config import ModelSpec, ServingSpec
 from tests.k8s_schemas import validate
 
 REGISTRY = manifests.Registry(bucket="mlinfra-registry-123456789012-us-east-1", region="us-east-1")
 INF2 = ModelSpec.model_validate({"name": "llama", "version": "1.0", "accelerator": "inf2", "image": "neuron-vllm:1"})
-G5 = ModelSpec.model_validate({"name": "mistral", "version": "2.0", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5",
-                               "acceleratorsPerReplica": 1, "autoscaling": {"scaleDownStabilizationSeconds": 600}})
+G5 = ModelSpec.model_validate(
+    {
+        "name": "mistral",
+        "version": "2.0",
+        "accelerator": "g5",
+        "image": "vllm/vllm-openai:v0.8.5",
+        "acceleratorsPerReplica": 1,
+        "autoscaling": {"scaleDownStabilizationSeconds": 600},
+    }
+)
 
 
 def pod(model: ModelSpec) -> dict:
@@ -25,7 +34,13 @@ def pod(model: ModelSpec) -> dict:
 @pytest.mark.parametrize("model", [INF2, G5], ids=["inf2", "g5"])
 def test_every_object_validates_against_its_schema(model):
     objects = manifests.model_server_objects(model, "models", REGISTRY)
-    assert [o["kind"] for o in objects] == ["ServiceAccount", "Deployment", "Service", "PodDisruptionBudget", "ScaledObject"]
+    assert [o["kind"] for o in objects] == [
+        "ServiceAccount",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "ScaledObject",
+    ]
     for manifest in objects:
         validate(manifest)
     validate(manifests.namespace("models"))
@@ -37,7 +52,9 @@ def test_schema_validation_catches_a_misspelt_field():
     with pytest.raises(Exception, match="tolerationz"):
         validate(broken)
     scaler = manifests.scaled_object(G5, "models")
-    scaler["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] = 7200
+    scaler["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
+        "stabilizationWindowSeconds"
+    ] = 7200
     with pytest.raises(Exception, match="7200"):
         validate(scaler)
 
@@ -49,9 +66,14 @@ def test_accelerator_requests_tolerations_and_placement():
     assert g5["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert inf2["tolerations"] == [{"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}]
     assert g5["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert inf2["nodeSelector"] == {"mlinfra.io/accelerator": "inf2"} and g5["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
+    assert inf2["nodeSelector"] == {"mlinfra.io/accelerator": "inf2"} and g5["nodeSelector"] == {
+        "mlinfra.io/accelerator": "g5"
+    }
     assert inf2["schedulerName"] == "my-scheduler" and "schedulerName" not in g5
-    assert {c["topologyKey"] for c in g5["topologySpreadConstraints"]} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    assert {c["topologyKey"] for c in g5["topologySpreadConstraints"]} == {
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    }
 
 
 def test_probes_and_disruption_budget():
@@ -80,27 +102,41 @@ def test_artefacts_come_from_the_models_prefix_of_the_matching_variant():
     # g5 streams from S3 and fetches nothing first: one step only checks the artefact before the server starts.
     [check] = pod(G5)["initContainers"]
     assert check["name"] == "check-model"
-    assert check["command"] == servers.check_command("s3://mlinfra-registry-123456789012-us-east-1/models/mistral/2.0/cuda/")
+    assert check["command"] == servers.check_command(
+        "s3://mlinfra-registry-123456789012-us-east-1/models/mistral/2.0/cuda/"
+    )
 
 
-@pytest.mark.parametrize("keys, code, said", [
-    (["manifest.json", "model.safetensors"], 0, "SYNC"),
-    (["manifest.json", "model.safetensors", "_FAILED"], 1, "refusing s3://b/models/m/v1/cuda/: marked _FAILED"),
-    (["model.safetensors", "conversion.json"], 1, "refusing s3://b/models/m/v1/cuda/: no manifest.json (promotion "
-                                                   "failed or unfinished)"),
-    ([], 1, "no manifest.json"),
-    (["sub/manifest.json", "manifest.json.tmp", "old_FAILED"], 1, "no manifest.json"),
-], ids=["served", "failed", "unfinished", "empty", "look-alikes"])
+@pytest.mark.parametrize(
+    "keys, code, said",
+    [
+        (["manifest.json", "model.safetensors"], 0, "SYNC"),
+        (["manifest.json", "model.safetensors", "_FAILED"], 1, "refusing s3://b/models/m/v1/cuda/: marked _FAILED"),
+        (
+            ["model.safetensors", "conversion.json"],
+            1,
+            "refusing s3://b/models/m/v1/cuda/: no manifest.json (promotion failed or unfinished)",
+        ),
+        ([], 1, "no manifest.json"),
+        (["sub/manifest.json", "manifest.json.tmp", "old_FAILED"], 1, "no manifest.json"),
+    ],
+    ids=["served", "failed", "unfinished", "empty", "look-alikes"],
+)
 def test_the_model_servers_refuse_a_failed_or_unfinished_artefact(tmp_path, keys, code, said):
     """The rendered fetch command, run by /bin/sh with a stand-in `aws` answering the listing."""
     import subprocess
+
     listing = "\t".join(f"models/m/v1/cuda/{k}" for k in keys) or "None"
-    (tmp_path / "aws").write_text("#!/bin/sh\n"
-                                  f"case \"$1 $2\" in 's3api list-objects-v2') printf '%s\\n' '{listing}';;\n"
-                                  "  's3 sync') echo SYNC;; *) exit 9;; esac\n")
+    (tmp_path / "aws").write_text(
+        "#!/bin/sh\n"
+        f"case \"$1 $2\" in 's3api list-objects-v2') printf '%s\\n' '{listing}';;\n"
+        "  's3 sync') echo SYNC;; *) exit 9;; esac\n"
+    )
     (tmp_path / "aws").chmod(0o755)
-    for command, fetches in ((servers.fetch_command("s3://b/models/m/v1/cuda/"), True),
-                             (servers.check_command("s3://b/models/m/v1/cuda/"), False)):
+    for command, fetches in (
+        (servers.fetch_command("s3://b/models/m/v1/cuda/"), True),
+        (servers.check_command("s3://b/models/m/v1/cuda/"), False),
+    ):
         done = subprocess.run(command, capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
         assert done.returncode == code, done.stderr
         if code:
@@ -122,7 +158,8 @@ def test_autoscaler_scales_on_queue_depth_and_kv_cache_not_cpu():
     triggers = {t["name"]: t for t in spec["triggers"]}
     assert {t["type"] for t in spec["triggers"]} == {"prometheus"}
     assert triggers["queue-depth"]["metadata"]["query"] == (
-        'sum(vllm:num_requests_waiting{namespace="models",app_kubernetes_io_instance="mistral"})')
+        'sum(vllm:num_requests_waiting{namespace="models",app_kubernetes_io_instance="mistral"})'
+    )
     assert triggers["queue-depth"]["metadata"]["threshold"] == "4"
     assert triggers["queue-depth"]["metricType"] == "AverageValue"
     assert triggers["kv-cache"]["metadata"]["query"].startswith("avg(vllm:gpu_cache_usage_perc{")
@@ -141,11 +178,23 @@ def test_pods_are_scraped_where_the_queries_look():
 
 
 models = st.builds(
-    lambda name, accelerator, lo, extra, n: ModelSpec.model_validate({
-        "name": name, "version": "v1", "accelerator": accelerator, "image": "img:1",
-        "minReplicas": lo, "maxReplicas": lo + extra, "acceleratorsPerReplica": n}),
-    st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True), st.sampled_from(["inf2", "g5"]),
-    st.integers(1, 10), st.integers(0, 10), st.integers(1, 8))
+    lambda name, accelerator, lo, extra, n: ModelSpec.model_validate(
+        {
+            "name": name,
+            "version": "v1",
+            "accelerator": accelerator,
+            "image": "img:1",
+            "minReplicas": lo,
+            "maxReplicas": lo + extra,
+            "acceleratorsPerReplica": n,
+        }
+    ),
+    st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True),
+    st.sampled_from(["inf2", "g5"]),
+    st.integers(1, 10),
+    st.integers(0, 10),
+    st.integers(1, 8),
+)
 
 
 @settings(max_examples=25, deadline=None)
@@ -158,11 +207,15 @@ def test_every_valid_model_gives_valid_objects_reading_only_its_prefix(model):
 
 
 def test_node_pool_plans():
-    spec = ServingSpec.model_validate({"models": [INF2.model_dump(by_alias=True)],
-                                       "nodePools": {"g5": {"capacityType": "spot"}}})
+    spec = ServingSpec.model_validate(
+        {"models": [INF2.model_dump(by_alias=True)], "nodePools": {"g5": {"capacityType": "spot"}}}
+    )
     inf2 = node_pools.accelerator_plan("inf2", spec.node_pools.inf2)
     g5 = node_pools.accelerator_plan("g5", spec.node_pools.g5)
-    assert inf2.taints == (node_pools.Taint("aws.amazon.com/neuron", "true"),) and node_pools.EKS_EFFECT[inf2.taints[0].effect] == "NO_SCHEDULE"
+    assert (
+        inf2.taints == (node_pools.Taint("aws.amazon.com/neuron", "true"),)
+        and node_pools.EKS_EFFECT[inf2.taints[0].effect] == "NO_SCHEDULE"
+    )
     assert g5.taints == (node_pools.Taint("nvidia.com/gpu", "true"),)
     assert (inf2.capacity_type, g5.capacity_type) == ("ON_DEMAND", "SPOT")
     assert (inf2.ami_type, g5.ami_type) == ("AL2023_x86_64_NEURON", "AL2023_x86_64_NVIDIA")
@@ -184,7 +237,9 @@ def test_charts_are_pinned():
 
 def test_chart_values_place_plugins_on_their_pools():
     assert charts.nvidia_values()["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in charts.nvidia_values()["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in charts.nvidia_values()[
+        "tolerations"
+    ]
     neuron = charts.neuron_values()
     assert neuron["devicePlugin"]["nodeSelector"] == {"mlinfra.io/accelerator": "inf2"}
     assert neuron["scheduler"]["enabled"] is True and neuron["npd"] == {"enabled": False}
@@ -195,7 +250,10 @@ def test_chart_values_place_plugins_on_their_pools():
 
 def test_iam_documents():
     trust = iam.pod_identity_trust()["Statement"][0]
-    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"} and set(trust["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"} and set(trust["Action"]) == {
+        "sts:AssumeRole",
+        "sts:TagSession",
+    }
     scale = iam.cluster_autoscaler_policy("mlinfra-demo")["Statement"][1]
     assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/mlinfra-demo": "owned"}}
 
@@ -203,9 +261,19 @@ def test_iam_documents():
 def test_eks_plans():
     plans = eks.subnet_plan("10.80.0.0/16", ["us-east-1a", "us-east-1b"])
     assert [(p.az, p.private_cidr, p.public_cidr) for p in plans] == [
-        ("us-east-1a", "10.80.0.0/19", "10.80.128.0/21"), ("us-east-1b", "10.80.32.0/19", "10.80.136.0/21")]
+        ("us-east-1a", "10.80.0.0/19", "10.80.128.0/21"),
+        ("us-east-1b", "10.80.32.0/19", "10.80.136.0/21"),
+    ]
     assert eks.log_group_name("mlinfra-x") == "/aws/eks/mlinfra-x/cluster"
     assert set(eks.CORE_ADDONS) == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
     config = eks.kubeconfig("c", "https://x", "Q0E=", "us-east-1")
-    assert config["users"][0]["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "c", "--region",
-                                                          "us-east-1", "--output", "json"]
+    assert config["users"][0]["user"]["exec"]["args"] == [
+        "eks",
+        "get-token",
+        "--cluster-name",
+        "c",
+        "--region",
+        "us-east-1",
+        "--output",
+        "json",
+    ]

@@ -1,4 +1,5 @@
 """`cost`, `diagram` and `report` as a user runs them: a subprocess, its exit code and output."""
+
 import json
 
 from tests.helpers import run_cli

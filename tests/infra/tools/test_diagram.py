@@ -1,5 +1,6 @@
 """The stacks picture: SVG and PNG files that really render, every component of the demo stacks labelled,
 and the registry bridge read from what the stacks declare."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,12 @@ def previews():
 
 def component_labels(previews) -> set[tuple[str, str]]:
     """(noun, name) of every component the demo stacks declare, read from the previews directly."""
-    return {(s.type.rsplit(":", 1)[-1], s.name) for p in previews for s in p.steps
-            if not s.custom and s.type.startswith("mlinfra:")}
+    return {
+        (s.type.rsplit(":", 1)[-1], s.name)
+        for p in previews
+        for s in p.steps
+        if not s.custom and s.type.startswith("mlinfra:")
+    }
 
 
 def test_default_picture_is_the_three_demo_stacks(previews):
@@ -77,25 +82,50 @@ def test_one_stack_brings_the_stacks_it_references(tmp_path):
 
 def test_bridge_edges_come_from_grants_and_data_repository_associations(previews):
     graph = build(previews)
-    bridge = {(e.src.split("/")[0], e.src.rsplit("/", 2)[-2].rsplit(":", 1)[-1], e.dst.split("/")[0],
-               e.dst.rsplit("/", 2)[-2].rsplit(":", 1)[-1], e.kind, e.label)
-              for e in graph.edges if e.kind in ("writes", "reads", "both")}
-    assert ("training-demo", "NodeRole", "registry", "ModelRegistry", "both",
-            "writes checkpoints/, models/, runs/\nreads datasets/") in bridge
-    assert ("training-demo", "RunFileSystem", "registry", "ModelRegistry", "both",
-            "exports checkpoints/\nimports datasets/") in bridge
+    bridge = {
+        (
+            e.src.split("/")[0],
+            e.src.rsplit("/", 2)[-2].rsplit(":", 1)[-1],
+            e.dst.split("/")[0],
+            e.dst.rsplit("/", 2)[-2].rsplit(":", 1)[-1],
+            e.kind,
+            e.label,
+        )
+        for e in graph.edges
+        if e.kind in ("writes", "reads", "both")
+    }
+    assert (
+        "training-demo",
+        "NodeRole",
+        "registry",
+        "ModelRegistry",
+        "both",
+        "writes checkpoints/, models/, runs/\nreads datasets/",
+    ) in bridge
+    assert (
+        "training-demo",
+        "RunFileSystem",
+        "registry",
+        "ModelRegistry",
+        "both",
+        "exports checkpoints/\nimports datasets/",
+    ) in bridge
     served = {e for e in bridge if e[2] == "serving-demo"}
     assert {(e[3], e[4], e[5]) for e in served} == {("ModelServer", "reads", "reads models/")}
     # In serving, only the model converter writes to the registry (models/), reading checkpoints/.
     assert {e[1:] for e in bridge if e[0] == "serving-demo"} == {
-        ("ModelConverter", "registry", "ModelRegistry", "both", "writes models/\nreads checkpoints/")}
+        ("ModelConverter", "registry", "ModelRegistry", "both", "writes models/\nreads checkpoints/")
+    }
 
 
 def test_dependency_edges_are_reduced_and_stay_inside_a_stack(previews):
     depends = [e for e in build(previews).edges if e.kind == "depends"]
     assert depends and all(e.src.split("/")[0] == e.dst.split("/")[0] for e in depends)
     pairs = {(e.src, e.dst) for e in depends}
-    vpc, eks = "serving-demo/mlinfra:serving:ServingVpc/serving-net", "serving-demo/mlinfra:serving:EksCluster/serving-eks"
+    vpc, eks = (
+        "serving-demo/mlinfra:serving:ServingVpc/serving-net",
+        "serving-demo/mlinfra:serving:EksCluster/serving-eks",
+    )
     assert (vpc, eks) in pairs
     assert (vpc, "serving-demo/mlinfra:serving:ServingNodePool/pool-g5") not in pairs  # implied via the cluster
 
@@ -103,28 +133,39 @@ def test_dependency_edges_are_reduced_and_stay_inside_a_stack(previews):
 def test_dot_escapes_labels():
     from infra.tools.diagram.graph import Cluster, Edge, Graph, Node
 
-    graph = Graph((Cluster("s", "training", 'a "quote" & <tag>', (Node("s/n", "T<x>", "n&m", "1 resource"),)),),
-                  (Edge("s/n", "s/n", "depends", 'say "hi"\nthere'),))
+    graph = Graph(
+        (Cluster("s", "training", 'a "quote" & <tag>', (Node("s/n", "T<x>", "n&m", "1 resource"),)),),
+        (Edge("s/n", "s/n", "depends", 'say "hi"\nthere'),),
+    )
     text = to_dot(graph)
     assert "&lt;tag&gt;" in text and "T&lt;x&gt;" in text and "n&amp;m" in text and 'say \\"hi\\"\\nthere' in text
 
 
 def test_accesses_read_policies_and_associations():
-    policy = {"policy": '{"Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], '
-                        f'"Resource": ["arn:aws:s3:::{BUCKET}/models/x/1/cuda/*"]}}, '
-                        '{"Effect": "Deny", "Action": "s3:PutObject", '
-                        f'"Resource": "arn:aws:s3:::{BUCKET}/datasets/*"}}]}}'}
-    assert [(a.root, a.mode) for a in accesses("u", "aws:iam/rolePolicy:RolePolicy", policy, {BUCKET})] == [("models/", "reads")]
+    policy = {
+        "policy": '{"Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], '
+        f'"Resource": ["arn:aws:s3:::{BUCKET}/models/x/1/cuda/*"]}}, '
+        '{"Effect": "Deny", "Action": "s3:PutObject", '
+        f'"Resource": "arn:aws:s3:::{BUCKET}/datasets/*"}}]}}'
+    }
+    assert [(a.root, a.mode) for a in accesses("u", "aws:iam/rolePolicy:RolePolicy", policy, {BUCKET})] == [
+        ("models/", "reads")
+    ]
     assert accesses("u", "aws:iam/rolePolicy:RolePolicy", policy, {"another-bucket"}) == []
     dra = {"dataRepositoryPath": f"s3://{BUCKET}/checkpoints/run-1/", "s3": {"autoExportPolicy": {"events": ["NEW"]}}}
-    assert [(a.root, a.mode) for a in accesses("u", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
-                                               dra, {BUCKET})] == [("checkpoints/", "exports")]
+    assert [
+        (a.root, a.mode)
+        for a in accesses("u", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", dra, {BUCKET})
+    ] == [("checkpoints/", "exports")]
 
 
-@pytest.mark.parametrize("out, message", [
-    ("stacks.jpg", "error: --out: 'stacks.jpg' must end in .svg, .png, .dot"),
-    ("missing-dir/stacks.svg", "error: --out: directory"),
-])
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        ("stacks.jpg", "error: --out: 'stacks.jpg' must end in .svg, .png, .dot"),
+        ("missing-dir/stacks.svg", "error: --out: directory"),
+    ],
+)
 def test_bad_out_exits_2(tmp_path, capsys, out, message):
     assert main(["diagram", "--stack", "registry", "--out", str(tmp_path / out)]) == 2
     assert capsys.readouterr().err.startswith(message)

@@ -7,6 +7,7 @@ intended change (a new resource, policy or price), rewrite them and review the d
 
     UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/infra/tools/test_report.py
 """
+
 from __future__ import annotations
 
 import os
@@ -54,24 +55,31 @@ def test_one_comment_for_several_stacks(capsys):
 
 
 def test_report_reuses_the_policy_runner_results(capsys):
+    from infra.tools import preview_json
     from infra.tools.offline.digest import to_digest
     from infra.tools.offline.engine import preview
-    from infra.tools import preview_json
     from infra.tools.policy_runner import runner
 
     run = runner.run(preview_json.parse(to_digest(preview("serving-demo"))))
     text = report(capsys, "--stack", "serving-demo")[1]
     advisory = sum(1 for v in run.violations if v.enforcement == "advisory")
-    assert (f"{len(run.pack.policies)} policies over {run.resources} resources: the check "
-            f"{'fails' if run.mandatory else 'passes'} ({len(run.mandatory)} mandatory, {advisory} advisory") in text
+    assert (
+        f"{len(run.pack.policies)} policies over {run.resources} resources: the check "
+        f"{'fails' if run.mandatory else 'passes'} ({len(run.mandatory)} mandatory, {advisory} advisory"
+    ) in text
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--stack", "registry", "--stack", "serving-demo", "-c", "aws:region=us-east-2"],
-     "error: -c: overrides apply to one stack; give one --stack with -c"),
-    (["--stack", "nope"], "error: --stack: unknown stack 'nope'"),
-    (["--stack", "training-demo", "--hours", "0"], "error: --hours: '0' is not a positive number of hours"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--stack", "registry", "--stack", "serving-demo", "-c", "aws:region=us-east-2"],
+            "error: -c: overrides apply to one stack; give one --stack with -c",
+        ),
+        (["--stack", "nope"], "error: --stack: unknown stack 'nope'"),
+        (["--stack", "training-demo", "--hours", "0"], "error: --hours: '0' is not a positive number of hours"),
+    ],
+)
 def test_bad_input_exits_2(capsys, args, message):
     assert main(["report", *args]) == 2
     assert capsys.readouterr().err.startswith(message)

@@ -3,17 +3,24 @@ API still lists resources that are gone (or going): for each ARN kind here, one 
 whether the resource is "present", "deleting" or "gone". Kinds without a confirmer are reported as
 the tagging API found them; a describe that fails for any reason but "not found" counts as present.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Literal, Optional
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
 Presence = Literal["present", "deleting", "gone"]
 Check = Callable[[Any, str], Presence]  # (client, ARN) -> presence
 
-_NOT_FOUND = {"NoSuchEntity", "ResourceNotFoundException", "DataRepositoryAssociationNotFound", "FileSystemNotFound",
-              "NatGatewayNotFound"}
+_NOT_FOUND = {
+    "NoSuchEntity",
+    "ResourceNotFoundException",
+    "DataRepositoryAssociationNotFound",
+    "FileSystemNotFound",
+    "NatGatewayNotFound",
+}
 
 
 def _not_found(error: ClientError) -> bool:
@@ -30,25 +37,38 @@ def _last(arn: str) -> str:
     return _resource(arn).rsplit("/", 1)[-1]
 
 
-def _by_state(items: Iterable[dict[str, Any]], state_key: Optional[str], gone: tuple[str, ...] = (),
-              deleting: tuple[str, ...] = ()) -> Presence:
+def _by_state(
+    items: Iterable[dict[str, Any]],
+    state_key: str | None,
+    gone: tuple[str, ...] = (),
+    deleting: tuple[str, ...] = (),
+) -> Presence:
     states = {str(item.get(state_key, "")).lower() for item in items} if state_key else {"present" for _ in items}
     if not states or states <= set(gone):
         return "gone"
     return "deleting" if states <= set(gone) | set(deleting) else "present"
 
 
-def _ids(call: str, param: str, key: str, state_key: Optional[str] = None, gone: tuple[str, ...] = (),
-         deleting: tuple[str, ...] = (), ident: Callable[[str], str] = _last) -> Check:
+def _ids(
+    call: str,
+    param: str,
+    key: str,
+    state_key: str | None = None,
+    gone: tuple[str, ...] = (),
+    deleting: tuple[str, ...] = (),
+    ident: Callable[[str], str] = _last,
+) -> Check:
     """Describe by id (from the ARN); present unless nothing comes back or every state is a gone one."""
     return lambda client, arn: _by_state(getattr(client, call)(**{param: [ident(arn)]})[key], state_key, gone, deleting)
 
 
 def _exists(call: Callable[[Any, str], Any]) -> Check:
     """Present when the call answers (it raises "not found" otherwise)."""
+
     def check(client: Any, arn: str) -> Presence:
         call(client, arn)
         return "present"
+
     return check
 
 
@@ -72,23 +92,59 @@ def _schedule(client: Any, arn: str) -> Presence:
 
 # kind (as audit._kind names it) -> (boto3 service, check)
 CONFIRMERS: dict[str, tuple[str, Check]] = {
-    "ec2:natgateway": ("ec2", _ids("describe_nat_gateways", "NatGatewayIds", "NatGateways", "State",
-                                   gone=("deleted", "deleting"))),
+    "ec2:natgateway": (
+        "ec2",
+        _ids("describe_nat_gateways", "NatGatewayIds", "NatGateways", "State", gone=("deleted", "deleting")),
+    ),
     "ec2:elastic-ip": ("ec2", _ids("describe_addresses", "AllocationIds", "Addresses")),
-    "ec2:fleet": ("ec2", _ids("describe_fleets", "FleetIds", "Fleets", "FleetState",
-                              gone=("deleted", "deleted_running", "deleted_terminating"))),
+    "ec2:fleet": (
+        "ec2",
+        _ids(
+            "describe_fleets",
+            "FleetIds",
+            "Fleets",
+            "FleetState",
+            gone=("deleted", "deleted_running", "deleted_terminating"),
+        ),
+    ),
     "ec2:vpc": ("ec2", _ids("describe_vpcs", "VpcIds", "Vpcs")),
     "ec2:subnet": ("ec2", _ids("describe_subnets", "SubnetIds", "Subnets")),
     "ec2:security-group": ("ec2", _ids("describe_security_groups", "GroupIds", "SecurityGroups")),
     "ec2:route-table": ("ec2", _ids("describe_route_tables", "RouteTableIds", "RouteTables")),
     "ec2:internet-gateway": ("ec2", _ids("describe_internet_gateways", "InternetGatewayIds", "InternetGateways")),
-    "ec2:vpc-endpoint": ("ec2", _ids("describe_vpc_endpoints", "VpcEndpointIds", "VpcEndpoints", "State",
-                                     gone=("deleted",), deleting=("deleting",))),
+    "ec2:vpc-endpoint": (
+        "ec2",
+        _ids(
+            "describe_vpc_endpoints",
+            "VpcEndpointIds",
+            "VpcEndpoints",
+            "State",
+            gone=("deleted",),
+            deleting=("deleting",),
+        ),
+    ),
     "ec2:launch-template": ("ec2", _ids("describe_launch_templates", "LaunchTemplateIds", "LaunchTemplates")),
-    "ec2:placement-group": ("ec2", _ids("describe_placement_groups", "GroupNames", "PlacementGroups", "State",
-                                        gone=("deleted",), deleting=("deleting",))),
-    "fsx:association": ("fsx", _ids("describe_data_repository_associations", "AssociationIds", "Associations",
-                                    "Lifecycle", deleting=("deleting",))),
+    "ec2:placement-group": (
+        "ec2",
+        _ids(
+            "describe_placement_groups",
+            "GroupNames",
+            "PlacementGroups",
+            "State",
+            gone=("deleted",),
+            deleting=("deleting",),
+        ),
+    ),
+    "fsx:association": (
+        "fsx",
+        _ids(
+            "describe_data_repository_associations",
+            "AssociationIds",
+            "Associations",
+            "Lifecycle",
+            deleting=("deleting",),
+        ),
+    ),
     "lambda:function": ("lambda", _exists(lambda client, arn: client.get_function(FunctionName=arn))),
     "events:rule": ("events", _rule),
     "logs:log-group": ("logs", _log_group),
@@ -97,7 +153,7 @@ CONFIRMERS: dict[str, tuple[str, Check]] = {
 }
 
 
-def presence(kind: str, arn: str, client_for: Callable[[str], Any]) -> Optional[Presence]:
+def presence(kind: str, arn: str, client_for: Callable[[str], Any]) -> Presence | None:
     """What a direct describe says of `arn`; None when no confirmer knows its kind."""
     entry = CONFIRMERS.get(kind)
     if entry is None:

@@ -1,11 +1,13 @@
 """`RunCloud` on AWS with boto3. Compute and export reuse the run guard's own steps (run_guard.actions),
 so the CLI and the guard Lambda act alike. boto3 honours AWS_ENDPOINT_URL, so an emulator works too.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
@@ -24,8 +26,14 @@ class AwsRunCloud:
     directly when no file system carries the run's tag, so a tag or region mismatch cannot make an
     export look unnecessary."""
 
-    def __init__(self, region: str | None, session: Any = None, checkpoints_path: str = "checkpoints",
-                 sleep: Callable[[float], None] = time.sleep, file_system_ids: Sequence[str] = ()):
+    def __init__(
+        self,
+        region: str | None,
+        session: Any = None,
+        checkpoints_path: str = "checkpoints",
+        sleep: Callable[[float], None] = time.sleep,
+        file_system_ids: Sequence[str] = (),
+    ):
         self.session = session or boto3.session.Session(region_name=region)
         self.sleep = sleep
         self.checkpoints_path = checkpoints_path
@@ -38,7 +46,7 @@ class AwsRunCloud:
             self._clients[service] = self.session.client(service)
         return self._clients[service]
 
-    def marker(self, bucket: str, run_id: str) -> Optional[Marker]:
+    def marker(self, bucket: str, run_id: str) -> Marker | None:
         """runs/<run-id>/_SUCCESS, else _FAILED, else None."""
         for status in ("SUCCESS", "FAILED"):
             try:
@@ -66,7 +74,7 @@ class AwsRunCloud:
         stopped = actions.last_stopped_at(ec2, run_id)
         return StoppedCompute(tuple(ids), iso_precise(stopped) if stopped else None)
 
-    def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
+    def export_checkpoints(self, run_id: str, since: str | None = None) -> ExportStatus:
         fsx = self._client("fsx")
         file_systems = actions.run_file_systems(fsx, run_id) or actions.file_systems_by_id(fsx, self.file_system_ids)
         if not file_systems:
@@ -91,7 +99,7 @@ class AwsRunCloud:
         return audit_module.audit(run_id, self.session)
 
 
-def _parse_since(since: Optional[str]) -> Optional[datetime]:
+def _parse_since(since: str | None) -> datetime | None:
     if since is None:
         return None
     try:

@@ -5,11 +5,13 @@ REST rather than four generated client libraries: a handful of calls, one error 
 test can point at a local emulator (`STORAGE_EMULATOR_HOST` for Cloud Storage, as Google's own clients read
 it; `MLINFRA_GCP_API_ENDPOINT` for the others, a test-only override).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any
 from urllib.parse import quote
 
 DEFAULT_ENDPOINTS = {
@@ -24,8 +26,13 @@ TIMEOUT_SECONDS = 60
 # Throttling and transient server errors are retried (as boto3 does on AWS): 5 attempts over about 30 s.
 # POSTs are retried too: the one this adapter makes (exportData) carries a requestId, so a retry is not a
 # second export.
-RETRY = {"total": 5, "backoff_factor": 2, "status_forcelist": (429, 500, 502, 503, 504),
-         "allowed_methods": frozenset({"GET", "DELETE", "POST"}), "raise_on_status": False}
+RETRY = {
+    "total": 5,
+    "backoff_factor": 2,
+    "status_forcelist": (429, 500, 502, 503, 504),
+    "allowed_methods": frozenset({"GET", "DELETE", "POST"}),
+    "raise_on_status": False,
+}
 
 
 class GcpApiError(Exception):
@@ -41,8 +48,9 @@ def endpoints_from_environment(environ: Mapping[str, str] = os.environ) -> dict[
     endpoints = dict(DEFAULT_ENDPOINTS)
     base = environ.get("MLINFRA_GCP_API_ENDPOINT", "").rstrip("/")
     if base:
-        endpoints.update(compute=f"{base}/compute/v1", iam=f"{base}/iam/v1", lustre=f"{base}/lustre/v1",
-                         asset=f"{base}/asset/v1")
+        endpoints.update(
+            compute=f"{base}/compute/v1", iam=f"{base}/iam/v1", lustre=f"{base}/lustre/v1", asset=f"{base}/asset/v1"
+        )
     storage = environ.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
     if storage:
         endpoints["storage"] = f"{storage if '://' in storage else 'http://' + storage}/storage/v1"
@@ -78,14 +86,22 @@ def with_retries(session: Any) -> Any:
 class GcpApi:
     """`session`: an authorized requests session; None: Application Default Credentials, looked up at the first
     call (so building the adapter needs no credentials, and a missing one surfaces where it is needed)."""
+
     session: Any = None
     endpoints: dict[str, str] = field(default_factory=endpoints_from_environment)
 
     def url(self, service: str, path: str) -> str:
         return f"{self.endpoints[service]}/{path.lstrip('/')}"
 
-    def call(self, method: str, service: str, path: str, params: Optional[Mapping[str, Any]] = None,
-             body: Optional[Mapping[str, Any]] = None, raw: bool = False) -> Any:
+    def call(
+        self,
+        method: str,
+        service: str,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | None = None,
+        raw: bool = False,
+    ) -> Any:
         url = self.url(service, path)
         import requests
 
@@ -105,10 +121,10 @@ class GcpApi:
         except ValueError:
             raise GcpApiError(response.status_code, "invalid-json", _one_line(response.text), method, url) from None
 
-    def get(self, service: str, path: str, params: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    def get(self, service: str, path: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.call("GET", service, path, params=params)
 
-    def pages(self, service: str, path: str, params: Optional[Mapping[str, Any]] = None) -> Iterator[dict[str, Any]]:
+    def pages(self, service: str, path: str, params: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Every page of a list call, one response at a time (following `nextPageToken`). A list that says part
         of it could not be read (`unreachables`, `unreachable`, or a scope's UNREACHABLE warning) is an error:
         read as "nothing there", it would let a teardown miss running nodes or a file system."""
@@ -118,22 +134,35 @@ class GcpApi:
             unreachable = list(page.get("unreachables") or page.get("unreachable") or [])
             items = page.get("items")
             if isinstance(items, dict):
-                unreachable += [scope for scope, listed in items.items()
-                                if ((listed or {}).get("warning") or {}).get("code") == "UNREACHABLE"]
+                unreachable += [
+                    scope
+                    for scope, listed in items.items()
+                    if ((listed or {}).get("warning") or {}).get("code") == "UNREACHABLE"
+                ]
             if unreachable:
-                raise GcpApiError(0, "UNREACHABLE", f"part of the list could not be read: {', '.join(unreachable)}; "
-                                                    "nothing was changed, try again", "GET", self.url(service, path))
+                raise GcpApiError(
+                    0,
+                    "UNREACHABLE",
+                    f"part of the list could not be read: {', '.join(unreachable)}; nothing was changed, try again",
+                    "GET",
+                    self.url(service, path),
+                )
             yield page
             token = page.get("nextPageToken")
             if not token:
                 return
             query["pageToken"] = token
 
-    def object_media(self, bucket: str, name: str) -> Optional[bytes]:
+    def object_media(self, bucket: str, name: str) -> bytes | None:
         """The object's bytes, None when it does not exist."""
         try:
-            return self.call("GET", "storage", f"b/{quote(bucket, safe='')}/o/{quote(name, safe='')}",
-                             params={"alt": "media"}, raw=True)
+            return self.call(
+                "GET",
+                "storage",
+                f"b/{quote(bucket, safe='')}/o/{quote(name, safe='')}",
+                params={"alt": "media"},
+                raw=True,
+            )
         except GcpApiError as error:
             if error.status == 404:
                 return None

@@ -1,4 +1,5 @@
 """A training run laid out in the emulator as the training stack leaves it, and the registry bucket."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,40 +22,71 @@ class Run:
 
 
 def run_tags(run_id: str) -> list[dict[str, str]]:
-    return [{"Key": "mlinfra:run-id", "Value": run_id}, {"Key": "mlinfra:role", "Value": "training"},
-            {"Key": "mlinfra:stack", "Value": f"training-{run_id}"},
-            {"Key": "mlinfra:expires-at", "Value": "2026-11-21T12:00:00Z"}]
+    return [
+        {"Key": "mlinfra:run-id", "Value": run_id},
+        {"Key": "mlinfra:role", "Value": "training"},
+        {"Key": "mlinfra:stack", "Value": f"training-{run_id}"},
+        {"Key": "mlinfra:expires-at", "Value": "2026-11-21T12:00:00Z"},
+    ]
 
 
-def make_run(aws, run_id: str, nodes: int = 2, lustre: bool = True, deployment_type: str = "SCRATCH_2",
-             export_checkpoints: bool = True) -> Run:
+def make_run(
+    aws,
+    run_id: str,
+    nodes: int = 2,
+    lustre: bool = True,
+    deployment_type: str = "SCRATCH_2",
+    export_checkpoints: bool = True,
+) -> Run:
     """A run as the training stack leaves it: a tagged VPC and subnet, tagged nodes, a tagged file system
     (SCRATCH_2, as training-demo) linked to the registry: datasets/ imported, /checkpoints exported to
     checkpoints/<run-id>/ (components/training/aws/filesystem.py)."""
     tags = run_tags(run_id)
-    vpc = aws.ec2.create_vpc(CidrBlock="10.0.0.0/16",
-                             TagSpecifications=[{"ResourceType": "vpc", "Tags": tags}])["Vpc"]["VpcId"]
-    subnet = aws.ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24", AvailabilityZone=f"{REGION}a",
-                                   TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}])["Subnet"]["SubnetId"]
-    reservation = aws.ec2.run_instances(ImageId=AMI, MinCount=nodes, MaxCount=nodes, InstanceType="t3.micro",
-                                        SubnetId=subnet,
-                                        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
+    vpc = aws.ec2.create_vpc(CidrBlock="10.0.0.0/16", TagSpecifications=[{"ResourceType": "vpc", "Tags": tags}])["Vpc"][
+        "VpcId"
+    ]
+    subnet = aws.ec2.create_subnet(
+        VpcId=vpc,
+        CidrBlock="10.0.0.0/24",
+        AvailabilityZone=f"{REGION}a",
+        TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
+    )["Subnet"]["SubnetId"]
+    reservation = aws.ec2.run_instances(
+        ImageId=AMI,
+        MinCount=nodes,
+        MaxCount=nodes,
+        InstanceType="t3.micro",
+        SubnetId=subnet,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
     fs_id = None
     if lustre:
         lustre_config = {"DeploymentType": deployment_type}
         if deployment_type.startswith("PERSISTENT"):
             lustre_config["PerUnitStorageThroughput"] = 125
-        fs_id = aws.fsx.create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
-                                           Tags=tags, LustreConfiguration=lustre_config)["FileSystem"]["FileSystemId"]
+        fs_id = aws.fsx.create_file_system(
+            FileSystemType="LUSTRE",
+            StorageCapacity=1200,
+            SubnetIds=[subnet],
+            Tags=tags,
+            LustreConfiguration=lustre_config,
+        )["FileSystem"]["FileSystemId"]
         # As components/training/aws/filesystem.py links them: datasets imported, checkpoints exported automatically.
         links = [("/datasets", "datasets/", {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}})]
         if export_checkpoints:
-            links.append(("/checkpoints", f"checkpoints/{run_id}/", {"AutoExportPolicy": {"Events": ["NEW", "CHANGED"]}}))
+            links.append(
+                ("/checkpoints", f"checkpoints/{run_id}/", {"AutoExportPolicy": {"Events": ["NEW", "CHANGED"]}})
+            )
         if deployment_type == "SCRATCH_1":
             links = []  # SCRATCH_1 takes no data repository associations
         for fs_path, prefix, s3 in links:
-            aws.fsx.create_data_repository_association(FileSystemId=fs_id, FileSystemPath=fs_path, S3=s3,
-                                                       DataRepositoryPath=f"s3://{REGISTRY}/{prefix}", Tags=tags)
+            aws.fsx.create_data_repository_association(
+                FileSystemId=fs_id,
+                FileSystemPath=fs_path,
+                S3=s3,
+                DataRepositoryPath=f"s3://{REGISTRY}/{prefix}",
+                Tags=tags,
+            )
     return Run(run_id, vpc, subnet, [i["InstanceId"] for i in reservation["Instances"]], fs_id, tags)
 
 
@@ -63,11 +95,23 @@ def make_registry(aws) -> str:
     key = aws.kms.create_key()["KeyMetadata"]["Arn"]
     aws.s3.create_bucket(Bucket=REGISTRY)
     aws.s3.put_bucket_versioning(Bucket=REGISTRY, VersioningConfiguration={"Status": "Enabled"})
-    aws.s3.put_bucket_encryption(Bucket=REGISTRY, ServerSideEncryptionConfiguration={"Rules": [{
-        "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key},
-        "BucketKeyEnabled": True}]})
-    for name in ("checkpoints/run-a/step-100/model.pt", "checkpoints/run-a/step-200/model.pt",
-                 "models/llm/1/cuda/model.safetensors", "datasets/shard-0000.tar"):
+    aws.s3.put_bucket_encryption(
+        Bucket=REGISTRY,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {
+                    "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key},
+                    "BucketKeyEnabled": True,
+                }
+            ]
+        },
+    )
+    for name in (
+        "checkpoints/run-a/step-100/model.pt",
+        "checkpoints/run-a/step-200/model.pt",
+        "models/llm/1/cuda/model.safetensors",
+        "datasets/shard-0000.tar",
+    ):
         aws.s3.put_object(Bucket=REGISTRY, Key=name, Body=b"x")
     return REGISTRY
 
@@ -99,5 +143,6 @@ def export_task(aws, fs_id: str, run_id: str = "run-a", tagged: bool = True) -> 
     off automatic export as anyone must first."""
     assert actions.stop_automatic_export(aws.fsx, fs_id, "checkpoints") is None
     tags = {"Tags": [{"Key": "mlinfra:run-id", "Value": run_id}]} if tagged else {}
-    return aws.fsx.create_data_repository_task(Type="EXPORT_TO_REPOSITORY", FileSystemId=fs_id, Paths=["checkpoints"],
-                                               Report={"Enabled": False}, **tags)["DataRepositoryTask"]["TaskId"]
+    return aws.fsx.create_data_repository_task(
+        Type="EXPORT_TO_REPOSITORY", FileSystemId=fs_id, Paths=["checkpoints"], Report={"Enabled": False}, **tags
+    )["DataRepositoryTask"]["TaskId"]

@@ -1,5 +1,6 @@
 """The moto server on loopback (a real HTTP AWS endpoint, started and stopped here) and clients for it; the GCP
 emulators (Cloud Storage, and ours for Compute Engine, Managed Lustre and Cloud Asset Inventory) and an adapter on them."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,14 @@ def _readable_within(stream, seconds: float) -> bool:
 def moto_url():
     """Start moto_launcher.py as a subprocess on 127.0.0.1; its URL; stopped at the session's end."""
     log = tempfile.NamedTemporaryFile(prefix="moto-server-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, str(LAUNCHER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, str(LAUNCHER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         ready = _readable_within(proc.stdout, 60)
         line = proc.stdout.readline() if ready else ""
@@ -71,8 +78,9 @@ def _wait_until_answering(url: str, timeout: float = 30.0) -> None:
 
 
 def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read() or b"{}")
 
@@ -90,14 +98,24 @@ def aws(moto_url, monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_REGION", REGION)
     session = boto3.session.Session(region_name=REGION)
-    names = {"ec2": "ec2", "s3": "s3", "fsx": "fsx", "logs": "logs", "iam": "iam", "kms": "kms",
-             "tagging": "resourcegroupstaggingapi", "lambda_": "lambda"}
+    names = {
+        "ec2": "ec2",
+        "s3": "s3",
+        "fsx": "fsx",
+        "logs": "logs",
+        "iam": "iam",
+        "kms": "kms",
+        "tagging": "resourcegroupstaggingapi",
+        "lambda_": "lambda",
+    }
     clients = {attr: session.client(service) for attr, service in names.items()}
 
     def set_task(task_id: str, lifecycle: str, message: str = "") -> None:
         """Emulator extension: finish (or fail) a data repository task, as the real service would."""
-        _post(f"{moto_url}/moto-api/fsx/data-repository-task",
-              {"TaskId": task_id, "Lifecycle": lifecycle, "FailureMessage": message})
+        _post(
+            f"{moto_url}/moto-api/fsx/data-repository-task",
+            {"TaskId": task_id, "Lifecycle": lifecycle, "FailureMessage": message},
+        )
 
     def set_file_system(fs_id: str, lifecycle: str) -> None:
         """Emulator extension: move a file system on, e.g. finish its deletion ("DELETED")."""
@@ -112,9 +130,15 @@ def aws(moto_url, monkeypatch):
         """Emulator extension: an association mid-update (UPDATING) or done (AVAILABLE)."""
         _post(f"{moto_url}/moto-api/fsx/association", {"AssociationId": association_id, "Lifecycle": lifecycle})
 
-    return SimpleNamespace(url=moto_url, session=session, set_task=set_task, set_file_system=set_file_system,
-                           set_association=set_association,
-                           inject_faults=inject_faults, **clients)
+    return SimpleNamespace(
+        url=moto_url,
+        session=session,
+        set_task=set_task,
+        set_file_system=set_file_system,
+        set_association=set_association,
+        inject_faults=inject_faults,
+        **clients,
+    )
 
 
 @pytest.fixture
@@ -142,8 +166,13 @@ def gcp(gcs_url):
     emulator = GcpEmulator(gcp_world.PROJECT)
     base = emulator.start()
     emulator.base = base
-    emulator.endpoints = {"compute": f"{base}/compute/v1", "iam": f"{base}/iam/v1", "lustre": f"{base}/lustre/v1",
-                          "asset": f"{base}/asset/v1", "storage": f"{gcs_url}/storage/v1"}
+    emulator.endpoints = {
+        "compute": f"{base}/compute/v1",
+        "iam": f"{base}/iam/v1",
+        "lustre": f"{base}/lustre/v1",
+        "asset": f"{base}/asset/v1",
+        "storage": f"{gcs_url}/storage/v1",
+    }
     emulator.storage = gcs_url
     assert requests.get(f"{gcs_url}/wipe", params={"keep-buckets": "true"}).status_code == 200
     yield emulator
@@ -157,5 +186,6 @@ def gcp_cloud(gcp):
     from infra.ops.lifecycle.gcp.api import GcpApi
     from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 
-    return GcpRunCloud(gcp_world.PROJECT, gcp_world.BUCKET, api=GcpApi(requests.Session(), gcp.endpoints),
-                       sleep=lambda s: None)
+    return GcpRunCloud(
+        gcp_world.PROJECT, gcp_world.BUCKET, api=GcpApi(requests.Session(), gcp.endpoints), sleep=lambda s: None
+    )

@@ -7,15 +7,17 @@ shapes (aggregated lists keyed by scope, zonal operations with `endTime`, long-r
 asynchrony that matters: a deleted instance is listed as STOPPING for a few more lists before it is gone, an
 export runs for a few polls. Every request is recorded, so tests assert what was asked, not only the result.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 PAGE_SIZE = 3
@@ -23,21 +25,22 @@ LABEL_FILTER = re.compile(r'labels\.([a-z0-9_-]+)\s*=\s*"([^"]*)"')
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
 class Export:
     """How the next exportData operations end: one outcome per export ("succeeded" or "failed"), each after
     `polls` reads of the operation list."""
+
     outcomes: list[str] = field(default_factory=list)
     polls: int = 2
 
 
 class GcpEmulator:
-    def __init__(self, project: str, clock: Optional[Callable[[], datetime]] = None):
+    def __init__(self, project: str, clock: Callable[[], datetime] | None = None):
         self.project = project
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
@@ -45,62 +48,99 @@ class GcpEmulator:
         self.operations: dict[str, dict[str, Any]] = {}  # compute zonal operations by name
         self.disks: dict[str, dict[str, Any]] = {}
         self.global_items: dict[str, list[dict[str, Any]]] = {"networks": [], "firewalls": [], "addresses": []}
-        self.regional_items: dict[str, list[dict[str, Any]]] = {"subnetworks": [], "routers": [], "resourcePolicies": []}
+        self.regional_items: dict[str, list[dict[str, Any]]] = {
+            "subnetworks": [],
+            "routers": [],
+            "resourcePolicies": [],
+        }
         self.file_systems: dict[str, dict[str, Any]] = {}
         self.lustre_operations: dict[str, dict[str, Any]] = {}
         self.lustre_polls: dict[str, int] = {}
         self.export = Export()
         self.assets: list[dict[str, Any]] = []
         self.service_accounts: set[str] = set()  # emails
-        self.unreachable_zones: list[str] = []   # aggregated lists say these could not be read
+        self.unreachable_zones: list[str] = []  # aggregated lists say these could not be read
         self.failing_deletes: dict[str, str] = {}  # instance name -> the error its delete operation ends with
         self.fail_next: list[tuple[int, str, str]] = []  # (status, reason, message) for the next requests
         self._ids = 0
-        self._server: Optional[ThreadingHTTPServer] = None
+        self._server: ThreadingHTTPServer | None = None
 
     # ---- seeding -----------------------------------------------------------------------------------------
     def link(self, path: str) -> str:
         return f"https://www.googleapis.com/compute/v1/projects/{self.project}/{path}"
 
     def add_instance(self, zone: str, name: str, labels: dict[str, str], status: str = "RUNNING") -> None:
-        self.instances[(zone, name)] = {"kind": "compute#instance", "name": name, "status": status, "labels": labels,
-                                        "zone": self.link(f"zones/{zone}"),
-                                        "selfLink": self.link(f"zones/{zone}/instances/{name}")}
+        self.instances[(zone, name)] = {
+            "kind": "compute#instance",
+            "name": name,
+            "status": status,
+            "labels": labels,
+            "zone": self.link(f"zones/{zone}"),
+            "selfLink": self.link(f"zones/{zone}/instances/{name}"),
+        }
 
     def add_disk(self, zone: str, name: str, labels: dict[str, str]) -> None:
-        self.disks[f"{zone}/{name}"] = {"name": name, "labels": labels, "zone": self.link(f"zones/{zone}"),
-                                        "selfLink": self.link(f"zones/{zone}/disks/{name}")}
+        self.disks[f"{zone}/{name}"] = {
+            "name": name,
+            "labels": labels,
+            "zone": self.link(f"zones/{zone}"),
+            "selfLink": self.link(f"zones/{zone}/disks/{name}"),
+        }
 
     def add_global(self, collection: str, name: str) -> None:
         self.global_items[collection].append({"name": name, "selfLink": self.link(f"global/{collection}/{name}")})
 
     def add_regional(self, collection: str, region: str, name: str) -> None:
-        self.regional_items[collection].append({"name": name, "region": self.link(f"regions/{region}"),
-                                                "selfLink": self.link(f"regions/{region}/{collection}/{name}")})
+        self.regional_items[collection].append(
+            {
+                "name": name,
+                "region": self.link(f"regions/{region}"),
+                "selfLink": self.link(f"regions/{region}/{collection}/{name}"),
+            }
+        )
 
     def add_file_system(self, zone: str, instance_id: str, labels: dict[str, str], state: str = "ACTIVE") -> str:
         name = f"projects/{self.project}/locations/{zone}/instances/{instance_id}"
         self.file_systems[name] = {"name": name, "state": state, "labels": labels, "capacityGib": "9000"}
         return name
 
-    def add_lustre_operation(self, instance: str, transfer: str, created: datetime, done: bool = True,
-                             error: Optional[str] = None, path: str = "/checkpoints", uri: str = "",
-                             failed_files: int = 0) -> str:
+    def add_lustre_operation(
+        self,
+        instance: str,
+        transfer: str,
+        created: datetime,
+        done: bool = True,
+        error: str | None = None,
+        path: str = "/checkpoints",
+        uri: str = "",
+        failed_files: int = 0,
+    ) -> str:
         """A data transfer of `instance` ("EXPORT" or "IMPORT"), as ExportDataMetadata/ImportDataMetadata with
         its TransferOperationMetadata (paths, counters as int64 strings)."""
         name = self._lustre_operation_name(instance)
         kind = "ExportDataMetadata" if transfer == "EXPORT" else "ImportDataMetadata"
-        paths = ({"sourceLustrePath": {"path": path}, "destinationGcsPath": {"uri": uri}} if transfer == "EXPORT"
-                 else {"sourceGcsPath": {"uri": uri}, "destinationLustrePath": {"path": path}})
+        paths = (
+            {"sourceLustrePath": {"path": path}, "destinationGcsPath": {"uri": uri}}
+            if transfer == "EXPORT"
+            else {"sourceGcsPath": {"uri": uri}, "destinationLustrePath": {"path": path}}
+        )
         self.lustre_operations[name] = {
-            "name": name, "done": done,
-            "metadata": {"@type": f"type.googleapis.com/google.cloud.lustre.v1.{kind}", "createTime": rfc3339(created),
-                         "target": instance, "verb": transfer.lower(),
-                         "operationMetadata": {"transferType": transfer, **paths,
-                                               "counters": {"objectsCopiedCount": "12",
-                                                            "objectsFailedCount": str(failed_files)}}},
+            "name": name,
+            "done": done,
+            "metadata": {
+                "@type": f"type.googleapis.com/google.cloud.lustre.v1.{kind}",
+                "createTime": rfc3339(created),
+                "target": instance,
+                "verb": transfer.lower(),
+                "operationMetadata": {
+                    "transferType": transfer,
+                    **paths,
+                    "counters": {"objectsCopiedCount": "12", "objectsFailedCount": str(failed_files)},
+                },
+            },
             **({"error": {"code": 13, "message": error}} if error else {}),
-            **({"response": {}} if done and not error else {})}
+            **({"response": {}} if done and not error else {}),
+        }
         return name
 
     def _lustre_operation_name(self, instance: str) -> str:
@@ -173,10 +213,11 @@ class GcpEmulator:
                     return handler(*match.groups(), query=query, body=body)
             return 404, _error(404, "NOT_FOUND", f"no route {method} {path}")
 
-    def _paged(self, items: list[Any], query: dict[str, list[str]], key: str, wrap: Callable[[list[Any]], Any]
-               ) -> tuple[int, Any]:
+    def _paged(
+        self, items: list[Any], query: dict[str, list[str]], key: str, wrap: Callable[[list[Any]], Any]
+    ) -> tuple[int, Any]:
         start = int(query.get("pageToken", ["0"])[0])
-        page = items[start:start + PAGE_SIZE]
+        page = items[start : start + PAGE_SIZE]
         answer: dict[str, Any] = {key: wrap(page)}
         if start + PAGE_SIZE < len(items):
             answer["nextPageToken"] = str(start + PAGE_SIZE)
@@ -199,8 +240,9 @@ class GcpEmulator:
 
         def by_scope(page: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             # as Compute Engine answers: scopes with nothing carry only a warning, unreadable ones say so
-            grouped: dict[str, Any] = {"zones/us-east1-b": {"warning": {"code": "NO_RESULTS_ON_PAGE",
-                                                                        "message": "There are no results"}}}
+            grouped: dict[str, Any] = {
+                "zones/us-east1-b": {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": "There are no results"}}
+            }
             for zone in self.unreachable_zones:
                 grouped[f"zones/{zone}"] = {"warning": {"code": "UNREACHABLE", "message": f"{zone} is unreachable"}}
             for scope, item in page:
@@ -212,28 +254,48 @@ class GcpEmulator:
     def _delete_instance(self, zone: str, name: str, query: Any, body: Any) -> tuple[int, Any]:
         key = (zone, name)
         if key not in self.instances:
-            return 404, _error(404, "notFound", f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' "
-                                                "was not found")
+            return 404, _error(
+                404, "notFound", f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found"
+            )
         if key in self.deleting:  # another operation (its deletion) runs on it
-            return 400, _error(400, "resourceNotReady", f"The resource 'projects/{self.project}/zones/{zone}/"
-                                                        f"instances/{name}' is not ready")
+            return 400, _error(
+                400,
+                "resourceNotReady",
+                f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' is not ready",
+            )
         if name in self.failing_deletes:
             self._ids += 1
             op = f"operation-{self._ids}"
-            self.operations[op] = {"kind": "compute#operation", "name": op, "operationType": "delete", "zone": zone,
-                                   "targetLink": self.instances[key]["selfLink"], "instance": None, "status": "DONE",
-                                   "selfLink": self.link(f"zones/{zone}/operations/{op}"), "httpErrorStatusCode": 403,
-                                   "error": {"errors": [{"code": "PERMISSION_DENIED",
-                                                         "message": self.failing_deletes[name]}]}}
-            return 200, {**{k: v for k, v in self.operations[op].items() if k not in ("instance", "error")},
-                         "status": "RUNNING"}
+            self.operations[op] = {
+                "kind": "compute#operation",
+                "name": op,
+                "operationType": "delete",
+                "zone": zone,
+                "targetLink": self.instances[key]["selfLink"],
+                "instance": None,
+                "status": "DONE",
+                "selfLink": self.link(f"zones/{zone}/operations/{op}"),
+                "httpErrorStatusCode": 403,
+                "error": {"errors": [{"code": "PERMISSION_DENIED", "message": self.failing_deletes[name]}]},
+            }
+            return 200, {
+                **{k: v for k, v in self.operations[op].items() if k not in ("instance", "error")},
+                "status": "RUNNING",
+            }
         self.instances[key]["status"] = "STOPPING"
         self.deleting.setdefault(key, 2)
         self._ids += 1
         op = f"operation-{self._ids}"
-        self.operations[op] = {"kind": "compute#operation", "name": op, "operationType": "delete", "zone": zone,
-                               "targetLink": self.instances[key]["selfLink"], "instance": key,
-                               "selfLink": self.link(f"zones/{zone}/operations/{op}"), "status": "RUNNING"}
+        self.operations[op] = {
+            "kind": "compute#operation",
+            "name": op,
+            "operationType": "delete",
+            "zone": zone,
+            "targetLink": self.instances[key]["selfLink"],
+            "instance": key,
+            "selfLink": self.link(f"zones/{zone}/operations/{op}"),
+            "status": "RUNNING",
+        }
         return 200, {k: v for k, v in self.operations[op].items() if k != "instance"}
 
     def _zone_operation(self, zone: str, op: str, query: Any, body: Any) -> tuple[int, Any]:
@@ -264,8 +326,9 @@ class GcpEmulator:
             return 404, _error(404, "NOT_FOUND", f"Resource '{instance}' was not found")
         if any(not op["done"] and op["metadata"]["target"] == instance for op in self.lustre_operations.values()):
             return 409, _error(409, "ABORTED", "unable to queue the operation")
-        name = self.add_lustre_operation(instance, "EXPORT", self.clock(), done=False,
-                                         path=body["lustrePath"]["path"], uri=body["gcsPath"]["uri"])
+        name = self.add_lustre_operation(
+            instance, "EXPORT", self.clock(), done=False, path=body["lustrePath"]["path"], uri=body["gcsPath"]["uri"]
+        )
         self.lustre_operations[name]["request"] = body
         self.lustre_polls[name] = self.export.polls
         return 200, {k: v for k, v in self.lustre_operations[name].items() if k != "request"}
@@ -282,8 +345,11 @@ class GcpEmulator:
                 self.lustre_operations[name]["error"] = {"code": 13, "message": "export failed: 3 files not copied"}
             else:
                 self.lustre_operations[name]["response"] = {}
-        listed = [{k: v for k, v in op.items() if k != "request"} for name, op in self.lustre_operations.items()
-                  if name.startswith(location + "/")]
+        listed = [
+            {k: v for k, v in op.items() if k != "request"}
+            for name, op in self.lustre_operations.items()
+            if name.startswith(location + "/")
+        ]
         return self._paged(listed, query, "operations", list)
 
     def _lustre_operation(self, name: str, query: Any, body: Any) -> tuple[int, Any]:
@@ -305,5 +371,11 @@ class GcpEmulator:
 
 def _error(status: int, reason: str, message: str) -> dict[str, Any]:
     upper = reason.isupper()
-    return {"error": {"code": status, "message": message, **({"status": reason} if upper else {}),
-                      "errors": [{"reason": reason if not upper else "backendError", "message": message}]}}
+    return {
+        "error": {
+            "code": status,
+            "message": message,
+            **({"status": reason} if upper else {}),
+            "errors": [{"reason": reason if not upper else "backendError", "message": message}],
+        }
+    }

@@ -1,6 +1,7 @@
 """A GCP run laid out in the emulators as the training-gcp stack leaves it: Cloud Storage is the
 `gcp-storage-emulator` package (in this process), Compute Engine, Managed Lustre and Cloud Asset Inventory are
 `gcp_emulator` (ours, as no published one exists). The fixtures are in conftest.py."""
+
 from __future__ import annotations
 
 import socket
@@ -22,8 +23,12 @@ def free_port() -> int:
 
 def put_object(storage: str, name: str, body: bytes) -> None:
     """Upload as the nodes' `gcloud storage cp` would (octet-stream: the emulator parses JSON bodies)."""
-    done = requests.post(f"{storage}/upload/storage/v1/b/{BUCKET}/o", params={"uploadType": "media", "name": name},
-                         data=body, headers={"Content-Type": "application/octet-stream"})
+    done = requests.post(
+        f"{storage}/upload/storage/v1/b/{BUCKET}/o",
+        params={"uploadType": "media", "name": name},
+        data=body,
+        headers={"Content-Type": "application/octet-stream"},
+    )
     assert done.status_code == 200, done.text
 
 

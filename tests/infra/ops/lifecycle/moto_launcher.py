@@ -25,6 +25,7 @@ mlinfra's code):
     POST /moto-api/mlinfra/faults  {"Faults": [{"Action": "DescribeInstances", "Code": "RequestLimitExceeded",
                                                 "Status": 503, "Count": 2}]}   (replaces the list; [] clears)
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from io import BytesIO
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs
 from uuid import uuid4
 
@@ -48,8 +50,16 @@ from moto.server import ThreadedMotoServer
 
 RUNNING = ("PENDING", "EXECUTING")
 SETTABLE = ("EXECUTING", "SUCCEEDED", "FAILED", "CANCELED")
-FS_LIFECYCLES = ("AVAILABLE", "CREATING", "FAILED", "DELETING", "MISCONFIGURED", "UPDATING",
-                 "MISCONFIGURED_UNAVAILABLE", "DELETED")
+FS_LIFECYCLES = (
+    "AVAILABLE",
+    "CREATING",
+    "FAILED",
+    "DELETING",
+    "MISCONFIGURED",
+    "UPDATING",
+    "MISCONFIGURED_UNAVAILABLE",
+    "DELETED",
+)
 
 
 class BadRequest(JsonRESTError):
@@ -92,8 +102,9 @@ def _deployment_type(fs: FileSystem) -> str:
 def _repositories(backend: FSxBackend, fs: FileSystem) -> list[str]:
     """The S3 paths linked to the file system: its associations' and a legacy ExportPath."""
     paths = [a["DataRepositoryPath"] for a in _associations(backend).values() if a["FileSystemId"] == fs.file_system_id]
-    legacy = ((fs.lustre_configuration or {}).get("ExportPath")
-              or ((fs.lustre_configuration or {}).get("DataRepositoryConfiguration") or {}).get("ExportPath"))
+    legacy = (fs.lustre_configuration or {}).get("ExportPath") or (
+        (fs.lustre_configuration or {}).get("DataRepositoryConfiguration") or {}
+    ).get("ExportPath")
     return paths + ([legacy] if legacy else [])
 
 
@@ -118,10 +129,12 @@ def delete_file_system(self: FSxResponse) -> str:
     fs = _file_system(backend, params["FileSystemId"])
     if _lifecycle(fs) == "DELETING":
         raise BadRequest(f"File system {fs.file_system_id} is already being deleted.")
-    if fs.file_system_type == "LUSTRE" and "LustreConfiguration" in params and \
-            _deployment_type(fs).startswith("SCRATCH"):
-        raise BadRequest(f"LustreConfiguration cannot be specified when deleting a {_deployment_type(fs)} "
-                         "file system.")
+    if (
+        fs.file_system_type == "LUSTRE"
+        and "LustreConfiguration" in params
+        and _deployment_type(fs).startswith("SCRATCH")
+    ):
+        raise BadRequest(f"LustreConfiguration cannot be specified when deleting a {_deployment_type(fs)} file system.")
     if any(t["FileSystemId"] == fs.file_system_id and t["Lifecycle"] in RUNNING for t in _tasks(backend).values()):
         raise BadRequest("Cannot delete a file system while a data repository task is PENDING or EXECUTING.")
     _set_file_system_lifecycle(backend, fs, "DELETING")
@@ -154,12 +167,19 @@ def create_data_repository_association(self: FSxResponse) -> str:
     arn = f"arn:aws:fsx:{self.region}:{self.current_account}:association/{fs.file_system_id}/{association_id}"
     if params.get("Tags"):
         backend.tagger.tag_resource(arn, params["Tags"])
-    association = {"AssociationId": association_id, "ResourceARN": arn, "FileSystemId": fs.file_system_id,
-                   "Lifecycle": "AVAILABLE", "FileSystemPath": params.get("FileSystemPath", "/"),
-                   "DataRepositoryPath": params["DataRepositoryPath"],
-                   "BatchImportMetaDataOnCreate": params.get("BatchImportMetaDataOnCreate", False),
-                   "ImportedFileChunkSize": params.get("ImportedFileChunkSize", 1024),
-                   "S3": params.get("S3", {}), "Tags": params.get("Tags", []), "CreationTime": time.time()}
+    association = {
+        "AssociationId": association_id,
+        "ResourceARN": arn,
+        "FileSystemId": fs.file_system_id,
+        "Lifecycle": "AVAILABLE",
+        "FileSystemPath": params.get("FileSystemPath", "/"),
+        "DataRepositoryPath": params["DataRepositoryPath"],
+        "BatchImportMetaDataOnCreate": params.get("BatchImportMetaDataOnCreate", False),
+        "ImportedFileChunkSize": params.get("ImportedFileChunkSize", 1024),
+        "S3": params.get("S3", {}),
+        "Tags": params.get("Tags", []),
+        "CreationTime": time.time(),
+    }
     _associations(backend)[association_id] = association
     return json.dumps({"Association": association})
 
@@ -171,8 +191,9 @@ def describe_data_repository_associations(self: FSxResponse) -> str:
         known = {a["AssociationId"] for a in associations}
         missing = [i for i in params["AssociationIds"] if i not in known]
         if missing:
-            raise JsonRESTError("DataRepositoryAssociationNotFound",
-                                f"Data repository association {missing[0]} not found.")
+            raise JsonRESTError(
+                "DataRepositoryAssociationNotFound", f"Data repository association {missing[0]} not found."
+            )
         associations = [a for a in associations if a["AssociationId"] in params["AssociationIds"]]
     for flt in params.get("Filters", []):
         if flt["Name"] == "file-system-id":
@@ -184,8 +205,9 @@ def update_data_repository_association(self: FSxResponse) -> str:
     params = json.loads(self.body)
     association = _associations(_backend(self)).get(params["AssociationId"])
     if association is None:
-        raise JsonRESTError("DataRepositoryAssociationNotFound",
-                            f"Data repository association {params['AssociationId']} not found.")
+        raise JsonRESTError(
+            "DataRepositoryAssociationNotFound", f"Data repository association {params['AssociationId']} not found."
+        )
     if "S3" in params:
         association["S3"] = params["S3"]
     for key in ("ImportedFileChunkSize",):
@@ -200,10 +222,15 @@ def _auto_exporting(backend: FSxBackend, fs: FileSystem, paths: list[str]) -> li
     found = []
     for association in _associations(backend).values():
         linked = "/" + association["FileSystemPath"].strip("/")
-        covers = any(w == linked or w.startswith(linked.rstrip("/") + "/") or linked.startswith(w.rstrip("/") + "/")
-                     or w == "/" for w in wanted)
-        if (association["FileSystemId"] == fs.file_system_id and covers
-                and ((association.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events")):
+        covers = any(
+            w == linked or w.startswith(linked.rstrip("/") + "/") or linked.startswith(w.rstrip("/") + "/") or w == "/"
+            for w in wanted
+        )
+        if (
+            association["FileSystemId"] == fs.file_system_id
+            and covers
+            and ((association.get("S3") or {}).get("AutoExportPolicy") or {}).get("Events")
+        ):
             found.append(association["AssociationId"])
     return found
 
@@ -217,10 +244,14 @@ def create_data_repository_task(self: FSxResponse) -> str:
     repositories = _repositories(backend, fs)
     if not repositories:
         raise BadRequest(f"File system {fs.file_system_id} is not linked to a data repository.")
-    exporting = _auto_exporting(backend, fs, params.get("Paths", [])) if params["Type"] == "EXPORT_TO_REPOSITORY" else []
+    exporting = (
+        _auto_exporting(backend, fs, params.get("Paths", [])) if params["Type"] == "EXPORT_TO_REPOSITORY" else []
+    )
     if exporting:
-        raise BadRequest(f"Automatic export is enabled on {', '.join(exporting)}; disable it before running an "
-                         "export data repository task.")
+        raise BadRequest(
+            f"Automatic export is enabled on {', '.join(exporting)}; disable it before running an "
+            "export data repository task."
+        )
     report = params["Report"]
     if report.get("Enabled"):
         missing = [name for name in ("Path", "Format", "Scope") if not report.get(name)]
@@ -230,15 +261,24 @@ def create_data_repository_task(self: FSxResponse) -> str:
             raise BadRequest(f"Report path {report['Path']} is not within a linked data repository path.")
     tasks = _tasks(backend)
     if any(t["FileSystemId"] == fs.file_system_id and t["Lifecycle"] in RUNNING for t in tasks.values()):
-        raise JsonRESTError("DataRepositoryTaskExecuting",
-                            "An existing data repository task is currently executing on the file system.")
+        raise JsonRESTError(
+            "DataRepositoryTaskExecuting", "An existing data repository task is currently executing on the file system."
+        )
     task_id = f"task-{uuid4().hex[:17]}"
     arn = f"arn:aws:fsx:{self.region}:{self.current_account}:task/{task_id}"
     if params.get("Tags"):
         backend.tagger.tag_resource(arn, params["Tags"])
-    task = {"TaskId": task_id, "Lifecycle": "PENDING", "Type": params["Type"], "CreationTime": time.time(),
-            "ResourceARN": arn, "Tags": params.get("Tags", []), "FileSystemId": fs.file_system_id,
-            "Paths": params.get("Paths", []), "Report": report}
+    task = {
+        "TaskId": task_id,
+        "Lifecycle": "PENDING",
+        "Type": params["Type"],
+        "CreationTime": time.time(),
+        "ResourceARN": arn,
+        "Tags": params.get("Tags", []),
+        "FileSystemId": fs.file_system_id,
+        "Paths": params.get("Paths", []),
+        "Report": report,
+    }
     tasks[task_id] = task
     return json.dumps({"DataRepositoryTask": task})
 
@@ -270,8 +310,11 @@ def iter_tagged_resources(self: FSxBackend) -> Iterator[TaggedResource]:
     yield from _original_tagged(self)
     for kind, items in (("fsx:task", _tasks(self)), ("fsx:association", _associations(self))):
         for item in items.values():
-            yield TaggedResource(arn=item["ResourceARN"], resource_type=kind,
-                                 tags=self.tagger.get_tag_dict_for_resource(item["ResourceARN"]))
+            yield TaggedResource(
+                arn=item["ResourceARN"],
+                resource_type=kind,
+                tags=self.tagger.get_tag_dict_for_resource(item["ResourceARN"]),
+            )
 
 
 def _json_body(request: Any) -> dict[str, Any]:
@@ -331,9 +374,16 @@ FAULTS_LOCK = threading.Lock()
 def set_faults(request: Any, full_url: str, headers: Any) -> tuple[int, dict, str]:
     faults = _json_body(request).get("Faults", [])
     with FAULTS_LOCK:
-        FAULTS[:] = [{"Action": f["Action"], "Code": f["Code"], "Status": int(f.get("Status", 400)),
-                      "Count": int(f.get("Count", 1)), "Message": f.get("Message", f"{f['Code']} (injected)")}
-                     for f in faults]
+        FAULTS[:] = [
+            {
+                "Action": f["Action"],
+                "Code": f["Code"],
+                "Status": int(f.get("Status", 400)),
+                "Count": int(f.get("Count", 1)),
+                "Message": f.get("Message", f"{f['Code']} (injected)"),
+            }
+            for f in faults
+        ]
     return 200, {}, json.dumps({"Faults": FAULTS})
 
 
@@ -372,12 +422,15 @@ class FaultyDispatcher(threaded_moto_server.DomainDispatcherApplication):  # typ
             body = json.dumps({"__type": fault["Code"], "message": fault["Message"]}).encode()
             content_type = "application/x-amz-json-1.1"
         else:
-            body = (f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{fault["Code"]}</Code>'
-                    f'<Message>{fault["Message"]}</Message></Error></Errors><RequestID>{uuid4()}</RequestID>'
-                    '</Response>').encode()
+            body = (
+                f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{fault["Code"]}</Code>'
+                f"<Message>{fault['Message']}</Message></Error></Errors><RequestID>{uuid4()}</RequestID>"
+                "</Response>"
+            ).encode()
             content_type = "text/xml"
-        start_response(f"{fault['Status']} Injected", [("Content-Type", content_type),
-                                                       ("Content-Length", str(len(body)))])
+        start_response(
+            f"{fault['Status']} Injected", [("Content-Type", content_type), ("Content-Length", str(len(body)))]
+        )
         return [body]
 
 
@@ -387,9 +440,11 @@ def install_extensions() -> None:
     FSxResponse.delete_file_system = delete_file_system  # type: ignore[method-assign]
     FSxResponse.create_data_repository_association = create_data_repository_association  # type: ignore[attr-defined]
     FSxResponse.describe_data_repository_associations = (  # type: ignore[attr-defined]
-        describe_data_repository_associations)
+        describe_data_repository_associations
+    )
     FSxResponse.update_data_repository_association = (  # type: ignore[attr-defined]
-        update_data_repository_association)
+        update_data_repository_association
+    )
     FSxResponse.create_data_repository_task = create_data_repository_task  # type: ignore[attr-defined]
     FSxResponse.describe_data_repository_tasks = describe_data_repository_tasks  # type: ignore[attr-defined]
     moto_api_urls.url_paths["{0}/moto-api/fsx/data-repository-task"] = set_task_lifecycle
@@ -401,6 +456,7 @@ def install_extensions() -> None:
 
 def main() -> int:
     from moto.core.config import default_user_config
+
     default_user_config["lambda"] = {"use_docker": False}  # Invoke answers without running the code
     install_extensions()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -5,27 +5,32 @@ every call, in order, in `World.calls`. Failures are scripted (`destroy_failures
 `export_states`, `leftovers`, `leftovers_for`, `node_errors`), and so is an interruption: with `interrupt_after=N` the N-th call
 takes effect and then raises KeyboardInterrupt, as a Ctrl-C right after that step would.
 """
+
 from __future__ import annotations
 
 import copy
 import io
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Optional
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from infra.core.paths import set_path
-from infra.ops.runtime import Runtime
 from infra.ops.lifecycle.ports import ExportStatus, Leftover, Marker, OnOutput, StackOpsError, StoppedCompute
+from infra.ops.runtime import Runtime
 
 RUN_ID = "demo-llama-7b-001"
 BUCKET = "mlinfra-registry-0123"
-START = datetime(2026, 3, 1, 10, 0, 30, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 10, 0, 30, tzinfo=UTC)
 STOPPED_AT = "2026-03-01T10:00:24Z"  # when, by AWS's clock, the run's last instance stopped
-DEPENDENCY_VIOLATION = ("error: deleting urn:pulumi:s::mlinfra::aws:ec2/securityGroup:SecurityGroup::run-efa: "
-                        "operation error EC2: DeleteSecurityGroup, api error DependencyViolation: resource "
-                        "sg-0abc has a dependent object")
-PLACEMENT_GROUP_IN_USE = ("error: deleting EC2 Placement Group (run-pg): operation error EC2: DeletePlacementGroup, "
-                          "api error InvalidPlacementGroup.InUse: The placement group 'run-pg' is in use")
+DEPENDENCY_VIOLATION = (
+    "error: deleting urn:pulumi:s::mlinfra::aws:ec2/securityGroup:SecurityGroup::run-efa: "
+    "operation error EC2: DeleteSecurityGroup, api error DependencyViolation: resource "
+    "sg-0abc has a dependent object"
+)
+PLACEMENT_GROUP_IN_USE = (
+    "error: deleting EC2 Placement Group (run-pg): operation error EC2: DeletePlacementGroup, "
+    "api error InvalidPlacementGroup.InUse: The placement group 'run-pg' is in use"
+)
 
 
 class FakeClock:
@@ -52,14 +57,28 @@ def printed(rt: Runtime) -> list[str]:
 
 
 def training_config(run_id: str = RUN_ID, **lifecycle: Any) -> dict[str, Any]:
-    return {"aws:region": "us-east-1", "mlinfra:kind": "training", "mlinfra:registryStack": "registry",
-            "mlinfra:training": {"runId": run_id, "instanceType": "p4d.24xlarge", "nodeCount": 4,
-                                 "lifecycle": {"ttlHours": 24, **lifecycle}}}
+    return {
+        "aws:region": "us-east-1",
+        "mlinfra:kind": "training",
+        "mlinfra:registryStack": "registry",
+        "mlinfra:training": {
+            "runId": run_id,
+            "instanceType": "p4d.24xlarge",
+            "nodeCount": 4,
+            "lifecycle": {"ttlHours": 24, **lifecycle},
+        },
+    }
 
 
 def deployed_outputs(run_id: str = RUN_ID, expires_at: str = "2026-03-02T10:01:00Z") -> dict[str, Any]:
-    return {"runId": run_id, "expiresAt": expires_at, "instanceType": "p4d.24xlarge", "nodeCount": 4,
-            "registryBucket": BUCKET, "lustreDnsName": "fs-0123.fsx.us-east-1.amazonaws.com"}
+    return {
+        "runId": run_id,
+        "expiresAt": expires_at,
+        "instanceType": "p4d.24xlarge",
+        "nodeCount": 4,
+        "registryBucket": BUCKET,
+        "lustreDnsName": "fs-0123.fsx.us-east-1.amazonaws.com",
+    }
 
 
 @dataclass
@@ -72,21 +91,21 @@ class StackState:
 @dataclass
 class World:
     stacks: dict[str, StackState] = field(default_factory=dict)
-    instances: dict[str, int] = field(default_factory=dict)          # run id -> pending/running instances
-    filesystems: set[str] = field(default_factory=set)               # run ids with a file system
+    instances: dict[str, int] = field(default_factory=dict)  # run id -> pending/running instances
+    filesystems: set[str] = field(default_factory=set)  # run ids with a file system
     markers: dict[str, Marker] = field(default_factory=dict)
-    markers_after: int = 0               # marker() answers None this many times first
-    nodes_plan: list[int] = field(default_factory=list)              # active_nodes answers, then the live count
+    markers_after: int = 0  # marker() answers None this many times first
+    nodes_plan: list[int] = field(default_factory=list)  # active_nodes answers, then the live count
     export_states: list[str] = field(default_factory=lambda: ["started", "running", "succeeded"])
     export_detail: str = ""
-    stopped_at: Optional[str] = STOPPED_AT                           # what stop_compute says (None: AWS did not say)
+    stopped_at: str | None = STOPPED_AT  # what stop_compute says (None: AWS did not say)
     leftovers: list[Leftover] = field(default_factory=list)
-    leftovers_for: Optional[int] = None  # the leftovers are listed by this many audits, then gone (None: always)
+    leftovers_for: int | None = None  # the leftovers are listed by this many audits, then gone (None: always)
     node_errors: list[BaseException] = field(default_factory=list)  # raised by the next active_nodes calls
-    destroy_failures: list[str] = field(default_factory=list)       # outputs of the next failing destroys
-    up_failure: Optional[str] = None
+    destroy_failures: list[str] = field(default_factory=list)  # outputs of the next failing destroys
+    up_failure: str | None = None
     deploy_outputs: dict[str, Any] = field(default_factory=deployed_outputs)
-    interrupt_after: Optional[int] = None
+    interrupt_after: int | None = None
     calls: list[tuple] = field(default_factory=list)
 
     def record(self, *call: Any) -> None:
@@ -199,7 +218,7 @@ class RecordingCloud:
     def __init__(self, world: World):
         self.world = world
 
-    def marker(self, bucket: str, run_id: str) -> Optional[Marker]:
+    def marker(self, bucket: str, run_id: str) -> Marker | None:
         self.world.record("marker", bucket, run_id)
         self.world.step_done()
         if self.world.markers_after > 0:
@@ -225,7 +244,7 @@ class RecordingCloud:
     def expect_file_systems(self, file_system_ids) -> None:
         self.expected_file_systems = tuple(file_system_ids)  # not a call on AWS: kept, not recorded
 
-    def export_checkpoints(self, run_id: str, since: Optional[str] = None) -> ExportStatus:
+    def export_checkpoints(self, run_id: str, since: str | None = None) -> ExportStatus:
         if run_id not in self.world.filesystems:
             state = "no-filesystem"
         else:
@@ -235,8 +254,11 @@ class RecordingCloud:
                 self.world.filesystems.discard(run_id)
         self.world.record("export_checkpoints", run_id, since, state)
         self.world.step_done()
-        return ExportStatus(state, self.world.export_detail if state == "failed" else "",
-                            None if state == "no-filesystem" else "task-0123")
+        return ExportStatus(
+            state,
+            self.world.export_detail if state == "failed" else "",
+            None if state == "no-filesystem" else "task-0123",
+        )
 
     def audit(self, run_id: str) -> list[Leftover]:
         self.world.record("audit", run_id)

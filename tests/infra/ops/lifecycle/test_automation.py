@@ -4,6 +4,7 @@ The fake records its argv and working directory, answers what the Automation API
 `stack ls --json`, `config --json`, `stack output --json`, `stack history --json`) and fails on cue,
 so the real `pulumi.automation` code runs end to end with no Pulumi CLI and no cloud.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from infra.core.project import ROOT
 from infra.ops.automation import AutomationStacks, structured
 from infra.ops.lifecycle.ports import StackOpsError
 from infra.ops.lifecycle.teardown import transient_destroy_failure
-from infra.core.project import ROOT
 from tests.infra.ops.lifecycle.recording import DEPENDENCY_VIOLATION, deployed_outputs, training_config
 
 STACK = "training-demo"
 EXPIRES_AT = "mlinfra:training.lifecycle.expiresAt"
 
-FAKE_PULUMI = r'''#!{python}
+FAKE_PULUMI = r"""#!{python}
 import json, os, sys
 here = {here!r}
 args = sys.argv[1:]
@@ -73,7 +74,7 @@ elif a[:1] == ["destroy"]:
 else:
     sys.stderr.write("fake pulumi: unexpected %r\n" % (args,))
     sys.exit(2)
-'''
+"""
 
 
 @pytest.fixture
@@ -82,8 +83,12 @@ def fake(tmp_path: Path):
     script = tmp_path / "bin" / "pulumi"
     script.write_text(FAKE_PULUMI.format(python=sys.executable, here=str(tmp_path)))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    state = {"stacks": ["registry", "organization/mlinfra/training-demo"], "config": training_config(),
-             "outputs": deployed_outputs(), "destroy_failures": []}
+    state = {
+        "stacks": ["registry", "organization/mlinfra/training-demo"],
+        "config": training_config(),
+        "outputs": deployed_outputs(),
+        "destroy_failures": [],
+    }
     (tmp_path / "state.json").write_text(json.dumps(state))
 
     def calls() -> list[list[str]]:
@@ -124,8 +129,18 @@ def test_set_config_selects_the_stack_and_sets_one_path(fake):
     stacks.set_config(STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")
     assert calls()[1:] == [
         ["--non-interactive", "stack", "select", "--stack", STACK],
-        ["config", "set", "--path", EXPIRES_AT, "--plaintext", "--stack", STACK, "--non-interactive", "--",
-         "2026-03-02T10:01:00Z"],
+        [
+            "config",
+            "set",
+            "--path",
+            EXPIRES_AT,
+            "--plaintext",
+            "--stack",
+            STACK,
+            "--non-interactive",
+            "--",
+            "2026-03-02T10:01:00Z",
+        ],
     ]
 
 
@@ -133,7 +148,10 @@ def test_set_config_on_a_stack_known_only_by_its_file_creates_it_first(fake):
     stacks, calls, _, _ = fake
     stacks.set_config("training-next", EXPIRES_AT, "2026-03-02T10:01:00Z")
     assert [argv[:3] for argv in calls()[1:]] == [
-        ["--non-interactive", "stack", "select"], ["--non-interactive", "stack", "init"], ["config", "set", "--path"]]
+        ["--non-interactive", "stack", "select"],
+        ["--non-interactive", "stack", "init"],
+        ["config", "set", "--path"],
+    ]
     assert calls()[2] == ["--non-interactive", "stack", "init", "training-next"]
 
 
@@ -143,8 +161,18 @@ def test_up_runs_the_local_program_and_streams_its_output(fake):
     stacks.up(STACK, lines.append)
     assert calls()[1:3] == [
         ["--non-interactive", "stack", "select", "--stack", STACK],
-        ["--non-interactive", "up", "--yes", "--skip-preview", "--color", "never", "--exec-kind", "auto.local",
-         "--stack", STACK],
+        [
+            "--non-interactive",
+            "up",
+            "--yes",
+            "--skip-preview",
+            "--color",
+            "never",
+            "--exec-kind",
+            "auto.local",
+            "--stack",
+            STACK,
+        ],
     ]
     assert [argv[1:3] for argv in calls()[3:]] == [["stack", "output"], ["stack", "output"], ["stack", "history"]]
     assert lines == [f"Updating ({STACK}):", "Resources: 45 created"]
@@ -157,8 +185,20 @@ def test_destroy_refreshes_first_goes_on_past_errors_and_remove_keeps_the_stack_
     issued = calls()
     # --refresh: what the guard already deleted leaves the state first; --continue-on-error: one security
     # group's DependencyViolation does not stop the deletion of everything else
-    assert ["--non-interactive", "destroy", "--skip-preview", "--yes", "--color", "never", "--continue-on-error",
-            "--refresh", "--exec-kind", "auto.local", "--stack", STACK] in issued
+    assert [
+        "--non-interactive",
+        "destroy",
+        "--skip-preview",
+        "--yes",
+        "--color",
+        "never",
+        "--continue-on-error",
+        "--refresh",
+        "--exec-kind",
+        "auto.local",
+        "--stack",
+        STACK,
+    ] in issued
     assert issued[-1] == ["--non-interactive", "stack", "rm", "--yes", "--preserve-config", STACK]
 
 
@@ -177,8 +217,10 @@ def test_a_failed_destroy_carries_the_engine_output_for_classification(fake):
 def test_outputs_are_plain_values(fake):
     stacks, calls, _, _ = fake
     assert stacks.outputs(STACK) == deployed_outputs()
-    assert calls()[1:] == [["--non-interactive", "stack", "output", "--json", "--stack", STACK],
-                           ["--non-interactive", "stack", "output", "--json", "--show-secrets", "--stack", STACK]]
+    assert calls()[1:] == [
+        ["--non-interactive", "stack", "output", "--json", "--stack", STACK],
+        ["--non-interactive", "stack", "output", "--json", "--show-secrets", "--stack", STACK],
+    ]
 
 
 def test_an_unknown_stack_is_a_stack_ops_error(fake):
@@ -195,8 +237,14 @@ def test_no_pulumi_cli_is_one_clear_error(tmp_path):
     assert str(error.value).startswith("the pulumi CLI was not found; install it")
 
 
-@pytest.mark.parametrize("value, parsed", [
-    ('{"runId": "r"}', {"runId": "r"}), ("[1, 2]", [1, 2]), ("training", "training"), ("{not json", "{not json"),
-])
+@pytest.mark.parametrize(
+    "value, parsed",
+    [
+        ('{"runId": "r"}', {"runId": "r"}),
+        ("[1, 2]", [1, 2]),
+        ("training", "training"),
+        ("{not json", "{not json"),
+    ],
+)
 def test_structured_values_are_parsed(value, parsed):
     assert structured(value) == parsed

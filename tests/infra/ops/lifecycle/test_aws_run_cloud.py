@@ -1,8 +1,9 @@
 """AwsRunCloud (the boto3 RunCloud) against the moto server, reached through AWS_ENDPOINT_URL."""
+
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,7 +11,14 @@ from infra.ops.lifecycle.aws.cloud import AwsRunCloud
 from infra.ops.lifecycle.ports import ExportStatus, Marker, StoppedCompute
 from run_guard import actions
 from run_guard.config import MAX_EXPORT_ATTEMPTS
-from tests.infra.ops.lifecycle.aws_world import REGION, REGISTRY, export_task, file_system_state, instance_states, make_run
+from tests.infra.ops.lifecycle.aws_world import (
+    REGION,
+    REGISTRY,
+    export_task,
+    file_system_state,
+    instance_states,
+    make_run,
+)
 
 
 @pytest.fixture
@@ -23,13 +31,22 @@ def iso(moment: datetime) -> str:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def marker_body(status: str, **fields) -> bytes:
-    body = {"run_id": "run-a", "status": status, "exit_code": 0, "checkpoints_exported": True,
-            "started_at": "2026-11-21T08:00:00Z", "ended_at": "2026-11-21T10:00:00Z", "node_count": 2, "rank": 0,
-            "host": "10.0.0.4", **fields}
+    body = {
+        "run_id": "run-a",
+        "status": status,
+        "exit_code": 0,
+        "checkpoints_exported": True,
+        "started_at": "2026-11-21T08:00:00Z",
+        "ended_at": "2026-11-21T10:00:00Z",
+        "node_count": 2,
+        "rank": 0,
+        "host": "10.0.0.4",
+        **fields,
+    }
     return json.dumps(body).encode()
 
 
@@ -39,11 +56,16 @@ def guard_task(aws, fs_id: str, run_id: str = "run-a", tagged: bool = True) -> s
 
 def test_marker(aws, registry, cloud):
     assert cloud.marker(REGISTRY, "run-a") is None
-    aws.s3.put_object(Bucket=REGISTRY, Key="runs/run-a/_FAILED", Body=marker_body("FAILED", exit_code=3,
-                                                                                    checkpoints_exported=False))
+    aws.s3.put_object(
+        Bucket=REGISTRY, Key="runs/run-a/_FAILED", Body=marker_body("FAILED", exit_code=3, checkpoints_exported=False)
+    )
     failed = cloud.marker(REGISTRY, "run-a")
-    assert (failed.status, failed.exit_code, failed.checkpoints_exported, failed.ended_at) == \
-        ("FAILED", 3, False, "2026-11-21T10:00:00Z")
+    assert (failed.status, failed.exit_code, failed.checkpoints_exported, failed.ended_at) == (
+        "FAILED",
+        3,
+        False,
+        "2026-11-21T10:00:00Z",
+    )
     assert failed.body["host"] == "10.0.0.4"
     aws.s3.put_object(Bucket=REGISTRY, Key="runs/run-a/_SUCCESS", Body=marker_body("SUCCESS"))
     assert cloud.marker(REGISTRY, "run-a").status == "SUCCESS"
@@ -56,6 +78,7 @@ def test_an_unreadable_marker_still_counts(aws, registry, cloud):
 
 
 # --- compute -----------------------------------------------------------------------------------
+
 
 def test_active_nodes_and_stop_compute_touch_only_the_run(aws, cloud):
     run_a, run_b = make_run(aws, "run-a", nodes=3, lustre=False), make_run(aws, "run-b", nodes=2, lustre=False)
@@ -74,16 +97,22 @@ def test_stop_compute_without_any_instance_cannot_say_when(aws, cloud):
     assert cloud.stop_compute("run-a") == StoppedCompute((), None)
 
 
-@pytest.mark.parametrize("reason, expected", [
-    ("User initiated (2019-12-05 16:45:41 GMT)", datetime(2019, 12, 5, 16, 45, 41, tzinfo=timezone.utc)),  # EC2
-    ("User initiated (2026-11-21 10:00:02 UTC)", datetime(2026, 11, 21, 10, 0, 2, tzinfo=timezone.utc)),   # moto
-    ("", None), (None, None), ("Server.SpotInstanceTermination", None),
-])
+@pytest.mark.parametrize(
+    "reason, expected",
+    [
+        ("User initiated (2019-12-05 16:45:41 GMT)", datetime(2019, 12, 5, 16, 45, 41, tzinfo=UTC)),  # EC2
+        ("User initiated (2026-11-21 10:00:02 UTC)", datetime(2026, 11, 21, 10, 0, 2, tzinfo=UTC)),  # moto
+        ("", None),
+        (None, None),
+        ("Server.SpotInstanceTermination", None),
+    ],
+)
 def test_when_ec2_says_an_instance_stopped(reason, expected):
     assert actions.transition_time(reason) == expected
 
 
 # --- export ------------------------------------------------------------------------------------
+
 
 def test_export_checkpoints_steps(aws, cloud):
     assert cloud.export_checkpoints("run-a").state == "no-filesystem"
@@ -91,8 +120,9 @@ def test_export_checkpoints_steps(aws, cloud):
     since = iso(utc_now())
     started = cloud.export_checkpoints("run-a", since)
     assert started.state == "started" and started.task_id
-    assert cloud.export_checkpoints("run-a", since) == \
-        ExportStatus("running", f"export task {started.task_id} is PENDING", started.task_id)
+    assert cloud.export_checkpoints("run-a", since) == ExportStatus(
+        "running", f"export task {started.task_id} is PENDING", started.task_id
+    )
     aws.set_task(started.task_id, "SUCCEEDED")
     assert cloud.export_checkpoints("run-a", since).state == "succeeded"
     assert file_system_state(aws, run.file_system_id) == "AVAILABLE", "the adapter never deletes"
@@ -102,8 +132,12 @@ def test_the_export_asks_for_a_failed_files_report_inside_the_checkpoints_reposi
     run = make_run(aws, "run-a")
     started = cloud.export_checkpoints("run-a", iso(utc_now()))
     [task] = aws.fsx.describe_data_repository_tasks(TaskIds=[started.task_id])["DataRepositoryTasks"]
-    assert task["Report"] == {"Enabled": True, "Path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports",
-                              "Format": "REPORT_CSV_20191124", "Scope": "FAILED_FILES_ONLY"}
+    assert task["Report"] == {
+        "Enabled": True,
+        "Path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports",
+        "Format": "REPORT_CSV_20191124",
+        "Scope": "FAILED_FILES_ONLY",
+    }
     assert (task["Paths"], task["FileSystemId"]) == (["checkpoints"], run.file_system_id)
 
 
@@ -119,8 +153,9 @@ def test_a_task_started_by_this_object_counts_whatever_the_clocks_say(aws, cloud
     ahead = iso(utc_now() + timedelta(hours=1))  # the local clock runs an hour ahead of AWS's
     started = cloud.export_checkpoints("run-a", ahead)
     aws.set_task(started.task_id, "SUCCEEDED")
-    assert cloud.export_checkpoints("run-a", ahead) == \
-        ExportStatus("succeeded", f"export task {started.task_id} succeeded", started.task_id)
+    assert cloud.export_checkpoints("run-a", ahead) == ExportStatus(
+        "succeeded", f"export task {started.task_id} succeeded", started.task_id
+    )
     assert len(aws.fsx.describe_data_repository_tasks()["DataRepositoryTasks"]) == 1, "never a second export"
 
 
@@ -140,18 +175,21 @@ def test_a_run_tagged_export_after_compute_stopped_counts_and_others_do_not(aws,
             aws.set_task(task["TaskId"], "CANCELED")
     by_guard = guard_task(aws, run.file_system_id)
     aws.set_task(by_guard, "SUCCEEDED")
-    assert AwsRunCloud(REGION).export_checkpoints("run-a", since) == \
-        ExportStatus("succeeded", f"export task {by_guard} succeeded", by_guard)
+    assert AwsRunCloud(REGION).export_checkpoints("run-a", since) == ExportStatus(
+        "succeeded", f"export task {by_guard} succeeded", by_guard
+    )
 
 
 def test_any_running_task_of_the_file_system_is_waited_for(aws, cloud):
     run = make_run(aws, "run-a")
-    other = aws.fsx.create_data_repository_task(Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=run.file_system_id,
-                                                Report={"Enabled": False})["DataRepositoryTask"]["TaskId"]
+    other = aws.fsx.create_data_repository_task(
+        Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=run.file_system_id, Report={"Enabled": False}
+    )["DataRepositoryTask"]["TaskId"]
     aws.set_task(other, "EXECUTING")
     status = cloud.export_checkpoints("run-a", iso(utc_now()))
-    assert status == ExportStatus("running", f"data repository (IMPORT_METADATA_FROM_REPOSITORY) task {other} "
-                                             "is EXECUTING", other)
+    assert status == ExportStatus(
+        "running", f"data repository (IMPORT_METADATA_FROM_REPOSITORY) task {other} is EXECUTING", other
+    )
     assert len(aws.fsx.describe_data_repository_tasks()["DataRepositoryTasks"]) == 1
 
 
@@ -169,8 +207,9 @@ def test_export_checkpoints_gives_up_after_repeated_failures(aws, cloud):
 def test_a_file_system_being_deleted_is_not_gone(aws, cloud):
     run = make_run(aws, "run-a")
     aws.fsx.delete_file_system(FileSystemId=run.file_system_id)
-    assert cloud.export_checkpoints("run-a") == \
-        ExportStatus("deleting", f"file system {run.file_system_id} is being deleted")
+    assert cloud.export_checkpoints("run-a") == ExportStatus(
+        "deleting", f"file system {run.file_system_id} is being deleted"
+    )
     aws.set_file_system(run.file_system_id, "DELETED")
     assert cloud.export_checkpoints("run-a").state == "no-filesystem"
 
@@ -206,8 +245,11 @@ def test_audit_is_the_audit_module(aws, cloud):
 def test_automatic_export_is_turned_off_before_the_export_task_and_waited_for(aws, cloud):
     """FSx runs no export task while the association has automatic export on (DeleteFileSystem API)."""
     run = make_run(aws, "run-a")
-    (checkpoints,) = [a for a in aws.fsx.describe_data_repository_associations()["Associations"]
-                      if a["FileSystemPath"] == "/checkpoints"]
+    (checkpoints,) = [
+        a
+        for a in aws.fsx.describe_data_repository_associations()["Associations"]
+        if a["FileSystemPath"] == "/checkpoints"
+    ]
     assert checkpoints["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED"]
     aws.set_association(checkpoints["AssociationId"], "UPDATING")  # FSx still applying an earlier change
     waiting = cloud.export_checkpoints("run-a", iso(utc_now()))
@@ -218,6 +260,7 @@ def test_automatic_export_is_turned_off_before_the_export_task_and_waited_for(aw
     assert started.state == "started"
     after = aws.fsx.describe_data_repository_associations(AssociationIds=[checkpoints["AssociationId"]])
     assert after["Associations"][0]["S3"]["AutoExportPolicy"]["Events"] == []
-    datasets = [a for a in aws.fsx.describe_data_repository_associations()["Associations"]
-                if a["FileSystemPath"] == "/datasets"][0]
+    datasets = [
+        a for a in aws.fsx.describe_data_repository_associations()["Associations"] if a["FileSystemPath"] == "/datasets"
+    ][0]
     assert datasets["S3"] == {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}  # left alone

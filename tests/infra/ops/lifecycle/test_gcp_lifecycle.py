@@ -1,9 +1,10 @@
 """The lifecycle commands on a GCP training stack: reap plans it like any other, teardown runs through the
 real `GcpRunCloud` against the emulators (nodes deleted, checkpoints exported by Managed Lustre, destroy,
 audit, stack removed), and the CLI builds the GCP adapter from the stack's config."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,26 +13,40 @@ from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 from infra.ops.lifecycle.reap import StackFacts, plan_reap
 from infra.ops.lifecycle.teardown import AuditRetry, teardown
 from tests.helpers import run_cli
-from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, StackState, World, printed, runtime
 from tests.infra.ops.lifecycle.gcp_world import BUCKET, LABEL, PROJECT, RUN, ZONE, put_object, seed_run
+from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, StackState, World, printed, runtime
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 STACK = "training-gcp-test"
 
 
 def test_reap_plans_gcp_stacks_by_expiry_like_aws_ones():
-    decisions = plan_reap([
-        StackFacts("gcp-live", "training", deployed=True, expires_at_output="2026-03-01T13:00:00Z"),
-        StackFacts("gcp-old", "training", deployed=True, expires_at_output="2026-03-01T11:00:00Z"),
-    ], NOW)
+    decisions = plan_reap(
+        [
+            StackFacts("gcp-live", "training", deployed=True, expires_at_output="2026-03-01T13:00:00Z"),
+            StackFacts("gcp-old", "training", deployed=True, expires_at_output="2026-03-01T11:00:00Z"),
+        ],
+        NOW,
+    )
     assert [(d.stack, d.action) for d in decisions] == [("gcp-live", "keep"), ("gcp-old", "reap")]
 
 
 def gcp_config() -> dict:
-    return {"gcp:project": PROJECT, "gcp:region": "us-central1", "mlinfra:kind": "training", "mlinfra:cloud": "gcp",
-            "mlinfra:training": {"runId": RUN, "machineType": "a3-highgpu-8g", "nodeCount": 2, "zone": ZONE,
-                                 "dataBucket": BUCKET, "image": "projects/p/global/images/family/a3",
-                                 "lifecycle": {"ttlHours": 24}}}
+    return {
+        "gcp:project": PROJECT,
+        "gcp:region": "us-central1",
+        "mlinfra:kind": "training",
+        "mlinfra:cloud": "gcp",
+        "mlinfra:training": {
+            "runId": RUN,
+            "machineType": "a3-highgpu-8g",
+            "nodeCount": 2,
+            "zone": ZONE,
+            "dataBucket": BUCKET,
+            "image": "projects/p/global/images/family/a3",
+            "lifecycle": {"ttlHours": 24},
+        },
+    }
 
 
 class EmulatedStacks(RecordingStacks):
@@ -67,15 +82,21 @@ def test_teardown_deletes_the_nodes_exports_then_destroys_audits_and_removes(gcp
     assert teardown(STACK, stacks, gcp_cloud, rt, audit_retry=AuditRetry(pauses=())) == 0
     assert STACK not in world.stacks
     calls = [(method, path.rsplit("/", 1)[-1]) for method, path, _, _ in gcp.requests if method != "GET"]
-    assert calls == [("DELETE", f"mlinfra-{RUN}-node-0"), ("DELETE", f"mlinfra-{RUN}-node-1"),
-                     ("POST", f"mlinfra-{RUN}:exportData")]  # compute gone before the export starts
+    assert calls == [
+        ("DELETE", f"mlinfra-{RUN}-node-0"),
+        ("DELETE", f"mlinfra-{RUN}-node-1"),
+        ("POST", f"mlinfra-{RUN}:exportData"),
+    ]  # compute gone before the export starts
     export = next(iter(gcp.lustre_operations.values()))
     assert export["done"] and export["request"]["gcsPath"]["uri"] == f"gs://{BUCKET}/checkpoints/{RUN}/"
     lines = printed(rt)
     assert lines[0] == f"stack {STACK}: run {RUN}, bucket {BUCKET}"
     assert "compute: terminated 2 instance(s) of run " + RUN in lines
     assert any(line.startswith("checkpoints: exported to the registry (task projects/") for line in lines)
-    assert lines[-2:] == [f"audit: nothing left with run id {RUN}", f"stack {STACK}: removed (its file in stacks/ is kept)"]
+    assert lines[-2:] == [
+        f"audit: nothing left with run id {RUN}",
+        f"stack {STACK}: removed (its file in stacks/ is kept)",
+    ]
 
 
 def test_checkpoints_the_nodes_copied_themselves_need_no_export(gcp, gcp_cloud, deployed):
@@ -96,8 +117,13 @@ def test_a_failed_export_keeps_everything_but_the_nodes(gcp, gcp_cloud, deployed
 
 def test_leftovers_after_destroy_keep_the_stack(gcp, gcp_cloud, deployed):
     world, stacks = deployed
-    gcp.assets.append({"name": f"//storage.googleapis.com/projects/_/buckets/mlinfra-{RUN}-tmp",
-                       "assetType": "storage.googleapis.com/Bucket", "labels": {LABEL: RUN}})
+    gcp.assets.append(
+        {
+            "name": f"//storage.googleapis.com/projects/_/buckets/mlinfra-{RUN}-tmp",
+            "assetType": "storage.googleapis.com/Bucket",
+            "labels": {LABEL: RUN},
+        }
+    )
     rt = runtime(FakeClock())
     assert teardown(STACK, stacks, gcp_cloud, rt, audit_retry=AuditRetry(pauses=(60,))) == 1
     assert STACK in world.stacks
@@ -126,12 +152,18 @@ def test_audit_cli_on_gcp_against_the_emulators(gcp):
     assert '"project": "mlinfra-test"' in left.stdout and "compute:instance" in left.stdout
 
 
-@pytest.mark.parametrize("args, words", [
-    (("--cloud", "gcp", "--run-id", RUN), "--project: required with --cloud gcp"),
-    (("--cloud", "gcp", "--project", PROJECT, "--region", "us-east-1", "--run-id", RUN), "--region: only with --cloud aws"),
-    (("--project", PROJECT, "--run-id", RUN), "--project: only with --cloud gcp"),
-    (("--cloud", "gcp", "--project", PROJECT, "--run-id", "Bad_Id"), "--run-id: 'Bad_Id' is not a run id"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--cloud", "gcp", "--run-id", RUN), "--project: required with --cloud gcp"),
+        (
+            ("--cloud", "gcp", "--project", PROJECT, "--region", "us-east-1", "--run-id", RUN),
+            "--region: only with --cloud aws",
+        ),
+        (("--project", PROJECT, "--run-id", RUN), "--project: only with --cloud gcp"),
+        (("--cloud", "gcp", "--project", PROJECT, "--run-id", "Bad_Id"), "--run-id: 'Bad_Id' is not a run id"),
+    ],
+)
 def test_audit_flags_that_do_not_fit_exit_2(args, words):
     done = run_cli("audit", *args, env={"GOOGLE_CLOUD_PROJECT": ""})
     assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
@@ -145,8 +177,14 @@ def test_run_on_gcp_deploys_watches_the_nodes_and_tears_down_on_the_marker(gcp, 
 
     stack = "training-gcp-demo"
     name = f"projects/{PROJECT}/locations/{ZONE}/instances/mlinfra-{RUN}"
-    world = run_world(deploy_outputs={"runId": RUN, "expiresAt": "2026-03-02T10:01:00Z", "dataBucket": BUCKET,
-                                      "lustreInstanceId": name})
+    world = run_world(
+        deploy_outputs={
+            "runId": RUN,
+            "expiresAt": "2026-03-02T10:01:00Z",
+            "dataBucket": BUCKET,
+            "lustreInstanceId": name,
+        }
+    )
     stacks = EmulatedStacks(world, gcp)
     clock = FakeClock()
     slept = []
@@ -164,8 +202,11 @@ def test_run_on_gcp_deploys_watches_the_nodes_and_tears_down_on_the_marker(gcp, 
     code = run(stack, stacks, gcp_cloud, rt, preview_fn=lambda *a: type("Clean", (), {"errors": []})())
     lines = printed(rt)
     assert code == 0, lines
-    assert world.calls[:3] == [("exists", stack), ("set_config", stack, "mlinfra:training.lifecycle.expiresAt",
-                                                      "2026-03-02T10:01:00Z"), ("up", stack)]
+    assert world.calls[:3] == [
+        ("exists", stack),
+        ("set_config", stack, "mlinfra:training.lifecycle.expiresAt", "2026-03-02T10:01:00Z"),
+        ("up", stack),
+    ]
     assert f"up: deployed run {RUN} (2 x a3-highgpu-8g), expires-at 2026-03-02T10:01:00Z" in lines
     assert lines[-1].startswith(f"run {RUN}: job succeeded; 1h 0") and "at the on-demand list price" in lines[-1]
     assert gcp.instances == {} and stack not in world.stacks

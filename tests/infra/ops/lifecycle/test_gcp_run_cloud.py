@@ -1,7 +1,8 @@
 """`GcpRunCloud` against local emulators (tests/infra/ops/lifecycle/gcp_world.py)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_stop_compute_with_nothing_left_cannot_say_when(gcp, gcp_cloud):
 
 def test_export_steps_start_run_then_succeed_into_the_runs_checkpoints(gcp, gcp_cloud):
     name = seed_run(gcp)
-    since = (datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+    since = (datetime.now(UTC) - timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
     first = gcp_cloud.export_checkpoints(RUN, since)
     assert first.state == "started"
     request = next(op["request"] for op in gcp.lustre_operations.values())
@@ -60,26 +61,30 @@ def test_export_steps_start_run_then_succeed_into_the_runs_checkpoints(gcp, gcp_
 DESTINATION = f"gs://{BUCKET}/checkpoints/{RUN}/"
 
 
-@pytest.mark.parametrize("why, operation", [
-    ("created before the nodes were gone: a node may still have written", dict(created=-5)),
-    ("an import, not an export", dict(transfer="IMPORT", created=1)),
-    ("an export of other data", dict(created=1, path="/datasets")),
-    ("an export to another place", dict(created=1, uri="gs://elsewhere/checkpoints/")),
-    ("an export that left files behind", dict(created=1, failed_files=3)),
-    ("an export that ended in error", dict(created=1, error="internal error")),
-])
+@pytest.mark.parametrize(
+    "why, operation",
+    [
+        ("created before the nodes were gone: a node may still have written", dict(created=-5)),
+        ("an import, not an export", dict(transfer="IMPORT", created=1)),
+        ("an export of other data", dict(created=1, path="/datasets")),
+        ("an export to another place", dict(created=1, uri="gs://elsewhere/checkpoints/")),
+        ("an export that left files behind", dict(created=1, failed_files=3)),
+        ("an export that ended in error", dict(created=1, error="internal error")),
+    ],
+)
 def test_exports_that_do_not_prove_the_checkpoints_are_out_do_not_count(gcp, gcp_cloud, why, operation):
     name = seed_run(gcp)
-    stopped = datetime.now(timezone.utc) - timedelta(minutes=10)
+    stopped = datetime.now(UTC) - timedelta(minutes=10)
     created = stopped + timedelta(minutes=operation.pop("created"))
-    gcp.add_lustre_operation(name, operation.pop("transfer", "EXPORT"), created,
-                             uri=operation.pop("uri", DESTINATION), **operation)
+    gcp.add_lustre_operation(
+        name, operation.pop("transfer", "EXPORT"), created, uri=operation.pop("uri", DESTINATION), **operation
+    )
     assert gcp_cloud.export_checkpoints(RUN, stopped.isoformat()).state == "started", why
 
 
 def test_an_export_after_compute_stopped_counts_even_if_another_object_started_it(gcp, gcp_cloud):
     name = seed_run(gcp)
-    stopped = datetime.now(timezone.utc) - timedelta(minutes=10)
+    stopped = datetime.now(UTC) - timedelta(minutes=10)
     gcp.add_lustre_operation(name, "EXPORT", stopped + timedelta(minutes=2), uri=DESTINATION)
     status = gcp_cloud.export_checkpoints(RUN, stopped.isoformat())
     assert status.state == "succeeded" and not [m for m, *_ in gcp.requests if m == "POST"]
@@ -88,7 +93,7 @@ def test_an_export_after_compute_stopped_counts_even_if_another_object_started_i
 def test_another_file_systems_export_in_the_same_zone_does_not_count(gcp, gcp_cloud):
     seed_run(gcp)
     other = gcp.add_file_system(ZONE, "someone-elses", {})
-    stopped = datetime.now(timezone.utc) - timedelta(minutes=10)
+    stopped = datetime.now(UTC) - timedelta(minutes=10)
     gcp.add_lustre_operation(other, "EXPORT", stopped + timedelta(minutes=2), uri=DESTINATION)
     assert gcp_cloud.export_checkpoints(RUN, stopped.isoformat()).state == "started"
 
@@ -145,16 +150,30 @@ def test_audit_finds_what_the_run_left_by_label_and_by_name_and_nothing_of_other
     gcp.add_regional("routers", "us-central1", f"{prefix}-router")
     gcp.add_regional("resourcePolicies", "us-central1", f"{prefix}-compact")
     gcp.add_regional("subnetworks", "us-central1", "default")
-    gcp.assets += [{"name": f"//storage.googleapis.com/projects/_/buckets/{prefix}-scratch", "assetType":
-                    "storage.googleapis.com/Bucket", "labels": {LABEL: RUN}},
-                   {"name": f"//compute.googleapis.com/projects/{PROJECT}/zones/{ZONE}/instances/{prefix}-node-0",
-                    "assetType": "compute.googleapis.com/Instance", "labels": {LABEL: RUN}}]
-    found = {(leftover.kind, leftover.identifier.rsplit("/", 1)[-1], leftover.found_by) for leftover in gcp_cloud.audit(RUN)}
+    gcp.assets += [
+        {
+            "name": f"//storage.googleapis.com/projects/_/buckets/{prefix}-scratch",
+            "assetType": "storage.googleapis.com/Bucket",
+            "labels": {LABEL: RUN},
+        },
+        {
+            "name": f"//compute.googleapis.com/projects/{PROJECT}/zones/{ZONE}/instances/{prefix}-node-0",
+            "assetType": "compute.googleapis.com/Instance",
+            "labels": {LABEL: RUN},
+        },
+    ]
+    found = {
+        (leftover.kind, leftover.identifier.rsplit("/", 1)[-1], leftover.found_by) for leftover in gcp_cloud.audit(RUN)
+    }
     assert found == {
-        ("compute:instance", f"{prefix}-node-0", "compute-labels"), ("compute:disk", f"{prefix}-node-0", "compute-labels"),
-        ("lustre:instance", prefix, "lustre"), ("compute:network", f"{prefix}-gpunet-1", "compute-names"),
-        ("compute:firewall", f"{prefix}-internal", "compute-names"), ("compute:global-address", f"{prefix}-lustre", "compute-names"),
-        ("compute:subnetwork", f"{prefix}-sub", "compute-names"), ("compute:router", f"{prefix}-router", "compute-names"),
+        ("compute:instance", f"{prefix}-node-0", "compute-labels"),
+        ("compute:disk", f"{prefix}-node-0", "compute-labels"),
+        ("lustre:instance", prefix, "lustre"),
+        ("compute:network", f"{prefix}-gpunet-1", "compute-names"),
+        ("compute:firewall", f"{prefix}-internal", "compute-names"),
+        ("compute:global-address", f"{prefix}-lustre", "compute-names"),
+        ("compute:subnetwork", f"{prefix}-sub", "compute-names"),
+        ("compute:router", f"{prefix}-router", "compute-names"),
         ("compute:resource-policy", f"{prefix}-compact", "compute-names"),
         ("iam:service-account", f"train-{RUN}@{PROJECT}.iam.gserviceaccount.com", "iam"),
         # the inventory's copy of the instance is not reported twice; what only the inventory knows is
@@ -171,7 +190,10 @@ def test_google_errors_carry_status_and_reason(gcp, gcp_cloud):
     gcp.fail_next.append((403, "PERMISSION_DENIED", "Permission 'compute.instances.list' denied"))
     with pytest.raises(GcpApiError) as raised:
         gcp_cloud.active_nodes(RUN)
-    assert (raised.value.status, str(raised.value)) == (403, "PERMISSION_DENIED: Permission 'compute.instances.list' denied")
+    assert (raised.value.status, str(raised.value)) == (
+        403,
+        "PERMISSION_DENIED: Permission 'compute.instances.list' denied",
+    )
 
 
 def test_object_names_are_escaped(gcp, gcp_cloud):
@@ -181,7 +203,7 @@ def test_object_names_are_escaped(gcp, gcp_cloud):
 
 def test_a_running_import_is_waited_for_before_any_export(gcp, gcp_cloud):
     name = seed_run(gcp)
-    gcp.add_lustre_operation(name, "IMPORT", datetime.now(timezone.utc), done=False)
+    gcp.add_lustre_operation(name, "IMPORT", datetime.now(UTC), done=False)
     status = gcp_cloud.export_checkpoints(RUN)
     assert (status.state, status.detail) == ("running", f"import of {name} in progress")
     assert not [m for m, *_ in gcp.requests if m == "POST"]  # a second transfer would be ABORTED
@@ -218,8 +240,9 @@ def test_the_file_system_named_for_the_run_is_found_even_without_its_label(gcp):
     from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 
     name = gcp.add_file_system(ZONE, f"mlinfra-{RUN}", {})
-    cloud = GcpRunCloud(PROJECT, BUCKET, api=GcpApi(requests.Session(), gcp.endpoints), sleep=lambda s: None,
-                        lustre_instances=[name])
+    cloud = GcpRunCloud(
+        PROJECT, BUCKET, api=GcpApi(requests.Session(), gcp.endpoints), sleep=lambda s: None, lustre_instances=[name]
+    )
     assert cloud.export_checkpoints(RUN).state == "started"
 
 

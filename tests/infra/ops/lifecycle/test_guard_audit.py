@@ -1,9 +1,10 @@
 """`audit --run-id R` against the moto server: leaked run resources are found, a clean account is clean,
 and what the tagging API still lists after a destroy is confirmed by a direct describe."""
+
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -51,15 +52,24 @@ def leak(aws, run_id: str) -> dict[str, str]:
     aws.ec2.terminate_instances(InstanceIds=run.instance_ids)
     aws.fsx.delete_file_system(FileSystemId=run.file_system_id, LustreConfiguration={"SkipFinalBackup": True})
     aws.set_file_system(run.file_system_id, "DELETED")
-    eni = aws.ec2.create_network_interface(SubnetId=run.subnet_id, TagSpecifications=[
-        {"ResourceType": "network-interface", "Tags": tags}])["NetworkInterface"]["NetworkInterfaceId"]
+    eni = aws.ec2.create_network_interface(
+        SubnetId=run.subnet_id, TagSpecifications=[{"ResourceType": "network-interface", "Tags": tags}]
+    )["NetworkInterface"]["NetworkInterfaceId"]
     untagged_eni = aws.ec2.create_network_interface(SubnetId=run.subnet_id)["NetworkInterface"]["NetworkInterfaceId"]
-    volume = aws.ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=8, TagSpecifications=[
-        {"ResourceType": "volume", "Tags": tags}])["VolumeId"]
+    volume = aws.ec2.create_volume(
+        AvailabilityZone=f"{REGION}a", Size=8, TagSpecifications=[{"ResourceType": "volume", "Tags": tags}]
+    )["VolumeId"]
     log_group = f"/aws/lambda/mlinfra-guard-{run_id}"
     aws.logs.create_log_group(logGroupName=log_group)  # Lambda creates it untagged
-    return {"backup": backup, "eni": eni, "untagged_eni": untagged_eni, "volume": volume, "log_group": log_group,
-            "vpc": run.vpc_id, "subnet": run.subnet_id}
+    return {
+        "backup": backup,
+        "eni": eni,
+        "untagged_eni": untagged_eni,
+        "volume": volume,
+        "log_group": log_group,
+        "vpc": run.vpc_id,
+        "subnet": run.subnet_id,
+    }
 
 
 def test_audit_finds_what_the_run_leaked(aws, capsys):
@@ -75,10 +85,13 @@ def test_audit_finds_what_the_run_leaked(aws, capsys):
     assert found[("logs:log-group", leaked["log_group"])] == "log-groups"
     assert found[("fsx:backup", leaked["backup"])] == "tagging-api+fsx-backups"
     assert ("ec2:vpc", leaked["vpc"]) in found and ("ec2:subnet", leaked["subnet"]) in found
-    assert {ident for kind, ident in found if kind == "ec2:network-interface"} == {leaked["eni"], leaked["untagged_eni"]}, \
-        "the terminated nodes' own interfaces go with them"
-    assert not any(kind in ("ec2:instance", "fsx:file-system", "fsx:association", "fsx:task") for kind, _ in found), \
+    assert {ident for kind, ident in found if kind == "ec2:network-interface"} == {
+        leaked["eni"],
+        leaked["untagged_eni"],
+    }, "the terminated nodes' own interfaces go with them"
+    assert not any(kind in ("ec2:instance", "fsx:file-system", "fsx:association", "fsx:task") for kind, _ in found), (
         "terminated/deleted count as gone; tasks are ignored"
+    )
     assert not any(other.vpc_id in ident or "run-ab" in ident for _, ident in found)
 
     assert audit_main("run-a", REGION, as_json=False) == 1
@@ -92,8 +105,11 @@ def test_audit_json_lists_the_leftovers(aws, capsys):
     assert audit_main("run-a", REGION, as_json=True) == 1
     document = json.loads(capsys.readouterr().out)
     assert document["run_id"] == "run-a" and document["clean"] is False
-    assert {"kind": "ec2:volume", "identifier": ec2_arn("volume", leaked["volume"]),
-            "found_by": "tagging-api+volumes"} in document["leftovers"]
+    assert {
+        "kind": "ec2:volume",
+        "identifier": ec2_arn("volume", leaked["volume"]),
+        "found_by": "tagging-api+volumes",
+    } in document["leftovers"]
 
 
 def test_audit_of_a_torn_down_run_is_clean(aws, capsys):
@@ -108,12 +124,17 @@ def test_audit_of_a_torn_down_run_is_clean(aws, capsys):
 def test_what_the_tagging_api_still_lists_right_after_a_destroy_is_not_a_leftover(aws):
     run = make_run(aws, "run-a", lustre=False)
     eip = aws.ec2.allocate_address(Domain="vpc", TagSpecifications=spec("elastic-ip"))["AllocationId"]
-    nat = aws.ec2.create_nat_gateway(SubnetId=run.subnet_id, AllocationId=eip,
-                                     TagSpecifications=spec("natgateway"))["NatGateway"]["NatGatewayId"]
+    nat = aws.ec2.create_nat_gateway(SubnetId=run.subnet_id, AllocationId=eip, TagSpecifications=spec("natgateway"))[
+        "NatGateway"
+    ]["NatGatewayId"]
     aws.ec2.delete_nat_gateway(NatGatewayId=nat)
     aws.ec2.release_address(AllocationId=eip)
-    listed = {m["ResourceARN"] for m in aws.tagging.get_resources(
-        TagFilters=[{"Key": "mlinfra:run-id", "Values": ["run-a"]}])["ResourceTagMappingList"]}
+    listed = {
+        m["ResourceARN"]
+        for m in aws.tagging.get_resources(TagFilters=[{"Key": "mlinfra:run-id", "Values": ["run-a"]}])[
+            "ResourceTagMappingList"
+        ]
+    }
     assert ec2_arn("natgateway", nat) in listed, "the emulator, like AWS, still lists the deleted NAT gateway"
     tear_down(aws, run)
     assert audit("run-a", aws.session) == []
@@ -141,6 +162,7 @@ def test_a_running_node_is_a_leftover(aws):
 
 # --- the confirmers, one kind at a time: present while it exists, gone once deleted --------------
 
+
 def _vpc(aws) -> str:
     return aws.ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
 
@@ -161,15 +183,18 @@ def _eip(aws):
 
 
 def _launch_template(aws) -> str:
-    return aws.ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={
-        "ImageId": AMI, "InstanceType": "t3.micro"})["LaunchTemplate"]["LaunchTemplateId"]
+    return aws.ec2.create_launch_template(
+        LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI, "InstanceType": "t3.micro"}
+    )["LaunchTemplate"]["LaunchTemplateId"]
 
 
 def _fleet(aws):
     template = _launch_template(aws)
-    fleet = aws.ec2.create_fleet(Type="maintain", LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {
-        "LaunchTemplateId": template, "Version": "$Latest"}}], TargetCapacitySpecification={
-        "TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"})["FleetId"]
+    fleet = aws.ec2.create_fleet(
+        Type="maintain",
+        LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": "$Latest"}}],
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"},
+    )["FleetId"]
     return ec2_arn("fleet", fleet), lambda: aws.ec2.delete_fleets(FleetIds=[fleet], TerminateInstances=True)
 
 
@@ -177,19 +202,29 @@ def _ec2_simple(kind: str, make: Callable, delete: Callable):
     def build(aws):
         ident = make(aws)
         return ec2_arn(kind, ident), lambda: delete(aws, ident)
+
     return build
 
 
 def _vpc_endpoint(aws):
-    endpoint = aws.ec2.create_vpc_endpoint(VpcId=_vpc(aws), ServiceName=f"com.amazonaws.{REGION}.s3",
-                                           VpcEndpointType="Gateway")["VpcEndpoint"]["VpcEndpointId"]
+    endpoint = aws.ec2.create_vpc_endpoint(
+        VpcId=_vpc(aws), ServiceName=f"com.amazonaws.{REGION}.s3", VpcEndpointType="Gateway"
+    )["VpcEndpoint"]["VpcEndpointId"]
     return ec2_arn("vpc-endpoint", endpoint), lambda: aws.ec2.delete_vpc_endpoints(VpcEndpointIds=[endpoint])
 
 
 def _role(aws):
-    arn = aws.iam.create_role(RoleName="guard-role", AssumeRolePolicyDocument=json.dumps({
-        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                                                "Principal": {"Service": "lambda.amazonaws.com"}}]}))["Role"]["Arn"]
+    arn = aws.iam.create_role(
+        RoleName="guard-role",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "lambda.amazonaws.com"}}
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
     return arn, lambda: aws.iam.delete_role(RoleName="guard-role")
 
 
@@ -197,11 +232,17 @@ def _function(aws):
     role, _ = _role(aws)
     import io
     import zipfile
+
     code = io.BytesIO()
     with zipfile.ZipFile(code, "w") as archive:
         archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
-    arn = aws.lambda_.create_function(FunctionName="guard", Runtime="python3.12", Role=role, Handler="handler.handler",
-                                      Code={"ZipFile": code.getvalue()})["FunctionArn"]
+    arn = aws.lambda_.create_function(
+        FunctionName="guard",
+        Runtime="python3.12",
+        Role=role,
+        Handler="handler.handler",
+        Code={"ZipFile": code.getvalue()},
+    )["FunctionArn"]
     return arn, lambda: aws.lambda_.delete_function(FunctionName="guard")
 
 
@@ -219,10 +260,15 @@ def _log_group(aws):
 
 def _schedule(aws):
     scheduler = aws.session.client("scheduler")
-    arn = scheduler.create_schedule(Name="expire", ScheduleExpression="at(2026-11-21T12:00:00)",
-                                    FlexibleTimeWindow={"Mode": "OFF"}, Target={
-                                        "Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:guard",
-                                        "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler"})["ScheduleArn"]
+    arn = scheduler.create_schedule(
+        Name="expire",
+        ScheduleExpression="at(2026-11-21T12:00:00)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:guard",
+            "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler",
+        },
+    )["ScheduleArn"]
     return arn, lambda: scheduler.delete_schedule(Name="expire")
 
 
@@ -239,18 +285,24 @@ MAKERS = {
     "ec2:vpc": _ec2_simple("vpc", _vpc, lambda aws, i: aws.ec2.delete_vpc(VpcId=i)),
     "ec2:subnet": _ec2_simple("subnet", _subnet, lambda aws, i: aws.ec2.delete_subnet(SubnetId=i)),
     "ec2:security-group": _ec2_simple(
-        "security-group", lambda aws: aws.ec2.create_security_group(GroupName="nodes", Description="nodes",
-                                                                    VpcId=_vpc(aws))["GroupId"],
-        lambda aws, i: aws.ec2.delete_security_group(GroupId=i)),
+        "security-group",
+        lambda aws: aws.ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=_vpc(aws))["GroupId"],
+        lambda aws, i: aws.ec2.delete_security_group(GroupId=i),
+    ),
     "ec2:route-table": _ec2_simple(
-        "route-table", lambda aws: aws.ec2.create_route_table(VpcId=_vpc(aws))["RouteTable"]["RouteTableId"],
-        lambda aws, i: aws.ec2.delete_route_table(RouteTableId=i)),
+        "route-table",
+        lambda aws: aws.ec2.create_route_table(VpcId=_vpc(aws))["RouteTable"]["RouteTableId"],
+        lambda aws, i: aws.ec2.delete_route_table(RouteTableId=i),
+    ),
     "ec2:internet-gateway": _ec2_simple(
-        "internet-gateway", lambda aws: aws.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"],
-        lambda aws, i: aws.ec2.delete_internet_gateway(InternetGatewayId=i)),
+        "internet-gateway",
+        lambda aws: aws.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"],
+        lambda aws, i: aws.ec2.delete_internet_gateway(InternetGatewayId=i),
+    ),
     "ec2:vpc-endpoint": _vpc_endpoint,
-    "ec2:launch-template": _ec2_simple("launch-template", _launch_template,
-                                       lambda aws, i: aws.ec2.delete_launch_template(LaunchTemplateId=i)),
+    "ec2:launch-template": _ec2_simple(
+        "launch-template", _launch_template, lambda aws, i: aws.ec2.delete_launch_template(LaunchTemplateId=i)
+    ),
     "fsx:association": _association,
     "lambda:function": _function,
     "events:rule": _rule,
@@ -291,6 +343,7 @@ def test_a_describe_that_fails_otherwise_counts_as_present(aws):
 
 # --- input -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("run_id", ["Run-A", "", "-a", "a-", "a" * 41, "run a", "run_a"])
 def test_a_bad_run_id_is_bad_input(run_id):
     with pytest.raises(InputError) as error:
@@ -309,9 +362,15 @@ def test_no_region_is_bad_input(monkeypatch, tmp_path):
 
 
 def test_render_leftovers():
-    text = render_leftovers([Leftover("ec2:volume", "vol-1", "volumes"),
-                             Leftover("logs:log-group", "/aws/lambda/mlinfra-guard-r", "log-groups")])
-    assert text.splitlines() == ["2 resource(s) left:",
-                                 "  ec2:volume      vol-1  (found by volumes)",
-                                 "  logs:log-group  /aws/lambda/mlinfra-guard-r  (found by log-groups)"]
+    text = render_leftovers(
+        [
+            Leftover("ec2:volume", "vol-1", "volumes"),
+            Leftover("logs:log-group", "/aws/lambda/mlinfra-guard-r", "log-groups"),
+        ]
+    )
+    assert text.splitlines() == [
+        "2 resource(s) left:",
+        "  ec2:volume      vol-1  (found by volumes)",
+        "  logs:log-group  /aws/lambda/mlinfra-guard-r  (found by log-groups)",
+    ]
     assert render_leftovers([]) == "nothing left: no resource carries the run's tag"

@@ -1,21 +1,30 @@
 """The run guard Lambda, called in-process (run_guard.handler.handler) against the moto server."""
+
 from __future__ import annotations
 
 import io
 import json
 import re
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from run_guard import actions, config as guard_config, guard
+from run_guard import actions, guard
+from run_guard import config as guard_config
 from run_guard.handler import handler
-from tests.infra.ops.lifecycle.aws_world import REGISTRY, export_task, file_system_state, instance_states, make_run, object_versions
-
 from tests.helpers import ROOT
+from tests.infra.ops.lifecycle.aws_world import (
+    REGISTRY,
+    export_task,
+    file_system_state,
+    instance_states,
+    make_run,
+    object_versions,
+)
+
 FUNCTION = "mlinfra-guard-run-a"
 
 
@@ -31,8 +40,12 @@ class Context:
 
 @pytest.fixture
 def env(monkeypatch, registry):
-    values = {"MLINFRA_RUN_ID": "run-a", "MLINFRA_REGISTRY_BUCKET": registry,
-              "MLINFRA_TEARDOWN_ON_COMPLETION": "true", "MLINFRA_EXPORT_CHECKPOINTS": "true"}
+    values = {
+        "MLINFRA_RUN_ID": "run-a",
+        "MLINFRA_REGISTRY_BUCKET": registry,
+        "MLINFRA_TEARDOWN_ON_COMPLETION": "true",
+        "MLINFRA_EXPORT_CHECKPOINTS": "true",
+    }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("MLINFRA_CHECKPOINTS_PATH", raising=False)
@@ -42,34 +55,67 @@ def env(monkeypatch, registry):
 @pytest.fixture
 def context(aws) -> Context:
     """The guard function, deployed in the emulator so the self re-invocation (Invoke, Event) lands."""
-    role = aws.iam.create_role(RoleName="guard", AssumeRolePolicyDocument=json.dumps({
-        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                                                "Principal": {"Service": "lambda.amazonaws.com"}}]}))["Role"]["Arn"]
+    role = aws.iam.create_role(
+        RoleName="guard",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "lambda.amazonaws.com"}}
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
     code = io.BytesIO()
     with zipfile.ZipFile(code, "w") as archive:
         for path in (ROOT / "run_guard").glob("*.py"):
             archive.write(path, f"run_guard/{path.name}")
-    arn = aws.lambda_.create_function(FunctionName=FUNCTION, Runtime="python3.12", Role=role,
-                                      Handler="run_guard.handler.handler", Code={"ZipFile": code.getvalue()},
-                                      Timeout=900)["FunctionArn"]
+    arn = aws.lambda_.create_function(
+        FunctionName=FUNCTION,
+        Runtime="python3.12",
+        Role=role,
+        Handler="run_guard.handler.handler",
+        Code={"ZipFile": code.getvalue()},
+        Timeout=900,
+    )["FunctionArn"]
     return Context(arn)
 
 
 def s3_event(key: str, bucket: str = REGISTRY, detail_type: str = "Object Created") -> dict:
     """An S3 event as EventBridge delivers it (S3 user guide, "EventBridge event message structure")."""
-    return {"version": "0", "id": "17793124-05d4-b198-2fde-7ededc63b103", "detail-type": detail_type,
-            "source": "aws.s3", "account": "123456789012", "time": "2026-11-21T10:00:00Z", "region": "us-east-1",
-            "resources": [f"arn:aws:s3:::{bucket}"],
-            "detail": {"version": "0", "bucket": {"name": bucket},
-                       "object": {"key": key, "size": 180, "etag": "b1946ac92492d2347c6235b4d2611184",
-                                  "version-id": "IYV3p45BT0ac8hjHg1houSdS1a.Mro8e", "sequencer": "617f08299329d189"},
-                       "request-id": "N4N7GDK58NMKJ12R", "requester": "123456789012",
-                       "source-ip-address": "10.0.0.12", "reason": "PutObject"}}
+    return {
+        "version": "0",
+        "id": "17793124-05d4-b198-2fde-7ededc63b103",
+        "detail-type": detail_type,
+        "source": "aws.s3",
+        "account": "123456789012",
+        "time": "2026-11-21T10:00:00Z",
+        "region": "us-east-1",
+        "resources": [f"arn:aws:s3:::{bucket}"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": bucket},
+            "object": {
+                "key": key,
+                "size": 180,
+                "etag": "b1946ac92492d2347c6235b4d2611184",
+                "version-id": "IYV3p45BT0ac8hjHg1houSdS1a.Mro8e",
+                "sequencer": "617f08299329d189",
+            },
+            "request-id": "N4N7GDK58NMKJ12R",
+            "requester": "123456789012",
+            "source-ip-address": "10.0.0.12",
+            "reason": "PutObject",
+        },
+    }
 
 
 def put_marker(aws, run_id: str, status: str) -> None:
-    aws.s3.put_object(Bucket=REGISTRY, Key=f"runs/{run_id}/_{status}",
-                      Body=json.dumps({"run_id": run_id, "status": status, "exit_code": 0}).encode())
+    aws.s3.put_object(
+        Bucket=REGISTRY,
+        Key=f"runs/{run_id}/_{status}",
+        Body=json.dumps({"run_id": run_id, "status": status, "exit_code": 0}).encode(),
+    )
 
 
 def reports(aws, run_id: str = "run-a") -> list[tuple[str, dict]]:
@@ -87,9 +133,11 @@ def tasks(aws, fs_id: str) -> list[dict]:
 
 # --- completion --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("status", ["SUCCESS", "FAILED"])
 def test_completion_terminates_at_once_then_exports_and_deletes_the_file_system_after_the_export(
-        aws, env, context, status):
+    aws, env, context, status
+):
     run_a, run_b = make_run(aws, "run-a", nodes=3), make_run(aws, "run-b", nodes=2)
     put_marker(aws, "run-a", status)
     before = object_versions(aws)
@@ -101,12 +149,20 @@ def test_completion_terminates_at_once_then_exports_and_deletes_the_file_system_
     assert set(instance_states(aws, run_b.instance_ids).values()) == {"running"}
     assert sorted(first["terminated"]) == sorted(run_a.instance_ids) and first["marker"] == status
     [task] = tasks(aws, run_a.file_system_id)
-    assert first["export"] == {"state": "started", "task_id": task["TaskId"],
-                               "detail": f"export task {task['TaskId']} started",
-                               "failure_report_path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports"}
-    assert first["continue"] == {"action": "finish-completion", "round": 1,
-                                 "started_at": first["continue"]["started_at"], "stopped_at": first["stopped_at"],
-                                 "task_ids": [task["TaskId"]], "marker": status}
+    assert first["export"] == {
+        "state": "started",
+        "task_id": task["TaskId"],
+        "detail": f"export task {task['TaskId']} started",
+        "failure_report_path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports",
+    }
+    assert first["continue"] == {
+        "action": "finish-completion",
+        "round": 1,
+        "started_at": first["continue"]["started_at"],
+        "stopped_at": first["stopped_at"],
+        "task_ids": [task["TaskId"]],
+        "marker": status,
+    }
     assert first["reinvoked"] is True
     assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE", "kept until the export succeeded"
 
@@ -121,7 +177,8 @@ def test_completion_terminates_at_once_then_exports_and_deletes_the_file_system_
     assert before <= after, "a registry object version was deleted or changed"
     new_keys = sorted(key for key, _, _ in after - before)
     assert len(new_keys) == 2 and all(
-        re.fullmatch(r"runs/run-a/guard/\d{8}T\d{6}\.\d{6}Z-completion\.json", key) for key in new_keys)
+        re.fullmatch(r"runs/run-a/guard/\d{8}T\d{6}\.\d{6}Z-completion\.json", key) for key in new_keys
+    )
 
 
 def test_completion_terminates_before_anything_else(aws, env):
@@ -130,8 +187,9 @@ def test_completion_terminates_before_anything_else(aws, env):
     clients = guard.Clients(ec2=aws.session.client("ec2"), fsx=aws.session.client("fsx"), s3=aws.s3)
     for client in (clients.ec2, clients.fsx):
         client.meta.events.register("before-call", lambda model, **_: calls.append(model.name))
-    guard.handle(s3_event("runs/run-a/_SUCCESS"), guard_config.load_config(env), clients,
-                 remaining_millis=lambda: 1_000)
+    guard.handle(
+        s3_event("runs/run-a/_SUCCESS"), guard_config.load_config(env), clients, remaining_millis=lambda: 1_000
+    )
     assert calls[:2] == ["DescribeInstances", "TerminateInstances"]
 
 
@@ -167,19 +225,33 @@ def test_completion_twice_is_harmless(aws, env, context):
     assert len(tasks(aws, run_a.file_system_id)) == 1 and len({key for key, _ in reports(aws)}) == 2
 
 
-@pytest.mark.parametrize("event", [
-    s3_event("runs/run-b/_SUCCESS"),
-    s3_event("runs/run-a/_SUCCESS", bucket="someone-elses-bucket"),
-    s3_event("runs/run-ab/_SUCCESS"),
-    s3_event("runs/run-a/_SUCCESS.tmp"),
-    s3_event("runs/run-a/guard/20261121T100000.000000Z-completion.json"),
-    s3_event("checkpoints/run-a/_SUCCESS"),
-    s3_event("runs/run-a/_SUCCESS", detail_type="Object Deleted"),
-    {"action": "stop-everything"},
-    {"detail": "not an object"},
-    ["not", "an", "object"],
-], ids=["other-run", "other-bucket", "run-id-prefix", "other-name", "own-report", "outside-runs",
-        "deleted", "unknown-action", "bad-detail", "not-a-dict"])
+@pytest.mark.parametrize(
+    "event",
+    [
+        s3_event("runs/run-b/_SUCCESS"),
+        s3_event("runs/run-a/_SUCCESS", bucket="someone-elses-bucket"),
+        s3_event("runs/run-ab/_SUCCESS"),
+        s3_event("runs/run-a/_SUCCESS.tmp"),
+        s3_event("runs/run-a/guard/20261121T100000.000000Z-completion.json"),
+        s3_event("checkpoints/run-a/_SUCCESS"),
+        s3_event("runs/run-a/_SUCCESS", detail_type="Object Deleted"),
+        {"action": "stop-everything"},
+        {"detail": "not an object"},
+        ["not", "an", "object"],
+    ],
+    ids=[
+        "other-run",
+        "other-bucket",
+        "run-id-prefix",
+        "other-name",
+        "own-report",
+        "outside-runs",
+        "deleted",
+        "unknown-action",
+        "bad-detail",
+        "not-a-dict",
+    ],
+)
 def test_events_for_another_run_bucket_or_key_do_nothing(aws, env, context, event):
     run_a, run_b = make_run(aws, "run-a"), make_run(aws, "run-b")
     before = object_versions(aws)
@@ -192,6 +264,7 @@ def test_events_for_another_run_bucket_or_key_do_nothing(aws, env, context, even
 
 # --- expiry ------------------------------------------------------------------------------------
 
+
 def test_expiry_keeps_the_file_system_while_the_export_runs_and_deletes_it_once_it_succeeded(aws, env, context):
     run_a, run_b = make_run(aws, "run-a"), make_run(aws, "run-b")
     before = object_versions(aws)
@@ -200,12 +273,21 @@ def test_expiry_keeps_the_file_system_while_the_export_runs_and_deletes_it_once_
     assert billing(aws, "run-a") == [] and len(billing(aws, "run-b")) == 2
     [task] = tasks(aws, run_a.file_system_id)
     assert (task["Type"], task["Paths"]) == ("EXPORT_TO_REPOSITORY", ["checkpoints"])
-    assert task["Report"] == {"Enabled": True, "Path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports",
-                              "Format": "REPORT_CSV_20191124", "Scope": "FAILED_FILES_ONLY"}
+    assert task["Report"] == {
+        "Enabled": True,
+        "Path": f"s3://{REGISTRY}/checkpoints/run-a/_export-reports",
+        "Format": "REPORT_CSV_20191124",
+        "Scope": "FAILED_FILES_ONLY",
+    }
     assert task["Tags"] == [{"Key": "mlinfra:run-id", "Value": "run-a"}]
     assert first["export"]["state"] == "started" and first["reinvoked"] is True
-    assert first["continue"] == {"action": "expire", "round": 1, "started_at": first["continue"]["started_at"],
-                                 "stopped_at": first["stopped_at"], "task_ids": [task["TaskId"]]}
+    assert first["continue"] == {
+        "action": "expire",
+        "round": 1,
+        "started_at": first["continue"]["started_at"],
+        "stopped_at": first["stopped_at"],
+        "task_ids": [task["TaskId"]],
+    }
     assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
 
     aws.set_task(task["TaskId"], "EXECUTING")
@@ -299,31 +381,45 @@ def test_expiry_gives_up_after_the_last_round_and_keeps_the_file_system(aws, env
 def test_rounds_beyond_lambdas_loop_detection_need_recursion_allowed():
     """Lambda stops a self-invocation chain after about 16 calls unless its recursion config allows it."""
     component = (ROOT / "components" / "training" / "aws" / "run_guard.py").read_text()
-    assert guard_config.MAX_ROUNDS <= guard_config.RECURSION_LIMIT_WITHOUT_ALLOW or \
-        re.search(r'FunctionRecursionConfig\([^)]*recursive_loop="Allow"', component, re.S)
+    assert guard_config.MAX_ROUNDS <= guard_config.RECURSION_LIMIT_WITHOUT_ALLOW or re.search(
+        r'FunctionRecursionConfig\([^)]*recursive_loop="Allow"', component, re.S
+    )
 
 
 # --- deleting the file system --------------------------------------------------------------------
 
+
 def delete_requests(client) -> list[dict]:
     """The parameters of every DeleteFileSystem the client sends (as the service receives them)."""
     sent = []
-    client.meta.events.register("provide-client-params.fsx.DeleteFileSystem",
-                                lambda params, **_: sent.append(dict(params)))
+    client.meta.events.register(
+        "provide-client-params.fsx.DeleteFileSystem", lambda params, **_: sent.append(dict(params))
+    )
     return sent
 
 
-@pytest.mark.parametrize("deployment_type, lustre_configuration", [
-    ("SCRATCH_2", None), ("SCRATCH_1", None), ("PERSISTENT_2", {"SkipFinalBackup": True}),
-    ("PERSISTENT_1", {"SkipFinalBackup": True})])
+@pytest.mark.parametrize(
+    "deployment_type, lustre_configuration",
+    [
+        ("SCRATCH_2", None),
+        ("SCRATCH_1", None),
+        ("PERSISTENT_2", {"SkipFinalBackup": True}),
+        ("PERSISTENT_1", {"SkipFinalBackup": True}),
+    ],
+)
 def test_delete_sends_skip_final_backup_only_for_persistent_file_systems(aws, deployment_type, lustre_configuration):
     run = make_run(aws, "run-a", nodes=1, deployment_type=deployment_type, export_checkpoints=False)
     fsx = aws.session.client("fsx")
     sent = delete_requests(fsx)
     [described] = actions.run_file_systems(fsx, "run-a")
     assert actions.delete_file_system(fsx, described) == "deleting"
-    assert sent == [{"FileSystemId": run.file_system_id, "ClientRequestToken": f"mlinfra-guard-{run.file_system_id}",
-                     **({"LustreConfiguration": lustre_configuration} if lustre_configuration else {})}]
+    assert sent == [
+        {
+            "FileSystemId": run.file_system_id,
+            "ClientRequestToken": f"mlinfra-guard-{run.file_system_id}",
+            **({"LustreConfiguration": lustre_configuration} if lustre_configuration else {}),
+        }
+    ]
     assert file_system_state(aws, run.file_system_id) == "DELETING"
 
 
@@ -345,11 +441,13 @@ def test_a_file_system_being_deleted_is_left_alone(aws, env, context):
 
 # --- transient AWS errors ------------------------------------------------------------------------
 
+
 def no_retries(aws) -> guard.Clients:
     """Clients that surface every error at once (botocore's own retries would hide the injected ones)."""
     config = Config(retries={"total_max_attempts": 1, "mode": "standard"})
-    return guard.Clients(ec2=aws.session.client("ec2", config=config), fsx=aws.session.client("fsx", config=config),
-                         s3=aws.s3)
+    return guard.Clients(
+        ec2=aws.session.client("ec2", config=config), fsx=aws.session.client("fsx", config=config), s3=aws.s3
+    )
 
 
 def test_throttling_and_server_errors_are_waited_out(aws, env):
@@ -357,7 +455,8 @@ def test_throttling_and_server_errors_are_waited_out(aws, env):
     aws.inject_faults(
         {"Action": "DescribeInstances", "Code": "RequestLimitExceeded", "Status": 503, "Count": 1},
         {"Action": "DescribeDataRepositoryTasks", "Code": "ThrottlingException", "Status": 400, "Count": 1},
-        {"Action": "CreateDataRepositoryTask", "Code": "InternalServerError", "Status": 500, "Count": 1})
+        {"Action": "CreateDataRepositoryTask", "Code": "InternalServerError", "Status": 500, "Count": 1},
+    )
     polls = []
 
     def sleep(seconds):  # after the three faults (looking earlier would meet the injected one itself)
@@ -365,20 +464,28 @@ def test_throttling_and_server_errors_are_waited_out(aws, env):
         for task in tasks(aws, run_a.file_system_id) if len(polls) >= 3 else ():
             aws.set_task(task["TaskId"], "SUCCEEDED")
 
-    result = guard.handle({"action": "expire"}, guard_config.load_config(env), no_retries(aws),
-                          remaining_millis=lambda: 900_000, sleep=sleep)
+    result = guard.handle(
+        {"action": "expire"},
+        guard_config.load_config(env),
+        no_retries(aws),
+        remaining_millis=lambda: 900_000,
+        sleep=sleep,
+    )
     assert result["outcome"] == "compute-stopped; checkpoints exported; file system deleting"
     assert [note.split(":")[:2] for note in result["transient_errors"]] == [
-        ["DescribeInstances", " RequestLimitExceeded"], ["DescribeDataRepositoryTasks", " ThrottlingException"],
-        ["CreateDataRepositoryTask", " InternalServerError"]]
+        ["DescribeInstances", " RequestLimitExceeded"],
+        ["DescribeDataRepositoryTasks", " ThrottlingException"],
+        ["CreateDataRepositoryTask", " InternalServerError"],
+    ]
     assert len(polls) == 4 and billing(aws, "run-a") == []
 
 
 def test_throttling_on_the_completions_first_terminate_is_retried_at_once(aws, env):
     run_a = make_run(aws, "run-a")
     aws.inject_faults({"Action": "TerminateInstances", "Code": "RequestLimitExceeded", "Status": 503, "Count": 1})
-    result = guard.handle(s3_event("runs/run-a/_SUCCESS"), guard_config.load_config(env), no_retries(aws),
-                          remaining_millis=lambda: 1_000)
+    result = guard.handle(
+        s3_event("runs/run-a/_SUCCESS"), guard_config.load_config(env), no_retries(aws), remaining_millis=lambda: 1_000
+    )
     assert billing(aws, "run-a") == [] and sorted(result["terminated"]) == sorted(run_a.instance_ids)
     assert result["transient_errors"][0].startswith("TerminateInstances: RequestLimitExceeded")
 
@@ -386,8 +493,9 @@ def test_throttling_on_the_completions_first_terminate_is_retried_at_once(aws, e
 def test_throttling_until_the_time_is_up_continues_in_a_new_round(aws, env):
     make_run(aws, "run-a")
     aws.inject_faults({"Action": "DescribeInstances", "Code": "Throttling", "Status": 400, "Count": 5})
-    result = guard.handle({"action": "expire"}, guard_config.load_config(env), no_retries(aws),
-                          remaining_millis=lambda: 1_000)
+    result = guard.handle(
+        {"action": "expire"}, guard_config.load_config(env), no_retries(aws), remaining_millis=lambda: 1_000
+    )
     assert result["outcome"] == "waiting; re-invoking" and result["continue"]["round"] == 1
 
 
@@ -395,14 +503,16 @@ def test_other_errors_are_reported_and_raised(aws, env):
     run_a = make_run(aws, "run-a")
     aws.inject_faults({"Action": "TerminateInstances", "Code": "UnauthorizedOperation", "Status": 403, "Count": 5})
     with pytest.raises(ClientError, match="UnauthorizedOperation"):
-        guard.handle({"action": "expire"}, guard_config.load_config(env), no_retries(aws),
-                     remaining_millis=lambda: 1_000)
+        guard.handle(
+            {"action": "expire"}, guard_config.load_config(env), no_retries(aws), remaining_millis=lambda: 1_000
+        )
     [(_, body)] = reports(aws)
     assert body["outcome"].startswith("error: ClientError") and "UnauthorizedOperation" in body["outcome"]
     assert len(billing(aws, "run-a")) == len(run_a.instance_ids)
 
 
 # --- reports and configuration -----------------------------------------------------------------
+
 
 def test_reports_say_what_was_done(aws, env, context):
     run_a = make_run(aws, "run-a")
@@ -413,14 +523,33 @@ def test_reports_say_what_was_done(aws, env, context):
     [task] = tasks(aws, run_a.file_system_id)
     report_path = f"s3://{REGISTRY}/checkpoints/run-a/_export-reports"
     assert completion == {
-        "run_id": "run-a", "action": "completion", "at": completion["at"], "marker": "FAILED", "round": 0, "polls": 0,
-        "terminated": sorted(run_a.instance_ids), "compute": "stopped", "stopped_at": completion["stopped_at"],
-        "file_system": run_a.file_system_id, "task_ids": [task["TaskId"]],
-        "export": {"state": "started", "task_id": task["TaskId"], "detail": f"export task {task['TaskId']} started",
-                   "failure_report_path": report_path},
-        "outcome": "waiting; re-invoking", "continue": {
-            "action": "finish-completion", "round": 1, "started_at": completion["continue"]["started_at"],
-            "stopped_at": completion["stopped_at"], "task_ids": [task["TaskId"]], "marker": "FAILED"}}
+        "run_id": "run-a",
+        "action": "completion",
+        "at": completion["at"],
+        "marker": "FAILED",
+        "round": 0,
+        "polls": 0,
+        "terminated": sorted(run_a.instance_ids),
+        "compute": "stopped",
+        "stopped_at": completion["stopped_at"],
+        "file_system": run_a.file_system_id,
+        "task_ids": [task["TaskId"]],
+        "export": {
+            "state": "started",
+            "task_id": task["TaskId"],
+            "detail": f"export task {task['TaskId']} started",
+            "failure_report_path": report_path,
+        },
+        "outcome": "waiting; re-invoking",
+        "continue": {
+            "action": "finish-completion",
+            "round": 1,
+            "started_at": completion["continue"]["started_at"],
+            "stopped_at": completion["stopped_at"],
+            "task_ids": [task["TaskId"]],
+            "marker": "FAILED",
+        },
+    }
     assert expiry["terminated"] == [] and expiry["compute"] == "stopped"
     assert expiry["file_system"] == run_a.file_system_id and expiry["export"]["state"] == "running"
     assert expiry["continue"]["round"] == 1 and expiry["outcome"] == "waiting; re-invoking"
@@ -430,8 +559,9 @@ def test_reports_say_what_was_done(aws, env, context):
 
 def test_a_failing_step_is_reported_and_raised_so_lambda_retries(aws, env):
     run_a = make_run(aws, "run-a")
-    unreachable = aws.session.client("fsx", endpoint_url="http://127.0.0.1:9",
-                                     config=Config(retries={"max_attempts": 1}, connect_timeout=2))
+    unreachable = aws.session.client(
+        "fsx", endpoint_url="http://127.0.0.1:9", config=Config(retries={"max_attempts": 1}, connect_timeout=2)
+    )
     clients = guard.Clients(ec2=aws.ec2, fsx=unreachable, s3=aws.s3)
     with pytest.raises(EndpointConnectionError):
         guard.handle({"action": "expire"}, guard_config.load_config(env), clients, remaining_millis=lambda: 1_000)
@@ -441,28 +571,36 @@ def test_a_failing_step_is_reported_and_raised_so_lambda_retries(aws, env):
 
 
 def test_reports_never_overwrite_each_other(aws, registry):
-    moment = datetime(2026, 11, 21, 10, 0, tzinfo=timezone.utc)
+    moment = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
     keys = [actions.write_report(aws.s3, registry, "run-a", "expire", {"n": n}, moment) for n in range(3)]
     assert len(set(keys)) == 3
     assert [json.loads(aws.s3.get_object(Bucket=registry, Key=k)["Body"].read())["n"] for k in keys] == [0, 1, 2]
 
 
 def test_a_misconfigured_guard_names_every_bad_variable(monkeypatch):
-    env = {"MLINFRA_RUN_ID": "Run A", "MLINFRA_TEARDOWN_ON_COMPLETION": "yes", "MLINFRA_EXPORT_CHECKPOINTS": "true",
-           "MLINFRA_CHECKPOINTS_PATH": "../etc"}
+    env = {
+        "MLINFRA_RUN_ID": "Run A",
+        "MLINFRA_TEARDOWN_ON_COMPLETION": "yes",
+        "MLINFRA_EXPORT_CHECKPOINTS": "true",
+        "MLINFRA_CHECKPOINTS_PATH": "../etc",
+    }
     with pytest.raises(guard_config.ConfigError) as error:
         guard_config.load_config(env)
     message = str(error.value)
-    for expected in ("MLINFRA_RUN_ID='Run A' is invalid", "MLINFRA_REGISTRY_BUCKET is not set",
-                     "MLINFRA_TEARDOWN_ON_COMPLETION='yes' is invalid: 'true' or 'false'",
-                     "MLINFRA_CHECKPOINTS_PATH='../etc' is invalid"):
+    for expected in (
+        "MLINFRA_RUN_ID='Run A' is invalid",
+        "MLINFRA_REGISTRY_BUCKET is not set",
+        "MLINFRA_TEARDOWN_ON_COMPLETION='yes' is invalid: 'true' or 'false'",
+        "MLINFRA_CHECKPOINTS_PATH='../etc' is invalid",
+    ):
         assert expected in message
     assert "MLINFRA_EXPORT_CHECKPOINTS" not in message
 
 
 def test_the_guard_agrees_with_the_lifecycle_limits_and_the_run_id_pattern():
-    from infra.training.spec import RUN_ID_PATTERN
     from infra.training import limits
+    from infra.training.spec import RUN_ID_PATTERN
+
     assert guard_config.EXPORT_POLL_SECONDS == limits.EXPORT_POLL_SECONDS
     assert guard_config.RUN_ID_PATTERN == RUN_ID_PATTERN
     assert guard_config.SAFETY_MILLIS < limits.GUARD_TIMEOUT_SECONDS * 1000 - guard_config.EXPORT_POLL_SECONDS * 1000
@@ -471,5 +609,21 @@ def test_the_guard_agrees_with_the_lifecycle_limits_and_the_run_id_pattern():
 def test_the_guard_source_stands_alone():
     for path in (ROOT / "run_guard").glob("*.py"):
         imports = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", path.read_text(), re.M)
-        assert all(name.split(".")[0] in {"__future__", "run_guard", "boto3", "botocore", "json", "os", "re", "time",
-                                          "dataclasses", "datetime", "typing"} for name in imports), path
+        assert all(
+            name.split(".")[0]
+            in {
+                "__future__",
+                "run_guard",
+                "boto3",
+                "botocore",
+                "json",
+                "os",
+                "re",
+                "time",
+                "dataclasses",
+                "datetime",
+                "typing",
+                "collections",
+            }
+            for name in imports
+        ), path

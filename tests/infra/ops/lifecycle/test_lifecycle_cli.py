@@ -1,4 +1,5 @@
 """The lifecycle verbs through `python -m infra`'s `main`, with the adapters swapped for stand-ins."""
+
 from __future__ import annotations
 
 import io
@@ -6,7 +7,14 @@ import io
 import pytest
 
 from infra.cli import main
-from tests.infra.ops.lifecycle.recording import RUN_ID, FakeClock, RecordingCloud, RecordingStacks, deployed_world, runtime
+from tests.infra.ops.lifecycle.recording import (
+    RUN_ID,
+    FakeClock,
+    RecordingCloud,
+    RecordingStacks,
+    deployed_world,
+    runtime,
+)
 
 STACK = "training-demo"
 
@@ -16,8 +24,10 @@ def world(monkeypatch):
     world = deployed_world(export_states=["succeeded"])
     regions = []
     monkeypatch.setattr("infra.ops.lifecycle.cli._stacks", lambda: RecordingStacks(world))
-    monkeypatch.setattr("infra.ops.lifecycle.cli.run_cloud",
-                        lambda config: regions.append(config.get("aws:region")) or RecordingCloud(world))
+    monkeypatch.setattr(
+        "infra.ops.lifecycle.cli.run_cloud",
+        lambda config: regions.append(config.get("aws:region")) or RecordingCloud(world),
+    )
     monkeypatch.setattr("infra.ops.lifecycle.cli.terminal_runtime", lambda: runtime(FakeClock()))
     world.regions = regions
     return world
@@ -33,7 +43,8 @@ def test_teardown_without_yes_and_without_a_terminal_changes_nothing(world, monk
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["teardown", "--stack", STACK]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --yes: required to tear down without a terminal to confirm on (nothing was changed)")
+        "error: --yes: required to tear down without a terminal to confirm on (nothing was changed)"
+    )
     assert world.calls == []
 
 
@@ -57,12 +68,14 @@ def test_an_unknown_stack_names_the_flag_and_the_known_ones(world, capsys):
 def test_a_failed_pulumi_operation_is_one_line_exit_1(world, monkeypatch, capsys):
     def broken_config(self, stack):
         from infra.ops.lifecycle.ports import StackOpsError
+
         raise StackOpsError("config", stack, "error: getting stack config: passphrase must be set")
 
     monkeypatch.setattr(RecordingStacks, "config", broken_config)
     assert main(["teardown", "--stack", STACK, "--yes"]) == 1
     assert capsys.readouterr().err.strip() == (
-        "error: pulumi config of stack 'training-demo' failed: error: getting stack config: passphrase must be set")
+        "error: pulumi config of stack 'training-demo' failed: error: getting stack config: passphrase must be set"
+    )
 
 
 def test_reap_is_a_dry_run_unless_executed(world):
@@ -75,8 +88,10 @@ def test_reap_is_a_dry_run_unless_executed(world):
 
 def test_audit_hands_over_to_the_audit_command(monkeypatch):
     seen = []
-    monkeypatch.setattr("infra.ops.lifecycle.audit.audit_main", lambda run_id, region, as_json: seen.append(
-        (run_id, region, as_json)) or 1)
+    monkeypatch.setattr(
+        "infra.ops.lifecycle.audit.audit_main",
+        lambda run_id, region, as_json: seen.append((run_id, region, as_json)) or 1,
+    )
     assert main(["audit", "--run-id", RUN_ID, "--region", "eu-west-1", "--json"]) == 1
     assert seen == [(RUN_ID, "eu-west-1", True)]
 
@@ -84,8 +99,10 @@ def test_audit_hands_over_to_the_audit_command(monkeypatch):
 def _client_error():
     from botocore.exceptions import ClientError
 
-    return ClientError({"Error": {"Code": "ExpiredToken", "Message": "The security token included in the request is "
-                                                                     "expired"}}, "TerminateInstances")
+    return ClientError(
+        {"Error": {"Code": "ExpiredToken", "Message": "The security token included in the request is expired"}},
+        "TerminateInstances",
+    )
 
 
 def _no_credentials():
@@ -100,12 +117,18 @@ def _no_endpoint():
     return EndpointConnectionError(endpoint_url="https://ec2.us-east-1.amazonaws.com/")
 
 
-@pytest.mark.parametrize("error, line", [
-    (_client_error, "error: AWS: ExpiredToken: The security token included in the request is expired"),
-    (_no_credentials, "error: AWS: NoCredentialsError: Unable to locate credentials"),
-    (_no_endpoint, 'error: AWS: EndpointConnectionError: Could not connect to the endpoint URL: '
-                   '"https://ec2.us-east-1.amazonaws.com/"'),
-])
+@pytest.mark.parametrize(
+    "error, line",
+    [
+        (_client_error, "error: AWS: ExpiredToken: The security token included in the request is expired"),
+        (_no_credentials, "error: AWS: NoCredentialsError: Unable to locate credentials"),
+        (
+            _no_endpoint,
+            "error: AWS: EndpointConnectionError: Could not connect to the endpoint URL: "
+            '"https://ec2.us-east-1.amazonaws.com/"',
+        ),
+    ],
+)
 def test_an_aws_failure_is_one_line_exit_1_not_an_internal_error(world, monkeypatch, capsys, error, line):
     def failing(self, run_id):
         raise error()
@@ -133,4 +156,5 @@ def test_audit_without_credentials_stays_bad_input_exit_2(monkeypatch, capsys):
     monkeypatch.setattr("infra.ops.lifecycle.audit.audit", no_credentials)
     assert main(["audit", "--run-id", RUN_ID, "--region", "us-east-1"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: no AWS credentials: set AWS_PROFILE or the AWS_ACCESS_KEY_ID variables")
+        "error: no AWS credentials: set AWS_PROFILE or the AWS_ACCESS_KEY_ID variables"
+    )

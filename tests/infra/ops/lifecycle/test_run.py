@@ -1,4 +1,5 @@
 """`run`: offline checks first, expires-at fixed once, the wait and its progress, then teardown."""
+
 from __future__ import annotations
 
 import re
@@ -12,14 +13,28 @@ import yaml
 
 from infra.cli import main
 from infra.core.errors import InputError
-from infra.ops.runtime import Runtime
+from infra.core.project import ROOT, load_project, stack_config
+from infra.kinds import load
 from infra.ops.lifecycle.ports import Marker
-from infra.ops.progress import StatusLine, Usage, status_text, summary_text
 from infra.ops.lifecycle.run import EXPIRES_AT, fix_expiry, run
 from infra.ops.lifecycle.target import run_subject
-from infra.kinds import load
-from infra.core.project import ROOT, load_project, stack_config
-from tests.infra.ops.lifecycle.recording import BUCKET, RUN_ID, START, FakeClock, RecordingCloud, RecordingStacks, StackState, World, deployed_outputs, printed, run_world, runtime, training_config
+from infra.ops.progress import StatusLine, Usage, status_text, summary_text
+from infra.ops.runtime import Runtime
+from tests.infra.ops.lifecycle.recording import (
+    BUCKET,
+    RUN_ID,
+    START,
+    FakeClock,
+    RecordingCloud,
+    RecordingStacks,
+    StackState,
+    World,
+    deployed_outputs,
+    printed,
+    run_world,
+    runtime,
+    training_config,
+)
 
 STACK = "training-demo"
 P4D_PRICE = 21.96
@@ -49,8 +64,12 @@ def succeeding_world(polls_before_marker: int = 121, **overrides) -> World:
 def _project_with(tmp_path: Path, name: str, training: dict) -> object:
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "stacks").mkdir()
-    config = {"aws:region": "us-east-1", "mlinfra:kind": "training", "mlinfra:registryStack": "registry",
-              "mlinfra:training": training}
+    config = {
+        "aws:region": "us-east-1",
+        "mlinfra:kind": "training",
+        "mlinfra:registryStack": "registry",
+        "mlinfra:training": training,
+    }
     (tmp_path / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))
     return load_project(tmp_path)
 
@@ -61,9 +80,12 @@ def test_a_whole_run_checks_offline_deploys_waits_and_tears_down():
     lines = printed(rt)
     assert code == 0, lines
     assert world.names()[:7] == ["exists", "outputs", "marker", "set_config", "up", "outputs", "marker"]
-    assert world.calls[1:4] == [("outputs", "registry"), ("marker", BUCKET, RUN_ID),
-                                ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")]
-    waited, teardown_calls = world.names()[6:6 + 2 * 122], world.names()[6 + 2 * 122:]
+    assert world.calls[1:4] == [
+        ("outputs", "registry"),
+        ("marker", BUCKET, RUN_ID),
+        ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z"),
+    ]
+    waited, teardown_calls = world.names()[6 : 6 + 2 * 122], world.names()[6 + 2 * 122 :]
     assert waited == ["marker", "active_nodes"] * 122
     assert teardown_calls == ["exists", "config", "outputs", "stop_compute", "marker", "destroy", "audit", "remove"]
     assert STACK not in world.stacks
@@ -112,12 +134,18 @@ def test_usage_integrates_active_nodes_over_time_and_prices_them():
     assert usage.node_hours == pytest.approx(5.0)
     assert usage.cost(P4D_PRICE) == pytest.approx(109.8)
     assert usage.cost(None) is None
-    assert status_text("training", timedelta(minutes=90), Usage(5.0, t0, 1), P4D_PRICE) == \
-        "training | 1h 30m | 1 node | 5.00 node-h | $109.80 so far"
-    assert status_text("training", timedelta(seconds=5), Usage(0.5, t0, 2), None) == \
-        "training | 5s | 2 nodes | 0.50 node-h | cost n/a (no public price)"
-    assert summary_text(timedelta(hours=2), Usage(16.0), 55.04) == \
-        "2h 00m, 16.00 node-h, about $880.64 at the on-demand list price"
+    assert (
+        status_text("training", timedelta(minutes=90), Usage(5.0, t0, 1), P4D_PRICE)
+        == "training | 1h 30m | 1 node | 5.00 node-h | $109.80 so far"
+    )
+    assert (
+        status_text("training", timedelta(seconds=5), Usage(0.5, t0, 2), None)
+        == "training | 5s | 2 nodes | 0.50 node-h | cost n/a (no public price)"
+    )
+    assert (
+        summary_text(timedelta(hours=2), Usage(16.0), 55.04)
+        == "2h 00m, 16.00 node-h, about $880.64 at the on-demand list price"
+    )
 
 
 def test_a_status_line_in_ci_is_printed_on_phase_change_and_every_five_minutes():
@@ -148,7 +176,8 @@ def test_bad_config_exits_2_before_anything_is_issued(tmp_path, monkeypatch, cap
 def test_a_stack_that_is_not_training_is_refused_naming_the_flag(capsys):
     assert main(["teardown", "--stack", "serving-demo", "--yes"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --stack: 'serving-demo' is a serving stack; this command takes a training stack: training-demo, training-gcp-demo")
+        "error: --stack: 'serving-demo' is a serving stack; this command takes a training stack: training-demo, training-gcp-demo"
+    )
 
 
 def test_offline_preview_errors_stop_the_run_before_anything_is_issued():
@@ -169,7 +198,8 @@ def test_expires_at_is_fixed_once_and_kept_on_a_rerun():
     rt = runtime(clock)
     assert fix_expiry(STACK, stacks, config, rt) == "2026-03-02T10:01:00Z"
     assert [call for call in world.calls if call[0] == "set_config"] == [
-        ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")]
+        ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")
+    ]
     assert printed(rt) == ["expires-at: 2026-03-02T10:01:00Z (fixed when the run started; kept)"]
 
 
@@ -198,7 +228,8 @@ def test_ctrl_c_while_waiting_leaves_the_stack_and_says_how_to_resume():
     assert "stop_compute" not in world.names() and "destroy" not in world.names()
     assert printed(rt)[-1] == (
         f"interrupted: stack {STACK} may still be deployed; its run guard stops the compute at expires-at "
-        f"2026-03-02T10:01:00Z at the latest. Resume the teardown with: python -m infra teardown --stack {STACK}")
+        f"2026-03-02T10:01:00Z at the latest. Resume the teardown with: python -m infra teardown --stack {STACK}"
+    )
 
 
 def test_waiting_stops_at_expires_at_and_the_teardown_follows():
@@ -227,13 +258,16 @@ def test_keep_leaves_the_stack_up():
     code, rt, _ = launch(world, keep=True)
     assert code == 0
     assert "stop_compute" not in world.names() and STACK in world.stacks
-    assert f"stack {STACK} is kept (--keep) until expires-at 2026-03-02T10:01:00Z; tear it down with " \
-           f"`python -m infra teardown --stack {STACK}`" in printed(rt)
+    assert (
+        f"stack {STACK} is kept (--keep) until expires-at 2026-03-02T10:01:00Z; tear it down with "
+        f"`python -m infra teardown --stack {STACK}`" in printed(rt)
+    )
 
 
 def test_a_failed_up_is_torn_down_unless_kept():
-    world = run_world(up_failure="error: InsufficientInstanceCapacity: no p4d.24xlarge in us-east-1a",
-                      export_states=["succeeded"])
+    world = run_world(
+        up_failure="error: InsufficientInstanceCapacity: no p4d.24xlarge in us-east-1a", export_states=["succeeded"]
+    )
     code, rt, _ = launch(world)
     assert code == 1
     assert world.names()[4:7] == ["up", "exists", "config"]
@@ -269,8 +303,10 @@ def throttled():
 def expired_token():
     from botocore.exceptions import ClientError
 
-    return ClientError({"Error": {"Code": "ExpiredToken", "Message": "The security token included in the request "
-                                                                     "is expired"}}, "GetObject")
+    return ClientError(
+        {"Error": {"Code": "ExpiredToken", "Message": "The security token included in the request is expired"}},
+        "GetObject",
+    )
 
 
 def test_a_run_id_whose_marker_is_in_the_registry_is_refused_before_anything_is_created():
@@ -280,8 +316,10 @@ def test_a_run_id_whose_marker_is_in_the_registry_is_refused_before_anything_is_
         launch(world)
     (problem,) = error.value.problems
     assert problem.path == "mlinfra:training.runId"
-    assert str(problem) == (f"mlinfra:training.runId: run '{RUN_ID}' has already ended (runs/{RUN_ID}/_SUCCESS is in "
-                            "the registry); set a new runId for a new run and remove expiresAt (nothing was deployed)")
+    assert str(problem) == (
+        f"mlinfra:training.runId: run '{RUN_ID}' has already ended (runs/{RUN_ID}/_SUCCESS is in "
+        "the registry); set a new runId for a new run and remove expiresAt (nothing was deployed)"
+    )
     assert world.calls == [("exists", STACK), ("outputs", "registry"), ("marker", BUCKET, RUN_ID)]
 
 
@@ -300,8 +338,9 @@ def test_a_refused_run_id_exits_2_with_one_line(monkeypatch, capsys):
 def test_a_deployed_stack_is_watched_not_refused_for_its_own_marker():
     """A re-run after Ctrl-C: the marker is this run's own, so the run goes on to its teardown."""
     world = run_world(export_states=["succeeded"])
-    world.stacks[STACK] = StackState(training_config(expiresAt="2026-03-02T10:01:00Z"), deployed_outputs(),
-                                     resources=True)
+    world.stacks[STACK] = StackState(
+        training_config(expiresAt="2026-03-02T10:01:00Z"), deployed_outputs(), resources=True
+    )
     world.markers[RUN_ID] = Marker("SUCCESS", exit_code=0, checkpoints_exported=True)
     code, rt, _ = launch(world)
     assert code == 0, printed(rt)
@@ -314,36 +353,49 @@ def test_a_registry_with_no_bucket_is_refused_naming_the_registry_stack():
     world.stacks["registry"].outputs = {}
     with pytest.raises(InputError) as error:
         launch(world)
-    assert str(error.value.problems[0]) == ("mlinfra:registryStack: stack 'registry' has no bucketName output: "
-                                            "deploy the registry first (nothing was deployed)")
+    assert str(error.value.problems[0]) == (
+        "mlinfra:registryStack: stack 'registry' has no bucketName output: "
+        "deploy the registry first (nothing was deployed)"
+    )
     assert "up" not in world.names()
 
 
 def test_a_new_stack_whose_file_has_a_passed_expiry_is_told_to_set_a_new_run_id(tmp_path):
-    project = _project_with(tmp_path, "old-run", {"runId": "old-run-001", "instanceType": "p4d.24xlarge",
-                                                  "nodeCount": 2, "lifecycle": {"expiresAt": "2026-02-27T10:00:00Z"}})
+    project = _project_with(
+        tmp_path,
+        "old-run",
+        {
+            "runId": "old-run-001",
+            "instanceType": "p4d.24xlarge",
+            "nodeCount": 2,
+            "lifecycle": {"expiresAt": "2026-02-27T10:00:00Z"},
+        },
+    )
     world = run_world()
     rt = runtime(FakeClock())
     with pytest.raises(InputError) as error:
         run("old-run", RecordingStacks(world), RecordingCloud(world), rt, project=project, preview_fn=clean_preview)
     assert str(error.value.problems[0]) == (
         f"{EXPIRES_AT}: 2026-02-27T10:00:00Z has passed, so this run is over: tear it down with "
-        "`python -m infra teardown --stack old-run`; for a new run set a new runId and remove expiresAt")
+        "`python -m infra teardown --stack old-run`; for a new run set a new runId and remove expiresAt"
+    )
     assert "set_config" not in world.names() and "up" not in world.names()
 
 
 def test_aws_failing_for_a_while_in_the_wait_is_retried_with_one_line_each():
     from botocore.exceptions import EndpointConnectionError
 
-    world = succeeding_world(polls_before_marker=3,
-                             node_errors=[throttled(), EndpointConnectionError(endpoint_url="https://ec2.us-east-1")])
+    world = succeeding_world(
+        polls_before_marker=3, node_errors=[throttled(), EndpointConnectionError(endpoint_url="https://ec2.us-east-1")]
+    )
     code, rt, clock = launch(world)
     lines = printed(rt)
     assert code == 0, lines
     assert [line for line in lines if line.startswith("wait:")] == [
         "wait: AWS: ThrottlingException: Rate exceeded; trying again in 30s",
         'wait: AWS: EndpointConnectionError: Could not connect to the endpoint URL: "https://ec2.us-east-1"; '
-        "trying again in 1m 00s"]
+        "trying again in 1m 00s",
+    ]
     assert clock.sleeps[:2] == [30, 60]
     assert world.names()[-1] == "remove"
 
@@ -360,7 +412,8 @@ def test_aws_failing_past_the_retry_window_stops_waiting_and_leaves_the_run_to_i
         "wait: stopped waiting, AWS still failing after 15m 00s (AWS: ExpiredToken: The security token included in "
         f"the request is expired). Stack {STACK} stays deployed; its run guard stops the compute at expires-at "
         f"2026-03-02T10:01:00Z at the latest. Once the run has ended, or to end it now, finish with: "
-        f"python -m infra teardown --stack {STACK}")
+        f"python -m infra teardown --stack {STACK}"
+    )
 
 
 def test_a_failure_in_the_wait_that_is_not_aws_is_not_hidden():
@@ -381,4 +434,5 @@ def test_aws_failing_in_the_teardown_after_the_wait_says_how_to_resume():
     assert printed(rt)[-1] == (
         "error: AWS: ExpiredToken: The security token included in the request is expired; stack training-demo may "
         "still be deployed; its run guard stops the compute at expires-at 2026-03-02T10:01:00Z at the latest. "
-        f"Resume the teardown with: python -m infra teardown --stack {STACK}")
+        f"Resume the teardown with: python -m infra teardown --stack {STACK}"
+    )

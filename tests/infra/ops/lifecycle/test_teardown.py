@@ -1,12 +1,26 @@
 """Teardown against the recording stand-ins: order of operations, resumability, retries, refusals."""
+
 from __future__ import annotations
 
 import pytest
 
-from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
 from infra.ops.lifecycle.ports import Leftover, Marker
 from infra.ops.lifecycle.teardown import AuditRetry, Backoff, teardown, transient_destroy_failure
-from tests.infra.ops.lifecycle.recording import BUCKET, DEPENDENCY_VIOLATION, PLACEMENT_GROUP_IN_USE, RUN_ID, STOPPED_AT, FakeClock, RecordingCloud, RecordingStacks, World, deployed_world, printed, runtime
+from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
+from tests.infra.ops.lifecycle.recording import (
+    BUCKET,
+    DEPENDENCY_VIOLATION,
+    PLACEMENT_GROUP_IN_USE,
+    RUN_ID,
+    STOPPED_AT,
+    FakeClock,
+    RecordingCloud,
+    RecordingStacks,
+    World,
+    deployed_world,
+    printed,
+    runtime,
+)
 
 STACK = "training-demo"
 SINCE = STOPPED_AT  # AWS's time of the last instance's stop, not the local clock (10:00:30)
@@ -24,22 +38,28 @@ def test_a_clean_teardown_stops_exports_destroys_audits_then_removes():
     code, lines, clock = tear(world)
     assert code == 0
     assert world.calls == [
-        ("exists", STACK), ("config", STACK), ("outputs", STACK),
+        ("exists", STACK),
+        ("config", STACK),
+        ("outputs", STACK),
         ("stop_compute", RUN_ID),
         ("marker", BUCKET, RUN_ID),
         ("export_checkpoints", RUN_ID, SINCE, "started"),
         ("export_checkpoints", RUN_ID, SINCE, "running"),
         ("export_checkpoints", RUN_ID, SINCE, "succeeded"),
-        ("destroy", STACK), ("audit", RUN_ID), ("remove", STACK),
+        ("destroy", STACK),
+        ("audit", RUN_ID),
+        ("remove", STACK),
     ]
     assert clock.sleeps == [EXPORT_POLL_SECONDS, EXPORT_POLL_SECONDS]
     assert world.stacks == {} and world.instances[RUN_ID] == 0 and world.filesystems == set()
     assert lines[0] == f"stack {STACK}: run {RUN_ID}, bucket {BUCKET}"
     assert lines[1] == f"compute: terminated 4 instance(s) of run {RUN_ID}"
-    assert lines[-4:] == ["checkpoints: exported to the registry (task task-0123)",
-                          f"destroy: stack {STACK} holds no resources",
-                          f"audit: nothing left with run id {RUN_ID}",
-                          f"stack {STACK}: removed (its file in stacks/ is kept)"]
+    assert lines[-4:] == [
+        "checkpoints: exported to the registry (task task-0123)",
+        f"destroy: stack {STACK} holds no resources",
+        f"audit: nothing left with run id {RUN_ID}",
+        f"stack {STACK}: removed (its file in stacks/ is kept)",
+    ]
 
 
 CLEAN_CALLS = 11  # the clean teardown above
@@ -57,13 +77,16 @@ def _destroyed_only_after_export(calls: list[tuple]) -> bool:
 
 
 # (export states, calls of an uninterrupted teardown): exporting itself; waiting for the guard's deletion
-INTERRUPTIONS = [(["started", "running", "succeeded"], step) for step in range(1, CLEAN_CALLS + 1)] + \
-                [(["deleting", "no-filesystem"], step) for step in range(1, CLEAN_CALLS)]
+INTERRUPTIONS = [(["started", "running", "succeeded"], step) for step in range(1, CLEAN_CALLS + 1)] + [
+    (["deleting", "no-filesystem"], step) for step in range(1, CLEAN_CALLS)
+]
 
 
-@pytest.mark.parametrize("export_states, step", INTERRUPTIONS,
-                         ids=[f"{'export' if states[0] == 'started' else 'guard-deleting'}-{step}"
-                              for states, step in INTERRUPTIONS])
+@pytest.mark.parametrize(
+    "export_states, step",
+    INTERRUPTIONS,
+    ids=[f"{'export' if states[0] == 'started' else 'guard-deleting'}-{step}" for states, step in INTERRUPTIONS],
+)
 def test_teardown_interrupted_after_any_step_finishes_when_run_again(export_states, step):
     world = deployed_world(interrupt_after=step, export_states=list(export_states))
     with pytest.raises(KeyboardInterrupt):
@@ -85,8 +108,16 @@ def test_resumed_after_destroy_finds_no_file_system_and_finishes():
     world.interrupt_after, world.calls = None, []
     code, lines, _ = tear(world)
     assert code == 0
-    assert world.names() == ["exists", "config", "outputs", "stop_compute", "export_checkpoints",
-                             "destroy", "audit", "remove"]
+    assert world.names() == [
+        "exists",
+        "config",
+        "outputs",
+        "stop_compute",
+        "export_checkpoints",
+        "destroy",
+        "audit",
+        "remove",
+    ]
     assert "bucket unknown (no outputs)" in lines[0]
     assert "checkpoints: no file system left to export from" in lines
 
@@ -125,7 +156,9 @@ def test_retries_give_up_after_the_last_attempt_and_keep_the_stack():
 
 
 def test_any_other_destroy_failure_stops_at_once():
-    failure = "error: deleting urn:...:aws:fsx/lustreFileSystem:LustreFileSystem::run-fs: AccessDeniedException: not allowed"
+    failure = (
+        "error: deleting urn:...:aws:fsx/lustreFileSystem:LustreFileSystem::run-fs: AccessDeniedException: not allowed"
+    )
     world = deployed_world(destroy_failures=[failure], export_states=["succeeded"])
     code, lines, clock = tear(world)
     assert code == 1
@@ -134,8 +167,10 @@ def test_any_other_destroy_failure_stops_at_once():
     assert lines[-1] == f"destroy: failed: {failure}; the stack is kept"
 
 
-LEFTOVERS = [Leftover("ec2:network-interface", "eni-0abc", "network-interfaces"),
-             Leftover("logs:log-group", "/aws/lambda/run-guard", "log-groups")]
+LEFTOVERS = [
+    Leftover("ec2:network-interface", "eni-0abc", "network-interfaces"),
+    Leftover("logs:log-group", "/aws/lambda/run-guard", "log-groups"),
+]
 
 
 def test_leftovers_still_there_after_the_audit_retries_keep_the_stack():
@@ -154,7 +189,8 @@ def test_leftovers_still_there_after_the_audit_retries_keep_the_stack():
         "2m 30s (look 4 of 4)",
         f"audit: 2 resource(s) still belong to run {RUN_ID}; stack {STACK} is kept:",
         "  ec2:network-interface  eni-0abc  (found by network-interfaces)",
-        "  logs:log-group  /aws/lambda/run-guard  (found by log-groups)"]
+        "  logs:log-group  /aws/lambda/run-guard  (found by log-groups)",
+    ]
 
 
 def test_resources_aws_is_still_deleting_right_after_the_destroy_are_not_leftovers():
@@ -176,13 +212,17 @@ def test_a_removed_stack_with_leftovers_is_audited_with_the_same_retries():
 
 
 def test_a_failed_export_destroys_nothing():
-    world = deployed_world(export_states=["started", "failed"], export_detail="FSx task FAILED: access denied to bucket")
+    world = deployed_world(
+        export_states=["started", "failed"], export_detail="FSx task FAILED: access denied to bucket"
+    )
     code, lines, _ = tear(world)
     assert code == 1
     assert "destroy" not in world.names()
     assert RUN_ID in world.filesystems and STACK in world.stacks
-    assert lines[-1] == ("checkpoints: export failed (task task-0123): FSx task FAILED: access denied to bucket; "
-                         f"nothing was destroyed, fix it and run `python -m infra teardown --stack {STACK}` again")
+    assert lines[-1] == (
+        "checkpoints: export failed (task task-0123): FSx task FAILED: access denied to bucket; "
+        f"nothing was destroyed, fix it and run `python -m infra teardown --stack {STACK}` again"
+    )
 
 
 def test_an_export_that_does_not_finish_in_time_destroys_nothing():
@@ -206,13 +246,18 @@ def test_a_file_system_the_guard_is_deleting_is_waited_for_before_the_destroy():
     code, lines, clock = tear(world)
     assert code == 0, lines
     assert [call[3] for call in world.calls if call[0] == "export_checkpoints"] == [
-        "deleting", "deleting", "no-filesystem"]
+        "deleting",
+        "deleting",
+        "no-filesystem",
+    ]
     names = world.names()
     assert names.index("destroy") > max(i for i, name in enumerate(names) if name == "export_checkpoints")
     assert clock.sleeps == [EXPORT_POLL_SECONDS, EXPORT_POLL_SECONDS]
-    assert lines[2:5] == ["checkpoints: exported; the file system is being deleted, 0s so far",
-                          "checkpoints: exported; the file system is being deleted, 1m 00s so far",
-                          "checkpoints: no file system left to export from"]
+    assert lines[2:5] == [
+        "checkpoints: exported; the file system is being deleted, 0s so far",
+        "checkpoints: exported; the file system is being deleted, 1m 00s so far",
+        "checkpoints: no file system left to export from",
+    ]
 
 
 def test_a_file_system_that_stays_deleting_past_the_export_wait_destroys_nothing():
@@ -221,8 +266,10 @@ def test_a_file_system_that_stays_deleting_past_the_export_wait_destroys_nothing
     assert code == 1
     assert "destroy" not in world.names() and STACK in world.stacks
     assert sum(clock.sleeps) == EXPORT_WAIT_SECONDS
-    assert lines[-1] == (f"checkpoints: exported; the file system is being deleted, still after 1h 00m; nothing was destroyed, "
-                         f"run `python -m infra teardown --stack {STACK}` again to keep waiting")
+    assert lines[-1] == (
+        f"checkpoints: exported; the file system is being deleted, still after 1h 00m; nothing was destroyed, "
+        f"run `python -m infra teardown --stack {STACK}` again to keep waiting"
+    )
 
 
 def test_checkpoints_exported_by_the_nodes_need_no_export():
@@ -256,19 +303,28 @@ def test_phases_are_announced():
     assert phases == ["tearing down", "exporting", "tearing down"]
 
 
-@pytest.mark.parametrize("output, transient", [
-    (DEPENDENCY_VIOLATION, True),
-    (PLACEMENT_GROUP_IN_USE, True),
-    ("error: deleting urn:...gcp:compute/network:Network::run-vpc: Error 400: The network resource "
-     "'projects/p/global/networks/mlinfra-r-net' is already being used by 'projects/p/global/firewalls/"
-     "mlinfra-r-internal', resourceInUseByAnotherResource", True),
-    ("error: Error waiting for Delete Service Networking Connection: Error code 9, message: Failed to delete "
-     "connection; Producer services (e.g. CloudSQL, Cloud Memstore, etc.) are still using this connection.", True),
-    ("error: googleapi: Error 403: Required 'compute.networks.delete' permission, forbidden", False),
-    ("error: AccessDenied: not authorized to perform ec2:DeleteVpc", False),
-    ("error: the stack is currently locked by 1 lock(s)", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    "output, transient",
+    [
+        (DEPENDENCY_VIOLATION, True),
+        (PLACEMENT_GROUP_IN_USE, True),
+        (
+            "error: deleting urn:...gcp:compute/network:Network::run-vpc: Error 400: The network resource "
+            "'projects/p/global/networks/mlinfra-r-net' is already being used by 'projects/p/global/firewalls/"
+            "mlinfra-r-internal', resourceInUseByAnotherResource",
+            True,
+        ),
+        (
+            "error: Error waiting for Delete Service Networking Connection: Error code 9, message: Failed to delete "
+            "connection; Producer services (e.g. CloudSQL, Cloud Memstore, etc.) are still using this connection.",
+            True,
+        ),
+        ("error: googleapi: Error 403: Required 'compute.networks.delete' permission, forbidden", False),
+        ("error: AccessDenied: not authorized to perform ec2:DeleteVpc", False),
+        ("error: the stack is currently locked by 1 lock(s)", False),
+        ("", False),
+    ],
+)
 def test_transient_destroy_failures_are_classified_from_the_engine_output(output, transient):
     assert (transient_destroy_failure(output) is not None) is transient
 

@@ -1,4 +1,5 @@
 """The moto server fixtures of the lifecycle tests, reused here; a registry bucket for promotion."""
+
 from __future__ import annotations
 
 import pytest

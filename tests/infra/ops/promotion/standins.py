@@ -1,16 +1,18 @@
 """Recording stand-ins for promotion's ports: an in-memory registry and a scripted cluster whose Jobs
 write what the real conversion Jobs write (artefact files, then conversion.json)."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from infra.core.project import load_project, stack_config
-from infra.serving.aws import converter_access as access
 from infra.ops.promotion.ports import Conflict, JobState, StoredObject
+from infra.serving.aws import converter_access as access
 from tests.infra.ops.lifecycle.recording import StackState, World
 
 BUCKET = "mlinfra-registry-promo"
@@ -24,8 +26,12 @@ def seed_run(put: Callable[[str, bytes], Any], run_id: str, marker: str = "_SUCC
     for step in ("step-200", "step-1000", "step-900"):
         put(f"checkpoints/{run_id}/{step}/model.safetensors", step.encode() * 10)
     put(f"checkpoints/{run_id}/step-1000/config.json", b"{}")
-    put(f"runs/{run_id}/{marker}", json.dumps({"exit_code": 0 if marker == "_SUCCESS" else 3,
-                                               "checkpoints_exported": True, "ended_at": NOW}).encode())
+    put(
+        f"runs/{run_id}/{marker}",
+        json.dumps(
+            {"exit_code": 0 if marker == "_SUCCESS" else 3, "checkpoints_exported": True, "ended_at": NOW}
+        ).encode(),
+    )
 
 
 class MemoryStore:
@@ -38,13 +44,13 @@ class MemoryStore:
         self.versions: dict[str, list[bytes]] = {}
         self.writes: list[str] = []
         self.refused: list[str] = []
-        self.before_write: Optional[Callable[[str], None]] = None
+        self.before_write: Callable[[str], None] | None = None
         self.sizes: dict[str, int] = {}  # listed sizes instead of the bodies' (a 140 GB checkpoint in a few bytes)
 
-    def get(self, key: str) -> Optional[bytes]:
+    def get(self, key: str) -> bytes | None:
         return self.versions[key][-1] if key in self.versions else None
 
-    def read(self, key: str) -> Optional[tuple[bytes, str]]:
+    def read(self, key: str) -> tuple[bytes, str] | None:
         return (self.versions[key][-1], self._etag(key)) if key in self.versions else None
 
     def put(self, key: str, body: bytes) -> None:
@@ -73,8 +79,11 @@ class MemoryStore:
         return f'"{len(self.versions[key])}-{hashlib.md5(self.versions[key][-1]).hexdigest()}"'
 
     def list(self, prefix: str) -> list[StoredObject]:
-        return [StoredObject(k, self.sizes.get(k, len(v[-1])), NOW) for k, v in sorted(self.versions.items())
-                if k.startswith(prefix)]
+        return [
+            StoredObject(k, self.sizes.get(k, len(v[-1])), NOW)
+            for k, v in sorted(self.versions.items())
+            if k.startswith(prefix)
+        ]
 
     def json(self, key: str) -> Any:
         raw = self.get(key)
@@ -92,13 +101,14 @@ class Cluster:
     Outcomes "running" (never ends) and "unschedulable" (pending, its pod unplaceable) never finish;
     `interrupt_after` raises KeyboardInterrupt at that state check (Ctrl-C while waiting). Creating a Job
     that exists is refused, as `kubectl create` refuses it (AlreadyExists)."""
+
     store: MemoryStore
-    outcome: dict[str, str] = field(default_factory=dict)    # variant -> "succeeded" | "failed" | "bad-report" | ...
+    outcome: dict[str, str] = field(default_factory=dict)  # variant -> "succeeded" | "failed" | "bad-report" | ...
     polls: int = 2
-    interrupt_after: Optional[int] = None
+    interrupt_after: int | None = None
     applied: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple] = field(default_factory=list)
-    existing: set[str] = field(default_factory=set)          # Jobs in the cluster (names)
+    existing: set[str] = field(default_factory=set)  # Jobs in the cluster (names)
     _seen: dict[str, int] = field(default_factory=dict)
 
     def create(self, objects: list[dict[str, Any]]) -> None:
@@ -121,9 +131,12 @@ class Cluster:
         job = next(o for o in self.applied if o["kind"] == "Job" and o["metadata"]["name"] == name)
         variant = job["metadata"]["labels"]["app.kubernetes.io/component"]
         if self.outcome.get(variant) == "unschedulable":
-            return JobState("pending", unschedulable="0/3 nodes are available: 3 Insufficient nvidia.com/gpu; "
-                                                     "cluster autoscaler: pod didn't trigger scale-up: 1 max node "
-                                                     "group size reached")
+            return JobState(
+                "pending",
+                unschedulable="0/3 nodes are available: 3 Insufficient nvidia.com/gpu; "
+                "cluster autoscaler: pod didn't trigger scale-up: 1 max node "
+                "group size reached",
+            )
         if self._seen[name] < self.polls or self.outcome.get(variant) == "running":
             return JobState("running")
         prefix = job["metadata"]["annotations"]["mlinfra.io/target"].split("/", 3)[3]
@@ -132,10 +145,18 @@ class Cluster:
         self.store.put(prefix + "model.bin", body)
         if outcome == "failed":
             return JobState("failed", "BackoffLimitExceeded: Job has reached the specified backoff limit")
-        report = {"compilerVersion": "neuronx-cc 2.19" if variant == "neuron" else "cuda 12.4",
-                  "runtimeVersion": "vllm 0.8.5", "node": "ip-10-80-1-1.ec2.internal",
-                  "files": [{"path": "model.bin", "size": len(body) + (1 if outcome == "bad-report" else 0),
-                             "sha256": hashlib.sha256(body).hexdigest()}]}
+        report = {
+            "compilerVersion": "neuronx-cc 2.19" if variant == "neuron" else "cuda 12.4",
+            "runtimeVersion": "vllm 0.8.5",
+            "node": "ip-10-80-1-1.ec2.internal",
+            "files": [
+                {
+                    "path": "model.bin",
+                    "size": len(body) + (1 if outcome == "bad-report" else 0),
+                    "sha256": hashlib.sha256(body).hexdigest(),
+                }
+            ],
+        }
         self.store.put(prefix + "conversion.json", json.dumps(report).encode())
         return JobState("succeeded")
 
@@ -150,9 +171,16 @@ def promotion_world() -> World:
     serving_outputs = {"clusterName": "mlinfra-serving-demo", "converterRoleArn": CONVERTER_ROLE_ARN}
     world = World(deploy_outputs={**serving_outputs, "runId": "-"})
     world.stacks["serving-demo"] = StackState(serving_config(), outputs=serving_outputs, resources=True)
-    world.stacks["registry"] = StackState({"mlinfra:kind": "registry"}, outputs={
-        "bucketName": BUCKET, "bucketArn": f"arn:aws:s3:::{BUCKET}", "region": "us-east-1",
-        "kmsKeyArn": KEY_ARN}, resources=True)
+    world.stacks["registry"] = StackState(
+        {"mlinfra:kind": "registry"},
+        outputs={
+            "bucketName": BUCKET,
+            "bucketArn": f"arn:aws:s3:::{BUCKET}",
+            "region": "us-east-1",
+            "kmsKeyArn": KEY_ARN,
+        },
+        resources=True,
+    )
     return world
 
 

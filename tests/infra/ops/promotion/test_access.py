@@ -1,4 +1,5 @@
 """The conversion Jobs' identity (pure): the per-promotion session policy, its size, the converter role's trust."""
+
 from __future__ import annotations
 
 import json
@@ -6,19 +7,23 @@ import re
 
 import pytest
 
-from infra.registry import layout as registry_layout
 from infra.core.errors import InputError
-from infra.serving.aws import converter_access as access
 from infra.ops.promotion import jobs, request
 from infra.ops.promotion.recipes import VARIANTS
+from infra.registry import layout as registry_layout
+from infra.serving.aws import converter_access as access
 from tests.infra.ops.promotion.standins import KEY_ARN
 
 BUCKET_ARN = "arn:aws:s3:::mlinfra-registry-promo"
 # The longest inputs promote accepts: a 63-character bucket, a GovCloud multi-region key, and the longest
 # run id (training runId), model name (serving model name) and version (ModelSpec.version) allowed.
-LONGEST = dict(bucket_arn="arn:aws-us-gov:s3:::" + "b" * 63,
-               key_arn="arn:aws-us-gov:kms:ap-southeast-2:123456789012:key/mrk-" + "0" * 32,
-               run_id="r" * 40, model="m" * 32, version="v" + "9" * 62)
+LONGEST = dict(
+    bucket_arn="arn:aws-us-gov:s3:::" + "b" * 63,
+    key_arn="arn:aws-us-gov:kms:ap-southeast-2:123456789012:key/mrk-" + "0" * 32,
+    run_id="r" * 40,
+    model="m" * 32,
+    version="v" + "9" * 62,
+)
 
 
 def statements(policy: dict) -> dict[str, dict]:
@@ -38,9 +43,13 @@ def test_the_session_policy_reads_the_run_and_writes_one_variant_prefix_exactly(
     # The registry's own documents, merged: the two key statements (same key, same bucket context) become one.
     assert policy["RegistryRead"]["Action"] == registry_layout.READ_ACTIONS
     assert policy["RegistryWrite"]["Action"] == registry_layout.WRITE_ACTIONS
-    assert policy["RegistryKey"] == {"Sid": "RegistryKey", "Effect": "Allow",
-                                     "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": KEY_ARN,
-                                     "Condition": {"StringEquals": {"kms:EncryptionContext:aws:s3:arn": BUCKET_ARN}}}
+    assert policy["RegistryKey"] == {
+        "Sid": "RegistryKey",
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        "Resource": KEY_ARN,
+        "Condition": {"StringEquals": {"kms:EncryptionContext:aws:s3:arn": BUCKET_ARN}},
+    }
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -49,8 +58,14 @@ def test_the_session_policy_never_deletes_nor_uses_wildcard_actions(variant):
     actions = [a for s in policy["Statement"] for a in s["Action"]]
     assert all(s["Effect"] == "Allow" for s in policy["Statement"])
     assert not [a for a in actions if "Delete" in a or "*" in a]
-    assert set(actions) <= {*registry_layout.READ_ACTIONS, *registry_layout.WRITE_ACTIONS, "s3:ListBucket",
-                            "s3:ListBucketVersions", "kms:Decrypt", "kms:GenerateDataKey"}
+    assert set(actions) <= {
+        *registry_layout.READ_ACTIONS,
+        *registry_layout.WRITE_ACTIONS,
+        "s3:ListBucket",
+        "s3:ListBucketVersions",
+        "kms:Decrypt",
+        "kms:GenerateDataKey",
+    }
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -95,8 +110,11 @@ def test_the_role_trusts_pod_identity_and_itself_only():
     arn = access.role_arn("aws", "123456789012", "mlinfra-serving-demo-model-converter")
     assert arn == "arn:aws:iam::123456789012:role/mlinfra-serving-demo-model-converter"
     pods, self_ = access.trust_policy("aws", "123456789012", arn)["Statement"]
-    assert pods == {"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-                    "Action": ["sts:AssumeRole", "sts:TagSession"]}
+    assert pods == {
+        "Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+    }
     assert self_["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
     assert self_["Condition"] == {"ArnEquals": {"aws:PrincipalArn": arn}}
     [allow] = access.self_assume_policy(arn)["Statement"]

@@ -7,6 +7,7 @@ policy (test_access.py tests the former; only STS computes the latter). What thi
 are well-formed IAM, and the exact request a Job's credential process sends is one STS accepts, whose
 answer the AWS CLI's --query turns into what a credential_process must print.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,9 @@ import jmespath
 import pytest
 from botocore.credentials import ProcessProvider, RefreshableCredentials
 
-from infra.serving.aws import converter_access as access
 from infra.ops.promotion import jobs
 from infra.ops.promotion.sizing import Resources
+from infra.serving.aws import converter_access as access
 from tests.infra.ops.promotion.standins import BUCKET, KEY_ARN, credential_process_argv
 
 ACCOUNT = "123456789012"  # moto's account
@@ -34,29 +35,46 @@ def converter_role(aws):
     """The converter role as the serving stack declares it, with its self-assume policy."""
     trust = access.trust_policy("aws", ACCOUNT, ROLE_ARN)
     aws.iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(trust), MaxSessionDuration=3600)
-    aws.iam.put_role_policy(RoleName=ROLE, PolicyName="self-assume",
-                            PolicyDocument=json.dumps(access.self_assume_policy(ROLE_ARN)))
+    aws.iam.put_role_policy(
+        RoleName=ROLE, PolicyName="self-assume", PolicyDocument=json.dumps(access.self_assume_policy(ROLE_ARN))
+    )
     return ROLE_ARN
 
 
 def _job(**names):
-    return jobs.conversion_job(bucket=BUCKET, bucket_arn=f"arn:aws:s3:::{BUCKET}", key_arn=KEY_ARN, role_arn=ROLE_ARN,
-                               region="us-east-1", ns="models", checkpoint=f"checkpoints/{names['run_id']}/step-9/",
-                               resources=Resources(2, 21, 37), **names)
+    return jobs.conversion_job(
+        bucket=BUCKET,
+        bucket_arn=f"arn:aws:s3:::{BUCKET}",
+        key_arn=KEY_ARN,
+        role_arn=ROLE_ARN,
+        region="us-east-1",
+        ns="models",
+        checkpoint=f"checkpoints/{names['run_id']}/step-9/",
+        resources=Resources(2, 21, 37),
+        **names,
+    )
 
 
-@pytest.mark.parametrize("names", [dict(run_id="llama-ft-007", model="mistral-7b", version="v2", variant="cuda"),
-                                   LONGEST], ids=["demo", "longest"])
+@pytest.mark.parametrize(
+    "names",
+    [dict(run_id="llama-ft-007", model="mistral-7b", version="v2", variant="cuda"), LONGEST],
+    ids=["demo", "longest"],
+)
 def test_sts_accepts_the_jobs_assume_role_request(aws, converter_role, names):
     argv = credential_process_argv(_job(**names))
     options = dict(zip(argv[7::2], argv[8::2]))
     # The session policy is well-formed IAM (moto validates a managed policy's document like IAM does).
     aws.iam.create_policy(PolicyName="session-policy-shape", PolicyDocument=options["--policy"])
     sts = aws.session.client("sts")
-    answer = sts.assume_role(RoleArn=options["--role-arn"], RoleSessionName=options["--role-session-name"],
-                             DurationSeconds=int(options["--duration-seconds"]), Policy=options["--policy"])
-    assert answer["AssumedRoleUser"]["Arn"] == (f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/"
-                                                f"{options['--role-session-name']}")
+    answer = sts.assume_role(
+        RoleArn=options["--role-arn"],
+        RoleSessionName=options["--role-session-name"],
+        DurationSeconds=int(options["--duration-seconds"]),
+        Policy=options["--policy"],
+    )
+    assert answer["AssumedRoleUser"]["Arn"] == (
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/{options['--role-session-name']}"
+    )
     # What the CLI prints with the Job's --query (it renders timestamps as ISO 8601) ...
     printed = jmespath.search(options["--query"], _as_cli_json(answer))
     assert printed["Version"] == 1 and printed["AccessKeyId"] == answer["Credentials"]["AccessKeyId"]
@@ -70,8 +88,11 @@ def test_sts_accepts_the_jobs_assume_role_request(aws, converter_role, names):
 
 def test_the_trust_and_self_assume_documents_are_well_formed(aws, converter_role):
     # The explicit Deny on aliases and version claims is well-formed IAM too.
-    aws.iam.put_role_policy(RoleName=ROLE, PolicyName="deny-promotion-objects",
-                            PolicyDocument=json.dumps(access.promotion_objects_deny(f"arn:aws:s3:::{BUCKET}")))
+    aws.iam.put_role_policy(
+        RoleName=ROLE,
+        PolicyName="deny-promotion-objects",
+        PolicyDocument=json.dumps(access.promotion_objects_deny(f"arn:aws:s3:::{BUCKET}")),
+    )
     role = aws.iam.get_role(RoleName=ROLE)["Role"]
     assert role["Arn"] == ROLE_ARN  # the fixed name gives the ARN the trust policy names
     document = role["AssumeRolePolicyDocument"]

@@ -1,21 +1,32 @@
 """The conversion Jobs: valid Kubernetes objects, placed on the variant's hardware, least registry access."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from infra.serving.aws import converter_access as access
 from infra.ops.promotion import jobs
 from infra.ops.promotion.kube import job_state
 from infra.ops.promotion.recipes import VARIANTS
 from infra.ops.promotion.sizing import Resources
-from tests.k8s_schemas import validate
+from infra.serving.aws import converter_access as access
 from tests.infra.ops.promotion.standins import CONVERTER_ROLE_ARN, KEY_ARN, credential_process_argv
+from tests.k8s_schemas import validate
 
-ARGS = dict(bucket="mlinfra-registry-promo", bucket_arn="arn:aws:s3:::mlinfra-registry-promo", key_arn=KEY_ARN,
-            role_arn=CONVERTER_ROLE_ARN, region="us-east-1", ns="models", checkpoint="checkpoints/run-7/step-1000/",
-            model="mistral-7b", version="2026-03-01", run_id="run-7", resources=Resources(4, 35, 44))
+ARGS = dict(
+    bucket="mlinfra-registry-promo",
+    bucket_arn="arn:aws:s3:::mlinfra-registry-promo",
+    key_arn=KEY_ARN,
+    role_arn=CONVERTER_ROLE_ARN,
+    region="us-east-1",
+    ns="models",
+    checkpoint="checkpoints/run-7/step-1000/",
+    model="mistral-7b",
+    version="2026-03-01",
+    run_id="run-7",
+    resources=Resources(4, 35, 44),
+)
 
 
 def containers(variant: str) -> dict[str, dict]:
@@ -35,9 +46,14 @@ def test_objects_validate_against_the_kubernetes_schema(variant):
         validate(manifest)
 
 
-@pytest.mark.parametrize("variant, pool, resource", [("neuron", "inf2", "aws.amazon.com/neuron"),
-                                                     ("cuda", "g5", "nvidia.com/gpu"),
-                                                     ("tensorrt", "g5", "nvidia.com/gpu")])
+@pytest.mark.parametrize(
+    "variant, pool, resource",
+    [
+        ("neuron", "inf2", "aws.amazon.com/neuron"),
+        ("cuda", "g5", "nvidia.com/gpu"),
+        ("tensorrt", "g5", "nvidia.com/gpu"),
+    ],
+)
 def test_each_variant_runs_on_its_hardware(variant, pool, resource):
     pod = jobs.conversion_job(variant=variant, **ARGS)["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"mlinfra.io/accelerator": pool}
@@ -71,7 +87,8 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
     assert options["--role-session-name"] == f"promote-mistral-7b-2026-03-01-{variant}"
     assert options["--duration-seconds"] == "3600"
     assert json.loads(options["--policy"]) == access.session_policy(
-        ARGS["bucket_arn"], KEY_ARN, "run-7", "mistral-7b", "2026-03-01", variant)
+        ARGS["bucket_arn"], KEY_ARN, "run-7", "mistral-7b", "2026-03-01", variant
+    )
     script = steps["credentials"]["command"][-1]
     assert f"credential_process = /bin/sh {access.PROCESS_FILE}" in script
     assert "aws sts get-caller-identity" in script  # proves the down-scoped session before any S3 call
@@ -100,13 +117,18 @@ def test_node_loss_is_retried_and_a_conversion_error_fails_the_job(variant):
     spec = job["spec"]
     assert spec["backoffLimit"] == 2
     assert spec["template"]["spec"]["restartPolicy"] == "Never"  # podFailurePolicy requires it
-    assert spec["podFailurePolicy"] == {"rules": [
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-        {"action": "FailJob", "onExitCodes": {"containerName": "convert", "operator": "NotIn", "values": [0]}}]}
+    assert spec["podFailurePolicy"] == {
+        "rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": "convert", "operator": "NotIn", "values": [0]}},
+        ]
+    }
     assert spec["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
     validate(job)
     broken = json.loads(json.dumps(job))
-    broken["spec"]["podFailurePolicy"]["rules"][1]["onExitCode"] = broken["spec"]["podFailurePolicy"]["rules"][1].pop("onExitCodes")
+    broken["spec"]["podFailurePolicy"]["rules"][1]["onExitCode"] = broken["spec"]["podFailurePolicy"]["rules"][1].pop(
+        "onExitCodes"
+    )
     with pytest.raises(Exception, match="onExitCode"):
         validate(broken)
 
@@ -116,7 +138,8 @@ def test_the_convert_step_and_work_volume_are_sized_from_the_checkpoint():
     convert = next(c for c in pod["initContainers"] if c["name"] == "convert")
     assert convert["resources"] == {
         "requests": {"cpu": "4", "memory": "35Gi", "ephemeral-storage": "44Gi", "aws.amazon.com/neuron": "1"},
-        "limits": {"memory": "35Gi", "aws.amazon.com/neuron": "1"}}
+        "limits": {"memory": "35Gi", "aws.amazon.com/neuron": "1"},
+    }
     assert {"name": "work", "emptyDir": {"sizeLimit": "44Gi"}} in pod["volumes"]
     # The pod's request is its largest init step's: convert asks for more than every other step.
     others = [c for c in pod["initContainers"] + pod["containers"] if c["name"] != "convert"]

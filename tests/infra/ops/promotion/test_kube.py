@@ -1,5 +1,6 @@
 """The kubectl adapter against a recording stand-in `kubectl` (a script: logs its arguments and input,
 answers from canned JSON): create (never apply), delete in the background, unschedulable pods."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,12 @@ if answer.get("error"):
     sys.exit(1)
 sys.stdout.write(json.dumps(answer.get("out", {})))
 """
-UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                 "message": "0/4 nodes are available: 2 Insufficient memory, 2 node(s) didn't match selector."}
+UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/4 nodes are available: 2 Insufficient memory, 2 node(s) didn't match selector.",
+}
 
 
 @pytest.fixture
@@ -33,11 +38,12 @@ def kubectl(tmp_path):
     script.write_text(FAKE)
     answers.write_text("{}")
     wrapper = tmp_path / "kubectl"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} {log} {answers} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} {log} {answers} "$@"\n')
     wrapper.chmod(0o755)
 
     def calls() -> list[dict]:
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
     return KubectlJobs("/tmp/kc.yaml", kubectl=str(wrapper)), (lambda a: answers.write_text(json.dumps(a))), calls
 
 
@@ -60,22 +66,46 @@ def test_an_existing_job_is_an_error_not_adopted(kubectl):
 def test_delete_removes_the_job_and_its_pods_in_the_background(kubectl):
     jobs, _, calls = kubectl
     jobs.delete("models", "convert-m-v2-cuda")
-    assert calls()[0]["args"][2:] == ["delete", "job", "convert-m-v2-cuda", "-n", "models", "--cascade=background",
-                                      "--ignore-not-found"]
+    assert calls()[0]["args"][2:] == [
+        "delete",
+        "job",
+        "convert-m-v2-cuda",
+        "-n",
+        "models",
+        "--cascade=background",
+        "--ignore-not-found",
+    ]
 
 
 def test_an_unschedulable_pod_is_reported_with_the_autoscalers_reason(kubectl):
     jobs, answer, calls = kubectl
-    answer({"get job": {"out": {"status": {"active": 1}}},
-            "get pods": {"out": {"items": [{"metadata": {"name": "convert-m-v2-cuda-x1"},
-                                            "status": {"conditions": [UNSCHEDULABLE]}}]}},
-            "get events": {"out": {"items": [
-                {"lastTimestamp": "2026-03-01T10:00:00Z", "message": "pod didn't trigger scale-up: old"},
-                {"lastTimestamp": "2026-03-01T10:05:00Z", "message": "pod didn't trigger scale-up: 1 max node group "
-                                                                     "size reached"}]}}})
+    answer(
+        {
+            "get job": {"out": {"status": {"active": 1}}},
+            "get pods": {
+                "out": {
+                    "items": [{"metadata": {"name": "convert-m-v2-cuda-x1"}, "status": {"conditions": [UNSCHEDULABLE]}}]
+                }
+            },
+            "get events": {
+                "out": {
+                    "items": [
+                        {"lastTimestamp": "2026-03-01T10:00:00Z", "message": "pod didn't trigger scale-up: old"},
+                        {
+                            "lastTimestamp": "2026-03-01T10:05:00Z",
+                            "message": "pod didn't trigger scale-up: 1 max node group size reached",
+                        },
+                    ]
+                }
+            },
+        }
+    )
     state = jobs.state("models", "convert-m-v2-cuda")
-    assert state == JobState("pending", "", UNSCHEDULABLE["message"] + "; cluster autoscaler: pod didn't trigger "
-                                                                        "scale-up: 1 max node group size reached")
+    assert state == JobState(
+        "pending",
+        "",
+        UNSCHEDULABLE["message"] + "; cluster autoscaler: pod didn't trigger scale-up: 1 max node group size reached",
+    )
     assert [c["args"][2:4] for c in calls()] == [["get", "job"], ["get", "pods"], ["get", "events"]]
     assert "batch.kubernetes.io/job-name=convert-m-v2-cuda" in calls()[1]["args"]
     assert "involvedObject.name=convert-m-v2-cuda-x1,reason=NotTriggerScaleUp" in calls()[2]["args"]
@@ -83,9 +113,21 @@ def test_an_unschedulable_pod_is_reported_with_the_autoscalers_reason(kubectl):
 
 def test_a_scheduled_pod_is_running_and_a_finished_job_asks_nothing_more(kubectl):
     jobs, answer, calls = kubectl
-    answer({"get job": {"out": {"status": {"active": 1}}},
-            "get pods": {"out": {"items": [{"metadata": {"name": "p"}, "status": {"conditions": [
-                {"type": "PodScheduled", "status": "True"}]}}]}}})
+    answer(
+        {
+            "get job": {"out": {"status": {"active": 1}}},
+            "get pods": {
+                "out": {
+                    "items": [
+                        {
+                            "metadata": {"name": "p"},
+                            "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]},
+                        }
+                    ]
+                }
+            },
+        }
+    )
     assert jobs.state("models", "j") == JobState("running")
     answer({"get job": {"out": {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}}})
     assert jobs.state("models", "j") == JobState("succeeded")

@@ -1,4 +1,5 @@
 """Promote and rollback against recording stand-ins: in-memory registry, scripted cluster, recorded stacks."""
+
 from __future__ import annotations
 
 import json
@@ -6,17 +7,30 @@ import json
 import pytest
 
 from infra.core.errors import InputError
-from infra.serving.aws import converter_access as access
 from infra.ops.promotion import registry
 from infra.ops.promotion.promote import promote, rollback
 from infra.ops.promotion.request import Promotion, Rollback
+from infra.serving.aws import converter_access as access
 from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, printed, runtime
-from tests.infra.ops.promotion.standins import BUCKET, CONVERTER_ROLE_ARN, KEY_ARN, NOW, RUN_ID, Cluster, MemoryStore, credential_process_argv, promotion_world, seed_run
+from tests.infra.ops.promotion.standins import (
+    BUCKET,
+    CONVERTER_ROLE_ARN,
+    KEY_ARN,
+    NOW,
+    RUN_ID,
+    Cluster,
+    MemoryStore,
+    credential_process_argv,
+    promotion_world,
+    seed_run,
+)
 
 VERSION_PATH = "mlinfra:serving.models[1].version"  # mistral-7b follows `production` in serving-demo
 ALIAS = "models/mistral-7b/aliases/production.json"
-HINT = ("stacks/Pulumi.serving-demo.yaml was rewritten: commit it (git commit stacks/Pulumi.serving-demo.yaml), or the "
-        "next `pulumi up` from a checkout puts the previous version back")
+HINT = (
+    "stacks/Pulumi.serving-demo.yaml was rewritten: commit it (git commit stacks/Pulumi.serving-demo.yaml), or the "
+    "next `pulumi up` from a checkout puts the previous version back"
+)
 
 
 @pytest.fixture
@@ -31,8 +45,14 @@ def setup():
 def _promote(setup, version="v2", variants=("cuda", "neuron"), dry_run=False, run_id=RUN_ID):
     store, cluster, _, stacks, rt = setup
     seen = []
-    code = promote(Promotion(run_id, "mistral-7b", version, variants), stacks,
-                   lambda bucket, region: seen.append((bucket, region)) or store, lambda stack: cluster, rt, dry_run)
+    code = promote(
+        Promotion(run_id, "mistral-7b", version, variants),
+        stacks,
+        lambda bucket, region: seen.append((bucket, region)) or store,
+        lambda stack: cluster,
+        rt,
+        dry_run,
+    )
     assert seen == [(BUCKET, "us-east-1")]
     return code
 
@@ -52,7 +72,9 @@ def test_success_writes_manifests_then_moves_the_alias_then_rolls_out(setup):
     assert manifest["source"]["checkpoint"] == f"s3://{BUCKET}/checkpoints/{RUN_ID}/step-1000/"
     assert manifest["hardware"]["accelerator"] == "inf2" and manifest["compilerVersion"] == "neuronx-cc 2.19"
     assert [c[:3] for c in world.calls if c[0] in ("set_config", "up")] == [
-        ("set_config", "serving-demo", VERSION_PATH), ("up", "serving-demo")]
+        ("set_config", "serving-demo", VERSION_PATH),
+        ("up", "serving-demo"),
+    ]
     assert _served(world) == "v2"
     assert [k for k in store.versions if k.endswith("_FAILED")] == []
     assert any(line.startswith("converting | ") and "cuda running" in line for line in printed(rt))
@@ -63,12 +85,16 @@ def test_a_failing_variant_leaves_alias_and_serving_alone_and_marks_the_version_
     assert _promote(setup, version="v1") == 0
     cluster.outcome["neuron"] = "failed"
     assert _promote(setup, version="v2") == 1
-    assert store.json(ALIAS)["version"] == "v1"                          # alias unchanged
-    assert store.json("models/mistral-7b/v2/neuron/_FAILED")["reason"].startswith("job convert-mistral-7b-v2-neuron failed")
+    assert store.json(ALIAS)["version"] == "v1"  # alias unchanged
+    assert store.json("models/mistral-7b/v2/neuron/_FAILED")["reason"].startswith(
+        "job convert-mistral-7b-v2-neuron failed"
+    )
     assert "model.bin" in {k.rsplit("/", 1)[1] for k in store.versions if k.startswith("models/mistral-7b/v2/neuron/")}
     assert store.json("models/mistral-7b/v2/_FAILED")["variants"].keys() == {"neuron"}
     assert [c for c in world.calls if c[0] in ("set_config", "up")] == [
-        ("set_config", "serving-demo", VERSION_PATH, "v1"), ("up", "serving-demo")]  # only the first promotion
+        ("set_config", "serving-demo", VERSION_PATH, "v1"),
+        ("up", "serving-demo"),
+    ]  # only the first promotion
     assert _served(world) == "v1"
     assert "promotion failed: mistral-7b@production stays at v1; serving unchanged" in "\n".join(printed(rt))
 
@@ -87,17 +113,27 @@ def test_dry_run_prints_the_plan_and_touches_nothing(setup):
     assert store.writes == [] and cluster.calls == []
     assert not [c for c in world.calls if c[0] in ("set_config", "up")]
     text = "\n".join(printed(rt))
-    assert ("job models/convert-mistral-7b-v2-neuron: neuron on inf2 (aws.amazon.com/neuron: 1, cpu 4, memory 9Gi, "
-            "disk 11Gi)") in text
+    assert (
+        "job models/convert-mistral-7b-v2-neuron: neuron on inf2 (aws.amazon.com/neuron: 1, cpu 4, memory 9Gi, "
+        "disk 11Gi)"
+    ) in text
     assert "first: claim models/mistral-7b/v2/_PROMOTION (only if absent)" in text
-    assert (f"serving: {VERSION_PATH} 2025-05-20 -> v2 in stack serving-demo (rewrites stacks/Pulumi.serving-demo.yaml), "
-            "then pulumi up") in text
+    assert (
+        f"serving: {VERSION_PATH} 2025-05-20 -> v2 in stack serving-demo (rewrites stacks/Pulumi.serving-demo.yaml), "
+        "then pulumi up"
+    ) in text
 
 
-@pytest.mark.parametrize("prepare, message", [
-    (lambda store: seed_run(store.put, RUN_ID, "_FAILED"), "--run-id: run llama-ft-007 failed (exit code 3)"),
-    (lambda store: store.put("models/mistral-7b/v2/cuda/manifest.json", b"{}"), "--version: models/mistral-7b/v2/ already exists"),
-])
+@pytest.mark.parametrize(
+    "prepare, message",
+    [
+        (lambda store: seed_run(store.put, RUN_ID, "_FAILED"), "--run-id: run llama-ft-007 failed (exit code 3)"),
+        (
+            lambda store: store.put("models/mistral-7b/v2/cuda/manifest.json", b"{}"),
+            "--version: models/mistral-7b/v2/ already exists",
+        ),
+    ],
+)
 def test_refusals_write_and_start_nothing(setup, prepare, message):
     store, cluster, world, _, _ = setup
     prepare(store)
@@ -108,7 +144,9 @@ def test_refusals_write_and_start_nothing(setup, prepare, message):
 
 
 def test_the_served_variant_must_be_promoted(setup):
-    with pytest.raises(InputError, match="--variants: stack serving-demo serves the cuda artefact of mistral-7b; include cuda"):
+    with pytest.raises(
+        InputError, match="--variants: stack serving-demo serves the cuda artefact of mistral-7b; include cuda"
+    ):
         _promote(setup, variants=("neuron",))
 
 
@@ -135,14 +173,19 @@ def test_a_failed_up_says_how_to_finish_or_undo(setup):
     world.up_failure = "error: update failed"
     assert _promote(setup) == 1
     assert store.json(ALIAS)["version"] == "v2"
-    assert "undo with `python -m infra rollback --model mistral-7b --alias production --stack serving-demo`" in printed(rt)[-2]
+    assert (
+        "undo with `python -m infra rollback --model mistral-7b --alias production --stack serving-demo`"
+        in printed(rt)[-2]
+    )
     assert printed(rt)[-1] == HINT
 
 
 def test_a_model_nobody_serves_moves_only_the_alias(setup):
     store, cluster, world, stacks, rt = setup
-    assert promote(Promotion(RUN_ID, "other-model", "v1", ("cuda",)), stacks, lambda b, r: store,
-                   lambda s: cluster, rt) == 0
+    assert (
+        promote(Promotion(RUN_ID, "other-model", "v1", ("cuda",)), stacks, lambda b, r: store, lambda s: cluster, rt)
+        == 0
+    )
     assert store.json("models/other-model/aliases/production.json")["version"] == "v1"
     assert not [c for c in world.calls if c[0] == "set_config"]
     assert registry.failed_markers(store, "other-model", "v1") == []
@@ -165,8 +208,11 @@ def test_each_job_runs_as_the_converter_down_scoped_to_its_own_prefixes(setup):
 def test_a_serving_stack_without_the_converter_role_is_refused_before_anything_starts(setup):
     store, cluster, world, stacks, rt = setup
     del world.stacks["serving-demo"].outputs["converterRoleArn"]
-    with pytest.raises(InputError, match=r"--stack: stack serving-demo has no converterRoleArn output \(the "
-                                         r"conversion Jobs' role\): run `pulumi up -s serving-demo` first"):
+    with pytest.raises(
+        InputError,
+        match=r"--stack: stack serving-demo has no converterRoleArn output \(the "
+        r"conversion Jobs' role\): run `pulumi up -s serving-demo` first",
+    ):
         promote(Promotion(RUN_ID, "mistral-7b", "v2", ("cuda",)), stacks, lambda b, r: store, lambda s: cluster, rt)
     assert store.writes == [] and cluster.calls == []
 
@@ -181,8 +227,12 @@ def test_jobs_are_created_never_applied_and_the_version_is_claimed_first(setup):
     assert [c[0] for c in cluster.calls][:2] == ["create", "create"]
     assert store.writes[0] == "models/mistral-7b/v2/_PROMOTION"  # before any Job (and any other write)
     claim = store.json("models/mistral-7b/v2/_PROMOTION")
-    assert claim == {"run": RUN_ID, "variants": ["cuda", "neuron"], "started_at": NOW,
-                     "checkpoint": f"s3://{BUCKET}/checkpoints/{RUN_ID}/step-1000/"}
+    assert claim == {
+        "run": RUN_ID,
+        "variants": ["cuda", "neuron"],
+        "started_at": NOW,
+        "checkpoint": f"s3://{BUCKET}/checkpoints/{RUN_ID}/step-1000/",
+    }
     assert printed(rt)[-1] == HINT
 
 
@@ -192,7 +242,9 @@ def test_a_failing_variant_stops_the_others_and_marks_every_variant(setup):
     assert _promote(setup) == 1
     assert _jobs_named(cluster, "delete") == ["convert-mistral-7b-v2-cuda"]  # the failed one keeps its logs
     assert store.json("models/mistral-7b/v2/cuda/_FAILED")["reason"] == "stopped: variant neuron failed"
-    assert store.json("models/mistral-7b/v2/neuron/_FAILED")["reason"].startswith("job convert-mistral-7b-v2-neuron failed")
+    assert store.json("models/mistral-7b/v2/neuron/_FAILED")["reason"].startswith(
+        "job convert-mistral-7b-v2-neuron failed"
+    )
     assert store.get(ALIAS) is None and not [c for c in world.calls if c[0] == "set_config"]
     assert "deleted job models/convert-mistral-7b-v2-cuda (cuda was running)" in printed(rt)
 
@@ -205,8 +257,10 @@ def test_a_succeeded_variant_of_a_failed_version_is_marked_too(setup):
     assert store.get("models/mistral-7b/v2/cuda/manifest.json") is not None
     assert store.json("models/mistral-7b/v2/cuda/_FAILED")["reason"] == "version v2 failed: neuron failed"
     assert registry.servable_problems(store, "mistral-7b", "v2", ["cuda"]) == [
-        "models/mistral-7b/v2/_FAILED is in the registry", "models/mistral-7b/v2/cuda/_FAILED is in the registry",
-        "models/mistral-7b/v2/neuron/_FAILED is in the registry"]
+        "models/mistral-7b/v2/_FAILED is in the registry",
+        "models/mistral-7b/v2/cuda/_FAILED is in the registry",
+        "models/mistral-7b/v2/neuron/_FAILED is in the registry",
+    ]
 
 
 def test_ctrl_c_deletes_the_started_jobs_and_marks_the_version(setup):
@@ -217,7 +271,8 @@ def test_ctrl_c_deletes_the_started_jobs_and_marks_the_version(setup):
     assert sorted(_jobs_named(cluster, "delete")) == ["convert-mistral-7b-v2-cuda", "convert-mistral-7b-v2-neuron"]
     assert cluster.existing == set()
     assert {store.json(f"models/mistral-7b/v2/{v}/_FAILED")["reason"] for v in ("cuda", "neuron")} == {
-        "promotion stopped (interrupted)"}
+        "promotion stopped (interrupted)"
+    }
     assert store.get(ALIAS) is None and not [c for c in world.calls if c[0] == "set_config"]
     assert "interrupted: stopping the promotion" in printed(rt)
     # Deleting Jobs deletes nothing in the registry: every object written is still there.
@@ -239,11 +294,18 @@ def test_an_unschedulable_pod_is_shown_then_fails_the_promotion_after_30_minutes
     cluster.outcome["cuda"] = "unschedulable"
     assert _promote(setup) == 1
     lines = printed(rt)
-    assert any(line.startswith("converting | 0s | cuda unschedulable (0/3 nodes are available: 3 Insufficient "
-                               "nvidia.com/gpu; cluster autoscaler: pod didn't trigger scale-up") for line in lines)
+    assert any(
+        line.startswith(
+            "converting | 0s | cuda unschedulable (0/3 nodes are available: 3 Insufficient "
+            "nvidia.com/gpu; cluster autoscaler: pod didn't trigger scale-up"
+        )
+        for line in lines
+    )
     reason = store.json("models/mistral-7b/v2/cuda/_FAILED")["reason"]
-    assert reason.startswith("job convert-mistral-7b-v2-cuda failed: its pod could not be scheduled for 30m 00s, and "
-                             "the cluster autoscaler added no node for it: 0/3 nodes are available")
+    assert reason.startswith(
+        "job convert-mistral-7b-v2-cuda failed: its pod could not be scheduled for 30m 00s, and "
+        "the cluster autoscaler added no node for it: 0/3 nodes are available"
+    )
     assert "convert-mistral-7b-v2-cuda" in _jobs_named(cluster, "delete")  # still pending in the cluster: deleted
 
 
@@ -255,11 +317,14 @@ def test_a_failed_marker_written_before_the_alias_moves_stops_it(setup):
         put(key, body)
         if key.endswith("neuron/manifest.json"):
             put("models/mistral-7b/v2/neuron/_FAILED", b'{"reason": "marked by hand"}')
+
     store.put = put_then_fail
     with pytest.raises(InputError) as error:
         _promote(setup)
-    assert str(error.value) == ("--version: mistral-7b version v2 cannot be served: models/mistral-7b/v2/neuron/_FAILED "
-                                "is in the registry; the alias was not moved")
+    assert str(error.value) == (
+        "--version: mistral-7b version v2 cannot be served: models/mistral-7b/v2/neuron/_FAILED "
+        "is in the registry; the alias was not moved"
+    )
     assert store.get(ALIAS) is None and not [c for c in world.calls if c[0] == "set_config"]
 
 
@@ -272,9 +337,10 @@ def test_the_alias_moves_over_a_concurrent_move_by_reading_it_again(setup):
         if key == ALIAS and not raced:  # another promotion moves the alias between our read and our write
             raced.append(key)
             store.put(ALIAS, json.dumps({"version": "v1b", "previous": ["v1"], "history": []}).encode())
+
     store.before_write = other_writer
     assert _promote(setup, version="v2") == 0
-    assert store.refused == [ALIAS]                       # the stale write was refused (If-Match) ...
+    assert store.refused == [ALIAS]  # the stale write was refused (If-Match) ...
     assert store.json(ALIAS)["version"] == "v2" and store.json(ALIAS)["previous"] == ["v1", "v1b"]  # ... then redone
 
 
@@ -284,9 +350,11 @@ def test_an_alias_that_keeps_changing_is_not_moved(setup):
     store.put(ALIAS, b'{"version": "v0"}')
     assert _promote(setup) == 1
     assert store.json(ALIAS) == {"version": "other"} and len(store.refused) == registry.ALIAS_ATTEMPTS
-    assert printed(rt)[-1] == ("error: models/mistral-7b/aliases/production.json changed while it was being moved, 5 "
-                               "times in a row; it was not moved; version v2 is complete but mistral-7b@production did "
-                               "not move; serving unchanged")
+    assert printed(rt)[-1] == (
+        "error: models/mistral-7b/aliases/production.json changed while it was being moved, 5 "
+        "times in a row; it was not moved; version v2 is complete but mistral-7b@production did "
+        "not move; serving unchanged"
+    )
     assert not [c for c in world.calls if c[0] == "set_config"]
 
 
@@ -296,16 +364,21 @@ def test_rollback_refuses_a_version_that_cannot_be_served(setup):
     store.put("models/mistral-7b/v1/cuda/_FAILED", b"{}")
     with pytest.raises(InputError) as error:
         rollback(Rollback("mistral-7b"), stacks, lambda b, r: store, rt)
-    assert str(error.value) == ("--alias: mistral-7b version v1 cannot be served: models/mistral-7b/v1/cuda/_FAILED is "
-                                "in the registry; the alias was not moved")
+    assert str(error.value) == (
+        "--alias: mistral-7b version v1 cannot be served: models/mistral-7b/v1/cuda/_FAILED is "
+        "in the registry; the alias was not moved"
+    )
     assert store.json(ALIAS)["version"] == "v2" and _served(world) == "v2"
 
 
 def test_rollback_refuses_a_version_without_the_served_manifest(setup):
     store, _, _, stacks, rt = setup
     store.put(ALIAS, json.dumps({"version": "v2", "previous": ["v0"], "history": []}).encode())
-    with pytest.raises(InputError, match=r"--alias: mistral-7b version v0 cannot be served: "
-                                         r"models/mistral-7b/v0/cuda/manifest.json is missing"):
+    with pytest.raises(
+        InputError,
+        match=r"--alias: mistral-7b version v0 cannot be served: "
+        r"models/mistral-7b/v0/cuda/manifest.json is missing",
+    ):
         rollback(Rollback("mistral-7b"), stacks, lambda b, r: store, rt)
 
 
@@ -318,7 +391,16 @@ def test_rollback_prints_the_commit_hint(setup):
 
 def test_an_explicit_checkpoint_is_promoted(setup):
     store, cluster, _, stacks, rt = setup
-    assert promote(Promotion(RUN_ID, "mistral-7b", "v2", ("cuda",), checkpoint=f"checkpoints/{RUN_ID}/step-900"),
-                   stacks, lambda b, r: store, lambda s: cluster, rt) == 0
+    assert (
+        promote(
+            Promotion(RUN_ID, "mistral-7b", "v2", ("cuda",), checkpoint=f"checkpoints/{RUN_ID}/step-900"),
+            stacks,
+            lambda b, r: store,
+            lambda s: cluster,
+            rt,
+        )
+        == 0
+    )
     assert cluster.applied[0]["metadata"]["annotations"]["mlinfra.io/checkpoint"] == (
-        f"s3://{BUCKET}/checkpoints/{RUN_ID}/step-900/")
+        f"s3://{BUCKET}/checkpoints/{RUN_ID}/step-900/"
+    )

@@ -1,4 +1,5 @@
 """`python -m infra promote/rollback`: exit codes and messages, with the S3 side on the moto server."""
+
 from __future__ import annotations
 
 import json
@@ -33,16 +34,20 @@ def test_promoting_a_failed_run_exits_2(wired, aws, capsys):
     seed_run(lambda key, body: aws.s3.put_object(Bucket=BUCKET, Key=key, Body=body), "run-bad", "_FAILED")
     code, _, err = _run(capsys, "--run-id", "run-bad", "--version", "v2")
     assert code == 2
-    assert err == ("error: --run-id: run run-bad failed (exit code 3): runs/run-bad/_FAILED is in the registry; "
-                   "only a run with _SUCCESS can be promoted\n")
+    assert err == (
+        "error: --run-id: run run-bad failed (exit code 3): runs/run-bad/_FAILED is in the registry; "
+        "only a run with _SUCCESS can be promoted\n"
+    )
 
 
 def test_promoting_onto_an_existing_version_exits_2(wired, aws, capsys):
     aws.s3.put_object(Bucket=BUCKET, Key="models/mistral-7b/v2/cuda/manifest.json", Body=b"{}")
     code, _, err = _run(capsys, "--run-id", RUN_ID, "--version", "v2")
     assert code == 2
-    assert err == ("error: --version: models/mistral-7b/v2/ already exists (1 objects): the version is already being "
-                   "promoted or promoted; versions are immutable: promote to a new version\n")
+    assert err == (
+        "error: --version: models/mistral-7b/v2/ already exists (1 objects): the version is already being "
+        "promoted or promoted; versions are immutable: promote to a new version\n"
+    )
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(wired, aws, capsys):
@@ -54,23 +59,39 @@ def test_dry_run_prints_the_plan_and_writes_nothing(wired, aws, capsys):
 
 
 def test_bad_flags_exit_2_one_line_each(capsys):
-    code = main(["promote", "--run-id", "r", "--model", "m", "--version", "7", "--variants", "neuron,rocm",
-                 "--stack", "training-demo"])
+    code = main(
+        [
+            "promote",
+            "--run-id",
+            "r",
+            "--model",
+            "m",
+            "--version",
+            "7",
+            "--variants",
+            "neuron,rocm",
+            "--stack",
+            "training-demo",
+        ]
+    )
     _, err = capsys.readouterr()
     assert code == 2
     assert err.splitlines() == [
         "error: --version: '7' would be stored as a number or boolean in the stack config; use e.g. v7 or a date like 2026-03-01",
-        "error: --variants: comma-separated, from neuron, cuda, tensorrt (not 'rocm')"]
+        "error: --variants: comma-separated, from neuron, cuda, tensorrt (not 'rocm')",
+    ]
 
 
 def test_a_training_stack_is_refused(capsys):
     assert main(["rollback", "--model", "m", "--stack", "training-demo"]) == 2
-    assert capsys.readouterr().err == ("error: --stack: 'training-demo' is a training stack; promotion takes a "
-                                       "serving stack\n")
+    assert capsys.readouterr().err == (
+        "error: --stack: 'training-demo' is a training stack; promotion takes a serving stack\n"
+    )
 
 
-@pytest.mark.parametrize("verb", [["promote", "--run-id", RUN_ID, "--model", "m", "--version", "v2"],
-                                  ["rollback", "--model", "m"]])
+@pytest.mark.parametrize(
+    "verb", [["promote", "--run-id", RUN_ID, "--model", "m", "--version", "v2"], ["rollback", "--model", "m"]]
+)
 def test_the_serving_stack_must_be_named(capsys, verb):
     with pytest.raises(SystemExit) as exit_:
         main(verb)
@@ -82,7 +103,7 @@ def test_an_oversized_checkpoint_is_refused_at_plan_time_even_in_a_dry_run(monke
     store = MemoryStore()
     seed_run(store.put, RUN_ID)
     for key in [k for k in store.versions if k.startswith(f"checkpoints/{RUN_ID}/step-1000/")]:
-        store.sizes[key] = 70 * 10 ** 9  # two files: a 140 GB (130.4 GiB) checkpoint, a 70B model in bf16
+        store.sizes[key] = 70 * 10**9  # two files: a 140 GB (130.4 GiB) checkpoint, a 70B model in bf16
     monkeypatch.setattr(promotion_cli, "_stacks", lambda: RecordingStacks(promotion_world()))
     monkeypatch.setattr(promotion_cli, "_store", lambda b, r: store)
     code, out, err = _run(capsys, "--run-id", RUN_ID, "--version", "v2", "--variants", "cuda,neuron", "--dry-run")
@@ -93,7 +114,8 @@ def test_an_oversized_checkpoint_is_refused_at_plan_time_even_in_a_dry_run(monke
         "holds it: g5.12xlarge would (add it to instanceTypes); diskGib 346 would hold the work volume",
         "error: mlinfra:serving.nodePools.inf2: variant neuron needs 4 CPU, 269 GiB memory and 336 GiB disk to convert "
         "a 130.4 GiB checkpoint; no instance type of node pool inf2 (inf2.xlarge, inf2.8xlarge; diskGib 200, 140 GiB "
-        "usable) holds it: inf2.24xlarge would (add it to instanceTypes); diskGib 418 would hold the work volume"]
+        "usable) holds it: inf2.24xlarge would (add it to instanceTypes); diskGib 418 would hold the work volume",
+    ]
 
 
 def test_a_promotion_builds_the_stacks_once_and_removes_its_kubeconfig(bucket, aws, monkeypatch, capsys, tmp_path):
@@ -108,9 +130,14 @@ def test_a_promotion_builds_the_stacks_once_and_removes_its_kubeconfig(bucket, a
     def jobs(stacks, stack, directory):
         kubectl = real_jobs(stacks, stack, directory)  # writes the kubeconfig
         path = os.path.join(directory, "kubeconfig.yaml")
-        seen.update(path=path, mode=stat.S_IMODE(os.stat(path).st_mode), args=kubectl._base,
-                    config=json.loads(open(path).read()))
+        seen.update(
+            path=path,
+            mode=stat.S_IMODE(os.stat(path).st_mode),
+            args=kubectl._base,
+            config=json.loads(open(path).read()),
+        )
         return Cluster(store)
+
     monkeypatch.setattr(promotion_cli, "_jobs", jobs)
     code, out, _ = _run(capsys, "--run-id", RUN_ID, "--version", "v2")
     assert code == 0, out
@@ -125,7 +152,9 @@ def _versions(aws) -> list[tuple[str, str]]:
     return sorted((v["Key"], v["VersionId"]) for v in aws.s3.list_object_versions(Bucket=BUCKET).get("Versions", []))
 
 
-def test_a_second_promotion_of_a_version_being_promoted_is_refused_and_touches_nothing(bucket, aws, monkeypatch, capsys):
+def test_a_second_promotion_of_a_version_being_promoted_is_refused_and_touches_nothing(
+    bucket, aws, monkeypatch, capsys
+):
     world = promotion_world()
     monkeypatch.setattr(promotion_cli, "_stacks", lambda: RecordingStacks(world))
     store = S3Store(BUCKET, session=aws.session)
@@ -139,16 +168,35 @@ def test_a_second_promotion_of_a_version_being_promoted_is_refused_and_touches_n
     def state_then_second_promotion(namespace, name):
         if not during:  # while the first promotion's Jobs run, someone promotes the same version
             before = _versions(aws)
-            during["code"] = main(["promote", "--model", "mistral-7b", "--stack", "serving-demo", "--run-id", RUN_ID,
-                                   "--version", "v2", "--variants", "cuda"])
+            during["code"] = main(
+                [
+                    "promote",
+                    "--model",
+                    "mistral-7b",
+                    "--stack",
+                    "serving-demo",
+                    "--run-id",
+                    RUN_ID,
+                    "--version",
+                    "v2",
+                    "--variants",
+                    "cuda",
+                ]
+            )
             during["err"] = capsys.readouterr().err
             during["unchanged"] = _versions(aws) == before
         return state(namespace, name)
+
     first.state = state_then_second_promotion
     code, out, _ = _run(capsys, "--run-id", RUN_ID, "--version", "v2")
-    assert during == {"code": 2, "unchanged": True, "err": (
-        "error: --version: models/mistral-7b/v2/ already exists (1 objects): the version is already being promoted or "
-        "promoted; versions are immutable: promote to a new version\n")}
+    assert during == {
+        "code": 2,
+        "unchanged": True,
+        "err": (
+            "error: --version: models/mistral-7b/v2/ already exists (1 objects): the version is already being promoted or "
+            "promoted; versions are immutable: promote to a new version\n"
+        ),
+    }
     assert second.calls == []  # it never reached the cluster
     assert code == 0 and json.loads(store.get("models/mistral-7b/aliases/production.json"))["version"] == "v2"
     assert json.loads(store.get("models/mistral-7b/v2/_PROMOTION"))["variants"] == ["neuron", "cuda"]  # the first's
@@ -165,12 +213,15 @@ def test_two_promotions_racing_for_a_version_only_one_claims_it(bucket, aws, mon
             if key.endswith("/_PROMOTION"):  # the other promotion's claim lands first (its own If-None-Match write)
                 S3Store(BUCKET, session=aws.session).put_new(key, json.dumps(claim).encode())
             super().put_new(key, body)
+
     store = Racing(BUCKET, session=aws.session)
     monkeypatch.setattr(promotion_cli, "_store", lambda b, r: store)
     monkeypatch.setattr(promotion_cli, "_jobs", lambda stacks, stack, directory: pytest.fail("no job may start"))
     code, _, err = _run(capsys, "--run-id", RUN_ID, "--version", "v2")
     assert code == 2
-    assert err == ("error: --version: models/mistral-7b/v2/_PROMOTION already exists: the version is already being "
-                   "promoted or promoted; versions are immutable: promote to a new version\n")
+    assert err == (
+        "error: --version: models/mistral-7b/v2/_PROMOTION already exists: the version is already being "
+        "promoted or promoted; versions are immutable: promote to a new version\n"
+    )
     assert [k for k, _ in _versions(aws) if k.startswith("models/")] == ["models/mistral-7b/v2/_PROMOTION"]
     assert json.loads(store.get("models/mistral-7b/v2/_PROMOTION")) == claim  # the winner's claim, untouched

@@ -1,4 +1,5 @@
 """The registry's promotion rules against the moto server's S3: markers, immutability, manifests, aliases."""
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,10 @@ def test_a_failed_run_is_refused(store, aws):
     seed_run(lambda key, body: aws.s3.put_object(Bucket=BUCKET, Key=key, Body=body), "run-bad", "_FAILED")
     with pytest.raises(InputError) as error:
         registry.check_run(store, "run-bad")
-    assert _message(error) == ("--run-id: run run-bad failed (exit code 3): runs/run-bad/_FAILED is in the "
-                               "registry; only a run with _SUCCESS can be promoted")
+    assert _message(error) == (
+        "--run-id: run run-bad failed (exit code 3): runs/run-bad/_FAILED is in the "
+        "registry; only a run with _SUCCESS can be promoted"
+    )
 
 
 def test_a_run_with_both_markers_is_refused(store, aws):
@@ -47,8 +50,10 @@ def test_a_run_with_both_markers_is_refused(store, aws):
 def test_an_unfinished_run_is_refused(store):
     with pytest.raises(InputError) as error:
         registry.check_run(store, "run-still-going")
-    assert _message(error) == ("--run-id: run run-still-going has no runs/run-still-going/_SUCCESS in the "
-                               "registry: it is unfinished or never ran; only a run with _SUCCESS can be promoted")
+    assert _message(error) == (
+        "--run-id: run run-still-going has no runs/run-still-going/_SUCCESS in the "
+        "registry: it is unfinished or never ran; only a run with _SUCCESS can be promoted"
+    )
 
 
 def test_a_run_without_checkpoints_is_refused(store):
@@ -61,8 +66,10 @@ def test_an_existing_version_is_immutable(store, aws):
     aws.s3.put_object(Bucket=BUCKET, Key="models/mistral-7b/v1/cuda/_FAILED", Body=b"{}")
     with pytest.raises(InputError) as error:
         registry.check_version_free(store, "mistral-7b", "v1")
-    assert _message(error) == ("--version: models/mistral-7b/v1/ already exists (1 objects): the version is already "
-                               "being promoted or promoted; versions are immutable: promote to a new version")
+    assert _message(error) == (
+        "--version: models/mistral-7b/v1/ already exists (1 objects): the version is already "
+        "being promoted or promoted; versions are immutable: promote to a new version"
+    )
     registry.check_version_free(store, "mistral-7b", "v10")  # a prefix of another version is not that version
 
 
@@ -70,12 +77,22 @@ def test_the_manifest_records_source_versions_hardware_and_checksums(store, aws)
     prefix = "models/mistral-7b/v2/cuda/"
     body = b"weights" * 100
     aws.s3.put_object(Bucket=BUCKET, Key=prefix + "model.safetensors", Body=body)
-    report = {"compilerVersion": "cuda 12.4", "runtimeVersion": "0.8.5", "node": "ip-1",
-              "files": [{"path": "model.safetensors", "size": len(body), "sha256": hashlib.sha256(body).hexdigest()}]}
+    report = {
+        "compilerVersion": "cuda 12.4",
+        "runtimeVersion": "0.8.5",
+        "node": "ip-1",
+        "files": [{"path": "model.safetensors", "size": len(body), "sha256": hashlib.sha256(body).hexdigest()}],
+    }
     aws.s3.put_object(Bucket=BUCKET, Key=prefix + "conversion.json", Body=json.dumps(report).encode())
     source = {"runId": RUN_ID, "checkpoint": f"s3://{BUCKET}/checkpoints/{RUN_ID}/step-1000/"}
-    facts = {"model": "mistral-7b", "version": "v2", "variant": "cuda", "format": "safetensors", "precision": "bf16",
-             "hardware": {"accelerator": "g5", "resource": "nvidia.com/gpu"}}
+    facts = {
+        "model": "mistral-7b",
+        "version": "v2",
+        "variant": "cuda",
+        "format": "safetensors",
+        "precision": "bf16",
+        "hardware": {"accelerator": "g5", "resource": "nvidia.com/gpu"},
+    }
     key = registry.write_manifest(store, prefix, registry.build_manifest(store, prefix, source, facts))
     manifest = json.loads(aws.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
     assert key == prefix + "manifest.json"
@@ -91,7 +108,9 @@ def test_a_report_that_does_not_match_the_stored_files_is_refused(store, aws):
     aws.s3.put_object(Bucket=BUCKET, Key=prefix + "stray.bin", Body=b"x")
     files = [{"path": "model.safetensors", "size": 3, "sha256": "0" * 64}]
     aws.s3.put_object(Bucket=BUCKET, Key=prefix + "conversion.json", Body=json.dumps({"files": files}).encode())
-    with pytest.raises(ValueError, match="models/mistral-7b/v3/cuda/stray.bin is in the registry but not in the report"):
+    with pytest.raises(
+        ValueError, match="models/mistral-7b/v3/cuda/stray.bin is in the registry but not in the report"
+    ):
         registry.build_manifest(store, prefix, {}, {"hardware": {}})
     with pytest.raises(ValueError, match="left no models/mistral-7b/v4/cuda/conversion.json"):
         registry.build_manifest(store, "models/mistral-7b/v4/cuda/", {}, {"hardware": {}})
@@ -124,13 +143,17 @@ def _put(aws, *keys: str, body: bytes = b"x") -> None:
         aws.s3.put_object(Bucket=BUCKET, Key=key, Body=body)
 
 
-@pytest.mark.parametrize("keys, chosen", [
-    (["checkpoint-1000/model.safetensors", "runs/events.out", "final/model.safetensors"], "checkpoint-1000/"),
-    (["step-1000/model.safetensors", "tokenizer/tokenizer.json"], "step-1000/"),
-    (["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "config.json", "logs/train.log"], ""),
-    (["global_step90/mp_rank_00_model_states.pt", "global_step100/mp_rank_00_model_states.pt"], "global_step100/"),
-    (["ckpt_7/model.pt", "checkpoint-12/model.pt", "step-9/model.pt"], "checkpoint-12/"),
-], ids=["checkpoint-dirs-and-others", "step-and-tokenizer", "root-weights", "deepspeed", "mixed-names"])
+@pytest.mark.parametrize(
+    "keys, chosen",
+    [
+        (["checkpoint-1000/model.safetensors", "runs/events.out", "final/model.safetensors"], "checkpoint-1000/"),
+        (["step-1000/model.safetensors", "tokenizer/tokenizer.json"], "step-1000/"),
+        (["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "config.json", "logs/train.log"], ""),
+        (["global_step90/mp_rank_00_model_states.pt", "global_step100/mp_rank_00_model_states.pt"], "global_step100/"),
+        (["ckpt_7/model.pt", "checkpoint-12/model.pt", "step-9/model.pt"], "checkpoint-12/"),
+    ],
+    ids=["checkpoint-dirs-and-others", "step-and-tokenizer", "root-weights", "deepspeed", "mixed-names"],
+)
 def test_the_final_checkpoint_is_the_highest_step_directory_else_the_root(store, aws, keys, chosen):
     _put(aws, *(f"checkpoints/run-x/{k}" for k in keys))
     checkpoint = registry.final_checkpoint(store, "run-x")
@@ -145,17 +168,27 @@ def test_a_run_without_step_directories_or_root_weights_must_name_its_checkpoint
     assert _message(error) == (
         "--checkpoint: checkpoints/run-x/ has no step directory (step-N, checkpoint-N, ckpt-N, global_stepN) and no "
         "weight files (*.safetensors, *.bin, *.pt, *.pth) at its root; name the checkpoint with --checkpoint "
-        "checkpoints/run-x/<dir>/")
+        "checkpoints/run-x/<dir>/"
+    )
     assert registry.final_checkpoint(store, "run-x", "checkpoints/run-x/final").prefix == "checkpoints/run-x/final/"
 
 
-@pytest.mark.parametrize("explicit, message", [
-    ("checkpoints/other-run/step-1/", "--checkpoint: 'checkpoints/other-run/step-1/' is not a prefix under "
-                                      "checkpoints/run-x/ (e.g. checkpoints/run-x/step-1000/)"),
-    ("checkpoints/run-x/../other/", "--checkpoint: 'checkpoints/run-x/../other/' is not a prefix under "
-                                    "checkpoints/run-x/ (e.g. checkpoints/run-x/step-1000/)"),
-    ("checkpoints/run-x/step-5/", "--checkpoint: nothing under checkpoints/run-x/step-5/ in the registry"),
-])
+@pytest.mark.parametrize(
+    "explicit, message",
+    [
+        (
+            "checkpoints/other-run/step-1/",
+            "--checkpoint: 'checkpoints/other-run/step-1/' is not a prefix under "
+            "checkpoints/run-x/ (e.g. checkpoints/run-x/step-1000/)",
+        ),
+        (
+            "checkpoints/run-x/../other/",
+            "--checkpoint: 'checkpoints/run-x/../other/' is not a prefix under "
+            "checkpoints/run-x/ (e.g. checkpoints/run-x/step-1000/)",
+        ),
+        ("checkpoints/run-x/step-5/", "--checkpoint: nothing under checkpoints/run-x/step-5/ in the registry"),
+    ],
+)
 def test_an_explicit_checkpoint_must_be_under_the_run(store, aws, explicit, message):
     _put(aws, "checkpoints/run-x/step-1/model.safetensors")
     with pytest.raises(InputError) as error:
@@ -167,8 +200,10 @@ def test_moto_honours_if_none_match_so_a_version_is_claimed_once(store, aws):
     key = registry.claim_version(store, "mistral-7b", "v9", {"run": "r1"})
     with pytest.raises(InputError) as error:
         registry.claim_version(store, "mistral-7b", "v9", {"run": "r2"})
-    assert _message(error) == ("--version: models/mistral-7b/v9/_PROMOTION already exists: the version is already "
-                               "being promoted or promoted; versions are immutable: promote to a new version")
+    assert _message(error) == (
+        "--version: models/mistral-7b/v9/_PROMOTION already exists: the version is already "
+        "being promoted or promoted; versions are immutable: promote to a new version"
+    )
     versions = aws.s3.list_object_versions(Bucket=BUCKET, Prefix=key)["Versions"]
     assert len(versions) == 1 and json.loads(store.get(key)) == {"run": "r1"}  # the first claim, untouched
 
@@ -196,6 +231,7 @@ def test_a_concurrent_alias_move_is_read_again_and_kept_in_the_history(store, aw
             raced.append(k)
             aws.s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps({"version": "v1b", "previous": ["v1"]}).encode())
         real_put_if_match(k, body, etag)
+
     store.put_if_match = racing
     moved = registry.move_alias(store, "mistral-7b", "production", "v2", NOW)
     assert raced and (moved.version, moved.previous) == ("v2", ["v1", "v1b"])
@@ -205,6 +241,8 @@ def test_a_concurrent_alias_move_is_read_again_and_kept_in_the_history(store, aw
 def test_servable_needs_the_manifest_and_no_failed_marker(store, aws):
     _put(aws, "models/m/v1/cuda/manifest.json", "models/m/v1/neuron/manifest.json")
     assert registry.servable_problems(store, "m", "v1", ["cuda"]) == []
-    assert registry.servable_problems(store, "m", "v1", ["tensorrt"]) == ["models/m/v1/tensorrt/manifest.json is missing"]
+    assert registry.servable_problems(store, "m", "v1", ["tensorrt"]) == [
+        "models/m/v1/tensorrt/manifest.json is missing"
+    ]
     _put(aws, "models/m/v1/neuron/_FAILED")
     assert registry.servable_problems(store, "m", "v1", ["cuda"]) == ["models/m/v1/neuron/_FAILED is in the registry"]

@@ -1,5 +1,6 @@
 """Conversion Jobs fit the pool they target: requests sized from the checkpoint, checked against the pool's
 instance types (catalog facts less the system reserve) and root volume (pure)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,10 @@ def _pool(variant: str):
 def test_each_recipe_fits_the_demo_pools(variant, size):
     need = sizing.conversion_resources(RECIPES[variant], size)
     pool = _pool(variant)
-    assert sizing.fit_problem(variant, RECIPES[variant].accelerator, pool.instance_types, pool.disk_gib, need,
-                              size) is None
+    assert (
+        sizing.fit_problem(variant, RECIPES[variant].accelerator, pool.instance_types, pool.disk_gib, need, size)
+        is None
+    )
     assert any(sizing.holds(t, need) for t in pool.instance_types)
 
 
@@ -51,10 +54,11 @@ def test_a_root_volume_too_small_is_refused_naming_the_disk_that_would_do():
     assert str(problem) == (
         "mlinfra:serving.nodePools.g5: variant tensorrt needs 2 CPU, 25 GiB memory and 51 GiB disk to convert a 13.5 "
         "GiB checkpoint; no instance type of node pool g5 (g5.xlarge, g5.2xlarge; diskGib 80, 32 GiB usable) holds it: "
-        "diskGib 102 would hold the work volume")
+        "diskGib 102 would hold the work volume"
+    )
 
 
 def test_no_type_of_the_accelerator_is_large_enough():
     need = sizing.Resources(4, 5000, 10)
-    problem = sizing.fit_problem("cuda", "g5", ["g5.xlarge", "g5.2xlarge"], 200, need, 10 ** 12)
+    problem = sizing.fit_problem("cuda", "g5", ["g5.xlarge", "g5.2xlarge"], 200, need, 10**12)
     assert str(problem).endswith("holds it: no instance type of its accelerator in the catalog would")

@@ -1,4 +1,5 @@
 """Serving config: shape (pydantic) and meaning (serving_checks), each problem naming its field."""
+
 from __future__ import annotations
 
 import copy
@@ -6,10 +7,10 @@ import copy
 import pytest
 
 from infra.catalog.aws import instance_type
-from infra.kinds import load
-from infra.serving.aws.config import ServingSpec, ServingStackConfig
-from infra.serving.aws.checks import pool_types, serving_findings
 from infra.core.errors import InputError, Problem
+from infra.kinds import load
+from infra.serving.aws.checks import pool_types, serving_findings
+from infra.serving.aws.config import ServingSpec, ServingStackConfig
 
 MODELS = [
     {"name": "llama", "version": "1.0", "accelerator": "inf2", "image": "neuron-vllm:1"},
@@ -26,8 +27,12 @@ def serving(**changes) -> dict:
 def flat(value: dict) -> dict:
     import json
 
-    return {"aws:region": "us-east-1", "mlinfra:kind": "serving", "mlinfra:registryStack": "registry",
-            "mlinfra:serving": json.dumps(value)}
+    return {
+        "aws:region": "us-east-1",
+        "mlinfra:kind": "serving",
+        "mlinfra:registryStack": "registry",
+        "mlinfra:serving": json.dumps(value),
+    }
 
 
 def problems(value: dict) -> list[str]:
@@ -55,16 +60,20 @@ def test_pool_types_come_from_the_catalog():
 def test_inf2_model_with_cuda_variant():
     value = serving()
     value["models"][0]["variant"] = "cuda"
-    assert problems(value) == ["mlinfra:serving.models[0].variant: cuda artefacts cannot be served on inf2: "
-                               "inf2 runs Neuron-compiled artefacts only; use neuron"]
+    assert problems(value) == [
+        "mlinfra:serving.models[0].variant: cuda artefacts cannot be served on inf2: "
+        "inf2 runs Neuron-compiled artefacts only; use neuron"
+    ]
 
 
 def test_g5_model_with_tensorrt_variant():
     value = serving()
     value["models"][1]["variant"] = "tensorrt"
-    assert problems(value) == ["mlinfra:serving.models[1].variant: tensorrt artefacts cannot be served on g5: the g5 "
-                               "server is vLLM on CUDA, which loads cuda artefacts (TensorRT engines need a "
-                               "TensorRT-LLM server); use cuda"]
+    assert problems(value) == [
+        "mlinfra:serving.models[1].variant: tensorrt artefacts cannot be served on g5: the g5 "
+        "server is vLLM on CUDA, which loads cuda artefacts (TensorRT engines need a "
+        "TensorRT-LLM server); use cuda"
+    ]
 
 
 def test_max_replicas_below_min_replicas():
@@ -82,58 +91,72 @@ def test_zero_max_replicas_is_a_shape_error():
 def test_training_type_in_a_serving_pool():
     value = serving(nodePools={"g5": {"instanceTypes": ["p4d.24xlarge", "g5.xlarge"]}})
     [message] = problems(value)
-    assert message.startswith("mlinfra:serving.nodePools.g5.instanceTypes[0]: p4d.24xlarge is a training type; "
-                              "serving takes one of: inf2.xlarge, ")
+    assert message.startswith(
+        "mlinfra:serving.nodePools.g5.instanceTypes[0]: p4d.24xlarge is a training type; "
+        "serving takes one of: inf2.xlarge, "
+    )
 
 
 def test_unknown_type_lists_close_names():
     value = serving(nodePools={"inf2": {"instanceTypes": ["inf2.xlarge", "inf2.8xlarg"]}})
-    assert problems(value) == ["mlinfra:serving.nodePools.inf2.instanceTypes[1]: unknown instance type 'inf2.8xlarg'; "
-                               "closest known: inf2.8xlarge, inf2.48xlarge, inf2.xlarge"]
+    assert problems(value) == [
+        "mlinfra:serving.nodePools.inf2.instanceTypes[1]: unknown instance type 'inf2.8xlarg'; "
+        "closest known: inf2.8xlarge, inf2.48xlarge, inf2.xlarge"
+    ]
 
 
 def test_type_of_the_other_family():
     value = serving(nodePools={"inf2": {"instanceTypes": ["inf2.xlarge", "g5.xlarge"]}})
-    assert problems(value) == ["mlinfra:serving.nodePools.inf2.instanceTypes[1]: g5.xlarge has A10G accelerators, not "
-                               "Inferentia2; the inf2 pool takes: inf2.xlarge, inf2.8xlarge, inf2.24xlarge, inf2.48xlarge"]
+    assert problems(value) == [
+        "mlinfra:serving.nodePools.inf2.instanceTypes[1]: g5.xlarge has A10G accelerators, not "
+        "Inferentia2; the inf2 pool takes: inf2.xlarge, inf2.8xlarge, inf2.24xlarge, inf2.48xlarge"
+    ]
 
 
 def test_one_size_is_not_enough():
     value = serving(nodePools={"g5": {"instanceTypes": ["g5.xlarge"]}})
-    assert problems(value) == ["mlinfra:serving.nodePools.g5.instanceTypes: List should have at least 2 items after "
-                               "validation, not 1"]
+    assert problems(value) == [
+        "mlinfra:serving.nodePools.g5.instanceTypes: List should have at least 2 items after validation, not 1"
+    ]
     value = serving(nodePools={"g5": {"instanceTypes": ["g5.xlarge", "g5.xlarge"]}})
-    assert problems(value) == ["mlinfra:serving.nodePools.g5.instanceTypes: lists a type twice; give two or more "
-                               "different sizes"]
+    assert problems(value) == [
+        "mlinfra:serving.nodePools.g5.instanceTypes: lists a type twice; give two or more different sizes"
+    ]
 
 
 def test_pool_bounds():
     value = serving(nodePools={"g5": {"minSize": 3, "maxSize": 2}})
     assert problems(value) == ["mlinfra:serving.nodePools.g5.maxSize: 2 is below minSize (3); use at least 3"]
     assert problems(serving(nodePools={"g5": {"maxSize": 101}})) == [
-        "mlinfra:serving.nodePools.g5.maxSize: must be at most 100 (got 101)"]
+        "mlinfra:serving.nodePools.g5.maxSize: must be at most 100 (got 101)"
+    ]
 
 
 def test_inf2_is_on_demand_only_and_g5_may_be_spot():
     assert problems(serving(nodePools={"inf2": {"capacityType": "spot"}})) == [
-        "mlinfra:serving.nodePools.inf2.capacityType: must be one of 'on-demand' (got 'spot')"]
+        "mlinfra:serving.nodePools.inf2.capacityType: must be one of 'on-demand' (got 'spot')"
+    ]
     assert load(flat(serving(nodePools={"g5": {"capacityType": "spot"}}))).serving.node_pools.g5.capacity_type == "spot"
 
 
 def test_accelerators_per_replica_must_fit_the_largest_size():
     value = serving()
     value["models"][0]["acceleratorsPerReplica"] = 2
-    assert problems(value) == ["mlinfra:serving.models[0].acceleratorsPerReplica: 2 per replica, but the largest type "
-                               "of the inf2 pool (inf2.xlarge) has 1; lower it or add a larger size to "
-                               "nodePools.inf2.instanceTypes"]
+    assert problems(value) == [
+        "mlinfra:serving.models[0].acceleratorsPerReplica: 2 per replica, but the largest type "
+        "of the inf2 pool (inf2.xlarge) has 1; lower it or add a larger size to "
+        "nodePools.inf2.instanceTypes"
+    ]
     value["nodePools"] = {"inf2": {"instanceTypes": ["inf2.xlarge", "inf2.24xlarge"]}}
     assert load(flat(value)).serving.models[0].accelerators_per_replica == 2
 
 
 def test_public_endpoint_must_be_asked_for_by_name():
     value = serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": ["0.0.0.0/0"]}})
-    assert problems(value) == ["mlinfra:serving.cluster.endpoint.publicAccessCidrs: 0.0.0.0/0 opens the API to the "
-                               "internet; set access: public-internet to ask for that by name, or list narrower CIDRs"]
+    assert problems(value) == [
+        "mlinfra:serving.cluster.endpoint.publicAccessCidrs: 0.0.0.0/0 opens the API to the "
+        "internet; set access: public-internet to ask for that by name, or list narrower CIDRs"
+    ]
     spec = load(flat(serving(cluster={"endpoint": {"access": "public-internet"}}))).serving
     assert spec.cluster.endpoint.access == "public-internet"
 
@@ -141,25 +164,32 @@ def test_public_endpoint_must_be_asked_for_by_name():
 def test_restricted_needs_cidrs_and_cidrs_need_restricted():
     assert problems(serving(cluster={"endpoint": {"access": "restricted"}})) == [
         "mlinfra:serving.cluster.endpoint.publicAccessCidrs: required with access restricted: the CIDRs allowed to "
-        "reach the Kubernetes API (or use access private)"]
+        "reach the Kubernetes API (or use access private)"
+    ]
     assert problems(serving(cluster={"endpoint": {"publicAccessCidrs": ["198.51.100.0/24"]}})) == [
         "mlinfra:serving.cluster.endpoint.publicAccessCidrs: only used with access restricted (access is private); "
-        "remove it or set cluster.endpoint.access to restricted"]
-    assert problems(serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": ["10.0.0.1/8"]}}))[0].startswith(
-        "mlinfra:serving.cluster.endpoint.publicAccessCidrs: '10.0.0.1/8' is not an IPv4 CIDR")
+        "remove it or set cluster.endpoint.access to restricted"
+    ]
+    assert problems(serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": ["10.0.0.1/8"]}}))[
+        0
+    ].startswith("mlinfra:serving.cluster.endpoint.publicAccessCidrs: '10.0.0.1/8' is not an IPv4 CIDR")
 
 
 def test_log_retention_must_be_a_cloudwatch_value():
     [message] = problems(serving(cluster={"logRetentionDays": 10}))
-    assert message.startswith("mlinfra:serving.cluster.logRetentionDays: CloudWatch Logs does not offer 10 days; one of 1, 3,")
+    assert message.startswith(
+        "mlinfra:serving.cluster.logRetentionDays: CloudWatch Logs does not offer 10 days; one of 1, 3,"
+    )
 
 
 def test_unknown_keys_and_duplicate_models():
     value = serving()
     value["models"][0]["replicas"] = 2
     [message] = problems(value)
-    assert message.startswith("mlinfra:serving.models[0].replicas: unknown key (did you mean 'minReplicas'?); "
-                              "allowed: accelerator, acceleratorsPerReplica,")
+    assert message.startswith(
+        "mlinfra:serving.models[0].replicas: unknown key (did you mean 'minReplicas'?); "
+        "allowed: accelerator, acceleratorsPerReplica,"
+    )
     value = serving()
     value["models"][1]["name"] = "llama"
     assert problems(value) == ["mlinfra:serving.models: model name 'llama' appears twice; each model gets one server"]
@@ -170,6 +200,11 @@ def test_type_not_offered_in_the_region():
     # g5 is offered in us-east-1; a region the catalog has no offerings for gets a finding per type.
     findings = serving_findings(spec, "xx-nowhere-1")
     regions = ", ".join(instance_type("inf2.xlarge").regions)
-    assert Problem("mlinfra:serving.nodePools.inf2.instanceTypes[0]",
-                   f"inf2.xlarge is not offered in xx-nowhere-1; regions that offer it: {regions}") in findings
+    assert (
+        Problem(
+            "mlinfra:serving.nodePools.inf2.instanceTypes[0]",
+            f"inf2.xlarge is not offered in xx-nowhere-1; regions that offer it: {regions}",
+        )
+        in findings
+    )
     assert len(findings) == 4

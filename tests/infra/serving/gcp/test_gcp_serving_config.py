@@ -1,9 +1,9 @@
 """`mlinfra:cloud` and the GCP serving config: default aws, bad values exit 2 naming the key."""
+
 import pytest
 
-from infra.kinds import load
-from infra.kinds import cloud_of
 from infra.core.errors import InputError
+from infra.kinds import cloud_of, load
 from tests.helpers import run_cli
 
 MODEL = {"name": "m", "version": "1", "accelerator": "l4", "image": "vllm/vllm-openai:v0.9.1"}
@@ -11,8 +11,13 @@ MODEL = {"name": "m", "version": "1", "accelerator": "l4", "image": "vllm/vllm-o
 
 def gcp(**serving):
     spec = {"modelStore": {"bucket": "models-bridge"}, "models": [MODEL], **serving}
-    return {"gcp:project": "mlinfra-demo-project", "gcp:region": "us-central1", "mlinfra:kind": "serving",
-            "mlinfra:cloud": "gcp", "mlinfra:serving": spec}
+    return {
+        "gcp:project": "mlinfra-demo-project",
+        "gcp:region": "us-central1",
+        "mlinfra:kind": "serving",
+        "mlinfra:cloud": "gcp",
+        "mlinfra:serving": spec,
+    }
 
 
 def problems(flat):
@@ -29,30 +34,70 @@ def test_cloud_defaults_to_aws_and_may_be_spelt_out():
 
 def test_gcp_serving_loads():
     config = load(gcp())
-    assert (config.kind, config.cloud, config.serving.node_pools.l4.machine_types) == ("serving", "gcp", ["g2-standard-8"])
+    assert (config.kind, config.cloud, config.serving.node_pools.l4.machine_types) == (
+        "serving",
+        "gcp",
+        ["g2-standard-8"],
+    )
 
 
-@pytest.mark.parametrize("flat, expected", [
-    ({**gcp(), "mlinfra:cloud": "azure"}, [("mlinfra:cloud", "'azure' is not a cloud; allowed: aws, gcp")]),
-    ({k: v for k, v in gcp().items() if k != "gcp:project"},
-     [("gcp:project", "required with mlinfra:cloud gcp: the project id the stack deploys to")]),
-    ({**gcp(), "gcp:region": "Iowa"}, [("gcp:region", "must be a GCP region name such as us-central1 (got 'Iowa')")]),
-    (gcp(nodePools={"l4": {"machineTypes": ["g2-standard-9"]}}),
-     [("mlinfra:serving.nodePools.l4.machineTypes[0]", "unknown GCP machine type 'g2-standard-9'; closest known: "
-                                                      "g2-standard-96, g2-standard-8, g2-standard-4")]),
-    (gcp(nodePools={"l4": {"machineTypes": ["a3-highgpu-8g"]}}),
-     [("mlinfra:serving.nodePools.l4.machineTypes[0]", "a3-highgpu-8g has H100 GPUs, not L4; the l4 pool takes: "
-       "g2-standard-12, g2-standard-16, g2-standard-24, g2-standard-32, g2-standard-4, g2-standard-48, "
-       "g2-standard-8, g2-standard-96")]),
-    (gcp(nodePools={"l4": {"minNodes": 3, "maxNodes": 2}}),
-     [("mlinfra:serving.nodePools.l4.maxNodes", "2 is below minNodes (3); use at least 3")]),
-    (gcp(models=[{**MODEL, "variant": "neuron"}]),
-     [("mlinfra:serving.models[0].variant", "neuron artefacts cannot be served on l4: the L4 server is vLLM on CUDA, "
-                                            "which loads cuda artefacts; use cuda")]),
-    (gcp(models=[{**MODEL, "accelerator": "g5"}]), [("mlinfra:serving.models[0].accelerator", "must be one of 'l4' (got 'g5')")]),
-    ({k: v for k, v in gcp().items() if k != "mlinfra:serving"} | {"mlinfra:serving": {"models": [MODEL]}},
-     [("mlinfra:serving.modelStore", "required: Where the servers read models from (the GCS bridge bucket).")]),
-])
+@pytest.mark.parametrize(
+    "flat, expected",
+    [
+        ({**gcp(), "mlinfra:cloud": "azure"}, [("mlinfra:cloud", "'azure' is not a cloud; allowed: aws, gcp")]),
+        (
+            {k: v for k, v in gcp().items() if k != "gcp:project"},
+            [("gcp:project", "required with mlinfra:cloud gcp: the project id the stack deploys to")],
+        ),
+        (
+            {**gcp(), "gcp:region": "Iowa"},
+            [("gcp:region", "must be a GCP region name such as us-central1 (got 'Iowa')")],
+        ),
+        (
+            gcp(nodePools={"l4": {"machineTypes": ["g2-standard-9"]}}),
+            [
+                (
+                    "mlinfra:serving.nodePools.l4.machineTypes[0]",
+                    "unknown GCP machine type 'g2-standard-9'; closest known: "
+                    "g2-standard-96, g2-standard-8, g2-standard-4",
+                )
+            ],
+        ),
+        (
+            gcp(nodePools={"l4": {"machineTypes": ["a3-highgpu-8g"]}}),
+            [
+                (
+                    "mlinfra:serving.nodePools.l4.machineTypes[0]",
+                    "a3-highgpu-8g has H100 GPUs, not L4; the l4 pool takes: "
+                    "g2-standard-12, g2-standard-16, g2-standard-24, g2-standard-32, g2-standard-4, g2-standard-48, "
+                    "g2-standard-8, g2-standard-96",
+                )
+            ],
+        ),
+        (
+            gcp(nodePools={"l4": {"minNodes": 3, "maxNodes": 2}}),
+            [("mlinfra:serving.nodePools.l4.maxNodes", "2 is below minNodes (3); use at least 3")],
+        ),
+        (
+            gcp(models=[{**MODEL, "variant": "neuron"}]),
+            [
+                (
+                    "mlinfra:serving.models[0].variant",
+                    "neuron artefacts cannot be served on l4: the L4 server is vLLM on CUDA, "
+                    "which loads cuda artefacts; use cuda",
+                )
+            ],
+        ),
+        (
+            gcp(models=[{**MODEL, "accelerator": "g5"}]),
+            [("mlinfra:serving.models[0].accelerator", "must be one of 'l4' (got 'g5')")],
+        ),
+        (
+            {k: v for k, v in gcp().items() if k != "mlinfra:serving"} | {"mlinfra:serving": {"models": [MODEL]}},
+            [("mlinfra:serving.modelStore", "required: Where the servers read models from (the GCS bridge bucket).")],
+        ),
+    ],
+)
 def test_bad_values_name_the_key(flat, expected):
     assert problems(flat) == expected
 

@@ -1,4 +1,5 @@
 """Hand-written preview documents for cost tests: the shapes `pulumi preview --json` gives, built small."""
+
 from __future__ import annotations
 
 import json
@@ -25,15 +26,32 @@ def urn(type_: str, name: str) -> str:
     return f"urn:pulumi:t::mlinfra::{type_}::{name}"
 
 
-def step(type_: str, name: str, inputs: dict[str, Any] | None = None, deps: dict[str, list[str]] | None = None,
-         role: str = "training", custom: bool = True, parent: str = STACK) -> dict[str, Any]:
+def step(
+    type_: str,
+    name: str,
+    inputs: dict[str, Any] | None = None,
+    deps: dict[str, list[str]] | None = None,
+    role: str = "training",
+    custom: bool = True,
+    parent: str = STACK,
+) -> dict[str, Any]:
     props = dict(inputs or {})
     if custom:
         props.setdefault("tags", {"mlinfra:role": role, "mlinfra:stack": "t"})
     deps = deps or {}
-    return {"op": "create", "urn": urn(type_, name), "newState": {
-        "type": type_, "urn": urn(type_, name), "custom": custom, "inputs": props, "parent": parent,
-        "dependencies": sorted({u for us in deps.values() for u in us}), "propertyDependencies": deps}}
+    return {
+        "op": "create",
+        "urn": urn(type_, name),
+        "newState": {
+            "type": type_,
+            "urn": urn(type_, name),
+            "custom": custom,
+            "inputs": props,
+            "parent": parent,
+            "dependencies": sorted({u for us in deps.values() for u in us}),
+            "propertyDependencies": deps,
+        },
+    }
 
 
 def document(*steps: dict[str, Any], region: str = "us-east-1") -> preview_json.PreviewDocument:
@@ -44,10 +62,23 @@ def document(*steps: dict[str, Any], region: str = "us-east-1") -> preview_json.
 def fleet(instance_type: str, count: int, market: str = "on-demand", volume_gib: int = 200) -> list[dict[str, Any]]:
     """An EC2 Fleet of `count` nodes and its launch template (root volume gp3)."""
     lt_type = "aws:ec2/launchTemplate:LaunchTemplate"
-    template = step(lt_type, "lt", {"instanceType": instance_type, "blockDeviceMappings": [
-        {"deviceName": "/dev/sda1", "ebs": {"volumeSize": volume_gib, "volumeType": "gp3"}}]})
-    nodes = step("aws:ec2/fleet:Fleet", "fleet", {
-        "targetCapacitySpecification": {"defaultTargetCapacityType": market, "totalTargetCapacity": count},
-        "launchTemplateConfigs": [{"overrides": [{"instanceType": instance_type}]}]},
-        deps={"launchTemplateConfigs": [urn(lt_type, "lt")]})
+    template = step(
+        lt_type,
+        "lt",
+        {
+            "instanceType": instance_type,
+            "blockDeviceMappings": [
+                {"deviceName": "/dev/sda1", "ebs": {"volumeSize": volume_gib, "volumeType": "gp3"}}
+            ],
+        },
+    )
+    nodes = step(
+        "aws:ec2/fleet:Fleet",
+        "fleet",
+        {
+            "targetCapacitySpecification": {"defaultTargetCapacityType": market, "totalTargetCapacity": count},
+            "launchTemplateConfigs": [{"overrides": [{"instanceType": instance_type}]}],
+        },
+        deps={"launchTemplateConfigs": [urn(lt_type, "lt")]},
+    )
     return [template, nodes]

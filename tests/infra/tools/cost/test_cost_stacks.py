@@ -1,5 +1,6 @@
 """The demo stacks' cost, checked against figures computed here from the price files, the stack files and
 the preview, independently of the cost code (infra/cost)."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,8 @@ import pytest
 import yaml
 
 from infra.cli import main
-from infra.training.aws.config import TrainingSpec
 from infra.tools.offline.engine import preview
+from infra.training.aws.config import TrainingSpec
 from tests.helpers import ROOT
 from tests.infra.tools.cost.cost_documents import prices, service
 
@@ -37,19 +38,27 @@ def test_training_demo_hourly_total_is_nodes_plus_lustre_network_and_guard(capsy
     root_gib = spec.get("rootVolumeGib", TrainingSpec.model_fields["root_volume_gib"].default)
     types = Counter(s.type for s in training.resources() if s.op == "create")
     fs = next(s.inputs for s in training.resources() if s.type == "aws:fsx/lustreFileSystem:LustreFileSystem")
-    lustre_key = f"fsx.lustre.{fs['deploymentType']}" + (f".{fs['perUnitStorageThroughput']}"
-                                                         if fs.get("perUnitStorageThroughput") else "")
+    lustre_key = f"fsx.lustre.{fs['deploymentType']}" + (
+        f".{fs['perUnitStorageThroughput']}" if fs.get("perUnitStorageThroughput") else ""
+    )
     compute = nodes * prices()[itype]
-    storage = (fs["storageCapacity"] * service(lustre_key) + nodes * root_gib * service("ebs.gp3.storage")) / HOURS_PER_MONTH
-    network = (types["aws:ec2/natGateway:NatGateway"] * service("vpc.natGateway.hour")
-               + types["aws:ec2/eip:Eip"] * service("vpc.publicIpv4"))
+    storage = (
+        fs["storageCapacity"] * service(lustre_key) + nodes * root_gib * service("ebs.gp3.storage")
+    ) / HOURS_PER_MONTH
+    network = types["aws:ec2/natGateway:NatGateway"] * service("vpc.natGateway.hour") + types[
+        "aws:ec2/eip:Eip"
+    ] * service("vpc.publicIpv4")
     guard = 0.0  # Lambda and Scheduler are billed per invocation: a few per run, nothing per hour
     doc = cost_json(capsys, "--stack", "training-demo")
     assert doc["hourly"]["totalUsd"] == pytest.approx(compute + storage + network + guard, abs=1e-5)
     assert doc["hourly"]["complete"] is True
     assert doc["hourly"]["byGroup"]["compute"]["maxUsd"] == pytest.approx(4 * 21.96)  # REFERENCE.md: 4 x p4d.24xlarge
     assert doc["hourly"]["byGroup"].get("guard", {"maxUsd": 0.0})["maxUsd"] == 0.0
-    assert {s["what"] for s in doc["prices"]["sources"]} >= {"EC2 instances, on demand", lustre_key, "vpc.natGateway.hour"}
+    assert {s["what"] for s in doc["prices"]["sources"]} >= {
+        "EC2 instances, on demand",
+        lustre_key,
+        "vpc.natGateway.hour",
+    }
     assert all(s["source"] and s["asOf"] for s in doc["prices"]["sources"])
 
 
@@ -61,7 +70,9 @@ def test_training_run_of_h_hours_adds_per_run_items_and_the_idle_tail(capsys):
     assert run["idleTailUsd"] == pytest.approx(sum(t["usd"] for t in run["idleTail"]["terms"]), abs=1e-5)
     assert run["totalUsd"] == pytest.approx(run["runningUsd"] + run["perRunUsd"] + run["idleTailUsd"], abs=1e-5)
     # storage and network keep billing until expires-at if nobody tears down: ttlHours 24 - 10 h of run
-    standing = doc["hourly"]["totalUsd"] - sum(l["maxUsdPerHour"] for l in doc["lines"] if l["type"] == "aws:ec2/fleet:Fleet")
+    standing = doc["hourly"]["totalUsd"] - sum(
+        l["maxUsdPerHour"] for l in doc["lines"] if l["type"] == "aws:ec2/fleet:Fleet"
+    )
     assert run["idleTail"]["unattendedUntilExpiryUsd"] == pytest.approx(14 * standing, abs=1e-4)
 
 
@@ -78,8 +89,11 @@ def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys)
     doc = cost_json(capsys, "--stack", "serving-demo")
     compute = doc["hourly"]["byGroup"]["compute"]
     assert (compute["minUsd"], compute["maxUsd"]) == pytest.approx((low, high), abs=1e-5)
-    fixed = service("eks.cluster") + 2 * (service("vpc.natGateway.hour") + service("vpc.publicIpv4")) \
+    fixed = (
+        service("eks.cluster")
+        + 2 * (service("vpc.natGateway.hour") + service("vpc.publicIpv4"))
         + service("kms.key") / HOURS_PER_MONTH
+    )
     assert doc["hourly"]["maxUsd"] > high + fixed
     assert doc["monthly"]["minUsd"] == pytest.approx(HOURS_PER_MONTH * doc["hourly"]["minUsd"], abs=1e-3)
     assert doc["monthly"]["maxUsd"] == pytest.approx(HOURS_PER_MONTH * doc["hourly"]["maxUsd"], abs=1e-3)
@@ -104,13 +118,16 @@ def test_text_output_names_the_price_sources(capsys):
     assert "instances.vantage.sh" in out and "(as of 2026-01)" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--stack", "training-demo", "--hours", "0"], "error: --hours: '0' is not a positive number of hours"),
-    (["--stack", "training-demo", "--hours", "-3"], "error: --hours: '-3' is not a positive number of hours"),
-    (["--stack", "training-demo", "--hours", "soon"], "error: --hours: 'soon' is not a positive number of hours"),
-    (["--stack", "training-demo", "--hours", "nan"], "error: --hours: 'nan' is not a positive number of hours"),
-    (["--stack", "no-such-stack"], "error: --stack: unknown stack 'no-such-stack'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--stack", "training-demo", "--hours", "0"], "error: --hours: '0' is not a positive number of hours"),
+        (["--stack", "training-demo", "--hours", "-3"], "error: --hours: '-3' is not a positive number of hours"),
+        (["--stack", "training-demo", "--hours", "soon"], "error: --hours: 'soon' is not a positive number of hours"),
+        (["--stack", "training-demo", "--hours", "nan"], "error: --hours: 'nan' is not a positive number of hours"),
+        (["--stack", "no-such-stack"], "error: --stack: unknown stack 'no-such-stack'"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
     assert main(["cost", *args]) == 2
     err = capsys.readouterr().err

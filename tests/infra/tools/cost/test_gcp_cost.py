@@ -1,5 +1,6 @@
 """`python -m infra cost` on the GCP stacks: GKE's fee priced, node pools and training nodes from the GCP catalog,
 prices without a source reported as unknown (the totals are then lower bounds)."""
+
 import json
 
 import pytest
@@ -38,13 +39,26 @@ def test_training_gcp_demo_cost_prices_the_a3_nodes_and_their_idle_tail(capsys):
     assert lustre["basis"] == "unknown" and "9000 GiB at 1000 MB/s/TiB" in lustre["what"]  # only 125 is sourced
     idle = cost["run"]["idleTail"]
     # Both nodes bill from the job's end until they are stopped (120 s), then rank 0 alone for the export wait.
-    assert [term["usd"] for term in idle["terms"][:2]] == [pytest.approx(2 * 88.49 * 120 / 3600, abs=0.01),
-                                                           pytest.approx(88.49, abs=0.01)]
+    assert [term["usd"] for term in idle["terms"][:2]] == [
+        pytest.approx(2 * 88.49 * 120 / 3600, abs=0.01),
+        pytest.approx(88.49, abs=0.01),
+    ]
 
 
 def test_managed_lustre_at_125_mb_s_per_tib_is_priced_per_gib_month(capsys):
-    assert main(["cost", "--stack", "training-gcp-demo", "--json",
-                 "-c", "mlinfra:training.lustre.perUnitStorageThroughput=125"]) == 0
+    assert (
+        main(
+            [
+                "cost",
+                "--stack",
+                "training-gcp-demo",
+                "--json",
+                "-c",
+                "mlinfra:training.lustre.perUnitStorageThroughput=125",
+            ]
+        )
+        == 0
+    )
     cost = json.loads(capsys.readouterr().out)
     lustre = next(line for line in cost["lines"] if line["type"] == "gcp:lustre/instance:Instance")
     capacity = int(lustre["what"].split()[2])

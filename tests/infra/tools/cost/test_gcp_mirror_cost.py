@@ -1,5 +1,6 @@
 """`python -m infra cost` on the registry's mirror on GCP: the KMS key version per month, storage and egress
 per GB usage-based, with their sources."""
+
 import json
 
 from infra.cli import main

@@ -1,4 +1,5 @@
 """EFA layout: every EFA-capable card gets an EFA interface, one IP per node, clear errors otherwise."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,7 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.catalog.aws import instance_type, known_instance_types
-from infra.training.aws.efa import EfaUnsupported, Interface, attached_bandwidth_gbps, bandwidth_fraction, efa_device_count, efa_layout
+from infra.training.aws.efa import (
+    EfaUnsupported,
+    Interface,
+    attached_bandwidth_gbps,
+    bandwidth_fraction,
+    efa_device_count,
+    efa_layout,
+)
 
 # The eight training types and their EFA-capable card counts (REFERENCE.md training table).
 TRAINING = [

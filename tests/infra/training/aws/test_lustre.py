@@ -1,15 +1,30 @@
 """Lustre sizing: always an allowed step, meets the targets, and nothing cheaper does."""
+
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infra.training.aws.lustre import (
+    CAPACITY_RULES,
+    DEPLOYMENT_TYPES,
+    GIB_PER_TIB,
+    HOURS_PER_MONTH,
+    LUSTRE_VERSION,
+    FsxIntent,
+    LustrePlan,
+    capacity_problem,
+    meets_targets,
+    monthly_cost,
+    size_lustre,
+    sizing_tiers,
+    throughput_problem,
+)
 from infra.training.lustre import LustreSizingError
-from infra.training.aws.lustre import CAPACITY_RULES, DEPLOYMENT_TYPES, GIB_PER_TIB, HOURS_PER_MONTH, LUSTRE_VERSION, FsxIntent, LustrePlan, capacity_problem, meets_targets, monthly_cost, size_lustre, sizing_tiers, throughput_problem
-
 
 # ---- allowed steps and their messages -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("gib", [1200, 2400, 4800, 7200, 96000])
 @pytest.mark.parametrize("deployment", ["SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"])
@@ -28,8 +43,7 @@ def test_capacity_problem_messages():
         "(nearest: 2400, 4800)"
     )
     assert capacity_problem("PERSISTENT_2", 1000) == (
-        "1000 GiB is not a PERSISTENT_2 storage capacity; allowed: 1200 GiB or a multiple of 2400 GiB "
-        "(nearest: 1200)"
+        "1000 GiB is not a PERSISTENT_2 storage capacity; allowed: 1200 GiB or a multiple of 2400 GiB (nearest: 1200)"
     )
     assert capacity_problem("SCRATCH_1", 4800) == (
         "4800 GiB is not a SCRATCH_1 storage capacity; allowed: 1200 GiB, 2400 GiB or a multiple of "
@@ -72,6 +86,7 @@ def test_allowed_throughputs(deployment, per_unit):
 
 # ---- intents --------------------------------------------------------------------------------------
 
+
 def test_bad_intents_name_the_field():
     with pytest.raises(LustreSizingError) as err:
         FsxIntent(dataset_gib=-1, checkpoint_gib=10, checkpoint_write_seconds=0, read_throughput_gbps=1)
@@ -103,10 +118,13 @@ def test_sizing_never_offers_scratch1_or_unpriced_tiers():
 
 # ---- known examples -------------------------------------------------------------------------------
 
+
 def test_checkpoint_bound_example():
     plan = size_lustre(FsxIntent(2000, 1000, 600, 0, deployment_type="PERSISTENT_2"))
     assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == (
-        "PERSISTENT_2", 4800, 500,
+        "PERSISTENT_2",
+        4800,
+        500,
     )
     assert plan.aggregate_throughput_mbps == pytest.approx(4800 / 1024 * 500)
     assert plan.monthly_cost_usd == pytest.approx(4800 * 0.34)
@@ -126,7 +144,9 @@ def test_checkpoint_bound_example():
 def test_small_run_takes_the_smallest_scratch_step_and_says_it_is_not_replicated():
     plan = size_lustre(FsxIntent(100, 10, 600, 0))
     assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == (
-        "SCRATCH_2", 1200, None,
+        "SCRATCH_2",
+        1200,
+        None,
     )
     assert plan.monthly_cost_usd == pytest.approx(1200 * 0.14)
     assert plan.reasons[1] == (
@@ -144,7 +164,9 @@ def test_scratch_writes_at_half_its_read_rate():
     # $2688/month); PERSISTENT_2 500 at 4800 GiB costs $1632/month.
     plan = size_lustre(FsxIntent(2000, 1000, 600, 0))
     assert (plan.deployment_type, plan.per_unit_storage_throughput, plan.storage_capacity_gib) == (
-        "PERSISTENT_2", 500, 4800,
+        "PERSISTENT_2",
+        500,
+        4800,
     )
 
 
@@ -152,7 +174,9 @@ def test_large_read_target_is_throughput_bound():
     # REFERENCE.md seed: 100 GB/s reads on a large cluster, 2 TB checkpoints.
     plan = size_lustre(FsxIntent(50_000, 2000, 300, 100))
     assert (plan.deployment_type, plan.per_unit_storage_throughput, plan.storage_capacity_gib) == (
-        "PERSISTENT_2", 1000, 103_200,
+        "PERSISTENT_2",
+        1000,
+        103_200,
     )
     assert plan.aggregate_throughput_mbps >= 100_000
     assert plan.reasons[1] == (
@@ -205,8 +229,10 @@ def test_plan_is_allowed_meets_targets_and_nothing_cheaper_does(intent):
     assert plan.storage_capacity_gib >= round(intent.capacity_needed_gib, 6)
     assert round(plan.aggregate_throughput_mbps, 6) >= round(intent.read_mbps_needed, 6)
     assert round(plan.write_throughput_mbps, 6) >= round(intent.write_mbps_needed, 6)
-    assert plan.write_throughput_mbps <= plan.aggregate_throughput_mbps == pytest.approx(
-        tib * (plan.per_unit_storage_throughput or 200)
+    assert (
+        plan.write_throughput_mbps
+        <= plan.aggregate_throughput_mbps
+        == pytest.approx(tib * (plan.per_unit_storage_throughput or 200))
     )
     assert plan.hourly_cost_usd == pytest.approx(plan.monthly_cost_usd / HOURS_PER_MONTH)
     assert list(cheaper_options(plan, intent)) == []
@@ -224,7 +250,11 @@ def test_pins_replace_sized_values_and_say_what_they_miss():
     intent = FsxIntent(1200, 500, 600, 10)
     assert size_lustre_pinned(intent) == size_lustre(intent)
     plan = size_lustre_pinned(intent, capacity_gib=2400, per_unit=250)
-    assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == ("PERSISTENT_2", 2400, 250)
+    assert (plan.deployment_type, plan.storage_capacity_gib, plan.per_unit_storage_throughput) == (
+        "PERSISTENT_2",
+        2400,
+        250,
+    )
     assert plan.reasons[1] == "capacity 2400 GiB: pinned by storageCapacityGib (the data needs 2640 GiB with headroom)"
     assert plan.reasons[-1] == "the pinned values miss a target above; drop the pins to size for every target"
     # Only the capacity pinned: the cheapest per-unit throughput that meets the targets at that size.

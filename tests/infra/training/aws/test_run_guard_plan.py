@@ -1,4 +1,5 @@
 """The run guard as data: event pattern, schedule expression, permissions, shipped source."""
+
 import re
 
 import pytest
@@ -19,16 +20,23 @@ def _matches(pattern: dict, event: dict) -> bool:
 
 
 def _s3_event(bucket: str, key: str) -> dict:
-    return {"source": "aws.s3", "detail-type": "Object Created", "detail": {"bucket": {"name": bucket}, "object": {"key": key}}}
+    return {
+        "source": "aws.s3",
+        "detail-type": "Object Created",
+        "detail": {"bucket": {"name": bucket}, "object": {"key": key}},
+    }
 
 
-@pytest.mark.parametrize("key, fires", [
-    ("runs/r1/_SUCCESS", True),
-    ("runs/r1/_FAILED", True),
-    ("runs/r1/guard/20261121T101500Z-expire.json", False),  # its own reports must not trigger it again
-    ("runs/r10/_SUCCESS", False),
-    ("checkpoints/r1/_SUCCESS", False),
-])
+@pytest.mark.parametrize(
+    "key, fires",
+    [
+        ("runs/r1/_SUCCESS", True),
+        ("runs/r1/_FAILED", True),
+        ("runs/r1/guard/20261121T101500Z-expire.json", False),  # its own reports must not trigger it again
+        ("runs/r10/_SUCCESS", False),
+        ("checkpoints/r1/_SUCCESS", False),
+    ],
+)
 def test_completion_pattern_matches_this_runs_markers_only(key, fires):
     assert _matches(guard.marker_event_pattern("bucket-a", "r1"), _s3_event("bucket-a", key)) is fires
 
@@ -51,10 +59,15 @@ def test_names_fit_aws_limits_for_the_longest_run_id():
 
 
 def test_policy_scopes_every_change_to_the_run_tag():
-    doc = guard.guard_policy("aws-us-gov", "us-gov-west-1", "123456789012", "r1",
-                             "arn:aws-us-gov:lambda:us-gov-west-1:123456789012:function:mlinfra-guard-r1",
-                             "arn:aws-us-gov:logs:us-gov-west-1:123456789012:log-group:/aws/lambda/mlinfra-guard-r1",
-                             "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:mlinfra-guard-failures-r1")
+    doc = guard.guard_policy(
+        "aws-us-gov",
+        "us-gov-west-1",
+        "123456789012",
+        "r1",
+        "arn:aws-us-gov:lambda:us-gov-west-1:123456789012:function:mlinfra-guard-r1",
+        "arn:aws-us-gov:logs:us-gov-west-1:123456789012:log-group:/aws/lambda/mlinfra-guard-r1",
+        "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:mlinfra-guard-failures-r1",
+    )
     for statement in doc["Statement"]:
         actions = _actions(statement)
         if statement["Resource"] == "*":
@@ -82,5 +95,6 @@ def test_source_is_the_run_guard_package_without_caches():
 
 def test_the_handler_named_in_the_function_exists():
     import importlib
+
     module, function = guard.HANDLER.rsplit(".", 1)
     assert callable(getattr(importlib.import_module(module), function))

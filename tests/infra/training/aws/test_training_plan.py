@@ -1,18 +1,19 @@
 """The training plan: every decision of the stack, made from config and catalog without pulumi."""
-from datetime import datetime, timezone
+
+from datetime import UTC, datetime
 
 import pytest
 
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import types_for
-from infra.training.aws.config import TrainingSpec
 from infra.core.errors import InputError
+from infra.core.tags import EXPIRES_AT, RUN_ID
+from infra.training.aws.config import TrainingSpec
 from infra.training.aws.images import GPU_IMAGE, NEURON_IMAGE
 from infra.training.aws.network import cidr_problem, subnet_cidrs
-from infra.core.tags import EXPIRES_AT, RUN_ID
 from infra.training.aws.plan import plan_training
 
-NOW = datetime(2026, 11, 21, 9, 30, 15, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 9, 30, 15, tzinfo=UTC)
 TRAINING_TYPES = types_for("training")
 
 
@@ -26,8 +27,16 @@ def region_for(name: str) -> str:
 
 
 def test_the_eight_training_types_are_the_role_table():
-    assert set(TRAINING_TYPES) == {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
-                                   "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"}
+    assert set(TRAINING_TYPES) == {
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+        "p5.48xlarge",
+        "p5e.48xlarge",
+        "p5en.48xlarge",
+        "trn1.32xlarge",
+        "trn1n.32xlarge",
+        "trn2.48xlarge",
+    }
 
 
 @pytest.mark.parametrize("name", TRAINING_TYPES)
@@ -41,8 +50,10 @@ def test_every_training_type_gets_its_whole_fabric_with_one_ip(name):
     assert p.availability_zone in itype.azs(p.region)
 
 
-@pytest.mark.parametrize("name, image, workers", [
-    ("p5.48xlarge", GPU_IMAGE, 8), ("trn1.32xlarge", NEURON_IMAGE, 32), ("trn2.48xlarge", NEURON_IMAGE, 64)])
+@pytest.mark.parametrize(
+    "name, image, workers",
+    [("p5.48xlarge", GPU_IMAGE, 8), ("trn1.32xlarge", NEURON_IMAGE, 32), ("trn2.48xlarge", NEURON_IMAGE, 64)],
+)
 def test_image_and_workers_follow_the_accelerators(name, image, workers):
     p = plan(region=region_for(name), instanceType=name)
     assert p.image == image and p.torchrun == image.torchrun
@@ -60,8 +71,11 @@ def test_on_demand_packs_nodes_in_a_cluster_placement_group():
 
 def test_capacity_block_has_its_market_type_and_no_placement_group():
     az = instance_type("p5.48xlarge").azs("us-east-1")[1]
-    p = plan(instanceType="p5.48xlarge", availabilityZone=az,
-             capacity={"mode": "capacity-block", "reservationId": "cr-0123456789abcdef0", "reservedCount": 4})
+    p = plan(
+        instanceType="p5.48xlarge",
+        availabilityZone=az,
+        capacity={"mode": "capacity-block", "reservationId": "cr-0123456789abcdef0", "reservedCount": 4},
+    )
     assert (p.placement_strategy, p.market_type, p.fleet_capacity_type) == (None, "capacity-block", "capacity-block")
     assert p.reservation_id == "cr-0123456789abcdef0" and p.availability_zone == az
 
@@ -88,7 +102,8 @@ def test_up_refuses_to_invent_an_expiry():
         plan(dry_run=False)
     assert str(error.value.problems[0]).startswith(
         "mlinfra:training.lifecycle.expiresAt: required for `pulumi up`, so the run's expiry is fixed once: "
-        "start it with `python -m infra run`, or `pulumi config set --path mlinfra:training.lifecycle.expiresAt 2026-11-22T09:31:00Z`")
+        "start it with `python -m infra run`, or `pulumi config set --path mlinfra:training.lifecycle.expiresAt 2026-11-22T09:31:00Z`"
+    )
 
 
 def test_up_refuses_an_expiry_that_has_passed_but_a_preview_shows_it():
@@ -96,13 +111,14 @@ def test_up_refuses_an_expiry_that_has_passed_but_a_preview_shows_it():
         plan(dry_run=False, lifecycle={"expiresAt": "2026-11-21T09:30:00Z"})
     assert [str(p) for p in error.value.problems] == [
         "mlinfra:training.lifecycle.expiresAt: 2026-11-21T09:30:00Z has passed: this run's lifetime is over; tear it "
-        "down (`python -m infra teardown --stack <stack>`), or start a new run with a new runId and no expiresAt"]
+        "down (`python -m infra teardown --stack <stack>`), or start a new run with a new runId and no expiresAt"
+    ]
     assert plan(lifecycle={"expiresAt": "2026-11-21T09:30:00Z"}).expires_at == "2026-11-21T09:30:00Z"
 
 
 def test_the_job_is_asked_to_stop_a_grace_period_before_expiry():
     p = plan(dry_run=False, lifecycle={"expiresAt": "2026-11-22T08:00:00Z", "gracePeriodMinutes": 20})
-    assert p.stop_at_epoch == int(datetime(2026, 11, 22, 7, 40, tzinfo=timezone.utc).timestamp())
+    assert p.stop_at_epoch == int(datetime(2026, 11, 22, 7, 40, tzinfo=UTC).timestamp())
     assert (p.lifecycle.teardown_on_completion, p.lifecycle.export_checkpoints) == (True, True)  # the defaults
 
 
@@ -110,7 +126,8 @@ def test_an_impossible_expiry_date_is_refused():
     with pytest.raises(InputError) as error:
         plan(lifecycle={"expiresAt": "2026-02-30T08:00:00Z"})
     assert [str(p) for p in error.value.problems] == [
-        "mlinfra:training.lifecycle.expiresAt: '2026-02-30T08:00:00Z' is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)"]
+        "mlinfra:training.lifecycle.expiresAt: '2026-02-30T08:00:00Z' is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)"
+    ]
 
 
 def test_findings_stop_the_plan():
@@ -122,7 +139,10 @@ def test_findings_stop_the_plan():
 def test_pinned_lustre_values_are_used_and_explained():
     p = plan(lustre={"storageCapacityGib": 4800, "perUnitStorageThroughput": 250})
     assert (p.lustre.deployment_type, p.lustre.storage_capacity_gib, p.lustre.per_unit_storage_throughput) == (
-        "PERSISTENT_2", 4800, 250)
+        "PERSISTENT_2",
+        4800,
+        250,
+    )
     assert p.lustre.reasons[0] == "deployment PERSISTENT_2 250 MB/s/TiB: pinned by perUnitStorageThroughput"
 
 
@@ -134,5 +154,8 @@ def test_network_layout():
     assert subnet_cidrs("10.64.0.0/16") == ("10.64.0.0/18", "10.64.255.240/28")
     assert subnet_cidrs("10.0.8.0/22") == ("10.0.8.0/24", "10.0.11.240/28")
     assert cidr_problem("10.64.0.0/16") is None
-    assert cidr_problem("10.0.0.0/8") == "prefix /8 is out of range: use /16 to /22 (a node takes one IP; the file system a few)"
+    assert (
+        cidr_problem("10.0.0.0/8")
+        == "prefix /8 is out of range: use /16 to /22 (a node takes one IP; the file system a few)"
+    )
     assert cidr_problem("52.0.0.0/16") == "52.0.0.0/16 is not a private range (RFC 1918), e.g. 10.64.0.0/16"

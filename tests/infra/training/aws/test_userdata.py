@@ -5,6 +5,7 @@ infra/training/aws/userdata.py, rewrite them and review the diff:
 
     UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/infra/training/aws/test_userdata.py
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,11 @@ def training_spec(type_name: str, **overrides) -> NodeBootstrap:
         accelerator_kind=t.accelerator_kind,
         devices_per_node=accelerator.count,
         efa_devices=efa_device_count(efa_layout(t)),
-        processes_per_node=accelerator.count * accelerator.cores_per_device // LOGICAL_NEURON_CORE_SIZE.get(
-            accelerator.model, 1) if neuron else None,
+        processes_per_node=accelerator.count
+        * accelerator.cores_per_device
+        // LOGICAL_NEURON_CORE_SIZE.get(accelerator.model, 1)
+        if neuron
+        else None,
         lustre_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
         lustre_mount_name="abcdefgh",
         registry_bucket="mlinfra-registry-123456789012",
@@ -92,7 +96,7 @@ def test_gpu_and_neuron_environments():
     neuron = render_user_data(training_spec("trn2.48xlarge"))
     assert 'export NEURON_RT_ROOT_COMM_ID="${MLINFRA_RENDEZVOUS_HOST}:41000"' in neuron
     assert "export FI_EFA_FORK_SAFE=1" in neuron
-    assert 'MLINFRA_NPROC_PER_NODE=64' in neuron  # 16 Trainium2 chips x 8 NeuronCores, 2 per logical core
+    assert "MLINFRA_NPROC_PER_NODE=64" in neuron  # 16 Trainium2 chips x 8 NeuronCores, 2 per logical core
     no_rdma = render_user_data(training_spec("p4d.24xlarge", efa_device_rdma=False))
     assert "FI_EFA_USE_DEVICE_RDMA" not in no_rdma
 
@@ -113,15 +117,13 @@ HOSTILE = ("; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", "a'b\"c", "x\ny
 
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 def test_command_and_env_values_reach_the_job_verbatim(tmp_path):
-    spec = training_spec(
-        "p4d.24xlarge", command=("train.py", *HOSTILE), env={"HOSTILE": "$(touch PWNED); `x` 'q'"}
-    )
+    spec = training_spec("p4d.24xlarge", command=("train.py", *HOSTILE), env={"HOSTILE": "$(touch PWNED); `x` 'q'"})
     script = render_user_data(spec)
     # The array may span lines (a newline inside a quoted argument): take everything up to its close.
     start = script.index("mlinfra_command=(")
     end = script.index(")\nlog ", start) + 1
     env_line = next(line for line in script.splitlines() if line.startswith("export HOSTILE="))
-    probe = f"{script[start:end]}\n{env_line}\nprintf '%s\\0' \"${{mlinfra_command[@]}}\" \"$HOSTILE\"\n"
+    probe = f'{script[start:end]}\n{env_line}\nprintf \'%s\\0\' "${{mlinfra_command[@]}}" "$HOSTILE"\n'
     result = subprocess.run([BASH, "-c", probe], capture_output=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().split("\0")[:-1] == ["train.py", *HOSTILE, "$(touch PWNED); `x` 'q'"]
@@ -193,7 +195,7 @@ printf '%s\\0' "$@" > "$FAKE_OUT/args.$FAKE_IP"
 env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
 if [[ -n "$FAKE_RUN_SECONDS" ]]; then  # a long job whose worker saves a checkpoint and ends cleanly on SIGTERM
   trap 'echo "agent got TERM" > "$FAKE_OUT/agent-term.$FAKE_IP"' TERM
-  bash -c 'sleep "$FAKE_RUN_SECONDS" & trap "kill \$!; echo saved > \"$FAKE_OUT/stopped.$FAKE_IP\"; exit 0" TERM; wait' &
+  bash -c 'sleep "$FAKE_RUN_SECONDS" & trap "kill \\$!; echo saved > \"$FAKE_OUT/stopped.$FAKE_IP\"; exit 0" TERM; wait' &
   wait $!
   exit $?
 fi
@@ -202,8 +204,16 @@ exit "${FAKE_EXIT:-0}"
 }
 
 
-def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_found=None, lfs_state=None,
-                checkpoint=False, run_seconds=None):
+def run_cluster(
+    tmp_path: Path,
+    spec: NodeBootstrap,
+    ips,
+    exit_codes=None,
+    efa_found=None,
+    lfs_state=None,
+    checkpoint=False,
+    run_seconds=None,
+):
     fsx, ib, s3, out, bin_dir = (tmp_path / d for d in ("fsx", "ib", "s3", "out", "bin"))
     for d in (fsx, ib, s3, out, bin_dir):
         d.mkdir()
@@ -229,9 +239,7 @@ def run_cluster(tmp_path: Path, spec: NodeBootstrap, ips, exit_codes=None, efa_f
             "FAKE_RUN_SECONDS": str(run_seconds or ""),
         }
         command = [BASH, str(tmp_path / "user-data.sh")]
-        nodes.append(
-            subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        )
+        nodes.append(subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     codes = {ip: node.wait(timeout=120) for ip, node in zip(ips, nodes)}
     logs = {ip: node.stdout.read().decode() for ip, node in zip(ips, nodes)}
     markers = {p.name: p for p in s3.iterdir() if not p.name.endswith(".args")}
@@ -259,7 +267,9 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={ordered[0]}:29500",
             "--rdzv-id=demo-001",
-            "train.py", "--tag", "; touch PWNED #",
+            "train.py",
+            "--tag",
+            "; touch PWNED #",
         ]
         env = (out / f"env.{ip}").read_text()
         assert "FI_PROVIDER=efa\n" in env and f"MLINFRA_NODE_RANK={ordered.index(ip)}\n" in env
@@ -290,8 +300,9 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 def test_success_waits_for_checkpoints_to_reach_the_registry(tmp_path):
     spec = sim_spec(node_count=1, export_timeout_seconds=1)
-    codes, logs, markers, _ = run_cluster(tmp_path, spec, ["10.0.3.1"], lfs_state="exists dirty archived",
-                                          checkpoint=True)
+    codes, logs, markers, _ = run_cluster(
+        tmp_path, spec, ["10.0.3.1"], lfs_state="exists dirty archived", checkpoint=True
+    )
     assert codes == {"10.0.3.1": 0}, logs
     assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___FAILED"]
     marker = json.loads(next(iter(markers.values())).read_text())
@@ -345,6 +356,7 @@ def test_shlex_quoting_is_what_the_golden_files_show():
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 def test_grace_period_stops_the_job_before_expiry_and_the_run_ends_normally(tmp_path):
     import time
+
     spec = sim_spec(node_count=1, stop_at_epoch=int(time.time()) + 1)
     started = time.monotonic()
     codes, logs, markers, out = run_cluster(tmp_path, spec, ["10.0.5.1"], run_seconds=60, checkpoint=True)
@@ -377,6 +389,7 @@ def test_kept_nodes_do_not_power_off(tmp_path):
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 def test_every_node_schedules_its_own_power_off_after_expiry(tmp_path):
     import time
+
     expires = int(time.time()) + 3600
     spec = sim_spec(node_count=1, power_off_on_exit=False, expires_at_epoch=expires)
     codes, logs, markers, out = run_cluster(tmp_path, spec, ["10.0.8.1"])

@@ -1,35 +1,48 @@
 """GCP training config, plan and bootstrap: loads, meaning errors name the field, the A3 NIC layout, Managed
 Lustre sizing, label-safe expiry, and the startup script pinned by a golden file (and shellcheck)."""
+
 import os
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from infra.core.errors import InputError
+from infra.core.labels import gcp_labels
 from infra.kinds import load
 from infra.training.gcp.config import GcpTrainingSpec
-from infra.core.errors import InputError
 from infra.training.gcp.lustre import size_managed_lustre
-from infra.core.labels import gcp_labels
 from infra.training.gcp.plan import expires_at_from_label, plan_gcp_training
-from infra.training.lustre import LustreIntent
 from infra.training.gcp.startup import GcpNodeBootstrap, render_startup_script
+from infra.training.lustre import LustreIntent
 
 P = "mlinfra:training."
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GOLDEN = Path(__file__).parent / "golden" / "userdata_gcp_a3high.sh"
 
 
 def spec(**changes):
-    return {"runId": "run-1", "machineType": "a3-highgpu-8g", "nodeCount": 2, "zone": "us-central1-a",
-            "dataBucket": "mlinfra-training-demo", "image": "projects/p/global/images/family/a3", **changes}
+    return {
+        "runId": "run-1",
+        "machineType": "a3-highgpu-8g",
+        "nodeCount": 2,
+        "zone": "us-central1-a",
+        "dataBucket": "mlinfra-training-demo",
+        "image": "projects/p/global/images/family/a3",
+        **changes,
+    }
 
 
 def flat(**changes):
-    return {"gcp:project": "mlinfra-demo-project", "gcp:region": "us-central1", "mlinfra:kind": "training",
-            "mlinfra:cloud": "gcp", "mlinfra:training": spec(**changes)}
+    return {
+        "gcp:project": "mlinfra-demo-project",
+        "gcp:region": "us-central1",
+        "mlinfra:kind": "training",
+        "mlinfra:cloud": "gcp",
+        "mlinfra:training": spec(**changes),
+    }
 
 
 def problems(values):
@@ -41,34 +54,85 @@ def problems(values):
 def test_gcp_training_loads():
     config = load(flat())
     assert (config.kind, config.cloud, config.training.machine_type, config.training.lifecycle.ttl_hours) == (
-        "training", "gcp", "a3-highgpu-8g", 24)
+        "training",
+        "gcp",
+        "a3-highgpu-8g",
+        24,
+    )
 
 
-@pytest.mark.parametrize("values, expected", [
-    (flat(machineType="g2-standard-8"),
-     [(P + "machineType", "g2-standard-8 is not a training type (no GPU NICs for GPUDirect); training takes: "
-                          "a3-highgpu-8g, a3-megagpu-8g")]),
-    (flat(machineType="a3-highgpu-9g"),
-     [(P + "machineType", "unknown GCP machine type 'a3-highgpu-9g'; closest known: a3-highgpu-8g")]),
-    (flat(zone="us-east1-b"), [(P + "zone", "us-east1-b is not a zone of gcp:region us-central1; use a zone such as "
-                                            "us-central1-a")]),
-    (flat(zone="us-central1-f"), [(P + "zone", "us-central1-f does not offer a3-highgpu-8g; zones that do: "
-                                               "us-central1-a, us-central1-b, us-central1-c")]),
-    ({**flat(zone=None), "gcp:region": "europe-west4"},
-     [(P + "zone", "required: the catalog does not record a3-highgpu-8g's zones in europe-west4 (it knows us-central1); "
-                   "name a zone that offers it")]),
-    (flat(nodeCount=0), [(P + "nodeCount", "must be at least 1 (got 0)")]),
-    (flat(network={"gpuCidr": "10.64.0.0/16"}),
-     [(P + "network.gpuCidr", "10.64.0.0/16 overlaps network.cidr (10.64.0.0/20); the ranges must not overlap")]),
-    (flat(lustre={"perUnitStorageThroughput": 500, "capacityGib": 9000}),
-     [(P + "lustre.capacityGib", "9000 GiB is not a Managed Lustre capacity at 500 MB/s/TiB; use at least 18000 GiB in "
-                                 "steps of 18000 GiB")]),
-    (flat(lustre={"perUnitStorageThroughput": 300}), [(P + "lustre.perUnitStorageThroughput", "must be one of 125, 250, "
-                                                                                              "500, 1000 (got 300)")]),
-    (flat(dataBucket="Not_A_Bucket"), [(P + "dataBucket", "String should match pattern "
-                                                          "'^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$' (got 'Not_A_Bucket')")]),
-    (flat(lifecycle={"ttlHours": 400}), [(P + "lifecycle.ttlHours", "must be at most 336.0 (got 400)")]),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        (
+            flat(machineType="g2-standard-8"),
+            [
+                (
+                    P + "machineType",
+                    "g2-standard-8 is not a training type (no GPU NICs for GPUDirect); training takes: "
+                    "a3-highgpu-8g, a3-megagpu-8g",
+                )
+            ],
+        ),
+        (
+            flat(machineType="a3-highgpu-9g"),
+            [(P + "machineType", "unknown GCP machine type 'a3-highgpu-9g'; closest known: a3-highgpu-8g")],
+        ),
+        (
+            flat(zone="us-east1-b"),
+            [(P + "zone", "us-east1-b is not a zone of gcp:region us-central1; use a zone such as us-central1-a")],
+        ),
+        (
+            flat(zone="us-central1-f"),
+            [
+                (
+                    P + "zone",
+                    "us-central1-f does not offer a3-highgpu-8g; zones that do: "
+                    "us-central1-a, us-central1-b, us-central1-c",
+                )
+            ],
+        ),
+        (
+            {**flat(zone=None), "gcp:region": "europe-west4"},
+            [
+                (
+                    P + "zone",
+                    "required: the catalog does not record a3-highgpu-8g's zones in europe-west4 (it knows us-central1); "
+                    "name a zone that offers it",
+                )
+            ],
+        ),
+        (flat(nodeCount=0), [(P + "nodeCount", "must be at least 1 (got 0)")]),
+        (
+            flat(network={"gpuCidr": "10.64.0.0/16"}),
+            [(P + "network.gpuCidr", "10.64.0.0/16 overlaps network.cidr (10.64.0.0/20); the ranges must not overlap")],
+        ),
+        (
+            flat(lustre={"perUnitStorageThroughput": 500, "capacityGib": 9000}),
+            [
+                (
+                    P + "lustre.capacityGib",
+                    "9000 GiB is not a Managed Lustre capacity at 500 MB/s/TiB; use at least 18000 GiB in "
+                    "steps of 18000 GiB",
+                )
+            ],
+        ),
+        (
+            flat(lustre={"perUnitStorageThroughput": 300}),
+            [(P + "lustre.perUnitStorageThroughput", "must be one of 125, 250, 500, 1000 (got 300)")],
+        ),
+        (
+            flat(dataBucket="Not_A_Bucket"),
+            [
+                (
+                    P + "dataBucket",
+                    "String should match pattern '^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$' (got 'Not_A_Bucket')",
+                )
+            ],
+        ),
+        (flat(lifecycle={"ttlHours": 400}), [(P + "lifecycle.ttlHours", "must be at most 336.0 (got 400)")]),
+    ],
+)
 def test_meaning_and_shape_errors_name_the_field(values, expected):
     if values["mlinfra:training"].get("zone") is None:
         values["mlinfra:training"].pop("zone")
@@ -85,8 +149,9 @@ def test_config_error_exits_2_naming_the_field():
 
 
 def plan(**changes):
-    return plan_gcp_training(GcpTrainingSpec.model_validate(spec(**changes)), "us-central1", "training-gcp-demo",
-                             now=NOW, dry_run=True)
+    return plan_gcp_training(
+        GcpTrainingSpec.model_validate(spec(**changes)), "us-central1", "training-gcp-demo", now=NOW, dry_run=True
+    )
 
 
 @pytest.mark.parametrize("mtype, nics", [("a3-highgpu-8g", 4), ("a3-megagpu-8g", 8)])
@@ -99,15 +164,24 @@ def test_one_gpu_vpc_subnet_per_gpu_nic(mtype, nics):
 def test_lifetime_labels_and_expiry():
     p = plan()
     assert p.expires_at == "2026-03-02T12:00:00Z" and p.expires_at_provisional and p.termination_time == p.expires_at
-    assert p.labels == {"mlinfra-role": "training", "mlinfra-stack": "training-gcp-demo", "mlinfra-run-id": "run-1",
-                        "mlinfra-expires-at": "2026-03-02t12-00-00z"}
+    assert p.labels == {
+        "mlinfra-role": "training",
+        "mlinfra-stack": "training-gcp-demo",
+        "mlinfra-run-id": "run-1",
+        "mlinfra-expires-at": "2026-03-02t12-00-00z",
+    }
     assert expires_at_from_label(p.labels["mlinfra-expires-at"]) == p.expires_at
 
 
 def test_an_expired_run_is_refused_by_up():
     with pytest.raises(InputError) as error:
-        plan_gcp_training(GcpTrainingSpec.model_validate(spec(lifecycle={"expiresAt": "2026-03-01T11:00:00Z"})),
-                          "us-central1", "s", now=NOW, dry_run=False)
+        plan_gcp_training(
+            GcpTrainingSpec.model_validate(spec(lifecycle={"expiresAt": "2026-03-01T11:00:00Z"})),
+            "us-central1",
+            "s",
+            now=NOW,
+            dry_run=False,
+        )
     assert error.value.problems[0].path == P + "lifecycle.expiresAt"
 
 
@@ -127,10 +201,17 @@ def test_managed_lustre_sizing_from_the_same_intents():
 
 
 def bootstrap(**changes):
-    values = dict(run_id="demo-llama-7b-gcp-001", node_count=2, gpus_per_node=8, gpu_nics=4,
-                  lustre_mount_point="192.0.2.20@tcp:/mlinfra", bucket="mlinfra-training-demo",
-                  command=("/fsx/datasets/code/train.py", "--config", "/fsx/datasets/code/llama-7b.yaml"),
-                  stop_at_epoch=1795334400, expires_at_epoch=1795335300)
+    values = dict(
+        run_id="demo-llama-7b-gcp-001",
+        node_count=2,
+        gpus_per_node=8,
+        gpu_nics=4,
+        lustre_mount_point="192.0.2.20@tcp:/mlinfra",
+        bucket="mlinfra-training-demo",
+        command=("/fsx/datasets/code/train.py", "--config", "/fsx/datasets/code/llama-7b.yaml"),
+        stop_at_epoch=1795334400,
+        expires_at_epoch=1795335300,
+    )
     values.update(changes)
     return GcpNodeBootstrap(**values)
 
@@ -144,11 +225,15 @@ def test_startup_script_matches_golden():
 
 def test_startup_script_uses_gcp_parts_and_shares_the_rest():
     script = render_startup_script(bootstrap())
-    for gcp_part in ("Metadata-Flavor: Google", "network-interfaces/0/ip", "MLINFRA_GPU_NICS=4",
-                     "gcloud storage cp - \"${MLINFRA_MARKER_URI}/_${status}\"",
-                     "MLINFRA_MARKER_URI=gs://mlinfra-training-demo/runs/demo-llama-7b-gcp-001",
-                     "MLINFRA_CHECKPOINTS_URI=gs://mlinfra-training-demo/checkpoints/demo-llama-7b-gcp-001",
-                     "MLINFRA_LUSTRE_SOURCE=192.0.2.20@tcp:/mlinfra"):
+    for gcp_part in (
+        "Metadata-Flavor: Google",
+        "network-interfaces/0/ip",
+        "MLINFRA_GPU_NICS=4",
+        'gcloud storage cp - "${MLINFRA_MARKER_URI}/_${status}"',
+        "MLINFRA_MARKER_URI=gs://mlinfra-training-demo/runs/demo-llama-7b-gcp-001",
+        "MLINFRA_CHECKPOINTS_URI=gs://mlinfra-training-demo/checkpoints/demo-llama-7b-gcp-001",
+        "MLINFRA_LUSTRE_SOURCE=192.0.2.20@tcp:/mlinfra",
+    ):
         assert gcp_part in script
     for shared in ("--rdzv-backend=c10d", "trap on_exit EXIT", "mount -t lustre", "--nproc-per-node"):
         assert shared in script
@@ -157,7 +242,9 @@ def test_startup_script_uses_gcp_parts_and_shares_the_rest():
 
 
 def test_bootstrap_rejects_bad_values():
-    with pytest.raises(ValueError, match=r"gpu_nics must be a whole number >= 0 \(got -1\); lustre_mount_point must read"):
+    with pytest.raises(
+        ValueError, match=r"gpu_nics must be a whole number >= 0 \(got -1\); lustre_mount_point must read"
+    ):
         bootstrap(gpu_nics=-1, lustre_mount_point="nowhere")
     with pytest.raises(ValueError, match="env key 'MLINFRA_X' is reserved"):
         bootstrap(env={"MLINFRA_X": "1"})
