@@ -5,11 +5,11 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: preview test bench schema catalog-check
+.PHONY: preview test check bench schema catalog-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
 	touch $(STAMP)
 
 preview: $(STAMP)
@@ -17,6 +17,13 @@ preview: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
+
+# Lint, format, types and the layering contracts (pyproject.toml); CI runs it before the tests.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/preview_bench.py --out benchmarks/RESULTS.md

@@ -1,6 +1,7 @@
 """Benchmark (not a test): offline preview time and resource count of each demo stack.
 
-    python benchmarks/preview_bench.py [--repeat 5] [--stacks registry ...] [--nodes 1 4 ...] [--out benchmarks/RESULTS.md]
+    python benchmarks/preview_bench.py [--repeat 5] [--stacks registry ...] [--nodes 1 4 ...]
+        [--out benchmarks/RESULTS.md]
 
 The first preview in a process pays for importing the provider SDKs; it is reported apart from the
 warm runs. The node sweep previews `training-demo` with `-c mlinfra:training.nodeCount=N`: resources
@@ -56,7 +57,8 @@ def main() -> int:
             warm.append(time.perf_counter() - t0)
         rows.append((stack, len(first.resources()), cold, statistics.median(warm), min(warm)))
         print(
-            f"{stack}: {len(first.resources())} resources, first {cold:.3f}s, warm median {statistics.median(warm):.3f}s",
+            f"{stack}: {len(first.resources())} resources, first {cold:.3f}s, warm median "
+            f"{statistics.median(warm):.3f}s",
             file=sys.stderr,
         )
 

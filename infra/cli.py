@@ -1,6 +1,7 @@
 """`python -m infra <verb>`: the offline preview and project tools.
 
-Exit codes (DESIGN.md): 0 ok; 1 the check found problems, or the cloud failed; 2 bad input (one line per problem).
+Exit codes (docs/architecture.md, "Contracts"): 0 ok; 1 the check found problems, or the cloud failed; 2 bad
+input (one line per problem).
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     from infra.tools.diagram.cli import add_diagram_parser
 
     add_diagram_parser(verbs)
+    from infra.tools.docs import add_docs_parser
+
+    add_docs_parser(verbs)
     from infra.tools.report import add_report_parser
 
     add_report_parser(verbs)
@@ -175,7 +179,7 @@ def _catalog(args: argparse.Namespace) -> int:
     header = ("type", "accelerators", "cards", "max EFA", "Gbps", "$/h")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
     print(f"\ninstances: {' / '.join(instance_table_source())}\nprices: {' / '.join(price_table_source())}")
     if gcp_names:
         print("\n" + "\n".join(gcp_table(gcp_names)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -27,14 +27,14 @@ from infra.training.aws.config import TrainingStackConfig
 from infra.training.gcp.checks import gcp_training_findings
 from infra.training.gcp.config import GcpTrainingStackConfig
 
-StackConfig = Union[
-    RegistryStackConfig,
-    TrainingStackConfig,
-    ServingStackConfig,
-    GcpServingStackConfig,
-    GcpRegistryStackConfig,
-    GcpTrainingStackConfig,
-]
+StackConfig = (
+    RegistryStackConfig
+    | TrainingStackConfig
+    | ServingStackConfig
+    | GcpServingStackConfig
+    | GcpRegistryStackConfig
+    | GcpTrainingStackConfig
+)
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,11 @@ def classify(event: Any, config: GuardConfig) -> tuple[str, Any]:
         if event["action"] == FINISH_COMPLETION:
             return "completion", StopState.from_event("completion", event)
         return "ignore", f"unknown action {event['action']!r} (only {EXPIRE!r} and {FINISH_COMPLETION!r})"
-    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
-    bucket = (detail.get("bucket") or {}).get("name") if isinstance(detail.get("bucket"), dict) else None
-    key = (detail.get("object") or {}).get("key") if isinstance(detail.get("object"), dict) else None
+    detail = event.get("detail")
+    detail = detail if isinstance(detail, dict) else {}
+    bucket_info, object_info = detail.get("bucket"), detail.get("object")
+    bucket = bucket_info.get("name") if isinstance(bucket_info, dict) else None
+    key = object_info.get("key") if isinstance(object_info, dict) else None
     if event.get("source") != "aws.s3" or event.get("detail-type") != "Object Created" or not bucket or not key:
         return "ignore", "not an S3 'Object Created' event nor an expiry"
     if bucket != config.registry_bucket:

@@ -29,7 +29,7 @@ def declare_model_objects(
     parent: pulumi.Resource,
     after: Sequence[pulumi.Resource],
     identity: Sequence[pulumi.Resource] = (),
-    account_annotations: Mapping[str, str] | None = None,
+    account_annotations: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> ModelObjects:
     """`after`: add-ons (KEDA CRDs, device plugins, namespace); `identity`: what must exist before the
     first pod asks for cloud credentials (EKS Pod Identity association, GKE workload identity binding)."""
@@ -45,7 +45,9 @@ def declare_model_objects(
     deployment_spec = pulumi.Output.from_input(registry_location).apply(
         lambda registry: manifests.deployment(model, ns, registry)["spec"]
     )
-    deployment = k8s.apps.v1.Deployment(
+    # The manifests are whole Kubernetes objects as plain dicts (checked against the Kubernetes schemas by
+    # the tests); the SDK's overloads type only its Args classes and TypedDicts.
+    deployment = k8s.apps.v1.Deployment(  # type: ignore[call-overload]
         f"{name}-deployment",
         metadata=manifests.metadata(model, ns),
         spec=deployment_spec,

@@ -41,7 +41,7 @@ FAMILIES = (
     "trn2",
 )  # trn2u is left out: its snapshot entry has no NeuronInfo at all.
 
-# Every type in REFERENCE.md's training and serving tables; a missing one is an error, never a gap.
+# Every type in docs/reference.md's training and serving tables; a missing one is an error, never a gap.
 REQUIRED = (
     "p4d.24xlarge",
     "p4de.24xlarge",
@@ -86,7 +86,7 @@ CORRECTIONS = (
         snapshot_value=524288,
         value=98304,
         reason="The snapshot gives 512 GiB of memory per Trainium2 chip; AWS lists 96 GiB HBM per "
-        'chip (1.5 TiB across trn2.48xlarge\'s 16 chips). Source: REFERENCE.md training table ("96 GB each"), '
+        'chip (1.5 TiB across trn2.48xlarge\'s 16 chips). Source: docs/reference.md training table ("96 GB each"), '
         "AWS EC2 Trn2 instance page.",
     ),
 )

@@ -29,6 +29,6 @@ def role_problem(name: str, role: Role) -> str | None:
         return str(error)
     if name in types_for(role):
         return None
-    other = "serving" if role == "training" else "training"
+    other: Role = "serving" if role == "training" else "training"
     what = f"is a {other} type" if name in types_for(other) else f"is not a supported {role} type"
     return f"{name} {what}; {role} takes one of: {', '.join(types_for(role))}"

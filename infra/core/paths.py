@@ -8,11 +8,11 @@ everything else stays a string; top-level entries are always strings.
 from __future__ import annotations
 
 import re
-from typing import Any, Union
+from typing import Any
 
 from infra.core.errors import InputError, Problem
 
-Segment = Union[str, int]
+Segment = str | int
 
 _NAME = re.compile(r"[^.\[\]\"]+")
 
@@ -79,7 +79,7 @@ def set_path(config: dict[str, Any], key: str, raw: str) -> None:
     if not isinstance(config.get(top), (dict, list)):
         config[top] = [] if isinstance(segments[0], int) else {}
     container: Any = config[top]
-    for here, after in zip(segments, segments[1:] + [None]):
+    for here, after in zip(segments, segments[1:] + [None], strict=True):
         if after is None:
             _assign(container, here, typed_value(raw), key)
             return

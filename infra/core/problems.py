@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -57,7 +58,7 @@ def problems_from(error: ValidationError, model: type[BaseModel], namespace: str
     return problems
 
 
-def _message(err: dict[str, Any], model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+def _message(err: Mapping[str, Any], model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])

@@ -1,4 +1,4 @@
-"""The AWS tag contract (DESIGN.md): every taggable resource carries these."""
+"""The AWS tag contract (docs/architecture.md): every taggable resource carries these."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ EXPIRES_AT = "mlinfra:expires-at"
 Role = Literal["registry", "training", "serving"]
 
 
-def contract_tags(
-    role: Role, stack: str, run_id: str | None = None, expires_at: str | None = None
-) -> dict[str, str]:
+def contract_tags(role: Role, stack: str, run_id: str | None = None, expires_at: str | None = None) -> dict[str, str]:
     if role == "training" and not (run_id and expires_at):
         raise ValueError("training resources need both a run id and an expires-at tag")
     tags = {ROLE: role, STACK: stack}

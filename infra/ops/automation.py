@@ -35,9 +35,7 @@ class PulumiUnavailable(StackOpsError):
 class AutomationStacks:
     """The project's stacks through `pulumi.automation`; every CLI failure becomes a `StackOpsError`."""
 
-    def __init__(
-        self, project_dir: Path = ROOT, pulumi_root: str | None = None, env: Mapping[str, str] | None = None
-    ):
+    def __init__(self, project_dir: Path = ROOT, pulumi_root: str | None = None, env: Mapping[str, str] | None = None):
         self._project_dir = str(project_dir)
         self._pulumi_root = pulumi_root
         self._env = dict(env or {})

@@ -1,6 +1,6 @@
 """The registry's prefix layout and the IAM documents that grant access to it (pure, no pulumi).
 
-Layout (REFERENCE.md "Registry"): datasets/, checkpoints/<run-id>/, models/<name>/<version>/<variant>/,
+Layout (docs/reference.md "Registry"): datasets/, checkpoints/<run-id>/, models/<name>/<version>/<variant>/,
 plus runs/<run-id>/ for completion markers and guard reports. Versions are immutable, so no grant
 includes object deletion.
 """

@@ -7,6 +7,7 @@ what the component declares against the Kubernetes and CRD schemas.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +68,7 @@ def namespace(name: str) -> Manifest:
     }
 
 
-def service_account(model: ModelSpec, ns: str, annotations: dict[str, str] | None = None) -> Manifest:
+def service_account(model: ModelSpec, ns: str, annotations: Mapping[str, Any] | None = None) -> Manifest:
     # On EKS no annotations: Pod Identity maps this account to its role on the AWS side. On GKE, Workload
     # Identity reads iam.gke.io/gcp-service-account.
     meta = metadata(model, ns)
@@ -89,7 +90,7 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     profile = servers.PROFILES[model.accelerator]
     source = registry.uri(artefact_prefix(model))
     n = str(model.accelerators_per_replica)
-    mounts = [{"name": "shm", "mountPath": "/dev/shm"}]
+    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
     env = registry.env()
     if profile.fetch_to_disk:
         mounts.append({"name": "model", "mountPath": servers.MODEL_DIR, "readOnly": True})

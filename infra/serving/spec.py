@@ -84,10 +84,13 @@ class ModelSpec(Spec):
         description="Registry alias this entry follows (models/<name>/aliases/<alias>.json): `python -m infra "
         "promote`/`rollback` write the alias's version into `version` and run `up`. Unset: a fixed version.",
     )
-    accelerator: str = Field(description="Node pool that serves it (each cloud's config lists its pools).")
+    accelerator: Literal["inf2", "g5", "l4"] = Field(
+        description="Node pool that serves it (each cloud's config narrows this to its own pools)."
+    )
     variant: Variant | None = Field(
         None,
-        description="Artefact variant to load (models/<name>/<version>/<variant>/); default: neuron on inf2, cuda on g5.",
+        description="Artefact variant to load (models/<name>/<version>/<variant>/); "
+        "default: neuron on inf2, cuda on g5 and l4.",
     )
     image: str = Field(
         min_length=3,

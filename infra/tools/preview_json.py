@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.core.errors import InputError, Problem
+from infra.core.shapes import dict_at
 
 _LABEL = "--preview-json"
 
@@ -79,7 +80,7 @@ def parse(document: Any, where: str = "document") -> PreviewDocument:
     resources = list(latest.values())
     providers = {r.urn: r for r in resources if r.type.startswith("pulumi:providers:")}
     project, stack = _project_and_stack(resources)
-    config = document.get("config") if isinstance(document.get("config"), dict) else {}
+    config = dict_at(document, "config")
     return PreviewDocument(project, stack, config, resources, providers)
 
 
@@ -99,7 +100,7 @@ def _resource(step: Any, where: str) -> PolicyResource | None:
         raise InputError(Problem(_LABEL, f"{where}.newState needs a `type` and a `urn:pulumi:` URN"))
     props = state.get("inputs")
     if not isinstance(props, dict):
-        props = state.get("outputs") if isinstance(state.get("outputs"), dict) else {}
+        props = dict_at(state, "outputs")
     property_dependencies = state.get("propertyDependencies") or {}
     return PolicyResource(
         urn=urn,

@@ -21,6 +21,8 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -53,6 +55,12 @@ class Platform:
     metadata_name: str  # how messages name the metadata service
     power_off_means: str  # what powering off does to the node, for the script's comments
     power_off_on_exit_note: str
+
+    @classmethod
+    def from_shell(cls, package: str, filename: str, **texts: str) -> Platform:
+        """The platform whose shell parts are the sections of `filename` in `package` (see `shell_sections`);
+        `texts` are the parts that are words, not shell (metadata_name, power_off_means, ...)."""
+        return cls(**shell_sections(package, filename), **texts)
 
     def slots(self) -> dict[str, str]:
         return {
@@ -183,7 +191,7 @@ def common_values(spec: RunBootstrap, lustre_source: str, marker_uri: str) -> di
 
 def render_script(platform: Platform, values: Mapping[str, str]) -> str:
     """The shared script with `platform`'s parts, then `values` (@@KEY@@ -> value) filled in."""
-    script = _TEMPLATE
+    script = template()
     for key, part in platform.slots().items():
         script = script.replace(f"@@{key}@@", part)
     for key, value in values.items():
@@ -192,169 +200,22 @@ def render_script(platform: Platform, values: Mapping[str, str]) -> str:
     return script
 
 
-_TEMPLATE = r"""#!/bin/bash
-# shellcheck disable=SC2016  # values from the run spec are single-quoted literals on purpose
-# mlinfra training node bootstrap. Rendered by infra/training/bootstrap.py; edit that, not this.
-# Every node of the run runs this same script and finds its rank through a rendezvous on Lustre.
-set -euo pipefail
+@cache
+def template() -> str:
+    """The shared script, infra/training/bootstrap.sh, with its @@SLOT@@ and @@VALUE@@ markers."""
+    return resources.files("infra.training").joinpath("bootstrap.sh").read_text()
 
-MLINFRA_RUN_ID=@@RUN_ID@@
-MLINFRA_RUN_ID_JSON=@@RUN_ID_JSON@@
-MLINFRA_NODE_COUNT=@@NODE_COUNT@@
-MLINFRA_NPROC_PER_NODE=@@NPROC@@
-@@PLATFORM_VARIABLES_A@@MLINFRA_LUSTRE_SOURCE=@@LUSTRE_SOURCE@@
-MLINFRA_MOUNT_POINT=@@MOUNT_POINT@@
-MLINFRA_CHECKPOINTS_DIR=@@CHECKPOINTS_DIR@@
-MLINFRA_DATASETS_DIR=@@DATASETS_DIR@@
-MLINFRA_RUN_DIR=@@RUN_DIR@@
-MLINFRA_MARKER_URI=@@MARKER_URI@@
-@@PLATFORM_VARIABLES_B@@MLINFRA_RENDEZVOUS_TIMEOUT=@@TIMEOUT@@
-MLINFRA_EXPORT_TIMEOUT=@@EXPORT_TIMEOUT@@
-MLINFRA_POWER_OFF=@@POWER_OFF@@
-MLINFRA_EXPORT=@@EXPORT@@
-MLINFRA_STOP_AT=@@STOP_AT@@
-MLINFRA_EXPIRES_AT=@@EXPIRES_AT@@
-MLINFRA_RDZV_PORT=@@RDZV_PORT@@
 
-MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-MLINFRA_NODE_RANK=""
-MLINFRA_PRIVATE_IP=""
-MLINFRA_HOSTS=()
-MLINFRA_JOB_PID=""
-MLINFRA_STOPPER_PID=""
-
-log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-
-# The node's own hard cap, set first so it holds whatever fails later (the run guard included):
-# power off a few minutes after expires-at; @@POWER_OFF_MEANS@@.
-if (( MLINFRA_EXPIRES_AT > 0 )); then
-  mlinfra_backstop_min=$(( (MLINFRA_EXPIRES_AT + @@BACKSTOP_SECONDS@@ - $(date -u +%s) + 59) / 60 ))
-  shutdown -h "+$(( mlinfra_backstop_min > 1 ? mlinfra_backstop_min : 1 ))" "mlinfra: run ${MLINFRA_RUN_ID} expires" \
-    || log "could not schedule the expiry power-off"
-fi
-
-# retry ATTEMPTS DELAY_SECONDS COMMAND...
-retry() {
-  local attempts=$1 delay=$2 n=1
-  shift 2
-  until "$@"; do
-    if (( n >= attempts )); then
-      log "gave up after ${n} attempts: $*"
-      return 1
-    fi
-    n=$((n + 1))
-    sleep "$delay"
-  done
-}
-
-@@EXPORT_FUNCTIONS@@
-# write_marker EXIT_CODE EXPORTED: runs/<run-id>/_SUCCESS or _FAILED in the registry, as JSON.
-# _SUCCESS means the job exited 0 AND (when checkpoints are exported) its checkpoints are in the registry.
-write_marker() {
-  local code=$1 exported=$2 status=SUCCESS rank=null
-  if (( code != 0 )) || [[ "$MLINFRA_EXPORT" == 1 && "$exported" != true ]]; then status=FAILED; fi
-  if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
-  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
-    "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-    "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" \
-@@MARKER_UPLOAD@@}
-
-on_exit() {
-  local code=$? exported=false
-  trap - EXIT
-  set +e  # the marker is attempted whatever else has failed
-  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then pkill -P "$MLINFRA_STOPPER_PID" 2>/dev/null; kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
-  if [[ -n "$MLINFRA_JOB_PID" ]]; then kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null && wait "$MLINFRA_JOB_PID"; fi
-  if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
-    if [[ -n "$MLINFRA_NODE_RANK" && "$MLINFRA_EXPORT" == 1 ]] && wait_for_export; then exported=true; fi
-    retry 5 5 write_marker "$code" "$exported" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
-  fi
-  log "exit ${code}"
-  if [[ "$MLINFRA_POWER_OFF" == 1 ]]; then
-    # @@POWER_OFF_ON_EXIT_NOTE@@
-    shutdown -h +@@POWER_OFF_MINUTES@@ "mlinfra: run ${MLINFRA_RUN_ID} ended (exit ${code})"
-  fi
-  exit "$code"
-}
-trap on_exit EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-# ---- Lustre ----
-mount_lustre() {
-  mountpoint -q "$MLINFRA_MOUNT_POINT" \
-    || mount -t lustre -o relatime,flock "$MLINFRA_LUSTRE_SOURCE" "$MLINFRA_MOUNT_POINT"
-}
-mkdir -p "$MLINFRA_MOUNT_POINT"
-log "mounting ${MLINFRA_LUSTRE_SOURCE} at ${MLINFRA_MOUNT_POINT}"
-retry 30 10 mount_lustre
-
-@@DEVICES_CHECK@@
-# ---- rendezvous through Lustre: rank = index of this node's IP among the sorted IPs ----
-@@PRIVATE_IP@@if [[ ! "$MLINFRA_PRIVATE_IP" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
-  log "@@METADATA_NAME@@ returned no usable private IPv4 address: '${MLINFRA_PRIVATE_IP}'"
-  MLINFRA_PRIVATE_IP=""
-  exit 1
-fi
-
-mlinfra_hosts_dir="${MLINFRA_RUN_DIR}/hosts"
-mkdir -p "$mlinfra_hosts_dir" "$MLINFRA_CHECKPOINTS_DIR"
-printf '%s\n' "$MLINFRA_PRIVATE_IP" > "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp"
-mv -f "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp" "${mlinfra_hosts_dir}/${MLINFRA_PRIVATE_IP}"
-log "waiting for ${MLINFRA_NODE_COUNT} nodes in ${mlinfra_hosts_dir}"
-mlinfra_deadline=$((SECONDS + MLINFRA_RENDEZVOUS_TIMEOUT))
-while :; do
-  mapfile -t MLINFRA_HOSTS < <(find "$mlinfra_hosts_dir" -mindepth 1 -maxdepth 1 -type f -printf '%f\n' | LC_ALL=C sort)
-  if (( ${#MLINFRA_HOSTS[@]} >= MLINFRA_NODE_COUNT )); then break; fi
-  if (( SECONDS >= mlinfra_deadline )); then
-    log "rendezvous timed out after ${MLINFRA_RENDEZVOUS_TIMEOUT}s: ${#MLINFRA_HOSTS[@]} of ${MLINFRA_NODE_COUNT} nodes checked in"
-    exit 1
-  fi
-  sleep 5
-done
-if (( ${#MLINFRA_HOSTS[@]} > MLINFRA_NODE_COUNT )); then
-  log "${#MLINFRA_HOSTS[@]} hosts in ${mlinfra_hosts_dir}, expected ${MLINFRA_NODE_COUNT}: a node was replaced; start the run again with a new run id"
-  exit 1
-fi
-for mlinfra_i in "${!MLINFRA_HOSTS[@]}"; do
-  if [[ "${MLINFRA_HOSTS[$mlinfra_i]}" == "$MLINFRA_PRIVATE_IP" ]]; then MLINFRA_NODE_RANK=$mlinfra_i; fi
-done
-if [[ -z "$MLINFRA_NODE_RANK" ]]; then
-  log "this node (${MLINFRA_PRIVATE_IP}) is not among the rendezvous hosts"
-  exit 1
-fi
-MLINFRA_RENDEZVOUS_HOST="${MLINFRA_HOSTS[0]}"
-log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${MLINFRA_RENDEZVOUS_HOST}"
-
-# ---- job environment ----
-export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST MLINFRA_STOP_AT MLINFRA_EXPIRES_AT
-export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
-@@FABRIC_ENV@@# from the run's env (may override the settings above)
-@@USER_ENV@@
-# ---- the job: same command on every node; checkpoints go to MLINFRA_CHECKPOINTS_DIR ----
-mlinfra_command=(@@COMMAND@@)
-log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
-@@TORCHRUN@@ \
-  --nnodes="$MLINFRA_NODE_COUNT" \
-  --nproc-per-node="$MLINFRA_NPROC_PER_NODE" \
-  --node-rank="$MLINFRA_NODE_RANK" \
-  --rdzv-backend=c10d \
-  --rdzv-endpoint="${MLINFRA_RENDEZVOUS_HOST}:${MLINFRA_RDZV_PORT}" \
-  --rdzv-id="$MLINFRA_RUN_ID" \
-  "${mlinfra_command[@]}" &
-MLINFRA_JOB_PID=$!
-# The grace period: at MLINFRA_STOP_AT, SIGTERM goes to the workers themselves, not to torchrun (whose
-# agent would kill them 30 s later): a job that saves a checkpoint and exits 0 on SIGTERM ends through
-# the normal exit (export wait, _SUCCESS marker) before the run guard's hard stop at expires-at.
-if (( MLINFRA_STOP_AT > 0 )); then
-  mlinfra_stop_in=$(( MLINFRA_STOP_AT - $(date -u +%s) ))
-  ( sleep "$(( mlinfra_stop_in > 0 ? mlinfra_stop_in : 0 ))"
-    log "expiry grace period reached: asking the workers to save and stop"
-    pkill -TERM -P "$MLINFRA_JOB_PID" 2>/dev/null ) &
-  MLINFRA_STOPPER_PID=$!
-fi
-mlinfra_job_code=0
-wait "$MLINFRA_JOB_PID" || mlinfra_job_code=$?
-MLINFRA_JOB_PID=""
-if (( mlinfra_job_code != 0 )); then exit "$mlinfra_job_code"; fi
-"""
+def shell_sections(package: str, filename: str) -> dict[str, str]:
+    """`# ==== name ====` marker lines split a shell file into named sections (text up to the next marker;
+    lines before the first marker describe the file)."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in resources.files(package).joinpath(filename).read_text().splitlines(keepends=True):
+        marker = re.fullmatch(r"# ==== (\w+) ====\n", line)
+        if marker:
+            current = marker.group(1)
+            sections[current] = ""
+        elif current is not None:
+            sections[current] += line
+    return sections

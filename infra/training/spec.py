@@ -45,7 +45,8 @@ class LifecycleSpec(Spec):
         None,
         pattern=EXPIRES_AT_PATTERN,
         description="When the run's resources expire, ISO-8601 UTC (e.g. 2026-11-22T08:00:00Z). Fixed once when the "
-        "run starts (`python -m infra run` writes it); required by `pulumi up`, provisional (now + ttlHours) in previews.",
+        "run starts (`python -m infra run` writes it); required by `pulumi up`, provisional (now + ttlHours) "
+        "in previews.",
     )
     teardown_on_completion: bool = Field(
         True,
@@ -54,8 +55,8 @@ class LifecycleSpec(Spec):
     )
     export_checkpoints: bool = Field(
         True,
-        description="Export /fsx/checkpoints to the registry's checkpoints/<run-id>/ (continuously, and once more before "
-        "the file system is deleted). false: checkpoints live only on Lustre and are lost with it.",
+        description="Export /fsx/checkpoints to the registry's checkpoints/<run-id>/ (continuously, and once more "
+        "before the file system is deleted). false: checkpoints live only on Lustre and are lost with it.",
     )
     grace_period_minutes: int = Field(
         DEFAULT_GRACE_MINUTES,

@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from infra.core import shapes
 from infra.core import tags as contract
+from infra.core.shapes import dict_at
 from infra.providers import tokens
 from policies.model import Resource, Stack, is_unknown
 
@@ -77,9 +79,8 @@ def run_tag(stack: Stack, key: str) -> str | None:
 
 
 def as_list(value: Any) -> list[Any]:
-    if value is None or is_unknown(value):
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    """`infra.core.shapes.as_list`, with a value the preview does not know yet read as none."""
+    return [] if is_unknown(value) else shapes.as_list(value)
 
 
 # --- IAM -------------------------------------------------------------------------------------------
@@ -251,9 +252,9 @@ def instance_types(resource: Resource, stack: Stack | None = None) -> list[str]:
             for template in stack.linked(resource, "launchTemplateConfigs"):
                 found.extend(instance_types(template))
     elif resource.type == KARPENTER_NODE_POOL:
-        spec = resource.get("spec") if isinstance(resource.get("spec"), dict) else {}
-        template = (spec.get("template") or {}).get("spec") or {}
-        for requirement in as_list(template.get("requirements")):
+        spec = dict_at(resource.get("spec"))
+        pod_template = dict_at(spec, "template", "spec")
+        for requirement in as_list(pod_template.get("requirements")):
             if (
                 isinstance(requirement, dict)
                 and requirement.get("key") == INSTANCE_TYPE_LABEL
@@ -271,9 +272,10 @@ def span(numbers: Iterable[int]) -> str:
     """1, 2, 3, 5 -> '1-3, 5'."""
     values = sorted(set(numbers))
     parts: list[str] = []
-    start = prev = None
-    for n in values + [None]:
-        if start is not None and (n is None or n != prev + 1):
+    start: int | None = None
+    prev: int | None = None
+    for n in [*values, None]:
+        if start is not None and prev is not None and (n is None or n != prev + 1):
             parts.append(str(start) if start == prev else f"{start}-{prev}")
             start = None
         if n is not None and start is None:

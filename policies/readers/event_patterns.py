@@ -81,7 +81,10 @@ def _matches_one(test: Any, value: Any) -> bool:
         checks = test["numeric"]
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return False
-        return all(_NUMERIC.get(op, lambda a, b: False)(value, bound) for op, bound in zip(checks[::2], checks[1::2]))
+        return all(
+            _NUMERIC.get(op, lambda a, b: False)(value, bound)
+            for op, bound in zip(checks[::2], checks[1::2], strict=False)
+        )
     return False
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
+from infra.core.shapes import dict_at
 from infra.providers import tokens
 from policies.model import Resource, is_unknown
 from policies.readers.aws import as_list
@@ -40,16 +40,12 @@ _CPU_MEMORY_SERIES = re.compile(
 )
 
 
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
 def metadata(resource: Resource) -> dict:
-    return _dict(resource.get("metadata"))
+    return dict_at(resource.get("metadata"))
 
 
 def spec(resource: Resource) -> dict:
-    return _dict(resource.get("spec"))
+    return dict_at(resource.get("spec"))
 
 
 def namespace_of(meta: dict) -> str:
@@ -67,16 +63,16 @@ def workload_key(resource: Resource) -> tuple[str, str, str] | None:
 
 
 def pod_spec(resource: Resource) -> dict:
-    return _dict(_dict(spec(resource).get("template")).get("spec"))
+    return dict_at(dict_at(spec(resource).get("template")).get("spec"))
 
 
 def accelerator_requests(resource: Resource) -> list[str]:
     """Accelerator resources the workload's containers request or limit, e.g. ['nvidia.com/gpu']."""
     found: list[str] = []
     for container in as_list(pod_spec(resource).get("containers")):
-        resources = _dict(_dict(container).get("resources"))
+        resources = dict_at(dict_at(container).get("resources"))
         for part in ("requests", "limits"):
-            found.extend(k for k in _dict(resources.get(part)) if k in ACCELERATOR_RESOURCES and k not in found)
+            found.extend(k for k in dict_at(resources.get(part)) if k in ACCELERATOR_RESOURCES and k not in found)
     return found
 
 
@@ -84,17 +80,18 @@ def is_model_server(resource: Resource) -> bool:
     """A Deployment or StatefulSet that runs on accelerators or is labelled as an inference component."""
     if resource.type not in WORKLOADS:
         return False
-    labels = _dict(metadata(resource).get("labels"))
+    labels = dict_at(metadata(resource).get("labels"))
     return bool(accelerator_requests(resource)) or labels.get(INFERENCE_LABEL[0]) == INFERENCE_LABEL[1]
 
 
 def scale_target(autoscaler: Resource) -> tuple[str, str, str] | None:
     """(kind, namespace, name) an autoscaler scales (KEDA's kind defaults to Deployment); None if unknown."""
-    ref = _dict(spec(autoscaler).get("scaleTargetRef"))
+    ref = dict_at(spec(autoscaler).get("scaleTargetRef"))
     name = ref.get("name")
     if not isinstance(name, str) or is_unknown(name):
         return None
-    kind = ref.get("kind") if isinstance(ref.get("kind"), str) else "Deployment"
+    kind = ref.get("kind")
+    kind = kind if isinstance(kind, str) else "Deployment"
     return kind, namespace_of(metadata(autoscaler)), name
 
 
@@ -113,9 +110,9 @@ def signals(autoscaler: Resource) -> list[Signal]:
     found: list[Signal] = []
     if autoscaler.type == SCALED_OBJECT:
         for i, trigger in enumerate(as_list(body.get("triggers"))):
-            trigger = _dict(trigger)
+            trigger = dict_at(trigger)
             kind = str(trigger.get("type", ""))
-            query = _dict(trigger.get("metadata")).get("query")
+            query = dict_at(trigger.get("metadata")).get("query")
             cpu = kind in CPU_MEMORY or (isinstance(query, str) and bool(_CPU_MEMORY_SERIES.search(query)))
             found.append(Signal(f"triggers[{i}]", kind, cpu))
         return found
@@ -131,9 +128,9 @@ def signals(autoscaler: Resource) -> list[Signal]:
     if not metrics:
         return [Signal("(default)", "cpu", True)]
     for i, metric in enumerate(metrics):
-        metric = _dict(metric)
+        metric = dict_at(metric)
         kind = str(metric.get("type", ""))
-        source = _dict(metric.get("resource") if kind == "Resource" else metric.get("containerResource"))
+        source = dict_at(metric.get("resource") if kind == "Resource" else metric.get("containerResource"))
         name = source.get("name") if kind in ("Resource", "ContainerResource") else None
         found.append(Signal(f"metrics[{i}]", f"{kind} {name}" if name else kind, name in CPU_MEMORY))
     return found

@@ -24,9 +24,7 @@ from infra.training.aws.userdata import NodeBootstrap, render_user_data
 def build(config: TrainingStackConfig) -> None:
     spec = config.training
     region = aws.get_region().region
-    plan = plan_training(
-        spec, region, pulumi.get_stack(), now=datetime.now(UTC), dry_run=pulumi.runtime.is_dry_run()
-    )
+    plan = plan_training(spec, region, pulumi.get_stack(), now=datetime.now(UTC), dry_run=pulumi.runtime.is_dry_run())
     _explain(plan)
     tags = plan.tags
     name = f"run-{plan.run_id}"
@@ -38,7 +36,7 @@ def build(config: TrainingStackConfig) -> None:
     # org/project/stack reference the program checks at deploy time, before anything is linked.
     checked_bucket = pulumi.Output.all(
         bucket, registry.require_output("region"), registry.get_output("eventBridge")
-    ).apply(lambda values: _usable_registry(*values, region, config.registry_stack))
+    ).apply(lambda values: _usable_registry(values[0], values[1], values[2], region, config.registry_stack))
     registry_access = RegistryAccess.from_stack_reference(registry)
     partition = aws.get_partition().partition
 
@@ -92,7 +90,10 @@ def build(config: TrainingStackConfig) -> None:
         opts=guarded,
     )
     image_id = spec.ami_id or aws.ssm.get_parameter_output(name=plan.image.ssm_parameter).value
-    image = aws.ec2.get_ami_output(filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[image_id])])
+    # The SDK types the filter's values as plain strings; invokes resolve Outputs nested in their arguments.
+    image = aws.ec2.get_ami_output(
+        filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[image_id])]  # type: ignore[list-item]
+    )
     user_data = pulumi.Output.all(filesystem.dns_name, filesystem.mount_name, bucket, kms_key_arn).apply(
         lambda values: render_user_data(_bootstrap(plan, spec.job.command, spec.job.env, region, *values))
     )

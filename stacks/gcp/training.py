@@ -123,7 +123,8 @@ def _bootstrap(plan: GcpTrainingPlan, spec, mount_point: str) -> GcpNodeBootstra
 
 def _explain(plan: GcpTrainingPlan) -> None:
     pulumi.log.info(
-        f"{plan.node_count} x {plan.mtype.name} in {plan.zone} (compact placement); nic0 + {len(plan.gpu_nics)} GPU NICs "
+        f"{plan.node_count} x {plan.mtype.name} in {plan.zone} (compact placement); nic0 + "
+        f"{len(plan.gpu_nics)} GPU NICs "
         f"({plan.mtype.gpu_networking}) each in its own VPC; deleted by Compute Engine at {plan.expires_at}"
         + (" (provisional: fixed when the run starts)" if plan.expires_at_provisional else "")
     )

@@ -77,7 +77,8 @@ def test_structured_values_arrive_as_json_strings_under_pulumi():
         (
             {"kind": "registry", "registry": {"bucketNamePrefix": "xn--models"}},
             [
-                "mlinfra:registry.bucketNamePrefix: default bucket names built from it would be invalid: must not start with "
+                "mlinfra:registry.bucketNamePrefix: default bucket names built from it would be invalid: must "
+                "not start with "
                 "'xn--' (got 'xn--models')"
             ],
         ),

@@ -44,7 +44,8 @@ def placement(**policy):
     )
 
 
-def node(i=0, labels=None, policy_urn=urn(POLICY, "compact"), nics=None, **props):
+def node(i=0, labels=None, policy_urn=None, nics=None, **props):
+    policy_urn = policy_urn or urn(POLICY, "compact")
     nics = nics if nics is not None else [{"subnetwork": f"sub-{n}", "nicType": "GVNIC"} for n in range(5)]
     inputs = {
         "machineType": "a3-highgpu-8g",
@@ -95,7 +96,8 @@ def test_compliant_stack_passes():
                 nics=[{"subnetwork": "sub-0", "nicType": "GVNIC", "accessConfigs": [{}]}]
                 + [{"subnetwork": f"sub-{n}", "nicType": "GVNIC"} for n in range(1, 5)]
             ),
-            "networkInterfaces[0].accessConfigs gives the instance a public address; remove it (nodes reach Google APIs "
+            "networkInterfaces[0].accessConfigs gives the instance a public address; remove it (nodes reach "
+            "Google APIs "
             "through Private Google Access and the internet through Cloud NAT)",
         ),
     ],
@@ -109,7 +111,8 @@ def test_public_ip_exact_message(resource, expected):
     [
         (
             [{"subnetwork": f"sub-{n}", "nicType": "GVNIC"} for n in range(3)],
-            "a3-highgpu-8g has 4 GPU NICs but the instance declares 3 network interfaces; declare nic0 plus 4 more, each on "
+            "a3-highgpu-8g has 4 GPU NICs but the instance declares 3 network interfaces; declare nic0 plus 4 "
+            "more, each on "
             "the subnet of its own GPU VPC (as in Google's A3 blueprints)",
         ),
         (
@@ -142,11 +145,13 @@ FIX = "set scheduling.terminationTime to the run's expiry (2026-03-02T12:00:00Z)
         ),
         (
             {"terminationTime": "2026-03-02T12:00:00Z", "instanceTerminationAction": "STOP"},
-            f"scheduling.instanceTerminationAction is 'STOP', so at its end the node is only stopped and keeps its disks; {FIX}",
+            f"scheduling.instanceTerminationAction is 'STOP', so at its end the node is only stopped and keeps "
+            f"its disks; {FIX}",
         ),
         (
             {"maxRunDuration": {"seconds": 200000}, "instanceTerminationAction": "DELETE"},
-            f"scheduling.maxRunDuration of 200000 s ends after the run's expiry 2026-03-02T12:00:00Z (86400 s from now); {FIX}",
+            f"scheduling.maxRunDuration of 200000 s ends after the run's expiry 2026-03-02T12:00:00Z (86400 s "
+            f"from now); {FIX}",
         ),
     ],
 )

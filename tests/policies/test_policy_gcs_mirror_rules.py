@@ -85,7 +85,8 @@ def test_compliant_resources_pass(module):
             gcs_buckets_not_public,
             bucket(uniformBucketLevelAccess=False),
             [
-                "uniformBucketLevelAccess is not true, so object ACLs can grant access that bucket IAM does not show; set it true"
+                "uniformBucketLevelAccess is not true, so object ACLs can grant access that bucket IAM does "
+                "not show; set it true"
             ],
         ),
         (
@@ -102,15 +103,18 @@ def test_compliant_resources_pass(module):
             gcs_buckets_encrypted_with_cmek,
             bucket(encryption=None),
             [
-                "encryption.defaultKmsKeyName is not set, so objects are encrypted with a Google-managed key; set it to a Cloud "
-                "KMS crypto key in the bucket's location (with a rotation period) and let the Cloud Storage service agent use it"
+                "encryption.defaultKmsKeyName is not set, so objects are encrypted with a Google-managed key; "
+                "set it to a Cloud "
+                "KMS crypto key in the bucket's location (with a rotation period) and let the Cloud Storage "
+                "service agent use it"
             ],
         ),
         (
             gcs_buckets_versioned,
             bucket(versioning={"enabled": False}),
             [
-                "versioning.enabled is not true, so an overwritten or deleted object is gone; set versioning.enabled true (and "
+                "versioning.enabled is not true, so an overwritten or deleted object is gone; set "
+                "versioning.enabled true (and "
                 "expire noncurrent versions with a lifecycle rule)"
             ],
         ),
@@ -118,7 +122,8 @@ def test_compliant_resources_pass(module):
             gcs_buckets_versioned,
             bucket(versioning=None),
             [
-                "versioning.enabled is not true, so an overwritten or deleted object is gone; set versioning.enabled true (and "
+                "versioning.enabled is not true, so an overwritten or deleted object is gone; set "
+                "versioning.enabled true (and "
                 "expire noncurrent versions with a lifecycle rule)"
             ],
         ),
@@ -126,14 +131,16 @@ def test_compliant_resources_pass(module):
             gcs_buckets_not_granted_to_the_public,
             member("allUsers"),
             [
-                "roles/storage.objectViewer is granted to allUsers; grant it to the service accounts that need it instead"
+                "roles/storage.objectViewer is granted to allUsers; grant it to the service accounts that "
+                "need it instead"
             ],
         ),
         (
             transfer_jobs_copy_models_only,
             job(source={"bucketName": "registry", "path": ""}),
             [
-                "the transfer copies '' (source path + includePrefixes), outside models/; set the source path to 'models/' (or "
+                "the transfer copies '' (source path + includePrefixes), outside models/; set the source path "
+                "to 'models/' (or "
                 "objectConditions.includePrefixes under it)"
             ],
         ),
@@ -141,7 +148,8 @@ def test_compliant_resources_pass(module):
             transfer_jobs_copy_models_only,
             job(source={"bucketName": "r"}, conditions={"includePrefixes": ["models/", "checkpoints/"]}),
             [
-                "the transfer copies 'checkpoints/' (source path + includePrefixes), outside models/; set the source path to "
+                "the transfer copies 'checkpoints/' (source path + includePrefixes), outside models/; set the "
+                "source path to "
                 "'models/' (or objectConditions.includePrefixes under it)"
             ],
         ),
@@ -149,7 +157,8 @@ def test_compliant_resources_pass(module):
             transfer_jobs_never_delete,
             job(deleteObjectsFromSourceAfterTransfer=True),
             [
-                "transferOptions.deleteObjectsFromSourceAfterTransfer is true, so the transfer deletes the registry's objects "
+                "transferOptions.deleteObjectsFromSourceAfterTransfer is true, so the transfer deletes the "
+                "registry's objects "
                 "once copied; set it false (the registry is the source of truth)"
             ],
         ),
@@ -157,7 +166,8 @@ def test_compliant_resources_pass(module):
             transfer_jobs_never_delete,
             job(deleteObjectsUniqueInSink="true"),
             [
-                "transferOptions.deleteObjectsUniqueInSink is true, so the transfer deletes mirrored objects servers may be "
+                "transferOptions.deleteObjectsUniqueInSink is true, so the transfer deletes mirrored objects "
+                "servers may be "
                 "reading; set it false (noncurrent versions expire by lifecycle rule)"
             ],
         ),

@@ -88,7 +88,8 @@ def test_compliant_resources_pass(module):
         (
             gke_node_pools_without_public_ip,
             pool(networkConfig={"enablePrivateNodes": "false"}),
-            "networkConfig.enablePrivateNodes is false, so this pool's nodes get public IP addresses; remove it or set it "
+            "networkConfig.enablePrivateNodes is false, so this pool's nodes get public IP addresses; remove "
+            "it or set it "
             "true (nodes reach the internet through Cloud NAT)",
         ),
         (
@@ -100,7 +101,8 @@ def test_compliant_resources_pass(module):
         (
             gke_workload_identity_enabled,
             pool(workloadMetadataConfig={"mode": "GCE_METADATA"}),
-            "nodeConfig.workloadMetadataConfig.mode is not GKE_METADATA, so pods on this pool read the node's credentials "
+            "nodeConfig.workloadMetadataConfig.mode is not GKE_METADATA, so pods on this pool read the node's "
+            "credentials "
             "from the metadata server; set mode GKE_METADATA",
         ),
         (
@@ -111,7 +113,8 @@ def test_compliant_resources_pass(module):
         (
             gke_shielded_nodes,
             pool(shieldedInstanceConfig={"enableIntegrityMonitoring": True}),
-            "nodeConfig.shieldedInstanceConfig.enableSecureBoot is not true (GKE's default is off); set it true so nodes "
+            "nodeConfig.shieldedInstanceConfig.enableSecureBoot is not true (GKE's default is off); set it "
+            "true so nodes "
             "boot only signed components",
         ),
         (

@@ -119,7 +119,8 @@ def test_the_function_is_what_rule_and_schedule_invoke():
         Finding(
             RULE_URN,
             (
-                f"event rule 'guard-completion' invokes no function of this stack; add an {EVENT_TARGET} with rule set to it "
+                f"event rule 'guard-completion' invokes no function of this stack; add an {EVENT_TARGET} with "
+                f"rule set to it "
                 "and arn the guard function's ARN"
             ),
         )
@@ -160,7 +161,8 @@ def test_patterns_that_match_exactly_this_runs_markers(key_test):
         ),
         (
             [{"suffix": "_SUCCESS"}, {"suffix": "_FAILED"}],
-            "event rule 'guard-completion' also matches runs/run-10/_SUCCESS, another run's marker, so another run's end "
+            "event rule 'guard-completion' also matches runs/run-10/_SUCCESS, another run's marker, so "
+            "another run's end "
             "would stop this one; match runs/run-1/ only (a prefix that ends with '/')",
         ),
     ],
@@ -224,15 +226,18 @@ def test_completion_rule_delivery(path, value, message):
         (
             "scheduleExpression",
             "at(2020-01-01T00:00:00)",
-            f"schedule 'guard-expiry' has scheduleExpression 'at(2020-01-01T00:00:00)', but the run expires at {EXPIRES} "
-            f"(mlinfra:expires-at); give the guard a schedule with scheduleExpression '{AT}', scheduleExpressionTimezone "
+            f"schedule 'guard-expiry' has scheduleExpression 'at(2020-01-01T00:00:00)', but the run expires at "
+            f"{EXPIRES} "
+            f"(mlinfra:expires-at); give the guard a schedule with scheduleExpression '{AT}', "
+            f"scheduleExpressionTimezone "
             "'UTC' and flexibleTimeWindow mode 'OFF', targeting the guard function",
         ),
         (
             "scheduleExpression",
             "rate(1 hour)",
             f"schedule 'guard-expiry' has scheduleExpression 'rate(1 hour)', but the run expires at {EXPIRES} "
-            f"(mlinfra:expires-at); give the guard a schedule with scheduleExpression '{AT}', scheduleExpressionTimezone "
+            f"(mlinfra:expires-at); give the guard a schedule with scheduleExpression '{AT}', "
+            f"scheduleExpressionTimezone "
             "'UTC' and flexibleTimeWindow mode 'OFF', targeting the guard function",
         ),
         (
@@ -244,19 +249,22 @@ def test_completion_rule_delivery(path, value, message):
         (
             "flexibleTimeWindow",
             {"mode": "FLEXIBLE", "maximumWindowInMinutes": 15},
-            "schedule 'guard-expiry' has flexibleTimeWindow mode 'FLEXIBLE', so it may fire up to 15 minutes after the run's "
+            "schedule 'guard-expiry' has flexibleTimeWindow mode 'FLEXIBLE', so it may fire up to 15 minutes "
+            "after the run's "
             "expiry; set mode 'OFF'",
         ),
         (
             "flexibleTimeWindow",
             {"mode": "FLEXIBLE", "maximumWindowInMinutes": 15.0},
-            "schedule 'guard-expiry' has flexibleTimeWindow mode 'FLEXIBLE', so it may fire up to 15 minutes after the run's "
+            "schedule 'guard-expiry' has flexibleTimeWindow mode 'FLEXIBLE', so it may fire up to 15 minutes "
+            "after the run's "
             "expiry; set mode 'OFF'",
         ),
         (
             "flexibleTimeWindow",
             {},
-            "schedule 'guard-expiry' sets no flexibleTimeWindow mode; set flexibleTimeWindow mode 'OFF' so it fires at the "
+            "schedule 'guard-expiry' sets no flexibleTimeWindow mode; set flexibleTimeWindow mode 'OFF' so it "
+            "fires at the "
             "run's expiry",
         ),
         ("state", "DISABLED", "schedule 'guard-expiry' is disabled; set state 'ENABLED'"),
@@ -330,7 +338,8 @@ def with_statement(index, statement):
                 "Resource": "*",
                 "Condition": {"StringEquals": {"aws:ResourceTag/mlinfra:run-id": "run-2"}},
             },
-            f"'guard-policy' policy statement Terminate allows ec2:TerminateInstances for mlinfra:run-id 'run-2', but this run "
+            f"'guard-policy' policy statement Terminate allows ec2:TerminateInstances for mlinfra:run-id "
+            f"'run-2', but this run "
             f"is 'run-1'; {FIX_SCOPE}",
         ),
         (
@@ -355,7 +364,8 @@ def with_statement(index, statement):
                 "Resource": "*",
                 "Condition": {"StringEquals": {"aws:ResourceTag/mlinfra:run-id": ["run-1", "run-2"]}},
             },
-            "'guard-policy' policy statement Terminate allows ec2:TerminateInstances (through '*'), fsx:DeleteFileSystem "
+            "'guard-policy' policy statement Terminate allows ec2:TerminateInstances (through '*'), "
+            "fsx:DeleteFileSystem "
             f"(through '*') for mlinfra:run-id 'run-1', 'run-2', but this run is 'run-1'; {FIX_SCOPE}",
         ),
         (

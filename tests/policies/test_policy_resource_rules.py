@@ -94,7 +94,8 @@ CASES = [
         "networkInterfaces.0.associatePublicIpAddress",
         "true",
         [
-            "networkInterfaces[0] sets associatePublicIpAddress with 5 interfaces; remove it (multi-interface instances "
+            "networkInterfaces[0] sets associatePublicIpAddress with 5 interfaces; remove it (multi-interface "
+            "instances "
             "cannot have a public IP; use a NAT gateway or VPC endpoints)"
         ],
     ),
@@ -152,7 +153,8 @@ CASES = [
         "instanceType",
         "inf2.xlarge",
         [
-            "instance type inf2.xlarge is a serving type; training takes one of: p4d.24xlarge, p4de.24xlarge, p5.48xlarge, "
+            "instance type inf2.xlarge is a serving type; training takes one of: p4d.24xlarge, p4de.24xlarge, "
+            "p5.48xlarge, "
             "p5e.48xlarge, p5en.48xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge"
         ],
     ),
@@ -179,7 +181,8 @@ CASES = [
         "storageCapacity",
         3000,
         [
-            "storageCapacity: 3000 GiB is not a PERSISTENT_2 storage capacity; allowed: 1200 GiB or a multiple of 2400 GiB "
+            "storageCapacity: 3000 GiB is not a PERSISTENT_2 storage capacity; allowed: 1200 GiB or a "
+            "multiple of 2400 GiB "
             "(nearest: 2400, 4800)"
         ],
     ),
@@ -220,7 +223,8 @@ CASES = [
         "skipFinalBackup",
         DELETE,
         [
-            "skipFinalBackup is not set; choose explicitly: true for run scratch space whose data lives in the registry, "
+            "skipFinalBackup is not set; choose explicitly: true for run scratch space whose data lives in "
+            "the registry, "
             "false to keep a final backup (it outlives the stack and is billed)"
         ],
     ),
@@ -230,7 +234,8 @@ CASES = [
         "importPath",
         "s3://mlinfra-registry/datasets/",
         [
-            "importPath links S3 at creation; remove it and link the registry through aws:fsx/dataRepositoryAssociation "
+            "importPath links S3 at creation; remove it and link the registry through "
+            "aws:fsx/dataRepositoryAssociation "
             "resources (up to 8, with import and export policies)"
         ],
     ),
@@ -463,8 +468,10 @@ GOOD_CLUSTER = {
         (
             {"endpointPrivateAccess": True},
             [
-                "vpcConfig.endpointPublicAccess is on (AWS's default) with no publicAccessCidrs, so the Kubernetes API is open "
-                "to the internet; set endpointPublicAccess false and endpointPrivateAccess true, or list the networks that may "
+                "vpcConfig.endpointPublicAccess is on (AWS's default) with no publicAccessCidrs, so the "
+                "Kubernetes API is open "
+                "to the internet; set endpointPublicAccess false and endpointPrivateAccess true, or list the "
+                "networks that may "
                 "reach it in publicAccessCidrs"
             ],
         ),

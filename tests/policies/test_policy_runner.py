@@ -260,7 +260,8 @@ def test_pack_config_sets_the_cost_ceiling(tmp_path):
     [
         (
             ["--preview-json", "/nonexistent/preview.json"],
-            "error: --preview-json: /nonexistent/preview.json cannot be read (FileNotFoundError); give a file written by "
+            "error: --preview-json: /nonexistent/preview.json cannot be read (FileNotFoundError); give a file "
+            "written by "
             "`pulumi preview --json` or `python -m infra preview --json`",
         ),
         (

@@ -58,7 +58,8 @@ def bounds(resources, name="llama-scaler"):
             "spec.maxReplicaCount",
             None,
             [
-                "spec.maxReplicaCount is not set, so KEDA may run up to 100 replicas (its default), each holding accelerators; "
+                "spec.maxReplicaCount is not set, so KEDA may run up to 100 replicas (its default), each "
+                "holding accelerators; "
                 "set maxReplicaCount to what the node pools can hold"
             ],
         ),
@@ -66,7 +67,8 @@ def bounds(resources, name="llama-scaler"):
             "spec.minReplicaCount",
             None,
             [
-                "spec.minReplicaCount is not set, so KEDA scales to zero (its default) and requests wait for a cold start; set "
+                "spec.minReplicaCount is not set, so KEDA scales to zero (its default) and requests wait for "
+                "a cold start; set "
                 "minReplicaCount: 1 or more for a warm replica, or 0 deliberately"
             ],
         ),
@@ -160,7 +162,8 @@ def test_scaled_object_on_cpu():
         Finding(
             SCALER_URN,
             (
-                f"ScaledObject 'llama-scaler' scales model server 'llama-deployment' on cpu (triggers[1]), which does not "
+                f"ScaledObject 'llama-scaler' scales model server 'llama-deployment' on cpu (triggers[1]), "
+                f"which does not "
                 f"track accelerator load; {FIX} instead"
             ),
         )
@@ -174,7 +177,8 @@ def test_scaled_object_on_cpu():
         Finding(
             SCALER_URN,
             (
-                f"ScaledObject 'llama-scaler' of model server 'llama-deployment' has no triggers; add Prometheus triggers "
+                f"ScaledObject 'llama-scaler' of model server 'llama-deployment' has no triggers; add "
+                f"Prometheus triggers "
                 f"that {FIX}"
             ),
         )
@@ -220,7 +224,8 @@ def test_hpa_signals(metrics, expected):
             Finding(
                 urn(SERVING, HPA, "llama-hpa"),
                 (
-                    f"HorizontalPodAutoscaler 'llama-hpa' scales model server 'llama-deployment' {expected}, which does not "
+                    f"HorizontalPodAutoscaler 'llama-hpa' scales model server 'llama-deployment' {expected}, "
+                    f"which does not "
                     f"track accelerator load; {FIX} instead"
                 ),
             )
@@ -253,7 +258,8 @@ def test_serving_node_subnet_maps_no_public_ips():
         Finding(
             urn(SERVING, SUBNET, "private-a"),
             (
-                f"subnet 'private-a' maps a public IP to every instance launched in it (mapPublicIpOnLaunch true), and 'pool' "
+                f"subnet 'private-a' maps a public IP to every instance launched in it (mapPublicIpOnLaunch "
+                f"true), and 'pool' "
                 f"launch there; set mapPublicIpOnLaunch false ({FIX_IP})"
             ),
         )

@@ -88,7 +88,8 @@ def test_efa_security_group_needs_self_ingress_and_egress():
         Finding(
             urn(T, SG, "nodes"),
             (
-                "EFA security group 'nodes' has no ingress rule for all protocols from itself; add one with protocol -1 "
+                "EFA security group 'nodes' has no ingress rule for all protocols from itself; add one with "
+                "protocol -1 "
                 "whose peer is the group itself (0.0.0.0/0 does not satisfy EFA)"
             ),
         )
@@ -140,7 +141,8 @@ def test_on_demand_nodes_need_a_cluster_placement_group():
         Finding(
             urn(T, LT, "template"),
             (
-                "'template' uses placement group 'placement' with strategy 'spread'; on-demand EFA nodes need strategy 'cluster'"
+                "'template' uses placement group 'placement' with strategy 'spread'; on-demand EFA nodes need "
+                "strategy 'cluster'"
             ),
         )
     ]
@@ -175,7 +177,8 @@ def test_lustre_security_group_needs_988_and_1018_1023():
         Finding(
             urn(T, SG, "lustre"),
             (
-                "security group 'lustre' of Lustre 'fs' does not admit TCP 1018-1023; add ingress rules for TCP 988 and "
+                "security group 'lustre' of Lustre 'fs' does not admit TCP 1018-1023; add ingress rules for "
+                "TCP 988 and "
                 "1018-1023 from the group itself"
             ),
         )
@@ -198,7 +201,8 @@ def test_lustre_without_security_group():
         Finding(
             urn(T, FSX, "fs"),
             (
-                "Lustre 'fs' has no security group; set securityGroupIds to a group that admits TCP 988 and 1018-1023 from "
+                "Lustre 'fs' has no security group; set securityGroupIds to a group that admits TCP 988 and "
+                "1018-1023 from "
                 "itself and the nodes"
             ),
         )
@@ -246,7 +250,8 @@ def test_taggable_training_resources_carry_run_tags():
         Finding(
             urn(T, "aws:cloudwatch/logGroup:LogGroup", "logs"),
             (
-                "'logs' lacks tags mlinfra:run-id, mlinfra:expires-at; tag it with infra.core.tags.contract_tags('training', "
+                "'logs' lacks tags mlinfra:run-id, mlinfra:expires-at; tag it with "
+                "infra.core.tags.contract_tags('training', "
                 "stack, run_id, expires_at)"
             ),
         )
@@ -331,7 +336,8 @@ def test_registry_bucket_public_access_blocked(setting):
     assert run(registry_bucket_public_access_blocked, broken) == [
         Finding(
             urn(B, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "registry-public-access-block"),
-            f"public access block of registry bucket 'registry-bucket' leaves {setting} off; set all four settings to true",
+            f"public access block of registry bucket 'registry-bucket' leaves {setting} off; set all four "
+            f"settings to true",
         )
     ]
 
@@ -428,8 +434,10 @@ def test_stack_hourly_cost_under_ceiling():
         Finding(
             "",
             (
-                "the stack may cost $89.22/hour, over the ceiling of $50.00/hour ('fleet': 4 x p4d.24xlarge at $21.96 = "
-                "$87.84; 'fs': Lustre 4800 GiB PERSISTENT_2 250 MB/s/TiB = $1.38); lower node counts or maximum sizes, or "
+                "the stack may cost $89.22/hour, over the ceiling of $50.00/hour ('fleet': 4 x p4d.24xlarge "
+                "at $21.96 = "
+                "$87.84; 'fs': Lustre 4800 GiB PERSISTENT_2 250 MB/s/TiB = $1.38); lower node counts or "
+                "maximum sizes, or "
                 "raise maxHourlyCostUsd in the pack config"
             ),
         )
@@ -442,7 +450,8 @@ def test_unpriced_instance_types_are_advised():
         Finding(
             urn(T, "aws:ec2/fleet:Fleet", "fleet"),
             (
-                "p5e.48xlarge has no public on-demand price in the catalog, so the stack's cost ceiling does not cover it; "
+                "p5e.48xlarge has no public on-demand price in the catalog, so the stack's cost ceiling does "
+                "not cover it; "
                 "check the Capacity Block or reservation price by hand"
             ),
         )

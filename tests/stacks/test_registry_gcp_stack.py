@@ -154,7 +154,8 @@ def test_serving_gcp_demo_reads_the_mirror_and_its_servers_are_the_readers():
         ),
         (
             "mlinfra:registry.mirror.sourceStack=serving-demo",
-            "error: mlinfra:registry.mirror.sourceStack: stack 'serving-demo' is a serving stack on aws; the mirror copies "
+            "error: mlinfra:registry.mirror.sourceStack: stack 'serving-demo' is a serving stack on aws; the "
+            "mirror copies "
             "from the AWS registry stack (mlinfra:kind registry, cloud aws)",
         ),
         (
@@ -168,7 +169,8 @@ def test_serving_gcp_demo_reads_the_mirror_and_its_servers_are_the_readers():
         ),
         (
             "mlinfra:registry.mirror.deleteSource=true",
-            "error: mlinfra:registry.mirror.deleteSource: unknown key; allowed: bucketName, keyRotationDays, lifecycle, "
+            "error: mlinfra:registry.mirror.deleteSource: unknown key; allowed: bucketName, keyRotationDays, "
+            "lifecycle, "
             "readers, roleArn, schedule, sourceStack",
         ),
     ],

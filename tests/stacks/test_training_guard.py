@@ -150,7 +150,8 @@ def test_keeping_nodes_and_skipping_export_change_guard_nodes_and_file_system():
         ),
         (
             "mlinfra:training.lifecycle.gracePeriodMinutes=60",
-            "mlinfra:training.lifecycle.gracePeriodMinutes: 60 minutes is not shorter than ttlHours (1.0 h): the job would be "
+            "mlinfra:training.lifecycle.gracePeriodMinutes: 60 minutes is not shorter than ttlHours (1.0 h): "
+            "the job would be "
             "asked to stop before it starts; use fewer minutes or a longer ttlHours",
         ),
     ],

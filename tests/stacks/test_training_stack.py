@@ -248,8 +248,10 @@ def test_endpoints_egress_and_bring_your_own_network():
         ("mlinfra:training.nodeCount=0", "error: mlinfra:training.nodeCount: must be at least 1 (got 0)"),
         (
             "aws:region=us-east-2",
-            "error: aws:region: us-east-2 differs from the region of registry stack 'registry' (us-east-1); FSx for Lustre "
-            "links only to buckets of its own region: run in the registry's region or reference a registry stack in this one",
+            "error: aws:region: us-east-2 differs from the region of registry stack 'registry' (us-east-1); "
+            "FSx for Lustre "
+            "links only to buckets of its own region: run in the registry's region or reference a registry "
+            "stack in this one",
         ),
     ],
 )

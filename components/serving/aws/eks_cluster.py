@@ -124,13 +124,12 @@ class EksCluster(pulumi.ComponentResource):
             for addon in eks.BOOTSTRAP_ADDONS
         ]
         self.name = self.cluster.name
-        self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(
-                self.cluster.name,
-                self.cluster.endpoint,
-                self.cluster.certificate_authority.data,
-            ).apply(lambda v: json.dumps(eks.kubeconfig(v[0], v[1], v[2], args.region)))
-        )
+        kubeconfig: pulumi.Output[str] = pulumi.Output.all(
+            self.cluster.name,
+            self.cluster.endpoint,
+            self.cluster.certificate_authority.data,
+        ).apply(lambda v: json.dumps(eks.kubeconfig(v[0], v[1], v[2], args.region)))
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
         self.register_outputs(
             {"clusterName": self.cluster.name, "endpoint": self.cluster.endpoint, "nodeRoleArn": self.node_role.arn}
         )

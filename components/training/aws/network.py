@@ -28,7 +28,7 @@ class TrainingNetwork(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("mlinfra:training:Network", name, None, opts)
         spec = args.spec
-        if spec.vpc_id:
+        if spec.vpc_id and spec.subnet_id:  # the config checks refuse one without the other
             # Bring your own: nothing is created; the subnet must be private and in the chosen AZ.
             self.vpc_id = pulumi.Output.from_input(spec.vpc_id)
             self.subnet_id = pulumi.Output.from_input(spec.subnet_id)

@@ -4,8 +4,9 @@ launches all `nodeCount` nodes or none, in one AZ, in a cluster placement group 
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -157,7 +158,7 @@ class TrainingNodes(pulumi.ComponentResource):
         )
 
 
-def launched_instances(sets: list | None, expected: int, dry_run: bool) -> list[str]:
+def launched_instances(sets: Sequence[Any] | None, expected: int, dry_run: bool) -> list[str]:
     """The fleet's instance ids, sorted; on `up`, anything but `expected` fails the deployment. The
     provider does not read CreateFleet's errors, so a fleet that got no capacity (or part of a
     Capacity Block) would otherwise count as created while the file system and NAT keep billing."""

@@ -38,7 +38,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             opts=child,
         )
         # EFA needs all traffic in AND out with the group itself as the peer; an open egress rule alone
-        # does not do (ParallelCluster's EfaSecurityGroupValidator; REFERENCE.md).
+        # does not do (ParallelCluster's EfaSecurityGroupValidator; docs/reference.md).
         aws.vpc.SecurityGroupIngressRule(
             f"{name}-efa-in",
             security_group_id=self.nodes.id,

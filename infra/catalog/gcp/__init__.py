@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 from types import MappingProxyType
-from typing import Any, Optional
+from typing import Any
 
 
 @dataclass(frozen=True)

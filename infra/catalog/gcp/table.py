@@ -40,7 +40,7 @@ def gcp_table(names: list[str]) -> list[str]:
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
     price_source, price_as_of = price_table_source()
     return lines + [
         "",

@@ -181,9 +181,11 @@ def audit_main(run_id: str, region: str | None, as_json: bool) -> int:
     try:
         leftovers = audit(run_id, session)
     except NoCredentialsError:
-        raise InputError(Problem("", "no AWS credentials: set AWS_PROFILE or the AWS_ACCESS_KEY_ID variables"))
+        raise InputError(
+            Problem("", "no AWS credentials: set AWS_PROFILE or the AWS_ACCESS_KEY_ID variables")
+        ) from None
     except NoRegionError:
-        raise InputError(Problem("--region", "no AWS region: pass --region or set AWS_REGION"))
+        raise InputError(Problem("--region", "no AWS region: pass --region or set AWS_REGION")) from None
     return print_leftovers(run_id, "region", session.region_name, leftovers, as_json, "tag")
 
 
@@ -210,7 +212,7 @@ def gcp_audit_main(run_id: str, project: str | None, as_json: bool) -> int:
                 "",
                 "no GCP credentials: run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
             )
-        )
+        ) from None
     return print_leftovers(run_id, "project", project, leftovers, as_json, "label")
 
 

@@ -133,12 +133,16 @@ def _gcp_run_cloud(config: dict[str, Any]):
     from infra.kinds import load
     from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
     from infra.training.gcp.checks import chosen_zone
+    from infra.training.gcp.config import GcpTrainingStackConfig
     from infra.training.gcp.plan import lustre_instance_name
 
     project, region = config.get("gcp:project"), config.get("gcp:region")
     if not isinstance(project, str) or not project:
         raise InputError(Problem("gcp:project", "required for a GCP training stack (nothing was changed)"))
-    spec = load(config).training  # a bad config is an InputError naming the key
+    loaded = load(config)  # a bad config is an InputError naming the key
+    if not isinstance(loaded, GcpTrainingStackConfig):
+        raise InputError(Problem("mlinfra:cloud", "the GCP lifecycle takes a GCP training stack"))
+    spec = loaded.training
     zone = chosen_zone(spec, region) if isinstance(region, str) else spec.zone
     names = [lustre_instance_name(project, zone, spec.run_id)] if zone else []
     return GcpRunCloud(project, spec.data_bucket, lustre_instances=names)

@@ -21,7 +21,8 @@ class StackOpsError(Exception):
 
     def __init__(self, operation: str, stack: str, output: str):
         super().__init__(
-            f"pulumi {operation} of stack {stack!r} failed: {output.strip().splitlines()[-1] if output.strip() else 'no output'}"
+            f"pulumi {operation} of stack {stack!r} failed: "
+            f"{output.strip().splitlines()[-1] if output.strip() else 'no output'}"
         )
         self.operation, self.stack, self.output = operation, stack, output
 

@@ -26,6 +26,7 @@ from infra.ops.lifecycle.teardown import lifecycle_config, teardown
 from infra.ops.progress import StatusLine, Usage, status_text, summary_text
 from infra.ops.runtime import Runtime, cloud_error, iso, parse_iso, span
 from infra.tools.offline.engine import preview
+from infra.training.aws.config import TrainingStackConfig
 from infra.training.lifetime import run_expiry
 from infra.training.spec import EXPIRES_AT_KEY
 
@@ -89,7 +90,8 @@ def run(
         return 1
     exists = stacks.exists(stack)
     if not (exists and stacks.outputs(stack)):  # not deployed: a new run, or one already torn down
-        refuse_ended_run(stacks, cloud, subject, config.registry_stack if subject.cloud == "aws" else None)
+        registry_stack = config.registry_stack if isinstance(config, TrainingStackConfig) else None
+        refuse_ended_run(stacks, cloud, subject, registry_stack)
     expires_at = fix_expiry(stack, stacks, subject, rt, exists=exists)
     progress = Progress(rt, subject.hourly_price)
     try:

@@ -52,8 +52,10 @@ for root, _, names in os.walk("/work/out"):
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-        files.append({"path": os.path.relpath(path, "/work/out"), "size": os.path.getsize(path), "sha256": digest.hexdigest()})
-report = {"compilerVersion": sys.argv[1], "runtimeVersion": sys.argv[2], "node": os.environ.get("NODE_NAME"), "files": files}
+        files.append({"path": os.path.relpath(path, "/work/out"), "size": os.path.getsize(path),
+                      "sha256": digest.hexdigest()})
+report = {"compilerVersion": sys.argv[1], "runtimeVersion": sys.argv[2], "node": os.environ.get("NODE_NAME"),
+          "files": files}
 with open("/work/conversion.json", "w") as handle:
     json.dump(report, handle)
 """

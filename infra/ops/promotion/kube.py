@@ -62,7 +62,8 @@ class KubectlJobs:
             raise KubectlError(f"kubectl {args[0]}: {error}") from None
         if done.returncode != 0:
             raise KubectlError(
-                f"kubectl {args[0]} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+                f"kubectl {args[0]} failed: "
+                f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
             )
         return done.stdout
 

@@ -1,4 +1,4 @@
-"""The registry's promotion rules over an `ObjectStore` (REFERENCE.md "Registry"):
+"""The registry's promotion rules over an `ObjectStore` (docs/reference.md "Registry"):
 
 - only a run with runs/<run-id>/_SUCCESS and no _FAILED is promoted; its final checkpoint is the
   highest step directory under checkpoints/<run-id>/ (step-N, checkpoint-N, ckpt-N, global_stepN), else
@@ -70,6 +70,12 @@ def check_run(store: ObjectStore, run_id: str) -> dict[str, Any]:
     return _json(success)
 
 
+def _step_number(directory: str) -> int:
+    """The step of a step directory (`step-1000` -> 1000); -1 for any other name."""
+    match = STEP_DIR.fullmatch(directory)
+    return int(match.group(1)) if match else -1
+
+
 def final_checkpoint(store: ObjectStore, run_id: str, explicit: str | None = None) -> Checkpoint:
     """The checkpoint to promote: `explicit` (a prefix under checkpoints/<run-id>/), else the highest-numbered
     step directory (step-1000 after step-900; other directories such as runs/ or final/ never count), else
@@ -83,7 +89,7 @@ def final_checkpoint(store: ObjectStore, run_id: str, explicit: str | None = Non
     dirs = {o.key[len(root) :].split("/", 1)[0] for o in objects if "/" in o.key[len(root) :]}
     steps = [d for d in dirs if STEP_DIR.fullmatch(d)]
     if steps:
-        prefix = root + max(steps, key=lambda d: (int(STEP_DIR.fullmatch(d).group(1)), _natural(d))) + "/"
+        prefix = root + max(steps, key=lambda d: (_step_number(d), _natural(d))) + "/"
     elif any("/" not in o.key[len(root) :] and o.key.endswith(WEIGHT_SUFFIXES) for o in objects):
         prefix = root
     else:
@@ -92,7 +98,8 @@ def final_checkpoint(store: ObjectStore, run_id: str, explicit: str | None = Non
                 "--checkpoint",
                 (
                     f"{root} has no step directory (step-N, checkpoint-N, ckpt-N, global_stepN) and no weight files "
-                    f"({', '.join('*' + s for s in WEIGHT_SUFFIXES)}) at its root; name the checkpoint with --checkpoint "
+                    f"({', '.join('*' + s for s in WEIGHT_SUFFIXES)}) at its root; name the checkpoint with "
+                    f"--checkpoint "
                     f"{root}<dir>/"
                 ),
             )
@@ -139,7 +146,7 @@ def claim_version(store: ObjectStore, model: str, version: str, claim: dict[str,
             Problem(
                 "--version", f"{key} already exists: the version is already being promoted or promoted; {_IMMUTABLE}"
             )
-        )
+        ) from None
     return key
 
 
@@ -176,7 +183,9 @@ def build_manifest(store: ObjectStore, prefix: str, source: dict[str, Any], reci
     stored = {
         o.key[len(prefix) :]: o for o in store.list(prefix) if o.key[len(prefix) :] not in (REPORT, MANIFEST, FAILED)
     }
-    listed = {f.get("path"): f for f in files if isinstance(f, dict)}
+    if not all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
+        raise ValueError(f"{prefix}{REPORT}: every listed file needs a path")
+    listed: dict[str, dict[str, Any]] = {f["path"]: f for f in files}
     for path, entry in listed.items():
         if not isinstance(entry.get("sha256"), str) or not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]):
             raise ValueError(f"{prefix}{REPORT}: {path} has no sha256")

@@ -37,7 +37,7 @@ class S3Store:
             raise
         return answer["Body"].read(), answer["ETag"]
 
-    def put(self, key: str, body: bytes, **conditions: str) -> None:
+    def put(self, key: str, body: bytes, **conditions: Any) -> None:
         # Encryption comes from the bucket's default (SSE-KMS with the registry key).
         try:
             self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/json", **conditions)

@@ -73,7 +73,8 @@ class GcpMirrorAccessSpec(Spec):
 class RegistrySpec(Spec):
     bucket_name: str | None = Field(
         None,
-        description="Exact bucket name. Default: '<bucketNamePrefix>-<account id>-<region>', unique per account and region.",
+        description="Exact bucket name. Default: '<bucketNamePrefix>-<account id>-<region>', unique per account and "
+        "region.",
     )
     bucket_name_prefix: str = Field(
         "mlinfra-registry",

@@ -150,7 +150,7 @@ class ServingSpec(Spec):
 
     @field_validator("models")
     @classmethod
-    def _unique_names(cls, models: list[AwsModelSpec]) -> list[ModelSpec]:
+    def _unique_names(cls, models: list[AwsModelSpec]) -> list[AwsModelSpec]:
         seen = set()
         for model in models:
             if model.name in seen:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Family, Taint, taint
@@ -37,7 +37,7 @@ class NodePoolPlan:
 
 
 def accelerator_plan(family: Literal["inf2", "g5"], spec: Inf2PoolSpec | G5PoolSpec) -> NodePoolPlan:
-    labels = {ACCELERATOR_LABEL: family, POOL_LABEL: family}
+    labels: dict[str, str] = {ACCELERATOR_LABEL: family, POOL_LABEL: family}
     if family == "g5":
         # The NVIDIA device plugin chart schedules on nodes carrying this label when no node feature
         # discovery runs (its documented way to force GPU nodes).
@@ -69,7 +69,7 @@ def system_plan() -> NodePoolPlan:
     )
 
 
-def launch_template_metadata() -> dict[str, object]:
+def launch_template_metadata() -> dict[str, Any]:
     """IMDSv2 only, one hop: pods get AWS credentials from EKS Pod Identity, never the node's role."""
     return {
         "http_endpoint": "enabled",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from infra.catalog.aws import UnknownInstanceType, on_demand_price
 from infra.catalog.services import hours_per_month, service_price
+from infra.core.shapes import dict_at, list_at
 from infra.providers import tokens
 from infra.tools.cost.model import Line
-from infra.tools.cost.resources import Resources, dict_at, list_at, whole
+from infra.tools.cost.resources import Resources, whole
 from infra.tools.preview_json import PolicyResource
 
 INSTANCE = tokens.AWS_EC2_INSTANCE
@@ -73,13 +75,13 @@ def _capacity(r: PolicyResource, res: Resources) -> Capacity | None:
         types = [p.get("instanceType")]
         template = _template(r, res, "launchTemplate")
         market = "spot" if p.get("instanceMarketOptions") else "on-demand"
-    types = [t for t in types if isinstance(t, str)]
-    if not types and template is not None and isinstance(template.props.get("instanceType"), str):
-        types = [template.props["instanceType"]]
-    if low is None or high is None or not types:
+    names = [t for t in types if isinstance(t, str)]
+    if not names and template is not None and isinstance(template.props.get("instanceType"), str):
+        names = [template.props["instanceType"]]
+    if low is None or high is None or not names:
         return None
     root = dict_at(p, "rootBlockDevice") if r.type == INSTANCE else {}
-    return Capacity(tuple(dict.fromkeys(types)), low, high, market, template, root)
+    return Capacity(tuple(dict.fromkeys(names)), low, high, market, template, root)
 
 
 def _template(r: PolicyResource, res: Resources, *keys: str) -> PolicyResource | None:
@@ -88,7 +90,7 @@ def _template(r: PolicyResource, res: Resources, *keys: str) -> PolicyResource |
 
 
 def _instances(r: PolicyResource, component: str, c: Capacity) -> Line:
-    base = dict(resource=r.name, type=r.type, component=component, group="compute")
+    base: dict[str, Any] = dict(resource=r.name, type=r.type, component=component, group="compute")
     prices: list[tuple[float, str]] = []
     missing: list[str] = []
     for name in c.types:
@@ -145,7 +147,7 @@ def _volumes(r: PolicyResource, component: str, c: Capacity) -> list[Line]:
         if not size:
             continue
         kind = str(ebs.get("volumeType") or "gp2")
-        base = dict(resource=r.name, type=r.type, component=component, group="storage")
+        base: dict[str, Any] = dict(resource=r.name, type=r.type, component=component, group="storage")
         nodes = f"{c.low}" if c.low == c.high else f"{c.low}-{c.high}"
         try:
             price = service_price(f"ebs.{kind}.storage")

@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 from infra.catalog.gcp import UnknownMachineType, machine_type
 from infra.catalog.services import service_price
+from infra.core.shapes import dict_at, list_at
 from infra.providers import tokens
 from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.managed import Priced
-from infra.tools.cost.resources import Resources, dict_at, list_at, whole
+from infra.tools.cost.resources import Resources, whole
 from infra.tools.preview_json import PolicyResource
 
 CLUSTER = tokens.GCP_CONTAINER_CLUSTER

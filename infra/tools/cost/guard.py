@@ -10,6 +10,7 @@ running time, in invocations every EXPORT_POLL_SECONDS. Real runs cost far less.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from infra.catalog.services import service_price
 from infra.providers import tokens
@@ -32,7 +33,7 @@ def function(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
     memory_gb = (number(r.props.get("memorySize")) or DEFAULT_MEMORY_MB) / 1024
     timeout = number(r.props.get("timeout")) or DEFAULT_TIMEOUT_SECONDS
     units = (request.per_unit(), duration.per_unit())
-    base = dict(
+    base: dict[str, Any] = dict(
         resource=r.name,
         type=r.type,
         component=res.component(r),
@@ -42,6 +43,8 @@ def function(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
     )
     if not per_run:
         return [Line(**base, basis="usage", what="Lambda function: per invocation")]
+    if request.usd is None or duration.usd is None:
+        return [Line(**base, basis="unknown", what="Lambda function: no sourced price for its requests or duration")]
     triggers = max(1, len(res.dependents(r, EVENT_TARGET, SCHEDULE)))
     fired = triggers * (1 + GUARD_RETRY_ATTEMPTS)
     polls = math.ceil(EXPORT_WAIT_SECONDS / EXPORT_POLL_SECONDS)
@@ -58,7 +61,7 @@ def function(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
 
 def schedule(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
     price = service_price("scheduler.invocation")
-    base = dict(
+    base: dict[str, Any] = dict(
         resource=r.name,
         type=r.type,
         component=res.component(r),
@@ -69,6 +72,8 @@ def schedule(r: PolicyResource, res: Resources, per_run: bool) -> list[Line]:
     one_time = str(r.props.get("scheduleExpression", "")).startswith("at(")
     if not (per_run and one_time):
         return [Line(**base, basis="usage", what="EventBridge Scheduler schedule: per invocation")]
+    if price.usd is None:
+        return [Line(**base, basis="unknown", what="EventBridge Scheduler schedule: no sourced price per invocation")]
     return [
         Line(
             **base,

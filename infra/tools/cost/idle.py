@@ -51,7 +51,8 @@ def idle_tail(
                 f"all {nodes} nodes, from the job's end to termination",
                 COMPLETION_TO_TERMINATE_SECONDS,
                 nodes_usd * COMPLETION_TO_TERMINATE_SECONDS / 3600,
-                f"each node powers off {NODE_POWER_OFF_DELAY_SECONDS} s after its job exits (NODE_POWER_OFF_DELAY_SECONDS) "
+                f"each node powers off {NODE_POWER_OFF_DELAY_SECONDS} s after its job exits "
+                f"(NODE_POWER_OFF_DELAY_SECONDS) "
                 f"and {stops}",
             )
         )
@@ -72,7 +73,8 @@ def idle_tail(
                 "rank 0, waiting for the last checkpoints' export",
                 EXPORT_WAIT_SECONDS,
                 one_node_usd * EXPORT_WAIT_SECONDS / 3600,
-                f"rank 0 waits at most {EXPORT_WAIT_SECONDS} s (EXPORT_WAIT_SECONDS) for Lustre to export the checkpoints "
+                f"rank 0 waits at most {EXPORT_WAIT_SECONDS} s (EXPORT_WAIT_SECONDS) for Lustre to export the "
+                f"checkpoints "
                 "before it writes the completion marker; the other nodes have powered off",
             )
         )
@@ -82,8 +84,10 @@ def idle_tail(
             "storage and network until teardown",
             standing_seconds,
             standing_usd * standing_seconds / 3600,
-            "everything but the nodes (Lustre, network) bills until `teardown` removes it: that starts on the completion marker, "
-            f"after the export wait ({export_seconds} s) and the nodes' termination ({COMPLETION_TO_TERMINATE_SECONDS} s); "
+            "everything but the nodes (Lustre, network) bills until `teardown` removes it: that starts on the "
+            "completion marker, "
+            f"after the export wait ({export_seconds} s) and the nodes' termination "
+            f"({COMPLETION_TO_TERMINATE_SECONDS} s); "
             "the destroy's own duration is not bounded by the design",
         )
     )
@@ -95,7 +99,8 @@ def idle_tail(
         unattended_usd, unattended_what = (
             standing_usd,
             (
-                "if nobody tears down, storage and network bill until `teardown` or `reap --execute` runs, with no bound "
+                "if nobody tears down, storage and network bill until `teardown` or `reap --execute` runs, "
+                "with no bound "
                 "on GCP (no run guard), per hour"
             ),
         )

@@ -25,6 +25,8 @@ def hourly(
 ) -> Line:
     price = service_price(key)
     usage_prices = tuple(service_price(k) for k in usage)
+    if price.usd is None:  # no sourced price: said, never estimated
+        return line(r, res, group, basis="unknown", what=f"{what}: no sourced price ({key})", price_keys=(key, *usage))
     per_hour = quantity * price.usd / (hours_per_month() if per_month else 1)
     return line(
         r,

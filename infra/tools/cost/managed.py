@@ -4,16 +4,16 @@ CloudWatch Logs, S3, SQS. Each pricer returns its lines, or a no-charge label.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Union
 
 from infra.catalog.services import lustre_price_key, service_price
+from infra.core.shapes import list_at
 from infra.providers import tokens
 from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.model import Line
-from infra.tools.cost.resources import Resources, list_at, whole
+from infra.tools.cost.resources import Resources, whole
 from infra.tools.preview_json import PolicyResource
 
-Priced = Union[list[Line], str]  # lines, or why the resource carries no charge of its own
+Priced = list[Line] | str  # lines, or why the resource carries no charge of its own
 
 
 def lustre(r: PolicyResource, res: Resources) -> Priced:

@@ -146,7 +146,9 @@ def render(cost: StackCost) -> str:
     rows = [("group", "resource", "per hour", "how")]
     rows += [(line.group, line.resource, _per_hour(line), _how(line)) for line in cost.lines]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
+    out += [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in rows
+    ]
     out += ["", *summary(cost)]
     idle = idle_lines(cost)
     if idle:

@@ -75,15 +75,3 @@ def number(value: Any) -> float | None:
 def whole(value: Any) -> int | None:
     n = number(value)
     return int(n) if n is not None and n == int(n) and n >= 0 else None
-
-
-def dict_at(value: Any, *keys: str) -> dict[str, Any]:
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def list_at(value: Any, *keys: str) -> list[Any]:
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value if isinstance(value, list) else []

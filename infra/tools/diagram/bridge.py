@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from infra.core.shapes import as_list, dict_at
 from infra.providers import tokens
 
 Mode = Literal["reads", "writes", "imports", "exports"]
@@ -31,7 +32,7 @@ def accesses(resource_urn: str, resource_type: str, inputs: dict[str, Any], buck
     if resource_type == tokens.AWS_FSX_DATA_REPOSITORY_ASSOCIATION:
         path = str(inputs.get("dataRepositoryPath", ""))
         bucket, _, prefix = path.removeprefix("s3://").partition("/")
-        s3 = inputs.get("s3") if isinstance(inputs.get("s3"), dict) else {}
+        s3 = dict_at(inputs, "s3")
         if path.startswith("s3://") and bucket in buckets:
             if s3.get("autoImportPolicy") or inputs.get("batchImportMetaDataOnCreate"):
                 found.append(Access(resource_urn, bucket, _root(prefix), "imports"))
@@ -39,14 +40,16 @@ def accesses(resource_urn: str, resource_type: str, inputs: dict[str, Any], buck
                 found.append(Access(resource_urn, bucket, _root(prefix), "exports"))
         return found
     for document in _policy_documents(inputs):
-        for statement in _list(document.get("Statement")):
+        for statement in as_list(document.get("Statement")):
             if not isinstance(statement, dict) or statement.get("Effect") != "Allow":
                 continue
-            actions = {a.lower() for a in _list(statement.get("Action")) if isinstance(a, str)}
-            modes = (["writes"] if actions & WRITE_ACTIONS else []) + (
-                ["reads"] if actions & READ_ACTIONS - {"s3:*"} else []
-            )
-            for arn in _list(statement.get("Resource")):
+            actions = {a.lower() for a in as_list(statement.get("Action")) if isinstance(a, str)}
+            modes: list[Mode] = []
+            if actions & WRITE_ACTIONS:
+                modes.append("writes")
+            if actions & READ_ACTIONS - {"s3:*"}:
+                modes.append("reads")
+            for arn in as_list(statement.get("Resource")):
                 if not isinstance(arn, str) or not arn.startswith("arn:aws:s3:::"):
                     continue
                 bucket, slash, prefix = arn.removeprefix("arn:aws:s3:::").partition("/")
@@ -58,7 +61,7 @@ def accesses(resource_urn: str, resource_type: str, inputs: dict[str, Any], buck
 
 def _policy_documents(inputs: dict[str, Any]) -> Iterable[dict[str, Any]]:
     values = [inputs.get("policy")]
-    values += [p.get("policy") for p in _list(inputs.get("inlinePolicies")) if isinstance(p, dict)]
+    values += [p.get("policy") for p in as_list(inputs.get("inlinePolicies")) if isinstance(p, dict)]
     for value in values:
         if isinstance(value, str):
             try:
@@ -72,7 +75,3 @@ def _policy_documents(inputs: dict[str, Any]) -> Iterable[dict[str, Any]]:
 def _root(prefix: str) -> str:
     head = prefix.split("/", 1)[0].rstrip("*")
     return f"{head}/" if head else "(whole bucket)"
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value] if value is not None else []

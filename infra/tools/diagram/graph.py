@@ -13,7 +13,7 @@ from infra.tools.diagram.bridge import accesses
 from infra.tools.offline.engine import Preview
 from infra.tools.offline.recording import Registration
 
-# The stacks that must always preview (DESIGN.md "Stacks"): the default picture.
+# The stacks that must always preview (docs/architecture.md "Stacks"): the default picture.
 DEMO_STACKS = ("registry", "training-demo", "serving-demo")
 STACK = "pulumi:pulumi:Stack"
 NOT_DRAWN = ("pulumi:providers:", "pulumi:pulumi:StackReference")
@@ -159,13 +159,17 @@ def _bridge(previews: list[Preview], owners: dict[str, str]) -> set[Edge]:
     for p in previews:
         for step in p.steps:
             node = owners.get(step.urn)
-            for access in accesses(step.urn, step.type, step.inputs, set(registries)) if node else ():
+            if not node:
+                continue
+            for access in accesses(step.urn, step.type, step.inputs, set(registries)):
                 roots[(node, registries[access.bucket], access.mode)].add(access.root)
     edges = set()
-    labels: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    labels: dict[tuple[str, str, Literal["writes", "reads"]], list[str]] = defaultdict(list)
     for (node, registry, mode), found in sorted(roots.items()):
         writes = mode in ("writes", "exports")
-        key = (node, registry, "writes") if writes else (registry, node, "reads")
+        key: tuple[str, str, Literal["writes", "reads"]] = (
+            (node, registry, "writes") if writes else (registry, node, "reads")
+        )
         labels[key].append(f"{mode} {', '.join(sorted(found))}")
     for (src, dst, kind), parts in labels.items():
         if kind == "reads" and (dst, src, "writes") in labels:

@@ -1,4 +1,4 @@
-"""The offline preview as a `pulumi preview --json` document (PreviewDigest, DESIGN.md contract)."""
+"""The offline preview as a `pulumi preview --json` document (PreviewDigest, docs/architecture.md contract)."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def preview(
 
 
 def run_program(
-    program: Callable[[], None],
+    program: Callable[[], object],
     stack: str = "test",
     config: dict[str, Any] | None = None,
     project: Project | None = None,
@@ -104,7 +104,7 @@ def _run(
     stack: str,
     config: dict[str, Any],
     chain: tuple[str, ...],
-    program: Callable[[], None] | None = None,
+    program: Callable[[], object] | None = None,
 ) -> Preview:
     started = time.perf_counter()
     flat, secret_keys = engine_config(config)
@@ -141,7 +141,7 @@ def _run(
     if str(project.root) not in sys.path:  # as the language host runs it: the program's directory importable
         sys.path.insert(0, str(project.root))
     main = str(project.root / "__main__.py")
-    program = program or (lambda: runpy.run_path(main, run_name="__main__"))
+    declare = program or (lambda: runpy.run_path(main, run_name="__main__"))
     # The runtime calls the monitor through the loop's default executor, and every worker thread gets
     # an event loop of its own; a pool per run, shut down at its end with its loops closed, frees them
     # (and their sockets) instead of keeping them for the life of the process.
@@ -149,7 +149,7 @@ def _run(
         executor = ThreadPoolExecutor(thread_name_prefix=f"offline-{stack}")
         asyncio.get_event_loop().set_default_executor(executor)
         try:
-            _sync_await(run_pulumi_func(program))
+            _sync_await(run_pulumi_func(lambda: None if declare() is None else None))
             outputs = _stack_outputs(mocks_.diagnostics)
         except pulumi.RunError as error:
             mocks_.diagnostics.append(Diagnostic("error", str(error)))

@@ -52,6 +52,7 @@ class Diagnostic:
 class RecordingMonitor(mocks.MockMonitor):
     def __init__(self, mocks_: OfflineMocks):
         super().__init__(mocks_)
+        self.offline_mocks = mocks_
         self.registrations: list[Registration] = []
         # Registrations arrive on several worker threads: the duplicate check must see every earlier one.
         self._claimed: set[str] = set()
@@ -72,7 +73,7 @@ class RecordingMonitor(mocks.MockMonitor):
             duplicate = urn in self._claimed
             self._claimed.add(urn)
         if request.type != "pulumi:pulumi:Stack" and duplicate:
-            self.mocks.diagnostics.append(
+            self.offline_mocks.diagnostics.append(
                 Diagnostic("error", f"duplicate resource URN {urn}; give each resource a unique name", urn)
             )
         response = super().RegisterResource(request)
@@ -178,7 +179,7 @@ class OfflineMocks(mocks.Mocks):
 
     def new_resource(self, args: mocks.MockResourceArgs):
         if args.typ == "pulumi:pulumi:StackReference":
-            target = args.inputs.get("name") or args.resource_id
+            target = str(args.inputs.get("name") or args.resource_id)
             return target, {"name": target, "outputs": self.resolve_stack(target), "secretOutputNames": []}
         outputs = {**args.inputs, **computed_outputs(args.typ, args.name, args.inputs, self.config)}
         if args.typ.startswith("gcp:kms/") and outputs.get("id"):

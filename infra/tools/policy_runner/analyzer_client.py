@@ -116,7 +116,14 @@ class AnalyzerClient:
         self.version = ""
         self._process: subprocess.Popen | None = None
         self._channel: grpc.Channel | None = None
-        self.stub: analyzer_pb2_grpc.AnalyzerStub | None = None
+        self._stub: analyzer_pb2_grpc.AnalyzerStub | None = None
+
+    @property
+    def stub(self) -> analyzer_pb2_grpc.AnalyzerStub:
+        """The analyzer's gRPC stub, once the pack is started."""
+        if self._stub is None:
+            raise RuntimeError("the policy pack is not started")
+        return self._stub
 
     def __enter__(self) -> AnalyzerClient:
         self.start()
@@ -150,7 +157,7 @@ class AnalyzerClient:
         port = self._read_port()
         self._channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=_CHANNEL_OPTIONS)
         grpc.channel_ready_future(self._channel).result(timeout=_START_TIMEOUT_S)
-        self.stub = analyzer_pb2_grpc.AnalyzerStub(self._channel)
+        self._stub = analyzer_pb2_grpc.AnalyzerStub(self._channel)
 
     def _read_port(self) -> int:
         assert self._process is not None and self._process.stdout is not None
@@ -292,9 +299,7 @@ def _provider_urn(resource: PolicyResource) -> str:
     return resource.provider.rsplit("::", 1)[0] if resource.provider else ""
 
 
-def _provider(
-    resource: PolicyResource, known: PolicyResource | None
-) -> analyzer_pb2.AnalyzerProviderResource | None:
+def _provider(resource: PolicyResource, known: PolicyResource | None) -> analyzer_pb2.AnalyzerProviderResource | None:
     urn = _provider_urn(resource)
     if not urn:
         return None

@@ -64,16 +64,16 @@ def resolve(info: PackInfo, *user: Mapping[str, Mapping[str, Any]]) -> dict[str,
         config.setdefault(name, {}).update(values)
     problems: list[Problem] = []
     for layer in user:
-        for name, values in layer.items():
+        for name, settings in layer.items():
             if name not in policies:
                 close = difflib.get_close_matches(name, list(policies), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 problems.append(Problem(f"policy config {name}", f"no such policy in pack {info.name}{hint}"))
                 continue
-            if not isinstance(values, Mapping):
+            if not isinstance(settings, Mapping):
                 problems.append(Problem(f"policy config {name}", "must be an enforcement level or an object"))
                 continue
-            for prop, value in values.items():
+            for prop, value in settings.items():
                 problem = _problem(policies[name].config_schema, prop, value)
                 if problem:
                     problems.append(Problem(f"policy config {name}.{prop}", problem))

@@ -41,9 +41,7 @@ class LustreSpec(LustreIntentSpec):
 
 
 class NetworkSpec(Spec):
-    vpc_id: str | None = Field(
-        None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Bring your own VPC (with subnetId)."
-    )
+    vpc_id: str | None = Field(None, pattern=r"^vpc-[0-9a-f]{8,17}$", description="Bring your own VPC (with subnetId).")
     subnet_id: str | None = Field(
         None,
         pattern=r"^subnet-[0-9a-f]{8,17}$",

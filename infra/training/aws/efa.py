@@ -1,7 +1,7 @@
 """EFA network-interface layout for a launch template, computed from the instance catalog (pure).
 
 AWS's current layout (EC2 user guide, "Maximize network bandwidth on accelerated instance types",
-efa-acc-inst-types; REFERENCE.md "EFA: getting the whole fabric"):
+efa-acc-inst-types; docs/reference.md "EFA: getting the whole fabric"):
 
 - card 0 / device 0: the primary ENA `interface`, the only interface that takes a VPC IP address;
 - card 0 / device 1: `efa-only`, when card 0 is EFA-capable;

@@ -10,7 +10,7 @@ Facts (SSD storage only; HDD and Intelligent-Tiering are out of scope for traini
   PERSISTENT_1 SSD 50/100/200, PERSISTENT_2 SSD 125/250/500/1000.
   https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html and the SDK
   reference for CreateFileSystemLustreConfiguration.perUnitStorageThroughput
-- SCRATCH_2 (not in REFERENCE.md): 200 MB/s/TiB network baseline (1300 burst), disk throughput
+- SCRATCH_2 (docs/reference.md, "FSx for Lustre"): 200 MB/s/TiB network baseline (1300 burst), disk throughput
   200 MB/s/TiB for reads but only 100 MB/s/TiB for writes; PERSISTENT-x disk baseline = x. Writes and
   uncached reads run at the lower of network and disk throughput, so sizing uses the disk figures.
   https://docs.aws.amazon.com/fsx/latest/LustreGuide/ssd-storage.html ("File system performance for
@@ -20,7 +20,7 @@ Facts (SSD storage only; HDD and Intelligent-Tiering are out of scope for traini
   https://docs.aws.amazon.com/goto/WebAPI/fsx-2018-03-01/CreateDataRepositoryAssociation
   (The pulumi-aws/Terraform docstring still says "only PERSISTENT_2"; that predates AWS's extension.)
   So the file system must be created with Lustre 2.12 or later: `LUSTRE_VERSION`.
-- Prices: us-east-1 list, USD per GB-month, from REFERENCE.md ("FSx for Lustre"). No sourced price for
+- Prices: us-east-1 list, USD per GB-month, from docs/reference.md ("FSx for Lustre"). No sourced price for
   PERSISTENT_1 (AWS calls it previous generation), so sizing never picks it and refuses it when pinned.
 
 Units: capacities in GiB, throughput in MB/s (1 MB = 10^6 bytes, the unit of AWS's MB/s/TiB figures),
@@ -264,9 +264,10 @@ def size_lustre_pinned(intent: FsxIntent, capacity_gib: int | None = None, per_u
     """
     if capacity_gib is None and per_unit is None:
         return size_lustre(intent)
-    intent = replace(intent, deployment_type=intent.deployment_type or "PERSISTENT_2")
-    problem = (capacity_problem(intent.deployment_type, capacity_gib) if capacity_gib is not None else None) or (
-        throughput_problem(intent.deployment_type, per_unit) if per_unit is not None else None
+    deployment_type = intent.deployment_type or "PERSISTENT_2"
+    intent = replace(intent, deployment_type=deployment_type)
+    problem = (capacity_problem(deployment_type, capacity_gib) if capacity_gib is not None else None) or (
+        throughput_problem(deployment_type, per_unit) if per_unit is not None else None
     )
     if problem:
         raise LustreSizingError(problem)

@@ -29,7 +29,10 @@ def cidr_problem(cidr: str) -> str | None:
     except ValueError as error:
         return f"{cidr!r} is not an IPv4 network in CIDR form such as 10.64.0.0/16 ({error})"
     if not MIN_PREFIX <= network.prefixlen <= MAX_PREFIX:
-        return f"prefix /{network.prefixlen} is out of range: use /{MIN_PREFIX} to /{MAX_PREFIX} (a node takes one IP; the file system a few)"
+        return (
+            f"prefix /{network.prefixlen} is out of range: use /{MIN_PREFIX} to /{MAX_PREFIX} (a node takes one "
+            f"IP; the file system a few)"
+        )
     if not network.is_private:
         return f"{cidr} is not a private range (RFC 1918), e.g. 10.64.0.0/16"
     return None

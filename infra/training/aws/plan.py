@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from infra.catalog.aws import InstanceType, instance_type
+from infra.catalog.aws import AcceleratorKind, InstanceType, instance_type
 from infra.core.tags import contract_tags
 from infra.training.aws import lustre
 from infra.training.aws.checks import chosen_az, training_findings
@@ -66,7 +66,7 @@ class TrainingPlan(RunLifetime):
         return bandwidth_fraction(self.itype, self.layout)
 
     @property
-    def accelerator_kind(self) -> str:
+    def accelerator_kind(self) -> AcceleratorKind:
         return self.itype.accelerator_kind or "gpu"
 
     @property
@@ -99,10 +99,12 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
         deployment_type=fs.deployment_type,
     )
     image = node_image(itype)
+    availability_zone = chosen_az(spec, region)
+    assert availability_zone is not None, "the meaning checks refuse a region with no AZ for the type"
     return TrainingPlan(
         run_id=spec.run_id,
         region=region,
-        availability_zone=chosen_az(spec, region),
+        availability_zone=availability_zone,
         itype=itype,
         node_count=spec.node_count,
         layout=efa_layout(itype),

@@ -111,14 +111,12 @@ def _fabric_env(spec: NodeBootstrap) -> str:
 
 
 # The AWS parts of the script (EC2 with EFA and FSx for Lustre linked to the S3 registry).
-AWS_PLATFORM = Platform(
-    variables_a="MLINFRA_EFA_DEVICES=@@EFA_DEVICES@@\n",
-    variables_b="MLINFRA_REGISTRY_REGION=@@REGION@@\n",
-    export_functions='# pending_exports: checkpoint files Lustre has not yet exported to the registry (HSM state dirty or\n# not archived); the checkpoints association exports new and changed files asynchronously.\npending_exports() {\n  find "$MLINFRA_CHECKPOINTS_DIR" -type f -print0 2>/dev/null \\\n    | xargs -0 -r lfs hsm_state 2>/dev/null \\\n    | awk \'/dirty/ || !/archived/ {n++} END {print n+0}\'\n}\n\n# wait_for_export: 0 once every checkpoint is in the registry, 1 after MLINFRA_EXPORT_TIMEOUT seconds.\nwait_for_export() {\n  local deadline=$((SECONDS + MLINFRA_EXPORT_TIMEOUT)) pending\n  while :; do\n    pending="$(pending_exports)"\n    if [[ "$pending" == 0 ]]; then return 0; fi\n    if (( SECONDS >= deadline )); then\n      log "${pending} checkpoint files still not exported after ${MLINFRA_EXPORT_TIMEOUT}s"\n      return 1\n    fi\n    sleep 15\n  done\n}\n',
-    marker_upload='    | aws s3 cp - "${MLINFRA_MARKER_URI}/_${status}" --sse aws:kms@@KMS_ARGS@@ \\\n        --region "$MLINFRA_REGISTRY_REGION" --content-type application/json --only-show-errors\n',
-    devices_check='# ---- EFA: the launch template attached one device per card; all of them must be here ----\nmlinfra_efa_found=0\nif [[ -d /sys/class/infiniband ]]; then\n  mlinfra_efa_found=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 | wc -l)\nfi\nif (( mlinfra_efa_found < MLINFRA_EFA_DEVICES )); then\n  log "expected ${MLINFRA_EFA_DEVICES} EFA devices, found ${mlinfra_efa_found}: check the launch template\'s network interfaces"\n  exit 1\nfi\n',
-    private_ip='imds_token() {\n  curl -sSf -X PUT -H \'X-aws-ec2-metadata-token-ttl-seconds: 300\' http://169.254.169.254/latest/api/token\n}\nmlinfra_token="$(retry 10 3 imds_token)"\nMLINFRA_PRIVATE_IP="$(curl -sSf -H "X-aws-ec2-metadata-token: ${mlinfra_token}" \\\n  http://169.254.169.254/latest/meta-data/local-ipv4)"\n',
+AWS_PLATFORM = Platform.from_shell(
+    "infra.training.aws",
+    "platform.sh",
     metadata_name="IMDS",
     power_off_means="the launch template turns that into termination",
-    power_off_on_exit_note="Shutdown terminates the node (launch template), so billing stops within minutes of the job's end.",
+    power_off_on_exit_note=(
+        "Shutdown terminates the node (launch template), so billing stops within minutes of the job's end."
+    ),
 )

@@ -23,7 +23,8 @@ class ManagedLustreSpec(LustreIntentSpec):
 
     per_unit_storage_throughput: Literal[125, 250, 500, 1000] | None = Field(
         None,
-        description="Pin the performance tier, MB/s per TiB; default: the cheapest tier and size that meet the targets.",
+        description="Pin the performance tier, MB/s per TiB; "
+        "default: the cheapest tier and size that meet the targets.",
     )
     capacity_gib: int | None = Field(
         None, description="Override the sized capacity, GiB (a multiple of the tier's step, at least its minimum)."

@@ -62,7 +62,8 @@ def size_managed_lustre(
     capacity, chosen = options[0]
     need = intent.capacity_needed_gib
     reasons = (
-        f"capacity: dataset {intent.dataset_gib:g} + 2 x checkpoint {intent.checkpoint_gib:g} GiB x {intent.headroom:g} "
+        f"capacity: dataset {intent.dataset_gib:g} + 2 x checkpoint {intent.checkpoint_gib:g} GiB x "
+        f"{intent.headroom:g} "
         f"headroom = {need:,.0f} GiB; Managed Lustre at {chosen} MB/s/TiB starts at {TIERS[chosen][0]:,} GiB in steps "
         f"of {TIERS[chosen][1]:,} ({SOURCE})",
         f"throughput: {capacity:,} GiB x {chosen} MB/s/TiB = {_throughput(chosen, capacity):,.0f} MB/s for reads of "
@@ -90,7 +91,7 @@ def pinned_problems(path: str, tier: int | None, capacity_gib: int | None, inten
         return [
             Problem(
                 path + "capacityGib",
-                capacity_problem(tiers[0], capacity_gib)
+                capacity_problem(tiers[0], capacity_gib) or ""
                 if tier
                 else f"{capacity_gib} GiB is not a Managed Lustre capacity of any tier; e.g. a multiple of 9000 GiB "
                 "at 1000 MB/s/TiB",

@@ -126,10 +126,12 @@ def plan_gcp_training(spec: GcpTrainingSpec, region: str, stack: str, now: datet
     expires_at, provisional = checked_expiry(gcp_training_findings(spec, region), spec, now, dry_run)
     mtype = machine_type(spec.machine_type)
     fs = spec.lustre
+    zone = chosen_zone(spec, region)
+    assert zone is not None, "the meaning checks refuse a region with no zone for the type"
     return GcpTrainingPlan(
         run_id=spec.run_id,
         region=region,
-        zone=chosen_zone(spec, region),
+        zone=zone,
         mtype=mtype,
         node_count=spec.node_count,
         image=spec.image,

@@ -23,39 +23,9 @@ from infra.registry.layout import runs_prefix
 from infra.training.bootstrap import Platform, RunBootstrap, common_values, positive_int, render_script
 from infra.training.gcp.plan import checkpoints_uri
 
-_GCP_EXPORTS = r"""# wait_for_export: copy every checkpoint file to the bucket (Managed Lustre is not linked to it);
-# 0 once they are there, 1 on failure or after MLINFRA_EXPORT_TIMEOUT seconds.
-wait_for_export() {
-  if [[ -z "$(find "$MLINFRA_CHECKPOINTS_DIR" -type f -print -quit 2>/dev/null)" ]]; then return 0; fi
-  timeout "$MLINFRA_EXPORT_TIMEOUT" gcloud storage cp --recursive "${MLINFRA_CHECKPOINTS_DIR}/*" \
-    "${MLINFRA_CHECKPOINTS_URI}/" --no-user-output-enabled \
-    || { log "checkpoints not copied to ${MLINFRA_CHECKPOINTS_URI} within ${MLINFRA_EXPORT_TIMEOUT}s"; return 1; }
-}
-"""
-
-_GCP_DEVICES = r"""# ---- GPU NICs: nic0 plus one NIC per GPU NIC (each in its own VPC); all of them must be here ----
-mlinfra_nics_found=$(find /sys/class/net -mindepth 1 -maxdepth 1 -exec test -e '{}/device' ';' -print | wc -l)
-if (( mlinfra_nics_found < MLINFRA_GPU_NICS + 1 )); then
-  log "expected $((MLINFRA_GPU_NICS + 1)) NICs (nic0 and ${MLINFRA_GPU_NICS} GPU NICs), found ${mlinfra_nics_found}: check the instance's network interfaces"
-  exit 1
-fi
-"""
-
-_GCP_IP = r"""mlinfra_metadata_ip() {
-  curl -sSf -H 'Metadata-Flavor: Google' \
-    http://metadata.google.internal/computeMetadata/v1/instance/network-interfaces/0/ip
-}
-MLINFRA_PRIVATE_IP="$(retry 10 3 mlinfra_metadata_ip)"
-"""
-
-GCP_PLATFORM = Platform(
-    variables_a="MLINFRA_GPU_NICS=@@GPU_NICS@@\n",
-    variables_b="MLINFRA_CHECKPOINTS_URI=@@CHECKPOINTS_URI@@\n",
-    export_functions=_GCP_EXPORTS,
-    marker_upload='    | gcloud storage cp - "${MLINFRA_MARKER_URI}/_${status}" --content-type=application/json \\\n'
-    "        --no-user-output-enabled\n",
-    devices_check=_GCP_DEVICES,
-    private_ip=_GCP_IP,
+GCP_PLATFORM = Platform.from_shell(
+    "infra.training.gcp",
+    "platform.sh",
     metadata_name="the metadata server",
     power_off_means="that stops the VM (its GPUs and vCPUs stop billing); the teardown deletes it",
     power_off_on_exit_note="Shutdown stops the VM, so GPU and vCPU billing stop within minutes of the job's end.",

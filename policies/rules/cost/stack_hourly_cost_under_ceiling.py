@@ -90,7 +90,7 @@ def hourly_cost(stack: Stack) -> tuple[list[CostItem], list[tuple[Resource, str]
             ),
             None,
         )
-        if tier and isinstance(capacity, int):
+        if tier and tier.usd_per_gb_month is not None and isinstance(capacity, int):
             items.append(
                 CostItem(fs, f"Lustre {capacity} GiB {tier.label}", capacity * tier.usd_per_gb_month / HOURS_PER_MONTH)
             )

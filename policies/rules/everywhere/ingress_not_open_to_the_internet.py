@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from policies.model import Resource, ResourceRule
 from policies.readers.aws import INGRESS_RULE, SECURITY_GROUP, SECURITY_GROUP_RULE, as_list, is_anywhere
 
@@ -21,7 +24,8 @@ def check(resource: Resource) -> list[str]:
         for field in ("cidrIpv4", "cidrIpv6"):
             if is_anywhere(resource.get(field)):
                 problems.append(
-                    f"{field} {resource.get(field)} admits the internet ({_ports(resource.props, 'ipProtocol')}); {_FIX}"
+                    f"{field} {resource.get(field)} admits the internet "
+                    f"({_ports(resource.props, 'ipProtocol')}); {_FIX}"
                 )
     elif resource.type == SECURITY_GROUP_RULE and resource.get("type") == "ingress":
         for cidr in as_list(resource.get("cidrBlocks")) + as_list(resource.get("ipv6CidrBlocks")):
@@ -30,7 +34,7 @@ def check(resource: Resource) -> list[str]:
     return problems
 
 
-def _ports(block: dict, protocol_key: str) -> str:
+def _ports(block: Mapping[str, Any], protocol_key: str) -> str:
     protocol = str(block.get(protocol_key, "")).lower()
     if protocol in ("-1", "all"):
         return "all traffic"

@@ -69,7 +69,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                 Finding(
                     instance.urn,
                     (
-                        f"{instance.label} sets associatePublicIpAddress; remove it and launch into a subnet that maps no "
+                        f"{instance.label} sets associatePublicIpAddress; remove it and launch into a subnet "
+                        f"that maps no "
                         f"public IPs ({_FIX})"
                     ),
                 )
@@ -81,7 +82,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                 Finding(
                     node_class.urn,
                     (
-                        f"Karpenter EC2NodeClass {node_class.label} sets spec.associatePublicIPAddress; set it false ({_FIX})"
+                        f"Karpenter EC2NodeClass {node_class.label} sets spec.associatePublicIPAddress; set it "
+                        f"false ({_FIX})"
                     ),
                 )
             )

@@ -39,7 +39,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                         Finding(
                             configuration.urn,
                             (
-                                f"{where} sseAlgorithm is {algorithm!r}; set 'aws:kms' with the registry key as kmsMasterKeyId"
+                                f"{where} sseAlgorithm is {algorithm!r}; set 'aws:kms' with the registry key "
+                                f"as kmsMasterKeyId"
                             ),
                         )
                     )
@@ -48,7 +49,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                         Finding(
                             configuration.urn,
                             (
-                                f"{where} has no kmsMasterKeyId, so S3 uses the AWS managed key; set the registry's own key"
+                                f"{where} has no kmsMasterKeyId, so S3 uses the AWS managed key; set the "
+                                f"registry's own key"
                             ),
                         )
                     )

@@ -27,7 +27,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
             Finding(
                 notifications[0].urn if notifications else bucket.urn,
                 (
-                    f"registry bucket {bucket.label} does not send object events to EventBridge, so run guards never see "
+                    f"registry bucket {bucket.label} does not send object events to EventBridge, so run guards "
+                    f"never see "
                     f"completion markers and runs stop only at expires-at; add an {NOTIFICATION} with eventbridge true "
                     "(mlinfra:registry.eventBridge)"
                 ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infra.core.shapes import dict_at
 from policies.model import Finding, Stack, StackRule, is_unknown
 from policies.readers.aws import BUCKET_POLICY, attached_to_bucket, policy_document, registry_buckets, statements
 
@@ -33,7 +34,7 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
 
 def _denies_plain_http(policy: Any) -> bool:
     for st in statements(policy_document(policy)):
-        condition = st.raw.get("Condition") if isinstance(st.raw.get("Condition"), dict) else {}
+        condition = dict_at(st.raw, "Condition")
         secure = (condition.get("Bool") or {}).get("aws:SecureTransport")
         if (
             st.effect == "Deny"

@@ -33,7 +33,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                     Finding(
                         versioning.urn,
                         (
-                            f"versioningConfiguration.status of registry bucket {bucket.label} is {status!r}; set it to "
+                            f"versioningConfiguration.status of registry bucket {bucket.label} is {status!r}; "
+                            f"set it to "
                             "'Enabled'"
                         ),
                     )

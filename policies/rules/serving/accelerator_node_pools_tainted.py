@@ -4,6 +4,7 @@ that request the device land on the expensive nodes."""
 from __future__ import annotations
 
 from infra.catalog.aws import instance_type
+from infra.core.shapes import dict_at
 from policies.model import Resource, ResourceRule
 from policies.readers.aws import EKS_NODE_GROUP, KARPENTER_NODE_POOL, as_list, instance_types
 from policies.readers.gcp import GKE_NODE_POOL, node_config
@@ -37,7 +38,7 @@ def check(resource: Resource) -> list[str]:
 def _taints(resource: Resource) -> list:
     if resource.type == EKS_NODE_GROUP:
         return as_list(resource.get("taints"))
-    spec = resource.get("spec") if isinstance(resource.get("spec"), dict) else {}
+    spec = dict_at(resource.get("spec"))
     return as_list(((spec.get("template") or {}).get("spec") or {}).get("taints"))
 
 

@@ -41,7 +41,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                 Finding(
                     workload.urn,
                     (
-                        f"model server {workload.label} ({kind} {namespace}/{name}) has no autoscaler; add a KEDA ScaledObject "
+                        f"model server {workload.label} ({kind} {namespace}/{name}) has no autoscaler; add a "
+                        f"KEDA ScaledObject "
                         f"with Prometheus triggers (or an HPA on Pods metrics) that {_FIX}, with min and max replicas"
                     ),
                 )
@@ -59,7 +60,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                     Finding(
                         scaler.urn,
                         (
-                            f"{autoscaler_kind(scaler)} {scaler.label} scales model server {workload.label} on {on}, which "
+                            f"{autoscaler_kind(scaler)} {scaler.label} scales model server {workload.label} on "
+                            f"{on}, which "
                             f"does not track accelerator load; {_FIX} instead"
                         ),
                     )
@@ -69,7 +71,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                     Finding(
                         scaler.urn,
                         (
-                            f"{autoscaler_kind(scaler)} {scaler.label} of model server {workload.label} has no triggers; "
+                            f"{autoscaler_kind(scaler)} {scaler.label} of model server {workload.label} has no "
+                            f"triggers; "
                             f"add Prometheus triggers that {_FIX}"
                         ),
                     )

@@ -46,8 +46,10 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                         Finding(
                             resource.urn,
                             (
-                                f"model converter {where} of {resource.label} allows {', '.join(writes)} outside models/ "
-                                "or deletes; the converter only adds objects: grant with RegistryAccess.grant_write(role, 'models/')"
+                                f"model converter {where} of {resource.label} allows {', '.join(writes)} "
+                                f"outside models/ "
+                                "or deletes; the converter only adds objects: grant with "
+                                "RegistryAccess.grant_write(role, 'models/')"
                             ),
                         )
                     )

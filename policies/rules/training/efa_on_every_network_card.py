@@ -1,5 +1,6 @@
 """EFA on every EFA-capable network card of the instance type: EFA on card 0 only gives a p4d 100 of
-its 400 Gbps (REFERENCE.md, "EFA: getting the whole fabric"). The wanted layout is infra.training.aws.efa.efa_layout."""
+its 400 Gbps (docs/reference.md, "EFA: getting the whole fabric"). The wanted layout is
+infra.training.aws.efa.efa_layout."""
 
 from __future__ import annotations
 

@@ -29,8 +29,10 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                         Finding(
                             group.urn,
                             (
-                                f"EFA security group {group.label} has no {direction} rule for all protocols {peer} itself; "
-                                f"add one with protocol -1 whose peer is the group itself (0.0.0.0/0 does not satisfy EFA)"
+                                f"EFA security group {group.label} has no {direction} rule for all protocols "
+                                f"{peer} itself; "
+                                f"add one with protocol -1 whose peer is the group itself (0.0.0.0/0 does not "
+                                f"satisfy EFA)"
                             ),
                         )
                     )

@@ -45,8 +45,10 @@ def check(resource: Resource, now: datetime | None = None) -> list[str]:
             f"scheduling.instanceTerminationAction is {scheduling.get('instanceTerminationAction')!r}, so at "
             f"its end the node is only stopped and keeps its disks; {fix}"
         )
-    if expiry:
-        limit = _time(expiry)
+    limit = _time(expiry) if expiry else None
+    if expiry and limit is None:
+        findings.append(f"its {EXPIRES_AT_LABEL} label {expiry!r} is not a time, so no end can be checked; {fix}")
+    elif limit is not None:
         if end:
             at = _time(end)
             if at is None or at > limit:

@@ -28,7 +28,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                     node.urn,
                     (
                         f"training node {node.label} is in no compact placement policy; set resourcePolicies to a "
-                        f"{RESOURCE_POLICY} with groupPlacementPolicy collocation COLLOCATED and vmCount = the node count"
+                        f"{RESOURCE_POLICY} with groupPlacementPolicy collocation COLLOCATED and vmCount = the "
+                        f"node count"
                     ),
                 )
             )
@@ -36,13 +37,16 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
         members.setdefault(compact[0].urn, []).append(node)
     for urn, in_policy in members.items():
         policy = stack.get(urn)
+        if policy is None:
+            continue
         count = block(policy, "groupPlacementPolicy").get("vmCount")
         if not is_unknown(count) and count is not None and count != len(in_policy):
             findings.append(
                 Finding(
                     urn,
                     (
-                        f"placement policy {policy.label} has vmCount {count} but {len(in_policy)} training nodes use it; "
+                        f"placement policy {policy.label} has vmCount {count} but {len(in_policy)} training "
+                        f"nodes use it; "
                         f"set vmCount {len(in_policy)}"
                     ),
                 )

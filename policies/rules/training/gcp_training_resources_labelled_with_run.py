@@ -39,7 +39,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                 Finding(
                     resource.urn,
                     (
-                        f"{resource.label} has {EXPIRES_AT_LABEL} {labels(resource)[EXPIRES_AT_LABEL]!r}, which is not a UTC "
+                        f"{resource.label} has {EXPIRES_AT_LABEL} {labels(resource)[EXPIRES_AT_LABEL]!r}, "
+                        f"which is not a UTC "
                         "time in label form (e.g. 2026-11-22t08-00-00z)"
                     ),
                 )

@@ -79,7 +79,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                         Finding(
                             resource.urn,
                             (
-                                f"{resource.label} {where} statement {st.sid} allows {what} with no condition on the run's "
+                                f"{resource.label} {where} statement {st.sid} allows {what} with no condition "
+                                f"on the run's "
                                 f"tag, so it reaches every run's resources; {fix}"
                             ),
                         )

@@ -1,4 +1,5 @@
-"""FSx for Lustre per-unit storage throughput is a value its deployment type offers (infra.training.aws.lustre facts)."""
+"""FSx for Lustre per-unit storage throughput is a value its deployment type offers (facts in
+infra.training.aws.lustre)."""
 
 from __future__ import annotations
 

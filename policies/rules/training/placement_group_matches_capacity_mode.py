@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infra.core.shapes import dict_at
 from policies.model import Finding, Resource, Stack, StackRule, is_unknown
 from policies.readers.aws import PLACEMENT_GROUP, efa_templates, linked_of_type
 
@@ -15,7 +16,7 @@ NAME = "placement-group-matches-capacity-mode"
 def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
     findings = []
     for template in efa_templates(stack):
-        placement = template.get("placement") if isinstance(template.get("placement"), dict) else {}
+        placement = dict_at(template.get("placement"))
         groups = linked_of_type(stack, template, ("placement",), PLACEMENT_GROUP)
         named = bool(groups) or any(placement.get(k) for k in ("groupName", "groupId"))
         if _capacity_block(template):

@@ -28,7 +28,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                 Finding(
                     resource.urn,
                     (
-                        f"{resource.label} lacks tag{'s' if len(missing) > 1 else ''} {', '.join(missing)}; tag it with "
+                        f"{resource.label} lacks tag{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+                        f"tag it with "
                         "infra.core.tags.contract_tags('training', stack, run_id, expires_at)"
                     ),
                 )

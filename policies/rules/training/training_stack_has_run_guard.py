@@ -39,7 +39,8 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
                 "",
                 (
                     "the training stack has no run guard function (aws:lambda/function:Function); add the run guard: a "
-                    "function that terminates the run's instances, invoked by an EventBridge rule on the run's completion "
+                    "function that terminates the run's instances, invoked by an EventBridge rule on the "
+                    "run's completion "
                     "markers and by a schedule at its expires-at"
                 ),
             )
@@ -89,7 +90,8 @@ def _completion_rule(stack: Stack, run_id: str) -> list[Finding]:
                 Finding(
                     rule.urn,
                     (
-                        f"event rule {rule.label} also matches {foreign[0]}, another run's marker, so another run's end would "
+                        f"event rule {rule.label} also matches {foreign[0]}, another run's marker, so another "
+                        f"run's end would "
                         f"stop this one; match runs/{run_id}/ only (a prefix that ends with '/')"
                     ),
                 )
@@ -165,7 +167,8 @@ def _expiry_schedule(stack: Stack, expires_at: str | None) -> list[Finding]:
             Finding(
                 s.urn,
                 (
-                    f"schedule {s.label} has scheduleExpression {s.get('scheduleExpression')!r}, but the run expires at "
+                    f"schedule {s.label} has scheduleExpression {s.get('scheduleExpression')!r}, but the run "
+                    f"expires at "
                     f"{expires_at} ({EXPIRES_AT}); give the guard a schedule with {fix}"
                 ),
             )
@@ -191,7 +194,8 @@ def _expiry_schedule(stack: Stack, expires_at: str | None) -> list[Finding]:
                 Finding(
                     schedule.urn,
                     (
-                        f"schedule {schedule.label} sets no flexibleTimeWindow mode; set flexibleTimeWindow mode 'OFF' so it "
+                        f"schedule {schedule.label} sets no flexibleTimeWindow mode; set flexibleTimeWindow "
+                        f"mode 'OFF' so it "
                         "fires at the run's expiry"
                     ),
                 )

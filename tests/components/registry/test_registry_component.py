@@ -11,7 +11,9 @@ from tests.helpers import by_type, one, taggable
 TAGS = contract_tags("registry", "test")
 
 
-def declare(spec: RegistrySpec = RegistrySpec(), grants: bool = False):
+def declare(spec: RegistrySpec | None = None, grants: bool = False):
+    spec = spec or RegistrySpec()
+
     def program():
         registry = ModelRegistry("reg", ModelRegistryArgs(spec=spec, bucket_name="mlinfra-test-bucket", tags=TAGS))
         if grants:

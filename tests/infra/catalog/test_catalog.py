@@ -22,7 +22,7 @@ from infra.catalog.aws import (
 )
 from tests.helpers import ROOT
 
-# REFERENCE.md training table: accelerators, network cards, max EFA, Gbps per card.
+# docs/reference.md training table: accelerators, network cards, max EFA, Gbps per card.
 TRAINING = [
     ("p4d.24xlarge", 8, "A100", 4, 4, 100),
     ("p4de.24xlarge", 8, "A100", 4, 4, 100),
@@ -33,7 +33,7 @@ TRAINING = [
     ("trn1n.32xlarge", 16, "Trainium", 16, 16, 100),
     ("trn2.48xlarge", 16, "Trainium2", 16, 16, 200),
 ]
-# REFERENCE.md serving line: accelerator count and model.
+# docs/reference.md serving line: accelerator count and model.
 SERVING = [
     ("inf2.xlarge", 1, "Inferentia2"),
     ("inf2.8xlarge", 1, "Inferentia2"),

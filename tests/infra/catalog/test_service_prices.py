@@ -30,7 +30,7 @@ def test_unknown_prices_say_why():
 
 
 def test_reference_figures():
-    """REFERENCE.md: scratch 0.140; persistent 125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.60; EKS $0.10/h."""
+    """docs/reference.md: scratch 0.140; persistent 125: 0.145, 250: 0.21, 500: 0.34, 1000: 0.60; EKS $0.10/h."""
     assert [service_price(lustre_price_key("PERSISTENT_2", t)).usd for t in (125, 250, 500, 1000)] == [
         0.145,
         0.21,

@@ -34,7 +34,7 @@ class AwsRunCloud:
         sleep: Callable[[float], None] = time.sleep,
         file_system_ids: Sequence[str] = (),
     ):
-        self.session = session or boto3.session.Session(region_name=region)
+        self.session: Any = session or boto3.session.Session(region_name=region)
         self.sleep = sleep
         self.checkpoints_path = checkpoints_path
         self.file_system_ids = tuple(file_system_ids)

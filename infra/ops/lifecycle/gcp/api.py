@@ -26,7 +26,7 @@ TIMEOUT_SECONDS = 60
 # Throttling and transient server errors are retried (as boto3 does on AWS): 5 attempts over about 30 s.
 # POSTs are retried too: the one this adapter makes (exportData) carries a requestId, so a retry is not a
 # second export.
-RETRY = {
+RETRY: dict[str, Any] = {
     "total": 5,
     "backoff_factor": 2,
     "status_forcelist": (429, 500, 502, 503, 504),

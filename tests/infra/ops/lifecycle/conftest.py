@@ -1,5 +1,6 @@
 """The moto server on loopback (a real HTTP AWS endpoint, started and stopped here) and clients for it; the GCP
-emulators (Cloud Storage, and ours for Compute Engine, Managed Lustre and Cloud Asset Inventory) and an adapter on them."""
+emulators (Cloud Storage, and ours for Compute Engine, Managed Lustre and Cloud Asset Inventory) and an adapter
+on them."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 
 Both stand-ins act on one shared `World` (the Pulumi backend and the run's cloud side) and record
 every call, in order, in `World.calls`. Failures are scripted (`destroy_failures`, `up_failure`,
-`export_states`, `leftovers`, `leftovers_for`, `node_errors`), and so is an interruption: with `interrupt_after=N` the N-th call
-takes effect and then raises KeyboardInterrupt, as a Ctrl-C right after that step would.
+`export_states`, `leftovers`, `leftovers_for`, `node_errors`), and so is an interruption: with
+`interrupt_after=N` the N-th call takes effect and then raises KeyboardInterrupt, as a Ctrl-C right after that
+step would.
 """
 
 from __future__ import annotations

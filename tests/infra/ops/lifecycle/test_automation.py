@@ -28,7 +28,8 @@ import json, os, sys
 here = {here!r}
 args = sys.argv[1:]
 with open(os.path.join(here, "calls.jsonl"), "a") as log:
-    log.write(json.dumps({{"argv": args, "cwd": os.getcwd(), "automation": os.environ.get("PULUMI_AUTOMATION_API")}}) + "\n")
+    log.write(json.dumps({{"argv": args, "cwd": os.getcwd(),
+                          "automation": os.environ.get("PULUMI_AUTOMATION_API")}}) + "\n")
 state = json.load(open(os.path.join(here, "state.json")))
 a = [x for x in args if x != "--non-interactive"]
 stack = a[a.index("--stack") + 1] if "--stack" in a else None

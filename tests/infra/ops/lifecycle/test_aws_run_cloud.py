@@ -195,7 +195,7 @@ def test_any_running_task_of_the_file_system_is_waited_for(aws, cloud):
 
 def test_export_checkpoints_gives_up_after_repeated_failures(aws, cloud):
     make_run(aws, "run-a")
-    for attempt in range(MAX_EXPORT_ATTEMPTS):
+    for _attempt in range(MAX_EXPORT_ATTEMPTS):
         status = cloud.export_checkpoints("run-a")
         assert status.state == "started"
         aws.set_task(status.task_id, "FAILED", "path checkpoints does not exist")
@@ -244,7 +244,7 @@ def test_audit_is_the_audit_module(aws, cloud):
 
 def test_automatic_export_is_turned_off_before_the_export_task_and_waited_for(aws, cloud):
     """FSx runs no export task while the association has automatic export on (DeleteFileSystem API)."""
-    run = make_run(aws, "run-a")
+    make_run(aws, "run-a")
     (checkpoints,) = [
         a
         for a in aws.fsx.describe_data_repository_associations()["Associations"]

@@ -196,7 +196,7 @@ def test_completion_terminates_before_anything_else(aws, env):
 def test_completion_keeps_the_file_system_when_the_export_fails(aws, env, context):
     run_a = make_run(aws, "run-a")
     event = s3_event("runs/run-a/_SUCCESS")
-    for attempt in range(guard_config.MAX_EXPORT_ATTEMPTS):
+    for _attempt in range(guard_config.MAX_EXPORT_ATTEMPTS):
         result = handler(event, context)
         aws.set_task(result["export"]["task_id"], "FAILED", "S3 access denied")
         event = result["continue"]

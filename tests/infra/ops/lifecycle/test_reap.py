@@ -132,7 +132,7 @@ def test_reap_is_a_dry_run_by_default():
     world = _world()
     rt = runtime(FakeClock(NOW))
     assert reap(RecordingStacks(world), lambda stack: RecordingCloud(world), rt, execute=False) == 0
-    assert {name for name in world.names()} == {"list_stacks", "config", "outputs"}
+    assert set(world.names()) == {"list_stacks", "config", "outputs"}
     assert printed(rt) == [
         "keep     run-new  expires at 2026-03-02T09:00:00Z, in 21h 00m",
         "reap     run-old  expired at 2026-03-01T09:00:00Z, 3h 00m ago",

@@ -176,7 +176,8 @@ def test_bad_config_exits_2_before_anything_is_issued(tmp_path, monkeypatch, cap
 def test_a_stack_that_is_not_training_is_refused_naming_the_flag(capsys):
     assert main(["teardown", "--stack", "serving-demo", "--yes"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --stack: 'serving-demo' is a serving stack; this command takes a training stack: training-demo, training-gcp-demo"
+        "error: --stack: 'serving-demo' is a serving stack; this command takes a training stack: "
+        "training-demo, training-gcp-demo"
     )
 
 

@@ -62,7 +62,7 @@ def _job(**names):
 )
 def test_sts_accepts_the_jobs_assume_role_request(aws, converter_role, names):
     argv = credential_process_argv(_job(**names))
-    options = dict(zip(argv[7::2], argv[8::2]))
+    options = dict(zip(argv[7::2], argv[8::2], strict=True))
     # The session policy is well-formed IAM (moto validates a managed policy's document like IAM does).
     aws.iam.create_policy(PolicyName="session-policy-shape", PolicyDocument=options["--policy"])
     sts = aws.session.client("sts")

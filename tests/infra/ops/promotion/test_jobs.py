@@ -81,7 +81,7 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
     assert {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}} in pod["volumes"]
     argv = assume_role_argv(variant)
     assert argv[:5] == ["exec", "env", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "aws"]
-    options = dict(zip(argv[7::2], argv[8::2]))
+    options = dict(zip(argv[7::2], argv[8::2], strict=True))
     assert argv[5:7] == ["sts", "assume-role"]
     assert options["--role-arn"] == CONVERTER_ROLE_ARN
     assert options["--role-session-name"] == f"promote-mistral-7b-2026-03-01-{variant}"

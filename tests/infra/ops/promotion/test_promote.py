@@ -198,7 +198,7 @@ def test_each_job_runs_as_the_converter_down_scoped_to_its_own_prefixes(setup):
     assert set(jobs) == {"cuda", "neuron"} and all(j["kind"] == "Job" for j in cluster.applied)
     for variant, job in jobs.items():
         assert job["spec"]["template"]["spec"]["serviceAccountName"] == "model-converter"
-        options = dict(zip(*[iter(credential_process_argv(job)[7:])] * 2))
+        options = dict(zip(*[iter(credential_process_argv(job)[7:])] * 2, strict=True))
         assert options["--role-arn"] == CONVERTER_ROLE_ARN
         policy = access.session_policy(f"arn:aws:s3:::{BUCKET}", KEY_ARN, RUN_ID, "mistral-7b", "v2", variant)
         assert json.loads(options["--policy"]) == policy

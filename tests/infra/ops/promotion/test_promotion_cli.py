@@ -77,7 +77,8 @@ def test_bad_flags_exit_2_one_line_each(capsys):
     _, err = capsys.readouterr()
     assert code == 2
     assert err.splitlines() == [
-        "error: --version: '7' would be stored as a number or boolean in the stack config; use e.g. v7 or a date like 2026-03-01",
+        "error: --version: '7' would be stored as a number or boolean in the stack config; use e.g. v7 or a "
+        "date like 2026-03-01",
         "error: --variants: comma-separated, from neuron, cuda, tensorrt (not 'rocm')",
     ]
 
@@ -193,7 +194,8 @@ def test_a_second_promotion_of_a_version_being_promoted_is_refused_and_touches_n
         "code": 2,
         "unchanged": True,
         "err": (
-            "error: --version: models/mistral-7b/v2/ already exists (1 objects): the version is already being promoted or "
+            "error: --version: models/mistral-7b/v2/ already exists (1 objects): the version is already being "
+            "promoted or "
             "promoted; versions are immutable: promote to a new version\n"
         ),
     }

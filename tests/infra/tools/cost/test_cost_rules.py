@@ -17,7 +17,7 @@ FN = "aws:lambda/function:Function"
 
 def test_fleet_is_priced_by_count_and_catalog_price_with_its_root_volumes():
     cost = estimate(document(*fleet("p5.48xlarge", 3, volume_gib=500)))
-    compute, volumes = (next(l for l in cost.lines if l.group == g) for g in ("compute", "storage"))
+    compute, volumes = (next(line for line in cost.lines if line.group == g) for g in ("compute", "storage"))
     assert compute.high == compute.low == pytest.approx(3 * prices()["p5.48xlarge"])
     assert volumes.high == pytest.approx(3 * 500 * service("ebs.gp3.storage") / 730)
     assert cost.hourly_high == pytest.approx(compute.high + volumes.high) and cost.complete
@@ -25,14 +25,16 @@ def test_fleet_is_priced_by_count_and_catalog_price_with_its_root_volumes():
 
 def test_no_public_price_is_unknown_never_a_guess():
     cost = estimate(document(*fleet("p5e.48xlarge", 2)))
-    line = next(l for l in cost.lines if l.group == "compute")
+    line = next(line for line in cost.lines if line.group == "compute")
     assert line.basis == "unknown" and "p5e.48xlarge (no public price)" in line.what
     assert not cost.complete and "lower bounds" in " ".join(cost.notes)
 
 
 def test_capacity_block_is_unknown_and_shows_the_on_demand_reference():
     line = next(
-        l for l in estimate(document(*fleet("p5.48xlarge", 2, market="capacity-block"))).lines if l.group == "compute"
+        line
+        for line in estimate(document(*fleet("p5.48xlarge", 2, market="capacity-block"))).lines
+        if line.group == "compute"
     )
     assert line.basis == "unknown" and "Capacity Block" in line.what
     assert f"${2 * prices()['p5.48xlarge']:.2f}/h" in line.what
@@ -57,11 +59,11 @@ def test_node_group_bounds_give_min_and_max_and_spot_is_capped_at_on_demand():
         role="serving",
     )
     cost = estimate(document(lt, group))
-    compute = next(l for l in cost.lines if l.group == "compute")
+    compute = next(line for line in cost.lines if line.group == "compute")
     assert compute.low == pytest.approx(2 * prices()["g5.xlarge"])
     assert compute.high == pytest.approx(5 * prices()["g5.2xlarge"])
     assert "spot" in compute.what and cost.kind == "serving"
-    volumes = next(l for l in cost.lines if l.group == "storage")
+    volumes = next(line for line in cost.lines if line.group == "storage")
     assert (volumes.low, volumes.high) == pytest.approx((2 * 100 * 0.08 / 730, 5 * 100 * 0.08 / 730))
 
 
@@ -118,7 +120,7 @@ def test_network_nat_address_and_interface_endpoints_per_az():
     expected = service("vpc.natGateway.hour") + service("vpc.publicIpv4") + 2 * service("vpc.interfaceEndpoint.hour")
     assert cost.hourly_high == pytest.approx(expected)
     assert cost.by_group() == {"network": pytest.approx((expected, expected))}
-    nat = next(l for l in cost.lines if l.resource == "nat")
+    nat = next(line for line in cost.lines if line.resource == "nat")
     assert "$0.045 per GB processed" in nat.unit_prices  # data processing is usage
     assert cost.no_charge == (
         ("aws:ec2/vpcEndpoint:VpcEndpoint", 1, "gateway endpoints (S3, DynamoDB) carry no charge"),
@@ -137,7 +139,7 @@ def test_guard_is_per_run_and_adds_nothing_per_hour():
     rule = step("aws:cloudwatch/eventRule:EventRule", "markers")
     logs = step("aws:cloudwatch/logGroup:LogGroup", "guard-logs", {"retentionInDays": 14})
     cost = estimate(document(*fleet("p4d.24xlarge", 1), function, target, schedule, rule, logs))
-    lambda_line = next(l for l in cost.lines if l.type == FN)
+    lambda_line = next(line for line in cost.lines if line.type == FN)
     fired = 2 * (1 + limits.GUARD_RETRY_ATTEMPTS)
     invocations = fired + math.ceil(limits.EXPORT_WAIT_SECONDS / limits.EXPORT_POLL_SECONDS)
     gb_seconds = 0.25 * (fired * 900 + limits.EXPORT_WAIT_SECONDS)
@@ -145,11 +147,11 @@ def test_guard_is_per_run_and_adds_nothing_per_hour():
     assert lambda_line.per_run == pytest.approx(
         invocations * service("lambda.request") + gb_seconds * service("lambda.duration.x86_64")
     )
-    sched = next(l for l in cost.lines if l.type == "aws:scheduler/schedule:Schedule")
+    sched = next(line for line in cost.lines if line.type == "aws:scheduler/schedule:Schedule")
     assert sched.basis == "per-run" and sched.per_run == pytest.approx(service("scheduler.invocation"))
     assert cost.by_group()["guard"] == (0.0, 0.0)
     assert cost.run.per_run_usd == pytest.approx(lambda_line.per_run + sched.per_run)
-    assert next(l for l in cost.lines if l.type.endswith("LogGroup")).basis == "usage"
+    assert next(line for line in cost.lines if line.type.endswith("LogGroup")).basis == "usage"
     assert (
         "aws:cloudwatch/eventRule:EventRule",
         1,

@@ -52,7 +52,8 @@ def test_training_demo_hourly_total_is_nodes_plus_lustre_network_and_guard(capsy
     doc = cost_json(capsys, "--stack", "training-demo")
     assert doc["hourly"]["totalUsd"] == pytest.approx(compute + storage + network + guard, abs=1e-5)
     assert doc["hourly"]["complete"] is True
-    assert doc["hourly"]["byGroup"]["compute"]["maxUsd"] == pytest.approx(4 * 21.96)  # REFERENCE.md: 4 x p4d.24xlarge
+    # docs/reference.md: 4 x p4d.24xlarge
+    assert doc["hourly"]["byGroup"]["compute"]["maxUsd"] == pytest.approx(4 * 21.96)
     assert doc["hourly"]["byGroup"].get("guard", {"maxUsd": 0.0})["maxUsd"] == 0.0
     assert {s["what"] for s in doc["prices"]["sources"]} >= {
         "EC2 instances, on demand",
@@ -71,7 +72,7 @@ def test_training_run_of_h_hours_adds_per_run_items_and_the_idle_tail(capsys):
     assert run["totalUsd"] == pytest.approx(run["runningUsd"] + run["perRunUsd"] + run["idleTailUsd"], abs=1e-5)
     # storage and network keep billing until expires-at if nobody tears down: ttlHours 24 - 10 h of run
     standing = doc["hourly"]["totalUsd"] - sum(
-        l["maxUsdPerHour"] for l in doc["lines"] if l["type"] == "aws:ec2/fleet:Fleet"
+        line["maxUsdPerHour"] for line in doc["lines"] if line["type"] == "aws:ec2/fleet:Fleet"
     )
     assert run["idleTail"]["unattendedUntilExpiryUsd"] == pytest.approx(14 * standing, abs=1e-4)
 
@@ -98,14 +99,16 @@ def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys)
     assert doc["monthly"]["minUsd"] == pytest.approx(HOURS_PER_MONTH * doc["hourly"]["minUsd"], abs=1e-3)
     assert doc["monthly"]["maxUsd"] == pytest.approx(HOURS_PER_MONTH * doc["hourly"]["maxUsd"], abs=1e-3)
     # the system pool's general-purpose types are not in the instance catalog: said, not guessed
-    system = next(l for l in doc["lines"] if l["resource"] == "pool-system-nodes" and l["group"] == "compute")
+    system = next(
+        line for line in doc["lines"] if line["resource"] == "pool-system-nodes" and line["group"] == "compute"
+    )
     assert system["basis"] == "unknown" and "not in the instance catalog" in system["what"]
     assert doc["hourly"]["complete"] is False
 
 
 def test_registry_storage_is_usage_based_with_its_per_gb_price(capsys):
     doc = cost_json(capsys, "--stack", "registry")
-    bucket = next(l for l in doc["lines"] if l["type"] == "aws:s3/bucket:Bucket")
+    bucket = next(line for line in doc["lines"] if line["type"] == "aws:s3/bucket:Bucket")
     assert bucket["basis"] == "usage" and f"${service('s3.standard.storage'):g} per GB-month" in bucket["unitPrices"]
     assert any("usage-based" in n and "per GB-month" in n for n in doc["notes"])
     assert doc["hourly"]["totalUsd"] == pytest.approx(service("kms.key") / HOURS_PER_MONTH, abs=1e-6)

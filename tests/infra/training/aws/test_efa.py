@@ -16,7 +16,7 @@ from infra.training.aws.efa import (
     efa_layout,
 )
 
-# The eight training types and their EFA-capable card counts (REFERENCE.md training table).
+# The eight training types and their EFA-capable card counts (docs/reference.md training table).
 TRAINING = [
     ("p4d.24xlarge", 4),
     ("p4de.24xlarge", 4),

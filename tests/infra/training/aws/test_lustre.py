@@ -137,7 +137,7 @@ def test_checkpoint_bound_example():
         "throughput 500 MB/s/TiB: checkpoint 1000 GiB in 600 s needs 1790 MB/s of writes; 4800 GiB gives "
         "2343 MB/s read, 2343 MB/s write",
         "cost $2.24/hour ($1632.00/month): 4800 GiB x $0.340 per GB-month, us-east-1 list price: mlinfra field "
-        "reference (REFERENCE.md 'FSx for Lustre': persistent 500 MB/s/TiB), as of 2026-01",
+        "reference (docs/reference.md 'FSx for Lustre': persistent 500 MB/s/TiB), as of 2026-01",
     )
 
 
@@ -171,7 +171,7 @@ def test_scratch_writes_at_half_its_read_rate():
 
 
 def test_large_read_target_is_throughput_bound():
-    # REFERENCE.md seed: 100 GB/s reads on a large cluster, 2 TB checkpoints.
+    # docs/reference.md seed: 100 GB/s reads on a large cluster, 2 TB checkpoints.
     plan = size_lustre(FsxIntent(50_000, 2000, 300, 100))
     assert (plan.deployment_type, plan.per_unit_storage_throughput, plan.storage_capacity_gib) == (
         "PERSISTENT_2",

@@ -1,6 +1,7 @@
 """Training config: shape (pydantic) and meaning (findings naming the field and the fix)."""
 
 import pytest
+from pydantic import ValidationError
 
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import types_for
@@ -62,8 +63,10 @@ def test_region_that_does_not_offer_the_type_names_the_ones_that_do():
 
 def test_capacity_block_needs_a_reservation_and_its_az():
     assert findings(capacity={"mode": "capacity-block"}) == [
-        "mlinfra:training.capacity.reservationId: required when capacity.mode is capacity-block: the reservation id (cr-...)",
-        "mlinfra:training.availabilityZone: required with a capacity block: the AZ of the reservation (nodes must launch there)",
+        "mlinfra:training.capacity.reservationId: required when capacity.mode is capacity-block: the "
+        "reservation id (cr-...)",
+        "mlinfra:training.availabilityZone: required with a capacity block: the AZ of the reservation (nodes "
+        "must launch there)",
     ]
 
 
@@ -83,13 +86,14 @@ def test_lustre_throughput_300_is_not_an_allowed_value():
 
 def test_dataset_larger_than_the_file_system():
     assert findings(lustre={"datasetGib": 5000, "storageCapacityGib": 2400}) == [
-        "mlinfra:training.lustre.storageCapacityGib: 2400 GiB cannot hold the 5000 GiB dataset; raise it or drop the override"
+        "mlinfra:training.lustre.storageCapacityGib: 2400 GiB cannot hold the 5000 GiB dataset; raise it or "
+        "drop the override"
     ]
 
 
 @pytest.mark.parametrize("field, value", [("nodeCount", 0), ("nodeCount", 257), ("runId", "Bad_Id")])
 def test_shape_errors(field, value):
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         spec(**{field: value})
 
 
@@ -102,5 +106,6 @@ def test_command_is_the_script_not_an_interpreter():
 
 def test_own_subnet_needs_its_az():
     assert findings(network={"vpcId": "vpc-0123456789abcdef0", "subnetId": "subnet-0123456789abcdef0"}) == [
-        "mlinfra:training.availabilityZone: required with your own subnet: the subnet's AZ (nodes and file system launch there)"
+        "mlinfra:training.availabilityZone: required with your own subnet: the subnet's AZ (nodes and file "
+        "system launch there)"
     ]

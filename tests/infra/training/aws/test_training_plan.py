@@ -102,7 +102,8 @@ def test_up_refuses_to_invent_an_expiry():
         plan(dry_run=False)
     assert str(error.value.problems[0]).startswith(
         "mlinfra:training.lifecycle.expiresAt: required for `pulumi up`, so the run's expiry is fixed once: "
-        "start it with `python -m infra run`, or `pulumi config set --path mlinfra:training.lifecycle.expiresAt 2026-11-22T09:31:00Z`"
+        "start it with `python -m infra run`, or `pulumi config set --path "
+        "mlinfra:training.lifecycle.expiresAt 2026-11-22T09:31:00Z`"
     )
 
 

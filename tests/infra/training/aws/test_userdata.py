@@ -193,9 +193,11 @@ for f in "$@"; do echo "$f: (0x00000009) ${FAKE_LFS_STATE:-exists archived}, arc
     "torchrun": """#!/bin/bash
 printf '%s\\0' "$@" > "$FAKE_OUT/args.$FAKE_IP"
 env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
-if [[ -n "$FAKE_RUN_SECONDS" ]]; then  # a long job whose worker saves a checkpoint and ends cleanly on SIGTERM
+# A long job whose worker saves a checkpoint and ends cleanly on SIGTERM:
+if [[ -n "$FAKE_RUN_SECONDS" ]]; then
   trap 'echo "agent got TERM" > "$FAKE_OUT/agent-term.$FAKE_IP"' TERM
-  bash -c 'sleep "$FAKE_RUN_SECONDS" & trap "kill \\$!; echo saved > \"$FAKE_OUT/stopped.$FAKE_IP\"; exit 0" TERM; wait' &
+  bash -c 'sleep "$FAKE_RUN_SECONDS" &
+    trap "kill \\$!; echo saved > \"$FAKE_OUT/stopped.$FAKE_IP\"; exit 0" TERM; wait' &
   wait $!
   exit $?
 fi
@@ -228,7 +230,7 @@ def run_cluster(
     script = render_user_data(spec).replace("/fsx", str(fsx)).replace("/sys/class/infiniband", str(ib))
     (tmp_path / "user-data.sh").write_text(script)
     nodes = []
-    for i, ip in enumerate(ips):
+    for ip in ips:
         env = {
             "PATH": f"{bin_dir}:/usr/bin:/bin",
             "FAKE_IP": ip,
@@ -240,8 +242,8 @@ def run_cluster(
         }
         command = [BASH, str(tmp_path / "user-data.sh")]
         nodes.append(subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    codes = {ip: node.wait(timeout=120) for ip, node in zip(ips, nodes)}
-    logs = {ip: node.stdout.read().decode() for ip, node in zip(ips, nodes)}
+    codes = {ip: node.wait(timeout=120) for ip, node in zip(ips, nodes, strict=True)}
+    logs = {ip: node.stdout.read().decode() for ip, node in zip(ips, nodes, strict=True)}
     markers = {p.name: p for p in s3.iterdir() if not p.name.endswith(".args")}
     return codes, logs, markers, out
 

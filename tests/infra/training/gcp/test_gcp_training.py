@@ -97,7 +97,8 @@ def test_gcp_training_loads():
             [
                 (
                     P + "zone",
-                    "required: the catalog does not record a3-highgpu-8g's zones in europe-west4 (it knows us-central1); "
+                    "required: the catalog does not record a3-highgpu-8g's zones in europe-west4 (it knows "
+                    "us-central1); "
                     "name a zone that offers it",
                 )
             ],
