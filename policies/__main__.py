@@ -3,10 +3,17 @@ directory, in the virtualenv PulumiPolicy.yaml names, where the project is insta
 facts), and so does `python -m infra policy` offline.
 It only builds the pack; the rules are in policies/rules/, registered in policies/pack.py."""
 
+import os
+
 from pulumi_policy import EnforcementLevel, PolicyPack
 
+from policies import analyzer
 from policies.adapters import to_policy
+from policies.model import ResourceRule
 from policies.pack import PACK_NAME, RULES
+
+if os.environ.get("MLINFRA_POLICY_SDK_SERVICER") != "1":  # tests compare with the SDK's own servicer
+    analyzer.install({rule.name: rule.applies_to for rule in RULES if isinstance(rule, ResourceRule)})
 
 PolicyPack(
     name=PACK_NAME,

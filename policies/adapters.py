@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from pulumi_policy import (
@@ -61,12 +62,25 @@ def _resource_validation(rule: ResourceRule):
 
 def _stack_validation(rule: StackRule):
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        stack = Stack(_from_policy_resource(r) for r in args.resources)
+        stack = _stack_of(args.resources)
         config = {**rule.defaults(), **dict(args.get_config() or {})}
         for finding in rule.check(stack, config):
             report_violation(finding.message, finding.urn or None)
 
     return validate
+
+
+_stacks = threading.local()
+
+
+def _stack_of(resources: list[Any]) -> Stack:
+    """The records of a stack's resources, built once when every stack policy of a request gets the same list
+    (the pack's analyzer passes one list to all; the SDK's own servicer builds a new one per policy)."""
+    last = getattr(_stacks, "last", None)
+    if last is None or last[0] is not resources:
+        last = (resources, Stack(_from_policy_resource(r) for r in resources))
+        _stacks.last = last
+    return last[1]
 
 
 def _from_policy_resource(r: Any) -> Resource:

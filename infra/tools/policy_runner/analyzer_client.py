@@ -16,7 +16,8 @@ import os
 import selectors
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ _MAX_MESSAGE = 400 * 1024 * 1024
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", _MAX_MESSAGE), ("grpc.max_send_message_length", _MAX_MESSAGE)]
 _NO_ENGINE = "127.0.0.1:0"  # the engine address argument; Python packs do not dial it
 _START_TIMEOUT_S = 60
+IN_FLIGHT = 16  # Analyze requests outstanding at once (the pack serves them on 4 threads)
 
 LEVELS = {
     analyzer_pb2.ADVISORY: "advisory",
@@ -239,15 +241,23 @@ class AnalyzerClient:
         self.stub.Configure(request)
 
     def analyze(self, resource: PolicyResource, provider: PolicyResource | None = None) -> list[Diagnostic]:
-        request = analyzer_pb2.AnalyzeRequest(
-            type=resource.type,
-            properties=_struct(resource.props),
-            urn=resource.urn,
-            name=resource.name,
-            options=_options(resource),
-            provider=_provider(resource, provider),
-        )
-        return [_diagnostic(d) for d in self.stub.Analyze(request).diagnostics]
+        return [_diagnostic(d) for d in self.stub.Analyze(_analyze_request(resource, provider)).diagnostics]
+
+    def analyze_each(
+        self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
+    ) -> Iterator[tuple[PolicyResource, list[Diagnostic]]]:
+        """Analyze every resource, in order, with up to IN_FLIGHT requests outstanding at once (the engine,
+        too, analyzes resources as they register, concurrently); yields each resource with its diagnostics."""
+        pending: deque[tuple[PolicyResource, Any]] = deque()
+        for resource in resources:
+            request = _analyze_request(resource, providers.get(_provider_urn(resource)))
+            pending.append((resource, self.stub.Analyze.future(request)))
+            if len(pending) >= IN_FLIGHT:
+                done, future = pending.popleft()
+                yield done, [_diagnostic(d) for d in future.result().diagnostics]
+        while pending:
+            done, future = pending.popleft()
+            yield done, [_diagnostic(d) for d in future.result().diagnostics]
 
     def analyze_stack(
         self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
@@ -268,6 +278,17 @@ class AnalyzerClient:
                 if urns:  # as the engine does: properties without dependencies are left out
                     entry.propertyDependencies[prop].urns.extend(urns)
         return [_diagnostic(d) for d in self.stub.AnalyzeStack(request).diagnostics]
+
+
+def _analyze_request(resource: PolicyResource, provider: PolicyResource | None) -> analyzer_pb2.AnalyzeRequest:
+    return analyzer_pb2.AnalyzeRequest(
+        type=resource.type,
+        properties=_struct(resource.props),
+        urn=resource.urn,
+        name=resource.name,
+        options=_options(resource),
+        provider=_provider(resource, provider),
+    )
 
 
 def _struct(props: Mapping[str, Any]) -> struct_pb2.Struct:

@@ -54,10 +54,9 @@ def run(
         info = client.info()
         client.configure(pack_config.resolve(info, *user_config))
         found: list[tuple[str, Diagnostic]] = []
-        for resource in document.resources:
-            provider = document.providers.get(resource.provider.rsplit("::", 1)[0]) if resource.provider else None
+        for resource, diagnostics in client.analyze_each(document.resources, document.providers):
             # As in the engine, a resource policy's diagnostic is about the resource analyzed.
-            found.extend((d.urn or resource.urn, d) for d in client.analyze(resource, provider))
+            found.extend((d.urn or resource.urn, d) for d in diagnostics)
         found.extend((d.urn, d) for d in client.analyze_stack(document.resources, document.providers))
     violations = [Violation(d.policy, d.enforcement, urn, types.get(urn, ""), d.message) for urn, d in found]
     violations.extend(retained_in_training(document.resources))

@@ -1,0 +1,71 @@
+"""The pack's analyzer (policies/analyzer.py: each resource decoded once per request, resource policies run
+only on the types their rules read, the stack built once for all stack policies) reports exactly what the
+policy SDK's own servicer reports, on every demo stack and on crafted misconfigurations."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.tools import preview_json
+from infra.tools.offline.digest import to_digest
+from infra.tools.offline.engine import preview
+from infra.tools.policy_runner import runner
+from tests.policies import policy_fixtures as fx
+
+UNKNOWN_STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # how the engine marshals a value unknown in preview
+DEMO_STACKS = [
+    "registry",
+    "training-demo",
+    "serving-demo",
+    "serving-gcp-demo",
+    "training-gcp-demo",
+    "registry-gcp-mirror",
+]
+
+
+def _broken_documents() -> dict[str, dict]:
+    training = fx.training_resources()
+    for resource in fx.training_resources():
+        if resource.type == "aws:ec2/launchTemplate:LaunchTemplate":
+            training = fx.changed(training, resource.name, "networkInterfaces.1", None, delete=True)
+            training = fx.changed(training, resource.name, "metadataOptions.httpTokens", "optional")
+    serving = fx.serving_resources()
+    registry = fx.registry_resources()
+    for resource in registry:
+        if resource.type == "aws:s3/bucketVersioning:BucketVersioning":
+            registry = fx.changed(registry, resource.name, "versioningConfiguration.status", "Suspended")
+        if resource.type == "aws:s3/bucket:Bucket":
+            registry = fx.changed(registry, resource.name, "", None, protect=False)
+    return {
+        "training-broken": fx.to_document(training, "training-demo"),
+        "training-with-unknowns": fx.to_document(
+            fx.changed(fx.training_resources(), fx.training_resources()[0].name, "tags", UNKNOWN_STRING),
+            "training-demo",
+        ),
+        "serving": fx.to_document(serving, "serving-demo"),
+        "registry-broken": fx.to_document(registry, "registry"),
+    }
+
+
+def _findings(document: dict, monkeypatch: pytest.MonkeyPatch, sdk_servicer: bool) -> list[tuple[str, ...]]:
+    if sdk_servicer:
+        monkeypatch.setenv("MLINFRA_POLICY_SDK_SERVICER", "1")
+    else:
+        monkeypatch.delenv("MLINFRA_POLICY_SDK_SERVICER", raising=False)
+    run = runner.run(preview_json.parse(document))
+    return [(v.policy, v.enforcement, v.urn, v.resource_type, v.message, v.source) for v in run.violations]
+
+
+@pytest.mark.parametrize("stack", DEMO_STACKS)
+def test_same_findings_as_the_sdks_servicer_on_demo_stacks(stack, monkeypatch):
+    document = to_digest(preview(stack))
+    assert _findings(document, monkeypatch, False) == _findings(document, monkeypatch, True)
+
+
+@pytest.mark.parametrize("name", sorted(_broken_documents()))
+def test_same_findings_as_the_sdks_servicer_on_broken_stacks(name, monkeypatch):
+    document = _broken_documents()[name]
+    ours = _findings(document, monkeypatch, False)
+    assert ours == _findings(document, monkeypatch, True)
+    if "broken" in name:
+        assert ours, "the crafted stack must break some rule, or the comparison proves little"
