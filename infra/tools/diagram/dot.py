@@ -11,6 +11,7 @@ from infra.core.errors import InputError, Problem
 from infra.tools.diagram.graph import Graph
 
 FORMATS = ("svg", "png", "dot")
+RANK_HINT = "rank=same;"
 FILL = {"registry": "#fff4df", "training": "#e8f0ff", "serving": "#e7f6ec"}
 BORDER = {"registry": "#c98a1b", "training": "#3b6fd4", "serving": "#2e8b57"}
 EDGE_STYLE = {
@@ -55,7 +56,7 @@ def to_dot(graph: Graph, title: str = "mlinfra stacks") -> str:
     # The registry and the components that use it share a rank, so the bridge reads left to right.
     bridged = sorted({n for e in graph.edges if e.kind in ("writes", "reads", "both") for n in (e.src, e.dst)})
     if bridged:
-        lines.append("  { rank=same; " + " ".join(_q(n) for n in bridged) + "; }")
+        lines.append("  { " + RANK_HINT + " " + " ".join(_q(n) for n in bridged) + "; }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -79,11 +80,19 @@ def write(dot_text: str, out: Path) -> None:
                 "graphviz); .dot is written without it",
             )
         )
-    done = subprocess.run(
-        [dot, f"-T{fmt}", "-o", str(out)], input=dot_text.encode("utf-8"), capture_output=True, check=False
-    )
+    done = _render(dot, fmt, out, dot_text)
+    if done.returncode != 0 and b"trouble in init_rank" in done.stderr:
+        # Graphviz 2.43 (Debian and Ubuntu's package) fails on some orders of a cross-cluster `rank=same` under
+        # `newrank` (fixed in later releases); the shared rank is a layout hint only, so draw without it.
+        done = _render(dot, fmt, out, "".join(line for line in dot_text.splitlines(True) if RANK_HINT not in line))
     if done.returncode != 0:
         raise RuntimeError(f"dot failed: {done.stderr.decode(errors='replace').strip()}")
+
+
+def _render(dot: str, fmt: str, out: Path, dot_text: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [dot, f"-T{fmt}", "-o", str(out)], input=dot_text.encode("utf-8"), capture_output=True, check=False
+    )
 
 
 def _q(text: str) -> str:

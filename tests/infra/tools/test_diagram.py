@@ -13,7 +13,7 @@ import pytest
 from infra.cli import main
 from infra.tools.diagram.bridge import accesses
 from infra.tools.diagram.cli import stacks_with_references
-from infra.tools.diagram.dot import to_dot
+from infra.tools.diagram.dot import to_dot, write
 from infra.tools.diagram.graph import DEMO_STACKS, build
 
 BUCKET = "mlinfra-registry-123456789012-us-east-1"
@@ -186,3 +186,23 @@ def test_docs_picture_is_current(previews):
     texts = {t.text for t in ET.parse(ROOT / "docs" / "stacks.svg").getroot().iter("{http://www.w3.org/2000/svg}text")}
     missing = [label for pair in component_labels(previews) for label in pair if label not in texts]
     assert not missing, f"docs/stacks.svg lacks {missing}; regenerate it"
+
+
+def test_a_dot_that_fails_on_the_shared_rank_is_drawn_without_it(tmp_path, monkeypatch):
+    """Graphviz 2.43 fails with "trouble in init_rank" on some cross-cluster `rank=same` orders: the picture
+    is still drawn, without the hint, and any other failure still surfaces."""
+    fake = tmp_path / "dot"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'input=$(cat)\n'
+        'case "$input" in *"rank=same"*) echo "Error: trouble in init_rank" >&2; exit 1;; esac\n'
+        'case "$input" in *broken*) echo "syntax error" >&2; exit 1;; esac\n'
+        'printf "%s" "$input" > "$3"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    out = tmp_path / "picture.svg"
+    write('digraph g {\n  a -> b;\n  { rank=same; "a" "b"; }\n}\n', out)
+    assert out.read_text() == "digraph g {\n  a -> b;\n}"  # $(cat) drops the last newline
+    with pytest.raises(RuntimeError, match="syntax error"):
+        write("digraph broken {\n}\n", out)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 
 import pytest
 
 from infra.cli import main
 from infra.ops.promotion import cli as promotion_cli
 from infra.ops.promotion.s3 import S3Store
-from tests.infra.ops.lifecycle.recording import RecordingStacks
+from infra.ops.runtime import Runtime
+from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks
 from tests.infra.ops.promotion.standins import BUCKET, RUN_ID, Cluster, MemoryStore, promotion_world, seed_run
 
 
@@ -22,6 +24,16 @@ def wired(bucket, aws, monkeypatch):
     monkeypatch.setattr(promotion_cli, "_store", lambda b, r: S3Store(b, session=aws.session))
     monkeypatch.setattr(promotion_cli, "_jobs", lambda stacks, stack, directory: pytest.fail("no job may start"))
     return world
+
+
+@pytest.fixture(autouse=True)
+def fake_clock(monkeypatch) -> FakeClock:
+    """The CLI's runtime on a clock that moves only when the command waits: no test sleeps in real time."""
+    clock = FakeClock()
+    monkeypatch.setattr(
+        promotion_cli, "terminal_runtime", lambda: Runtime(now=clock.now, sleep=clock.sleep, stream=sys.stdout)
+    )
+    return clock
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:

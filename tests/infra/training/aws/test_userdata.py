@@ -215,7 +215,11 @@ def run_cluster(
     lfs_state=None,
     checkpoint=False,
     run_seconds=None,
+    poll_cap=None,
 ):
+    """Run the bootstrap on one bash per ip. `poll_cap` shortens the script's poll sleeps to at most that many
+    seconds, for tests whose timeouts are shorter than a poll interval (its deadlines use bash's SECONDS, so
+    the timeouts themselves still take their time)."""
     fsx, ib, s3, out, bin_dir = (tmp_path / d for d in ("fsx", "ib", "s3", "out", "bin"))
     for d in (fsx, ib, s3, out, bin_dir):
         d.mkdir()
@@ -224,6 +228,11 @@ def run_cluster(
     for name, body in STUBS.items():
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(stat.S_IRWXU)
+    if poll_cap is not None:
+        (bin_dir / "sleep").write_text(
+            f'#!/bin/bash\nexec /bin/sleep "$(awk -v s="$1" \'BEGIN {{ print (s > {poll_cap}) ? {poll_cap} : s }}\')"\n'
+        )
+        (bin_dir / "sleep").chmod(stat.S_IRWXU)
     if checkpoint:
         (fsx / "checkpoints").mkdir()
         (fsx / "checkpoints" / "step-100.pt").write_text("weights")
@@ -303,7 +312,7 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
 def test_success_waits_for_checkpoints_to_reach_the_registry(tmp_path):
     spec = sim_spec(node_count=1, export_timeout_seconds=1)
     codes, logs, markers, _ = run_cluster(
-        tmp_path, spec, ["10.0.3.1"], lfs_state="exists dirty archived", checkpoint=True
+        tmp_path, spec, ["10.0.3.1"], lfs_state="exists dirty archived", checkpoint=True, poll_cap=0.2
     )
     assert codes == {"10.0.3.1": 0}, logs
     assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___FAILED"]
@@ -331,7 +340,7 @@ def test_simulated_job_failure_is_reported_by_rank_0(tmp_path):
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 def test_simulated_rendezvous_timeout_fails_the_run(tmp_path):
     spec = sim_spec(node_count=2, rendezvous_timeout_seconds=1)
-    codes, logs, markers, out = run_cluster(tmp_path, spec, ["10.0.3.1"])
+    codes, logs, markers, out = run_cluster(tmp_path, spec, ["10.0.3.1"], poll_cap=0.2)
     assert codes == {"10.0.3.1": 1}
     assert "rendezvous timed out after 1s: 1 of 2 nodes checked in" in logs["10.0.3.1"]
     marker = json.loads(markers["mlinfra-registry-123456789012__runs__demo-001___FAILED"].read_text())
