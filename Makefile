@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 preview: $(STAMP)
 	$(VENV)/bin/python -m infra preview --all
 
+# One worker per core (pytest-xdist): the tests share no ports, files or state.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n auto
 
 # Lint, format, types and the layering contracts (pyproject.toml); CI runs it before the tests.
 check: $(STAMP)

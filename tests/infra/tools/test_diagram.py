@@ -194,7 +194,7 @@ def test_a_dot_that_fails_on_the_shared_rank_is_drawn_without_it(tmp_path, monke
     fake = tmp_path / "dot"
     fake.write_text(
         "#!/bin/sh\n"
-        'input=$(cat)\n'
+        "input=$(cat)\n"
         'case "$input" in *"rank=same"*) echo "Error: trouble in init_rank" >&2; exit 1;; esac\n'
         'case "$input" in *broken*) echo "syntax error" >&2; exit 1;; esac\n'
         'printf "%s" "$input" > "$3"\n'
