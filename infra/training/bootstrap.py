@@ -9,9 +9,10 @@ powers off. With an expiry, every node sends SIGTERM to the workers at expires-a
 and at boot schedules its own power-off a few minutes after expires-at.
 
 The cloud's parts (`Platform`: metadata service, fabric devices check, export, marker upload) are in
-`aws/userdata.py` and `gcp/startup.py`. Every value from the spec is shell-quoted with `shlex.quote`; the
-training command is a bash array, so its arguments reach torchrun verbatim. Internal shell variables are
-prefixed MLINFRA_ and user `env` keys may not use that prefix.
+`aws/userdata.py` and `gcp/startup.py`. The template is filled in one pass and every value from the spec is
+shell-quoted with `shlex.quote`; the training command is a bash array, so its arguments reach torchrun
+verbatim. The job's `env` reaches torchrun's environment only (`env K=V torchrun ...`), never the script's
+own shell, which pins its PATH; the keys and values a job may use are in `job_env.py`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import ClassVar
 
 from infra.core.naming import bucket_name_problem
 from infra.registry.layout import runs_prefix
+from infra.training.job_env import job_problems
 from infra.training.limits import EXPORT_WAIT_SECONDS, NODE_BACKSTOP_SECONDS, NODE_POWER_OFF_DELAY_SECONDS
 
 MOUNT_POINT = "/fsx"
@@ -35,9 +37,7 @@ MOUNT_POINT = "/fsx"
 DATASETS_PATH = "/datasets"
 CHECKPOINTS_PATH = "/checkpoints"
 RDZV_PORT = 29500
-_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Shell variables whose value changes how bash itself behaves.
-_SHELL_OWNED = frozenset({"IFS", "SECONDS", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "ENV", "PS4", "BASH_XTRACEFD"})
+_MARKER = re.compile(r"@@([A-Z][A-Z0-9_]*)@@")
 
 
 @dataclass(frozen=True)
@@ -143,15 +143,7 @@ class RunBootstrap:
             path = getattr(self, name)
             if not path.startswith(f"{MOUNT_POINT}/") or "/../" in f"{path}/":
                 problems.append(f"{name} must be a directory under {MOUNT_POINT}/ (got {path!r})")
-        if not self.command or not all(isinstance(arg, str) for arg in self.command) or not self.command[0]:
-            problems.append("command must name the training script (and its arguments) as torchrun takes them")
-        for key, value in self.env.items():
-            if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
-                problems.append(f"env key {key!r} must be a shell variable name (letters, digits, '_')")
-            elif key.startswith("MLINFRA_") or key in _SHELL_OWNED:
-                problems.append(f"env key {key!r} is reserved (MLINFRA_* and shell-owned names)")
-            if not isinstance(value, str):
-                problems.append(f"env value for {key!r} must be a string (got {type(value).__name__})")
+        problems += job_problems(self.command, dict(self.env))
         return problems
 
 
@@ -183,21 +175,23 @@ def common_values(spec: RunBootstrap, lustre_source: str, marker_uri: str) -> di
         "EXPIRES_AT": str(spec.expires_at_epoch or 0),
         "BACKSTOP_SECONDS": str(NODE_BACKSTOP_SECONDS),
         "RDZV_PORT": str(RDZV_PORT),
-        "USER_ENV": "".join(f"export {k}={q(v)}\n" for k, v in spec.env.items()) or "# (none)\n",
+        "JOB_ENV": " ".join(q(f"{k}={v}") for k, v in spec.env.items()),
         "TORCHRUN": q(spec.torchrun),
         "COMMAND": " ".join(q(arg) for arg in spec.command),
     }
 
 
 def render_script(platform: Platform, values: Mapping[str, str]) -> str:
-    """The shared script with `platform`'s parts, then `values` (@@KEY@@ -> value) filled in."""
-    script = template()
-    for key, part in platform.slots().items():
-        script = script.replace(f"@@{key}@@", part)
-    for key, value in values.items():
-        script = script.replace(f"@@{key}@@", value)
-    assert "@@" not in script, script
-    return script
+    """The shared script with `platform`'s parts, then `values`, filled into its @@NAME@@ markers.
+
+    Each step is one pass over the text: a filled-in value is never scanned for markers again, so no value
+    (a job's env or command included) can splice another value, or a part of the script, into itself."""
+    slots = platform.slots()
+    script = _MARKER.sub(lambda m: slots.get(m.group(1), m.group(0)), template())
+    unknown = sorted({m.group(1) for m in _MARKER.finditer(script)} - set(values))
+    if unknown:
+        raise ValueError(f"the bootstrap template has markers with no value: {', '.join(unknown)}")
+    return _MARKER.sub(lambda m: values[m.group(1)], script)
 
 
 @cache

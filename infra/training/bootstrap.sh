@@ -3,6 +3,10 @@
 # mlinfra training node bootstrap. Rendered by infra/training/bootstrap.py; edit that, not this.
 # Every node of the run runs this same script and finds its rank through a rendezvous on Lustre.
 set -euo pipefail
+# The script's own commands (aws, gcloud, shutdown, mount, curl) come from the system's directories, whatever
+# the environment it was started with; the job's env goes to the job alone (see "the job" below).
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin
+export PATH
 
 MLINFRA_RUN_ID=@@RUN_ID@@
 MLINFRA_RUN_ID_JSON=@@RUN_ID_JSON@@
@@ -135,12 +139,14 @@ log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${
 # ---- job environment ----
 export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST MLINFRA_STOP_AT MLINFRA_EXPIRES_AT
 export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
-@@FABRIC_ENV@@# from the run's env (may override the settings above)
-@@USER_ENV@@
+@@FABRIC_ENV@@
 # ---- the job: same command on every node; checkpoints go to MLINFRA_CHECKPOINTS_DIR ----
+# The run's env, for the job's processes only (it may override the settings above); never this shell's.
+mlinfra_job_env=(@@JOB_ENV@@)
 mlinfra_command=(@@COMMAND@@)
 log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
-@@TORCHRUN@@ \
+# ${a[@]+"${a[@]}"}: an empty array under `set -u` on bash 4.2 (Amazon Linux 2) is not an error.
+env ${mlinfra_job_env[@]+"${mlinfra_job_env[@]}"} @@TORCHRUN@@ \
   --nnodes="$MLINFRA_NODE_COUNT" \
   --nproc-per-node="$MLINFRA_NPROC_PER_NODE" \
   --node-rank="$MLINFRA_NODE_RANK" \

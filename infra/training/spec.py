@@ -4,9 +4,12 @@ hardware, the network and the capacity it buys."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import TypeVar
+
+from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
+from infra.training.job_env import command_problems, env_problems
 from infra.training.limits import DEFAULT_GRACE_MINUTES, MAX_GRACE_MINUTES
 
 KEY = "mlinfra:training."  # config key prefix of every training finding
@@ -24,13 +27,27 @@ class JobSpec(Spec):
         description="Training script and its arguments, as torchrun takes them on every node (torchrun starts "
         "Python itself, so no leading `python`).",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the job.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra environment variables for the job's processes (not the bootstrap's shell); PATH, "
+        "LD_PRELOAD, MLINFRA_* and cloud credential settings are refused (docs/training.md).",
+    )
     torchrun_path: str | None = Field(
         None,
         pattern=r"^/[A-Za-z0-9._/-]+$",
         description="Absolute path of torchrun on the AMI; default: the path on the Deep Learning AMI in use "
         "(set it together with amiId when the AMI is your own).",
     )
+
+    @field_validator("command")
+    @classmethod
+    def _command_renders_safely(cls, command: list[str]) -> list[str]:
+        return _refuse(command_problems(command), command)
+
+    @field_validator("env")
+    @classmethod
+    def _env_reaches_the_job_only(cls, env: dict[str, str]) -> dict[str, str]:
+        return _refuse(env_problems(env), env)
 
 
 class LifecycleSpec(Spec):
@@ -89,3 +106,12 @@ class RunSpec(Spec):
     node_count: int = Field(ge=1, le=256, description="Whole nodes in the cluster, 1 to 256.")
     job: JobSpec = Field(default_factory=JobSpec, description="What the nodes run.")
     lifecycle: LifecycleSpec = Field(default_factory=LifecycleSpec, description="How long the run may live.")
+
+
+_V = TypeVar("_V")
+
+
+def _refuse(problems: list[str], value: _V) -> _V:
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -122,11 +123,14 @@ def test_command_and_env_values_reach_the_job_verbatim(tmp_path):
     # The array may span lines (a newline inside a quoted argument): take everything up to its close.
     start = script.index("mlinfra_command=(")
     end = script.index(")\nlog ", start) + 1
-    env_line = next(line for line in script.splitlines() if line.startswith("export HOSTILE="))
-    probe = f'{script[start:end]}\n{env_line}\nprintf \'%s\\0\' "${{mlinfra_command[@]}}" "$HOSTILE"\n'
+    env_line = next(line for line in script.splitlines() if line.startswith("mlinfra_job_env=("))
+    probe = (
+        f"{script[start:end]}\n{env_line}\n"
+        'printf \'%s\\0\' "${mlinfra_command[@]}"; env "${mlinfra_job_env[@]}" printenv HOSTILE\n'
+    )
     result = subprocess.run([BASH, "-c", probe], capture_output=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.decode().split("\0")[:-1] == ["train.py", *HOSTILE, "$(touch PWNED); `x` 'q'"]
+    assert result.stdout.decode().split("\0") == ["train.py", *HOSTILE, "$(touch PWNED); `x` 'q'\n"]
     assert not (tmp_path / "PWNED").exists()
 
 
@@ -139,12 +143,20 @@ def test_command_and_env_values_reach_the_job_verbatim(tmp_path):
         (dict(command=()), "command must name the training script (and its arguments) as torchrun takes them"),
         (
             dict(env={"MLINFRA_NODE_RANK": "3"}),
-            "env key 'MLINFRA_NODE_RANK' is reserved (MLINFRA_* and shell-owned names)",
+            "env key 'MLINFRA_NODE_RANK' is reserved: MLINFRA_* are the bootstrap's own variables",
         ),
-        (dict(env={"IFS": ","}), "env key 'IFS' is reserved (MLINFRA_* and shell-owned names)"),
+        (dict(env={"IFS": ","}), "env key 'IFS' is reserved: the node's bootstrap and its shell own it"),
+        (
+            dict(env={"NOTE": "run @@COMMAND@@"}),
+            "env value for 'NOTE' must not contain '@@' (the bootstrap template's markers)",
+        ),
+        (dict(command=("train.py", "a\x00b")), "command[1] must not contain a NUL byte"),
         (dict(stop_at_epoch=0), "stop_at_epoch must be a Unix time >= 1 (got 0)"),
         (dict(expires_at_epoch=-5), "expires_at_epoch must be a Unix time >= 1 (got -5)"),
-        (dict(env={"A B": "1"}), "env key 'A B' must be a shell variable name (letters, digits, '_')"),
+        (
+            dict(env={"A B": "1"}),
+            "env key 'A B' must be a shell variable name (letters, digits, '_', not starting with a digit)",
+        ),
         (dict(checkpoints_dir="/tmp/ckpt"), "checkpoints_dir must be a directory under /fsx/ (got '/tmp/ckpt')"),
         (dict(datasets_dir="/fsx/../etc"), "datasets_dir must be a directory under /fsx/ (got '/fsx/../etc')"),
         (
@@ -192,7 +204,7 @@ for f in "$@"; do echo "$f: (0x00000009) ${FAKE_LFS_STATE:-exists archived}, arc
 """,
     "torchrun": """#!/bin/bash
 printf '%s\\0' "$@" > "$FAKE_OUT/args.$FAKE_IP"
-env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
+env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_|JOB_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
 # A long job whose worker saves a checkpoint and ends cleanly on SIGTERM:
 if [[ -n "$FAKE_RUN_SECONDS" ]]; then
   trap 'echo "agent got TERM" > "$FAKE_OUT/agent-term.$FAKE_IP"' TERM
@@ -237,6 +249,8 @@ def run_cluster(
         (fsx / "checkpoints").mkdir()
         (fsx / "checkpoints" / "step-100.pt").write_text("weights")
     script = render_user_data(spec).replace("/fsx", str(fsx)).replace("/sys/class/infiniband", str(ib))
+    # The script pins its PATH to the system's directories: point it at the stubs instead.
+    script = re.sub(r"^PATH=.*$", f"PATH={bin_dir}:/usr/bin:/bin", script, count=1, flags=re.M)
     (tmp_path / "user-data.sh").write_text(script)
     nodes = []
     for ip in ips:
@@ -265,7 +279,7 @@ def sim_spec(**overrides) -> NodeBootstrap:
 @pytest.mark.skipif(BASH is None, reason="bash not installed")
 def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
     ips = ["10.0.1.30", "10.0.1.4", "10.0.1.200"]
-    spec = sim_spec(command=("train.py", "--tag", "; touch PWNED #"))
+    spec = sim_spec(command=("train.py", "--tag", "; touch PWNED #"), env={"JOB_NOTE": "$(touch PWNED) x"})
     codes, logs, markers, out = run_cluster(tmp_path, spec, ips)
     assert codes == dict.fromkeys(ips, 0), logs
     ordered = sorted(ips)  # "10.0.1.200" < "10.0.1.30" < "10.0.1.4": byte order, the same on every node
@@ -284,6 +298,7 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
         ]
         env = (out / f"env.{ip}").read_text()
         assert "FI_PROVIDER=efa\n" in env and f"MLINFRA_NODE_RANK={ordered.index(ip)}\n" in env
+        assert "JOB_NOTE=$(touch PWNED) x\n" in env  # the job's env reaches the job, verbatim
         assert f"MLINFRA_CHECKPOINTS_DIR={tmp_path}/fsx/checkpoints\n" in env
     assert not (tmp_path / "PWNED").exists()
     assert sorted((tmp_path / "fsx/runs/demo-001/hosts").iterdir()) == sorted(

@@ -3,6 +3,10 @@
 # mlinfra training node bootstrap. Rendered by infra/training/bootstrap.py; edit that, not this.
 # Every node of the run runs this same script and finds its rank through a rendezvous on Lustre.
 set -euo pipefail
+# The script's own commands (aws, gcloud, shutdown, mount, curl) come from the system's directories, whatever
+# the environment it was started with; the job's env goes to the job alone (see "the job" below).
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin
+export PATH
 
 MLINFRA_RUN_ID=demo-001
 MLINFRA_RUN_ID_JSON='"demo-001"'
@@ -180,13 +184,14 @@ export FI_PROVIDER=efa
 export FI_EFA_USE_DEVICE_RDMA=1
 export FI_EFA_USE_HUGE_PAGE=0
 # NCCL: aws-ofi-nccl >= 1.7 with libfabric >= 1.18 needs no NCCL_* tuning
-# from the run's env (may override the settings above)
-export NCCL_DEBUG=WARN
 
 # ---- the job: same command on every node; checkpoints go to MLINFRA_CHECKPOINTS_DIR ----
+# The run's env, for the job's processes only (it may override the settings above); never this shell's.
+mlinfra_job_env=(NCCL_DEBUG=WARN)
 mlinfra_command=(/opt/mlinfra/train.py --config configs/llama-8b.yaml --save-every=1000)
 log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
-torchrun \
+# ${a[@]+"${a[@]}"}: an empty array under `set -u` on bash 4.2 (Amazon Linux 2) is not an error.
+env ${mlinfra_job_env[@]+"${mlinfra_job_env[@]}"} torchrun \
   --nnodes="$MLINFRA_NODE_COUNT" \
   --nproc-per-node="$MLINFRA_NPROC_PER_NODE" \
   --node-rank="$MLINFRA_NODE_RANK" \

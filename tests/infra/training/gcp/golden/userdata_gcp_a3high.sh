@@ -3,6 +3,10 @@
 # mlinfra training node bootstrap. Rendered by infra/training/bootstrap.py; edit that, not this.
 # Every node of the run runs this same script and finds its rank through a rendezvous on Lustre.
 set -euo pipefail
+# The script's own commands (aws, gcloud, shutdown, mount, curl) come from the system's directories, whatever
+# the environment it was started with; the job's env goes to the job alone (see "the job" below).
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin
+export PATH
 
 MLINFRA_RUN_ID=demo-llama-7b-gcp-001
 MLINFRA_RUN_ID_JSON='"demo-llama-7b-gcp-001"'
@@ -159,13 +163,14 @@ log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${
 export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST MLINFRA_STOP_AT MLINFRA_EXPIRES_AT
 export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
 # NCCL over GPUDirect-TCPX/TCPXO: the image's NCCL plugin and its settings (not set here)
-# from the run's env (may override the settings above)
-# (none)
 
 # ---- the job: same command on every node; checkpoints go to MLINFRA_CHECKPOINTS_DIR ----
+# The run's env, for the job's processes only (it may override the settings above); never this shell's.
+mlinfra_job_env=()
 mlinfra_command=(/fsx/datasets/code/train.py --config /fsx/datasets/code/llama-7b.yaml)
 log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
-torchrun \
+# ${a[@]+"${a[@]}"}: an empty array under `set -u` on bash 4.2 (Amazon Linux 2) is not an error.
+env ${mlinfra_job_env[@]+"${mlinfra_job_env[@]}"} torchrun \
   --nnodes="$MLINFRA_NODE_COUNT" \
   --nproc-per-node="$MLINFRA_NPROC_PER_NODE" \
   --node-rank="$MLINFRA_NODE_RANK" \

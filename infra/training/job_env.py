@@ -1,0 +1,82 @@
+"""What a training job may put in its environment and its command, on either cloud (pure).
+
+The node's bootstrap runs as root and renders the job's command and env into a bash script. Its env goes to
+the job alone (torchrun's environment), never to the script's own shell, and keys that would still change
+what the script, the dynamic loader or the cloud CLI it calls do are refused: a PATH that hides `aws` or
+`shutdown` leaves nodes billing with no completion marker, a credentials variable sends the marker and the
+checkpoint export to someone else's account. Template markers (`@@NAME@@`) and NUL bytes are refused in
+every value, so no value can be mistaken for a part of the script.
+"""
+
+from __future__ import annotations
+
+import re
+
+ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+TEMPLATE_MARKER = "@@"
+# Names the shell, the loader or the script own: bash reads these while it runs the bootstrap.
+SCRIPT_OWNED = frozenset(
+    {
+        "PATH",
+        "IFS",
+        "SECONDS",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "BASH_ENV",
+        "ENV",
+        "PS4",
+        "BASH_XTRACEFD",
+        "HOME",
+        "LD_PRELOAD",
+        "LD_AUDIT",
+    }
+)
+# Cloud SDK settings a job may set: none of them says whose credentials or which endpoint are used.
+CLOUD_ALLOWED = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"})
+# Prefixes of settings that choose credentials, endpoints or the metadata service of a cloud SDK.
+CLOUD_PREFIXES = ("AWS_", "GOOGLE_", "CLOUDSDK_", "GCE_METADATA_", "BOTO_")
+
+
+def env_key_problem(key: object) -> str | None:
+    """Why `key` may not be a job env key, or None."""
+    if not isinstance(key, str) or not ENV_KEY.fullmatch(key):
+        return f"env key {key!r} must be a shell variable name (letters, digits, '_', not starting with a digit)"
+    if key.startswith("MLINFRA_"):
+        return f"env key {key!r} is reserved: MLINFRA_* are the bootstrap's own variables"
+    if key in SCRIPT_OWNED or key.startswith("BASH_FUNC_"):
+        hint = " (set torchrunPath for a torchrun outside the system path)" if key == "PATH" else ""
+        return f"env key {key!r} is reserved: the node's bootstrap and its shell own it{hint}"
+    if key.startswith(CLOUD_PREFIXES) and key not in CLOUD_ALLOWED:
+        return (
+            f"env key {key!r} is reserved: it would change the credentials or endpoints the node's cloud CLI "
+            f"uses (allowed: {', '.join(sorted(CLOUD_ALLOWED))})"
+        )
+    return None
+
+
+def value_problem(what: str, value: object) -> str | None:
+    """Why `value` may not be rendered into the bootstrap as `what`, or None."""
+    if not isinstance(value, str):
+        return f"{what} must be a string (got {type(value).__name__})"
+    if "\x00" in value:
+        return f"{what} must not contain a NUL byte"
+    if TEMPLATE_MARKER in value:
+        return f"{what} must not contain {TEMPLATE_MARKER!r} (the bootstrap template's markers)"
+    return None
+
+
+def command_problems(command: list[str] | tuple[str, ...]) -> list[str]:
+    problems = []
+    if not command or not isinstance(command[0], str) or not command[0].strip():
+        problems.append("command must name the training script (and its arguments) as torchrun takes them")
+    problems += [p for i, arg in enumerate(command) if (p := value_problem(f"command[{i}]", arg))]
+    return problems
+
+
+def env_problems(env: dict[str, str]) -> list[str]:
+    return [p for k, v in env.items() if (p := env_key_problem(k) or value_problem(f"env value for {k!r}", v))]
+
+
+def job_problems(command: list[str] | tuple[str, ...], env: dict[str, str]) -> list[str]:
+    """Everything wrong with a job's command and env, in a stable order."""
+    return command_problems(command) + env_problems(env)
