@@ -67,6 +67,7 @@ from policies.rules.training import (
     training_expiry_within_max_lifetime,
     training_launch_templates_tag_what_they_launch,
     training_nodes_use_training_types,
+    training_registry_writes_own_run_only,
     training_resources_carry_run_tags,
     training_resources_not_protected,
     training_stack_has_run_guard,
@@ -135,6 +136,7 @@ RULES: list[Rule] = [
     # IAM least privilege
     registry_access_without_wildcards.RULE,
     serving_registry_access_read_only.RULE,
+    training_registry_writes_own_run_only.RULE,
     # everywhere
     instance_metadata_requires_imdsv2.RULE,
     block_devices_encrypted.RULE,

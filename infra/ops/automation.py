@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,6 +90,11 @@ class AutomationStacks:
 
     def remove(self, stack: str) -> None:
         self._call("stack rm", stack, lambda ws: ws.remove_stack(stack, preserve_config=True))
+
+    def holds(self, stack: str, resource_ids: Sequence[str]) -> bool:
+        deployment = self._call("stack export", stack, lambda ws: ws.export_stack(stack)).deployment or {}
+        held = {r.get("id") for r in deployment.get("resources", []) if isinstance(r, dict)}
+        return any(resource_id in held for resource_id in resource_ids)
 
     def _call(self, operation: str, stack: str, action: Callable[[auto.LocalWorkspace], T]) -> T:
         try:

@@ -148,6 +148,22 @@ ANYWHERE_V4 = ipaddress.ip_network("0.0.0.0/0")
 ANYWHERE_V6 = ipaddress.ip_network("::/0")
 
 
+def s3_writes(action: str) -> bool:
+    """An action that changes S3 (anything but Get*/List*), `*` and `s3:*` included."""
+    if action == "*":
+        return True
+    if service_of(action) != "s3":
+        return False
+    verb = action.lower().split(":", 1)[1]
+    return verb == "*" or not verb.startswith(("get", "list"))
+
+
+def s3_object_key(arn: str) -> str:
+    """'models/*' of 'arn:aws:s3:::bucket/models/*'; '' for anything that is not an S3 object ARN."""
+    _, _, path = arn.partition(":::")
+    return path.partition("/")[2] if arn.startswith("arn:") and ":s3:::" in arn else ""
+
+
 def is_anywhere(cidr: Any) -> bool:
     if not isinstance(cidr, str):
         return False

@@ -14,7 +14,6 @@ from components.training.aws.node_role import NodeRole, NodeRoleArgs
 from components.training.aws.nodes import TrainingNodes, TrainingNodesArgs
 from components.training.aws.run_guard import RunGuard, RunGuardArgs
 from components.training.aws.security import ClusterSecurity, ClusterSecurityArgs
-from infra.registry.layout import ROOTS
 from infra.training.aws.checks import registry_region_problem
 from infra.training.aws.config import TrainingStackConfig
 from infra.training.aws.plan import TrainingPlan, plan_training
@@ -71,7 +70,7 @@ def build(config: TrainingStackConfig) -> None:
         NodeRoleArgs(
             registry=registry_access,
             read_prefixes=(prefixes["datasets"],),
-            write_prefixes=(prefixes["checkpoints"], prefixes["runs"], ROOTS["models"]),
+            write_prefixes=(prefixes["checkpoints"], prefixes["runs"]),  # models/ is promotion's alone
             partition=partition,
             tags=tags,
         ),
@@ -129,6 +128,7 @@ def build(config: TrainingStackConfig) -> None:
     pulumi.export("instanceType", plan.itype.name)
     pulumi.export("nodeCount", plan.node_count)
     pulumi.export("availabilityZone", plan.availability_zone)
+    pulumi.export("region", region)  # where the lifecycle commands look for the run, whatever the file says later
     pulumi.export("nodePrivateIps", nodes.private_ips)
     pulumi.export("rendezvousHost", nodes.private_ips.apply(lambda ips: ips[0] if ips else None))
     pulumi.export(

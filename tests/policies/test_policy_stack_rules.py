@@ -22,6 +22,7 @@ from policies.rules.training import (
     lustre_security_group_allows_lustre_ports,
     placement_group_matches_capacity_mode,
     training_expiry_within_max_lifetime,
+    training_registry_writes_own_run_only,
     training_resources_carry_run_tags,
     training_resources_not_protected,
 )
@@ -505,3 +506,42 @@ def test_the_model_converter_may_add_models_and_nothing_else():
             "the converter only adds objects: grant with RegistryAccess.grant_write(role, 'models/')",
         )
     ]
+
+
+def _node_write(document: dict) -> list[Resource]:
+    return changed(TRAINING, "node-role-write", "policy", json.dumps(document))
+
+
+def test_training_writes_only_its_own_runs_prefixes():
+    assert run(training_registry_writes_own_run_only, TRAINING) == []
+    with_runs = write_grant()
+    with_runs["Statement"][1]["Resource"].append("arn:aws:s3:::mlinfra-registry/runs/run-1/*")
+    assert run(training_registry_writes_own_run_only, _node_write(with_runs)) == []
+
+
+@pytest.mark.parametrize(
+    ("resources", "shown"),
+    [
+        (["arn:aws:s3:::mlinfra-registry/models/*"], "arn:aws:s3:::mlinfra-registry/models/*"),
+        (["arn:aws:s3:::mlinfra-registry/checkpoints/run-2/*"], "arn:aws:s3:::mlinfra-registry/checkpoints/run-2/*"),
+        (["arn:aws:s3:::mlinfra-registry/*"], "arn:aws:s3:::mlinfra-registry/*"),
+        (["arn:aws:s3:::mlinfra-registry/checkpoints/run-1/../../models/*"], "checkpoints/run-1/../../models/*"),
+    ],
+)
+def test_a_training_write_outside_its_run_is_refused(resources, shown):
+    document = write_grant()
+    document["Statement"][1]["Resource"] = resources
+    (finding,) = run(training_registry_writes_own_run_only, _node_write(document))
+    assert shown in finding.message
+    assert finding.message.startswith("training policy of 'node-role-write' allows s3:PutObject on ")
+    assert finding.message.endswith(
+        "a run writes only checkpoints/run-1/ or runs/run-1/ (models/ is promotion's): grant with "
+        "RegistryAccess.grant_write(role, <the run's prefixes>)"
+    )
+
+
+def test_not_resource_and_wildcard_actions_count_as_writes_everywhere():
+    document = write_grant()
+    document["Statement"][1] = {"Effect": "Allow", "Action": "s3:*", "NotResource": "arn:aws:s3:::other/*"}
+    (finding,) = run(training_registry_writes_own_run_only, _node_write(document))
+    assert "allows s3:* on NotResource (every object but those listed)" in finding.message

@@ -142,9 +142,8 @@ def test_node_role_reaches_the_registry_only_through_its_grants(demo):
     assert resources == [
         bucket + "checkpoints/demo-llama-7b-001/*",
         bucket + "datasets/*",
-        bucket + "models/*",
         bucket + "runs/demo-llama-7b-001/*",
-    ]
+    ]  # never models/: a run's job may not replace a served model's weights, manifest or alias
     attachment = one(demo, "aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
     assert attachment["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 

@@ -1,5 +1,6 @@
 """The training nodes' role: SSM Session Manager instead of SSH, and registry access only through the
-registry's own grants (read `datasets/`; write this run's checkpoints and markers, and `models/`)."""
+registry's own grants (read `datasets/`; write this run's checkpoints and markers only: `models/` is
+promotion's)."""
 
 from __future__ import annotations
 

@@ -62,11 +62,12 @@ def _teardown(args: argparse.Namespace) -> int:
             print("nothing was changed")
             return 0
     run_id = training_config(config).get("runId")
+    stacks = _stacks()
     return _reporting_failures(
         lambda: teardown(
             args.stack,
-            _stacks(),
-            run_cloud(config),
+            stacks,
+            run_cloud(config, stacks.outputs(args.stack) if stacks.exists(args.stack) else None),
             terminal_runtime(),
             run_id=run_id if isinstance(run_id, str) else None,
         )
@@ -78,7 +79,12 @@ def _reap(args: argparse.Namespace) -> int:
 
     stacks = _stacks()
     return _reporting_failures(
-        lambda: reap(stacks, lambda stack: run_cloud(stacks.config(stack)), terminal_runtime(), execute=args.execute)
+        lambda: reap(
+            stacks,
+            lambda stack: run_cloud(stacks.config(stack), stacks.outputs(stack)),
+            terminal_runtime(),
+            execute=args.execute,
+        )
     )
 
 
@@ -107,14 +113,16 @@ def _stacks():
     return AutomationStacks()
 
 
-def run_cloud(config: dict[str, Any]):
-    """The cloud side of a training stack's run, from its config: boto3 in its AWS region, or Google's
-    APIs in its GCP project with its data bucket."""
+def run_cloud(config: dict[str, Any], outputs: dict[str, Any] | None = None):
+    """The cloud side of a training stack's run: boto3 in the AWS region it was deployed to (its outputs
+    say; the stack file's region only before it has any), or Google's APIs in its GCP project with its data
+    bucket."""
     if config.get("mlinfra:cloud") == "gcp":
         return _gcp_run_cloud(config)
     from infra.ops.lifecycle.aws.cloud import AwsRunCloud
+    from infra.ops.lifecycle.target import deployed_region
 
-    region = config.get("aws:region")
+    region = deployed_region(outputs or {}) or config.get("aws:region")
     return AwsRunCloud(region if isinstance(region, str) else None)
 
 

@@ -44,6 +44,10 @@ class StackOps(Protocol):
     def remove(self, stack: str) -> None:
         """`pulumi stack rm` (only once the stack holds no resources)."""
 
+    def holds(self, stack: str, resource_ids: Sequence[str]) -> bool:
+        """Whether the stack's state still holds a resource with one of these cloud ids (a destroy that
+        deleted it has removed it from the state)."""
+
 
 @dataclass(frozen=True)
 class Marker:
@@ -62,7 +66,9 @@ class ExportStatus:
 
     # "deleting": the file system is being deleted (on AWS by the guard, after its export succeeded); wait
     # for it to be gone before destroying, or its network interfaces hold the security groups.
-    state: Literal["no-filesystem", "deleting", "started", "running", "succeeded", "failed"]
+    # "missing": a file system the stack's outputs name is not found (and nothing shows it was exported before
+    # it was deleted): a wrong region or account, or a deletion nobody recorded; never "nothing to export".
+    state: Literal["no-filesystem", "missing", "deleting", "started", "running", "succeeded", "failed"]
     detail: str = ""
     task_id: str | None = None
 
@@ -101,9 +107,10 @@ class RunCloud(Protocol):
         task created at/after `since` (ISO UTC: when compute stopped), or one this object started,
         succeeded; otherwise start one."""
 
-    def expect_file_systems(self, file_system_ids: Sequence[str]) -> None:
+    def expect_file_systems(self, file_system_ids: Sequence[str], bucket: str | None = None) -> None:
         """The stack's outputs name these file systems: look them up by id too, so a tag or region
-        mismatch cannot pass for "no file system left" and let a destroy skip the export."""
+        mismatch cannot pass for "no file system left" and let a destroy skip the export; one that is not
+        found is "missing" unless the run's reports in `bucket` show it was exported, then deleted."""
 
     def audit(self, run_id: str) -> list[Leftover]: ...
 

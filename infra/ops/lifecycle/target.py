@@ -3,6 +3,7 @@ they need to know of one whichever its cloud."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -97,3 +98,17 @@ def run_subject(config: Any) -> RunSubject:
 def marker_bucket(outputs: dict[str, Any]) -> str | None:
     """Where a deployed training stack's nodes write their markers, from its outputs."""
     return outputs.get("registryBucket") or outputs.get("dataBucket") or None
+
+
+_AZ = re.compile(r"([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)[a-z]")
+
+
+def deployed_region(outputs: dict[str, Any]) -> str | None:
+    """The AWS region a training stack was deployed to, from its outputs: `region`, else the region of its
+    `availabilityZone` (stacks deployed before the `region` output); None when the outputs say neither."""
+    region = outputs.get("region")
+    if isinstance(region, str) and region:
+        return region
+    zone = outputs.get("availabilityZone")
+    found = _AZ.fullmatch(zone) if isinstance(zone, str) else None
+    return found.group(1) if found else None

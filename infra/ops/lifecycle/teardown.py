@@ -16,7 +16,7 @@ from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.ports import RunCloud, StackOps, StackOpsError, StoppedCompute
-from infra.ops.lifecycle.target import marker_bucket
+from infra.ops.lifecycle.target import deployed_region, marker_bucket
 from infra.ops.runtime import Runtime, iso, span
 from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
 
@@ -127,9 +127,13 @@ def teardown(
             return 0
         rt.say(f"stack {stack}: already removed; auditing run {run_id}")
         return 0 if _audit_clean(stack, cloud, run_id, rt, audit_retry) else 1
-    facts = run_facts(stack, stacks.config(stack), stacks.outputs(stack))
+    config, outputs = stacks.config(stack), stacks.outputs(stack)
+    facts = run_facts(stack, config, outputs)
     rt.say(f"stack {stack}: run {facts.run_id}, bucket {facts.bucket or 'unknown (no outputs)'}")
-    cloud.expect_file_systems(facts.file_system_ids)
+    deployed, in_file = deployed_region(outputs), config.get("aws:region")
+    if deployed and isinstance(in_file, str) and in_file != deployed:
+        rt.say(f"stack {stack}: deployed in {deployed}, its file now says aws:region {in_file}; acting in {deployed}")
+    cloud.expect_file_systems(facts.file_system_ids, facts.bucket)
     on_phase("tearing down")
     stopped = cloud.stop_compute(facts.run_id)
     since = export_since(stopped, rt)  # every instance is gone: an export created from then on sees every write
@@ -139,7 +143,7 @@ def teardown(
         else f"compute: no instance of run {facts.run_id} running"
     )
     on_phase("exporting")
-    if not _checkpoints_safe(stack, facts, cloud, since, rt):
+    if not _checkpoints_safe(stack, facts, stacks, cloud, since, rt):
         return 1
     on_phase("tearing down")
     if not _destroy(stack, stacks, rt, backoff, engine_output):
@@ -151,7 +155,7 @@ def teardown(
     return 0
 
 
-def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, rt: Runtime) -> bool:
+def _checkpoints_safe(stack: str, facts: RunFacts, stacks: StackOps, cloud: RunCloud, since: str, rt: Runtime) -> bool:
     """True once the run's checkpoints are in the registry, or there is nothing left to export."""
     if not facts.export_checkpoints:
         rt.say("checkpoints: not exported (exportCheckpoints is false)")
@@ -170,6 +174,15 @@ def _checkpoints_safe(stack: str, facts: RunFacts, cloud: RunCloud, since: str, 
         if status.state == "no-filesystem":
             rt.say("checkpoints: no file system left to export from")
             return True
+        if status.state == "missing":
+            if not stacks.holds(stack, facts.file_system_ids):  # an earlier teardown's destroy deleted it
+                rt.say(f"checkpoints: file system {', '.join(facts.file_system_ids)} already destroyed with the stack")
+                return True
+            rt.say(
+                f"checkpoints: {status.detail}; nothing was destroyed: check the region and account the stack "
+                f"was deployed to, then run `python -m infra teardown --stack {stack}` again"
+            )
+            return False
         if status.state == "failed":
             rt.say(
                 f"checkpoints: export failed{task}: {status.detail or 'no detail'}; nothing was destroyed, "

@@ -17,6 +17,8 @@ from policies.readers.aws import (
     iam_documents,
     role_in_stack,
     role_of,
+    s3_object_key,
+    s3_writes,
     service_of,
     statements,
 )
@@ -82,13 +84,7 @@ def _models_only(statement: Any) -> bool:
     """KMS data keys, or S3 statements on object ARNs under the bucket's models/ only."""
     if all(service_of(a) == "kms" for a in statement.actions):
         return True
-    return bool(statement.resources) and all(_object_key(r).startswith("models/") for r in statement.resources)
-
-
-def _object_key(arn: str) -> str:
-    """'models/*' of 'arn:aws:s3:::bucket/models/*'; '' for anything that is not an S3 object ARN."""
-    _, _, path = arn.partition(":::")
-    return path.partition("/")[2] if arn.startswith("arn:") and ":s3:::" in arn else ""
+    return bool(statement.resources) and all(s3_object_key(r).startswith("models/") for r in statement.resources)
 
 
 def _deletes(action: str) -> bool:
@@ -104,15 +100,7 @@ def _role(resource: Resource, stack: Stack) -> Any:
 
 
 def _writes(action: str) -> bool:
-    service, lowered = service_of(action), action.lower()
-    if action == "*":
-        return True
-    if service == "s3":
-        verb = lowered.split(":", 1)[1]
-        return verb == "*" or not verb.startswith(("get", "list"))
-    if service == "kms":
-        return lowered not in _KMS_READ
-    return False
+    return s3_writes(action) or (service_of(action) == "kms" and action.lower() not in _KMS_READ)
 
 
 RULE = StackRule(NAME, "Serving roles have read-only access to the registry.", "mandatory", check)

@@ -59,7 +59,7 @@ def test_svg_is_valid_xml_and_labels_every_component(tmp_path, capsys, previews)
     for stack in DEMO_STACKS:
         assert stack in texts
     joined = " ".join(texts)
-    assert "writes checkpoints/, models/" in joined and "reads models/" in joined and "/h" in joined
+    assert "writes checkpoints/, runs/" in joined and "reads models/" in joined and "/h" in joined
 
 
 def test_png_has_a_png_signature_and_a_real_size(tmp_path):
@@ -100,7 +100,7 @@ def test_bridge_edges_come_from_grants_and_data_repository_associations(previews
         "registry",
         "ModelRegistry",
         "both",
-        "writes checkpoints/, models/, runs/\nreads datasets/",
+        "writes checkpoints/, runs/\nreads datasets/",
     ) in bridge
     assert (
         "training-demo",

@@ -4,6 +4,7 @@ so the CLI and the guard Lambda act alike. boto3 honours AWS_ENDPOINT_URL, so an
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -35,6 +36,8 @@ class AwsRunCloud:
         file_system_ids: Sequence[str] = (),
     ):
         self.session: Any = session or boto3.session.Session(region_name=region)
+        self.region = self.session.region_name or "(the default region)"
+        self.reports_bucket: str | None = None
         self.sleep = sleep
         self.checkpoints_path = checkpoints_path
         self.file_system_ids = tuple(file_system_ids)
@@ -77,9 +80,10 @@ class AwsRunCloud:
     def export_checkpoints(self, run_id: str, since: str | None = None) -> ExportStatus:
         fsx = self._client("fsx")
         file_systems = actions.run_file_systems(fsx, run_id) or actions.file_systems_by_id(fsx, self.file_system_ids)
+        if not file_systems and self.file_system_ids:
+            return self._gone(run_id)
         if not file_systems:
-            looked = f" nor has id {', '.join(self.file_system_ids)}" if self.file_system_ids else ""
-            return ExportStatus("no-filesystem", f"no file system carries the tag mlinfra:run-id={run_id}{looked}")
+            return ExportStatus("no-filesystem", f"no file system carries the tag mlinfra:run-id={run_id}")
         live = [fs for fs in file_systems if fs.get("Lifecycle") != actions.DELETING]
         if not live:
             ids = ", ".join(fs["FileSystemId"] for fs in file_systems)
@@ -92,8 +96,43 @@ class AwsRunCloud:
             self._own_tasks.add(step.task_id)
         return ExportStatus(step.state, step.detail, step.task_id)  # a failure's detail names its report
 
-    def expect_file_systems(self, file_system_ids: Sequence[str]) -> None:
+    def expect_file_systems(self, file_system_ids: Sequence[str], bucket: str | None = None) -> None:
         self.file_system_ids = tuple(dict.fromkeys((*self.file_system_ids, *file_system_ids)))
+        self.reports_bucket = bucket or self.reports_bucket
+
+    def _gone(self, run_id: str) -> ExportStatus:
+        """The file systems the stack names are not found here: deleted by the run guard after an export it saw
+        succeed (its reports under runs/<run-id>/guard/ say so), else "missing"."""
+        ids = ", ".join(self.file_system_ids)
+        exported = self._guard_exported_and_deleted(run_id)
+        if all(fs_id in exported for fs_id in self.file_system_ids):
+            tasks = ", ".join(sorted({exported[fs_id] for fs_id in self.file_system_ids}))
+            return ExportStatus("no-filesystem", f"{ids} deleted by the run guard after export task {tasks} succeeded")
+        return ExportStatus(
+            "missing",
+            f"file system {ids}, named by the stack's outputs, is not found in region {self.region} and no run "
+            "guard report shows it was exported before it was deleted",
+        )
+
+    def _guard_exported_and_deleted(self, run_id: str) -> dict[str, str]:
+        """file system id -> export task id, from the guard's reports that exported it and then deleted it."""
+        if not self.reports_bucket:
+            return {}
+        s3, found = self._client("s3"), {}
+        for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.reports_bucket, Prefix=f"runs/{run_id}/guard/"
+        ):
+            for item in page.get("Contents", []):
+                body = json.loads(s3.get_object(Bucket=self.reports_bucket, Key=item["Key"])["Body"].read())
+                export = body.get("export") if isinstance(body, dict) else None
+                if (
+                    isinstance(export, dict)
+                    and export.get("state") == "succeeded"
+                    and body.get("file_system_deletion") in ("deleting", "already-deleting", "already-deleted")
+                    and isinstance(body.get("file_system"), str)
+                ):
+                    found[body["file_system"]] = str(export.get("task_id") or "(unnamed)")
+        return found
 
     def audit(self, run_id: str) -> list[Leftover]:
         return audit_module.audit(run_id, self.session)

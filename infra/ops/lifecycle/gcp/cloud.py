@@ -66,6 +66,7 @@ class GcpRunCloud:
         self.api = api or GcpApi()
         self.sleep = sleep
         self.lustre_instances = tuple(lustre_instances)
+        self.named_by_outputs: tuple[str, ...] = ()  # instances the stack's outputs name: never silently gone
         self._own_operations: list[str] = []  # exports this object started: they count whatever the clocks say
 
     # ---- markers and nodes ------------------------------------------------------------------------------
@@ -139,8 +140,9 @@ class GcpRunCloud:
         return _parse_time(done.get("endTime"))
 
     # ---- checkpoints ------------------------------------------------------------------------------------
-    def expect_file_systems(self, file_system_ids: Sequence[str]) -> None:
+    def expect_file_systems(self, file_system_ids: Sequence[str], bucket: str | None = None) -> None:
         self.lustre_instances = tuple(dict.fromkeys((*self.lustre_instances, *file_system_ids)))
+        self.named_by_outputs = tuple(dict.fromkeys((*self.named_by_outputs, *file_system_ids)))
 
     def file_systems(self, run_id: str) -> list[dict[str, Any]]:
         """Managed Lustre instances labelled with the run or carrying its name (in any location), and the ones
@@ -167,6 +169,12 @@ class GcpRunCloud:
         transfer of the file system runs; done when an export of exactly that, with no file failed, created
         at/after `since` (or started by this object) succeeded; otherwise start one."""
         file_systems = self.file_systems(run_id)
+        if not file_systems and self.named_by_outputs:
+            return ExportStatus(
+                "missing",
+                f"Managed Lustre instance {', '.join(self.named_by_outputs)}, named by the stack's outputs, is not "
+                f"found in project {self.project}",
+            )
         if not file_systems:
             named = f" nor is named {', '.join(self.lustre_instances)}" if self.lustre_instances else ""
             return ExportStatus(

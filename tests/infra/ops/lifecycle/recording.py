@@ -105,6 +105,7 @@ class World:
     node_errors: list[BaseException] = field(default_factory=list)  # raised by the next active_nodes calls
     destroy_failures: list[str] = field(default_factory=list)  # outputs of the next failing destroys
     up_failure: str | None = None
+    state_holds_file_system: bool | None = None  # StackOps.holds answer (None: whether the stack has resources)
     deploy_outputs: dict[str, Any] = field(default_factory=deployed_outputs)
     interrupt_after: int | None = None
     calls: list[tuple] = field(default_factory=list)
@@ -207,6 +208,11 @@ class RecordingStacks:
         del self.world.stacks[stack]
         self.world.step_done()
 
+    def holds(self, stack: str, resource_ids) -> bool:
+        self.world.record("holds", stack, tuple(resource_ids))
+        held = self.world.state_holds_file_system
+        return self._state(stack, "stack export").resources if held is None else held
+
     def _state(self, stack: str, operation: str) -> StackState:
         if stack not in self.world.stacks:
             raise StackOpsError(operation, stack, f"error: no stack named '{stack}' found")
@@ -242,7 +248,7 @@ class RecordingCloud:
         self.world.step_done()
         return StoppedCompute(tuple(f"i-{n:017x}" for n in range(count)), self.world.stopped_at)
 
-    def expect_file_systems(self, file_system_ids) -> None:
+    def expect_file_systems(self, file_system_ids, bucket=None) -> None:
         self.expected_file_systems = tuple(file_system_ids)  # not a call on AWS: kept, not recorded
 
     def export_checkpoints(self, run_id: str, since: str | None = None) -> ExportStatus:

@@ -227,8 +227,27 @@ def test_the_stacks_file_system_is_looked_up_when_no_tag_matches(aws):
     aws.fsx.delete_file_system(FileSystemId=run.file_system_id)
     assert knowing.export_checkpoints("run-a").state == "deleting"
     aws.set_file_system(run.file_system_id, "DELETED")
-    gone = knowing.export_checkpoints("run-a")
-    assert gone.state == "no-filesystem" and run.file_system_id in gone.detail
+    gone = knowing.export_checkpoints("run-a")  # nobody recorded an export before the deletion
+    assert gone.state == "missing" and run.file_system_id in gone.detail and f"region {REGION}" in gone.detail
+
+
+def test_a_named_file_system_is_gone_only_when_a_guard_report_shows_its_export(aws, registry):
+    run = make_run(aws, "run-a")
+    aws.fsx.delete_file_system(FileSystemId=run.file_system_id)
+    aws.set_file_system(run.file_system_id, "DELETED")
+    cloud = AwsRunCloud(REGION)
+    cloud.expect_file_systems([run.file_system_id], REGISTRY)
+    assert cloud.export_checkpoints("run-a").state == "missing"
+    report = {"file_system": run.file_system_id, "export": {"state": "running", "task_id": "task-1"}}
+    aws.s3.put_object(Bucket=REGISTRY, Key="runs/run-a/guard/20260301T100000.000000Z-expire.json",
+                      Body=json.dumps(report))  # fmt: skip
+    assert cloud.export_checkpoints("run-a").state == "missing"  # an export that had not succeeded
+    report = {**report, "export": {"state": "succeeded", "task_id": "task-2"}, "file_system_deletion": "deleting"}
+    aws.s3.put_object(Bucket=REGISTRY, Key="runs/run-a/guard/20260301T100500.000000Z-expire.json",
+                      Body=json.dumps(report))  # fmt: skip
+    gone = cloud.export_checkpoints("run-a")
+    assert gone.state == "no-filesystem"
+    assert gone.detail == f"{run.file_system_id} deleted by the run guard after export task task-2 succeeded"
 
 
 def test_a_bad_since_is_a_clear_error(aws, cloud):

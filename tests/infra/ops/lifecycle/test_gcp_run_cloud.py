@@ -135,6 +135,12 @@ def test_a_file_system_is_found_by_its_runs_name_or_the_stacks_record_when_no_la
     assert gcp_cloud.export_checkpoints(RUN).state == "started"
 
 
+def test_an_instance_the_outputs_name_but_the_project_lacks_is_missing_not_gone(gcp, gcp_cloud):
+    gcp_cloud.expect_file_systems([f"projects/{PROJECT}/locations/{ZONE}/instances/mlinfra-{RUN}"])
+    missing = gcp_cloud.export_checkpoints(RUN)
+    assert missing.state == "missing" and f"project {PROJECT}" in missing.detail
+
+
 def test_audit_finds_what_the_run_left_by_label_and_by_name_and_nothing_of_other_runs(gcp, gcp_cloud):
     seed_run(gcp, nodes=1)
     seed_run(gcp, OTHER, nodes=1)

@@ -24,9 +24,9 @@ def world(monkeypatch):
     world = deployed_world(export_states=["succeeded"])
     regions = []
     monkeypatch.setattr("infra.ops.lifecycle.cli._stacks", lambda: RecordingStacks(world))
+    # The real run_cloud, which picks the region; the cloud it builds there is the recording one.
     monkeypatch.setattr(
-        "infra.ops.lifecycle.cli.run_cloud",
-        lambda config: regions.append(config.get("aws:region")) or RecordingCloud(world),
+        "infra.ops.lifecycle.aws.cloud.AwsRunCloud", lambda region: regions.append(region) or RecordingCloud(world)
     )
     monkeypatch.setattr("infra.ops.lifecycle.cli.terminal_runtime", lambda: runtime(FakeClock()))
     world.regions = regions
@@ -37,6 +37,18 @@ def test_teardown_yes_tears_the_stack_down_in_its_region(world):
     assert main(["teardown", "--stack", STACK, "--yes"]) == 0
     assert STACK not in world.stacks
     assert world.regions == ["us-east-1"]
+
+
+@pytest.mark.parametrize(
+    ("outputs", "region"),
+    [({"region": "us-east-2"}, "us-east-2"), ({"availabilityZone": "eu-west-1b"}, "eu-west-1"), ({}, "us-east-1")],
+)
+def test_teardown_acts_in_the_region_the_outputs_name_not_the_files(world, outputs, region):
+    """Deployed in us-east-2, the stack file says us-east-1 since: the file system is looked for where it is.
+    Stacks deployed before the `region` output are placed by their availability zone."""
+    world.stacks[STACK].outputs.update(outputs)
+    assert main(["teardown", "--stack", STACK, "--yes"]) == 0
+    assert world.regions == [region]
 
 
 def test_teardown_without_yes_and_without_a_terminal_changes_nothing(world, monkeypatch, capsys):

@@ -354,3 +354,29 @@ def test_the_stacks_own_file_system_id_reaches_the_cloud_side():
     cloud = RecordingCloud(world)
     assert teardown(STACK, RecordingStacks(world), cloud, runtime(FakeClock())) == 0
     assert cloud.expected_file_systems == ("fs-0123456789abcdef0",)
+
+
+def test_a_file_system_the_outputs_name_but_the_cloud_does_not_find_stops_the_teardown():
+    """Deployed in us-east-2, the stack file later says us-east-1: the file system is "not found" where the
+    teardown looks. That is never "nothing to export": nothing is destroyed and the stack is kept."""
+    world = deployed_world(export_states=["missing"])
+    world.stacks[STACK].config["aws:region"] = "us-east-1"
+    world.stacks[STACK].outputs.update(region="us-east-2", lustreFileSystemId="fs-0123")
+    code, lines, _ = tear(world)
+    assert code == 1
+    assert "destroy" not in world.names() and "remove" not in world.names()
+    assert ("holds", STACK, ("fs-0123",)) in world.calls
+    assert f"stack {STACK}: deployed in us-east-2, its file now says aws:region us-east-1; acting in us-east-2" in lines
+    assert lines[-1].endswith(
+        "nothing was destroyed: check the region and account the stack was deployed to, then run "
+        f"`python -m infra teardown --stack {STACK}` again"
+    )
+
+
+def test_a_missing_file_system_that_the_stack_no_longer_holds_was_destroyed_with_it():
+    world = deployed_world(export_states=["missing"], state_holds_file_system=False)
+    world.stacks[STACK].outputs.update(lustreFileSystemId="fs-0123")
+    code, lines, _ = tear(world)
+    assert code == 0
+    assert "checkpoints: file system fs-0123 already destroyed with the stack" in lines
+    assert world.names()[-3:] == ["destroy", "audit", "remove"]
