@@ -1,13 +1,14 @@
-"""Benchmark (not a test): this tree against a baseline commit, side by side in one run on one machine.
+"""Benchmark (not a test): this commit against a baseline commit, side by side in one run on one machine.
 
-    python benchmarks/compare.py [--baseline 3faaab4] [--repeat 5] [--skip-suite] [--out benchmarks/RESULTS.md]
+    python benchmarks/compare.py [--baseline 3faaab4] [--this HEAD] [--repeat 5] [--skip-suite] [--out FILE.md]
 
-The baseline is checked out into a temporary git worktree with its own virtualenv (its pinned
-dependencies, installed from the same package index). Then, interleaved so that load on the machine
-falls on both alike: every CLI verb on one demo stack, cold (a fresh process each time), `--repeat` times
-each; the policy runner's 10,000-resource benchmark once per tree; and, unless `--skip-suite`, the whole
-test suite once per tree. Reported: medians and the ratio new / old. Figures depend on the machine, which
-is written down with them. With --out, the section below the marker in that file is replaced.
+Both commits are checked out into temporary git worktrees, each with its own virtualenv (its pinned
+dependencies, installed from the same package index), so edits in the working tree change nothing. Then,
+interleaved so that load on the machine falls on both alike: every CLI verb on one demo stack, cold (a fresh
+process each time), `--repeat` times each; the policy runner's 10,000-resource benchmark once per tree; and,
+unless `--skip-suite`, the whole test suite once per tree (this one also on a single worker). Reported:
+medians and the ratio new / old. Figures depend on the machine, which is written down with them. With
+--out, the section below the marker in that file is replaced.
 """
 
 from __future__ import annotations
@@ -43,38 +44,46 @@ VERBS = [
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="3faaab4", help="commit to compare with (default: main before issue 15)")
+    parser.add_argument("--this", default="HEAD", help="commit measured against the baseline (default: HEAD)")
     parser.add_argument("--repeat", type=int, default=5, help="cold runs of each verb per tree")
     parser.add_argument("--skip-suite", action="store_true", help="do not time the test suites")
     parser.add_argument("--out", type=Path, help="write the results section into this Markdown file")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="mlinfra-compare-"))
-    old = work / "baseline"
+    # Both trees are clean checkouts with their own virtualenvs: edits in the working tree change nothing.
+    trees = {"old": work / "baseline", "new": work / "this"}
+    commits = {"old": args.baseline, "new": args.this}
     try:
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(old), args.baseline], cwd=ROOT, check=True, capture_output=True
-        )
-        print(f"installing the baseline {args.baseline} into {old}/.venv ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(old / ".venv")], check=True)
-        subprocess.run(
-            [str(old / ".venv/bin/pip"), "install", "--quiet", "--disable-pip-version-check", ".[test]"],
-            cwd=old,
-            check=True,
-        )
-        trees = {"old": old, "new": ROOT}
+        for name, tree in trees.items():
+            _install(commits[name], tree)
         rows = _verbs(trees, args.repeat, work)
         runner = {name: _policy_runner(tree) for name, tree in trees.items()}
         suite = {}
-        if not args.skip_suite:  # each tree as its `make test` runs it; this tree also on one core
-            suite = {"old": _suite(old, []), "new": _suite(ROOT, ["-n", "auto"]), "new, one worker": _suite(ROOT, [])}
+        if not args.skip_suite:  # each tree as its `make test` runs it; this tree also on one worker
+            new = trees["new"]
+            suite = {
+                "old": _suite(trees["old"], []),
+                "new": _suite(new, ["-n", "auto"]),
+                "new, one worker": _suite(new, []),
+            }
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
+        for tree in trees.values():
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     text = _markdown(args, rows, runner, suite)
     print(text)
     if args.out:
         _write_section(args.out, text)
     return 0
+
+
+def _install(commit: str, tree: Path) -> None:
+    subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True, capture_output=True)
+    print(f"installing {commit} into {tree}/.venv ...", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", str(tree / ".venv")], check=True)
+    pip = [str(tree / ".venv/bin/pip"), "install", "--quiet", "--disable-pip-version-check", ".[test]"]
+    subprocess.run(pip, cwd=tree, check=True)
 
 
 def _python(tree: Path) -> str:
@@ -136,7 +145,8 @@ def _markdown(args, rows, runner, suite) -> str:
     lines = [
         MARKER,
         "",
-        f"Machine: {machine}. Command: `python benchmarks/compare.py --baseline {args.baseline} --repeat {args.repeat}"
+        f"Machine: {machine}. Command: `python benchmarks/compare.py --baseline {args.baseline} --this {args.this} "
+        f"--repeat {args.repeat}"
         f"{skip}`. Baseline {args.baseline} (main before the house issue) and this tree"
         " measured side by side, interleaved, in one run; each verb cold (a fresh process), median of the runs.",
         "",
