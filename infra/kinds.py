@@ -18,6 +18,7 @@ from infra.core.spec import Spec
 from infra.registry.aws.config import RegistryStackConfig
 from infra.registry.gcp.checks import mirror_findings
 from infra.registry.gcp.config import GcpRegistryStackConfig
+from infra.registry.reference import registry_stack_findings
 from infra.serving.aws.checks import serving_findings
 from infra.serving.aws.config import ServingStackConfig
 from infra.serving.gcp.checks import gcp_serving_findings
@@ -53,7 +54,8 @@ STACK_KINDS: tuple[StackKind, ...] = (
         "aws",
         TrainingStackConfig,
         lambda config, region: (
-            training_findings(config.training, region) + registry_region_finding(config.registry_stack, region)
+            training_findings(config.training, region)
+            + (registry_stack_findings(config.registry_stack) or registry_region_finding(config.registry_stack, region))
         ),
         "stacks.aws.training",
     ),
@@ -61,7 +63,9 @@ STACK_KINDS: tuple[StackKind, ...] = (
         "serving",
         "aws",
         ServingStackConfig,
-        lambda config, region: serving_findings(config.serving, region),
+        lambda config, region: (
+            serving_findings(config.serving, region) + registry_stack_findings(config.registry_stack)
+        ),
         "stacks.aws.serving",
     ),
     StackKind(

@@ -17,8 +17,70 @@ from infra.core.paths import set_path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Bounds on what a stack file may make the loader build: a stack's config is a few hundred values.
+MAX_DEPTH = 32  # nested maps and lists
+MAX_ALIASES = 100  # `*anchor` references
+MAX_NODES = 100_000  # values once every alias is expanded (a "billion laughs" file exceeds it at once)
+_ALLOWED_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")}
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """YAML as Pulumi reads stack files: duplicate keys are errors, and dates stay strings."""
+    """YAML as Pulumi reads stack files: duplicate keys are errors, dates stay strings, keys are plain values,
+    only the JSON-like types (no !!binary, !!timestamp, !!set, ...), and bounded depth, aliases and size."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        mark = self.peek_event().start_mark
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases", mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: yaml.Node) -> object:
+        _check_node(node, {})
+        return super().construct_document(node)
+
+
+def _check_node(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """The node's size with every alias expanded (memoised per node), refusing tags and keys a stack file may
+    not hold; stops as soon as the expanded size passes MAX_NODES."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if node.tag not in _ALLOWED_TAGS:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not allowed in a stack file "
+            "(strings, numbers, booleans, null, lists and maps only)",
+            node.start_mark,
+        )
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a key must be a plain value, not a list or a map", key.start_mark
+                )
+            size += 1 + _check_node(value, sizes)
+    elif isinstance(node, yaml.SequenceNode):
+        size += sum(_check_node(item, sizes) for item in node.value)
+    sizes[id(node)] = size
+    if size > MAX_NODES:
+        raise yaml.composer.ComposerError(
+            None, None, f"more than {MAX_NODES:,} values once its aliases are expanded", node.start_mark
+        )
+    return size
 
 
 _StrictLoader.yaml_implicit_resolvers = {
@@ -46,6 +108,8 @@ def read_yaml(path: Path, label: str) -> object:
         return yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(Problem(label, f"cannot be read: {error}")) from None
+    except RecursionError:
+        raise InputError(Problem(label, f"not valid YAML: nested more than {MAX_DEPTH} levels deep")) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
