@@ -16,32 +16,47 @@ MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label wi
 Variant = Literal["neuron", "cuda", "tensorrt"]
 
 
+# The Kubernetes API is never open to the whole internet: the pack's mandatory eks-api-endpoint-restricted
+# refuses it, so the config does too (config and pack agree on every boundary).
+PUBLIC_INTERNET_REFUSED = (
+    "the Kubernetes API is never open to the whole internet (mandatory policy eks-api-endpoint-restricted); "
+    "use access: restricted and list the networks that administer the cluster in publicAccessCidrs"
+)
+
+
 class EndpointSpec(Spec):
-    access: Literal["private", "restricted", "public-internet"] = Field(
+    access: Literal["private", "restricted"] = Field(
         "private",
-        description="Who reaches the Kubernetes API: 'private' (inside the VPC only), 'restricted' (also "
-        "from publicAccessCidrs), or 'public-internet' (from anywhere; must be asked for by name).",
+        description="Who reaches the Kubernetes API: 'private' (inside the VPC only) or 'restricted' (also "
+        "from publicAccessCidrs). Never the whole internet.",
     )
     public_access_cidrs: list[str] = Field(
         default_factory=list,
         description="IPv4 CIDRs allowed to reach the public endpoint with access 'restricted' "
-        "(e.g. the CI runners' and VPN's egress); 0.0.0.0/0 is refused here.",
+        "(e.g. the CI runners' and VPN's egress); lists that cover the whole internet are refused.",
     )
+
+    @field_validator("access", mode="before")
+    @classmethod
+    def _never_the_whole_internet(cls, value: object) -> object:
+        if value == "public-internet":
+            raise ValueError(PUBLIC_INTERNET_REFUSED)
+        return value
 
     @field_validator("public_access_cidrs")
     @classmethod
     def _valid_cidrs(cls, values: list[str]) -> list[str]:
         # Whether the list fits `access` is a meaning check (serving_checks), naming this field.
+        networks = []
         for value in values:
             try:
-                network = ipaddress.IPv4Network(value, strict=True)
+                networks.append(ipaddress.IPv4Network(value, strict=True))
             except ValueError as error:
                 raise ValueError(f"{value!r} is not an IPv4 CIDR: {error}") from None
-            if network.prefixlen == 0:
-                raise ValueError(
-                    "0.0.0.0/0 opens the API to the internet; set access: public-internet "
-                    "to ask for that by name, or list narrower CIDRs"
-                )
+        if any(n.prefixlen == 0 for n in networks) or list(ipaddress.collapse_addresses(networks)) == [
+            ipaddress.IPv4Network("0.0.0.0/0")
+        ]:
+            raise ValueError(f"{', '.join(values)} cover the whole internet: {PUBLIC_INTERNET_REFUSED}")
         return values
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from infra.core.errors import InputError, Problem
 from infra.registry.layout import ROOTS, checkpoints_prefix, runs_prefix
-from infra.training.spec import EXPIRES_AT_FORMAT, EXPIRES_AT_KEY, LifecycleSpec, RunSpec
+from infra.training.spec import EXPIRES_AT_FORMAT, EXPIRES_AT_KEY, MAX_TTL_HOURS, LifecycleSpec, RunSpec
 
 
 class RunLifetime:
@@ -40,16 +40,30 @@ def checked_expiry(findings: list[Problem], spec: RunSpec, now: datetime, dry_ru
     """(expires-at, provisional?) once neither the meaning checks' `findings` nor the expiry has a
     problem; otherwise InputError with all of them, so every plan reports everything at once."""
     expires_at, provisional, problem = run_expiry(spec.lifecycle, now, dry_run)
-    if problem:
+    if problem and problem not in findings:  # the meaning checks may have found it already
         findings = [*findings, problem]
     if findings:
         raise InputError(findings)
     return expires_at, provisional
 
 
+def beyond_max_lifetime(at: datetime, now: datetime) -> Problem | None:
+    """The finding when a fixed expiry lies further ahead than the maximum lifetime (the mandatory policy's
+    bound), else None."""
+    if at - now <= timedelta(hours=MAX_TTL_HOURS):
+        return None
+    return Problem(
+        EXPIRES_AT_KEY,
+        f"{at.strftime(EXPIRES_AT_FORMAT)} is {(at - now).total_seconds() / 3600:.0f} hours away, beyond the maximum "
+        f"lifetime of {MAX_TTL_HOURS} hours; checkpoint and start a new run",
+    )
+
+
 def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Problem | None]:
     """(expires-at, provisional?, problem). A preview without a fixed expiry shows now + ttlHours,
-    rounded up to the minute; `pulumi up` needs it fixed in config so updates never move it."""
+    rounded down to the minute (never past the ttl, so ttlHours at the maximum passes the mandatory lifetime
+    policy); `pulumi up` needs it fixed in config so updates never move it. A fixed expiry may not lie
+    further ahead than the maximum lifetime."""
     fixed = lifecycle.expires_at
     if fixed:
         try:
@@ -66,9 +80,12 @@ def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[
                     "<stack>`), or start a new run with a new runId and no expiresAt",
                 ),
             )
+        too_far = beyond_max_lifetime(at, now)
+        if too_far:
+            return fixed, False, too_far
         return fixed, False, None
     at = now.astimezone(UTC) + timedelta(hours=lifecycle.ttl_hours)
-    at = datetime.fromtimestamp(math.ceil(at.timestamp() / 60) * 60, tz=UTC)
+    at = datetime.fromtimestamp(math.floor(at.timestamp() / 60) * 60, tz=UTC)
     text = at.strftime(EXPIRES_AT_FORMAT)
     if dry_run:
         return text, True, None

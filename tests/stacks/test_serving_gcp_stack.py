@@ -75,7 +75,9 @@ def test_authorized_networks_per_endpoint_access():
 
     private = authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="private")))
     assert [b.cidr_block for b in private.cidr_blocks] == ["10.90.0.0/20"]  # the VPC only
-    assert authorized_networks(GkeClusterSpec(endpoint=EndpointSpec(access="public-internet"))) is None
+    admins = EndpointSpec(access="restricted", public_access_cidrs=["203.0.113.0/24"])
+    restricted = authorized_networks(GkeClusterSpec(endpoint=admins))
+    assert [b.cidr_block for b in restricted.cidr_blocks] == ["10.90.0.0/20", "203.0.113.0/24"]
 
 
 def test_l4_pool_is_bounded_tainted_with_gke_installed_drivers(demo):

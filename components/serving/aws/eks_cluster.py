@@ -70,13 +70,7 @@ class EksCluster(pulumi.ComponentResource):
                 subnet_ids=list(args.subnet_ids),
                 endpoint_private_access=True,
                 endpoint_public_access=endpoint.access != "private",
-                public_access_cidrs=(
-                    endpoint.public_access_cidrs
-                    if endpoint.access == "restricted"
-                    else ["0.0.0.0/0"]
-                    if endpoint.access == "public-internet"
-                    else None
-                ),
+                public_access_cidrs=endpoint.public_access_cidrs if endpoint.access == "restricted" else None,
             ),
             encryption_config=aws.eks.ClusterEncryptionConfigArgs(
                 provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn), resources=["secrets"]

@@ -27,10 +27,8 @@ class GkeClusterArgs:
     labels: Mapping[str, str]
 
 
-def authorized_networks(spec: GkeClusterSpec) -> gcp.container.ClusterMasterAuthorizedNetworksConfigArgs | None:
+def authorized_networks(spec: GkeClusterSpec) -> gcp.container.ClusterMasterAuthorizedNetworksConfigArgs:
     endpoint = spec.endpoint
-    if endpoint.access == "public-internet":
-        return None  # asked for by name: no authorized networks list
     blocks = [
         gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
             cidr_block=spec.network.nodes_cidr, display_name="nodes"

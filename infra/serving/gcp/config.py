@@ -51,7 +51,7 @@ class GkeClusterSpec(Spec):
         default_factory=EndpointSpec,
         description="Reachability of the Kubernetes API, as on AWS: 'private' (private "
         "endpoint only), 'restricted' (public endpoint limited to publicAccessCidrs through "
-        "master authorized networks) or 'public-internet' (asked for by name).",
+        "master authorized networks); never the whole internet.",
     )
     network: GkeNetworkSpec = Field(default_factory=GkeNetworkSpec, description="VPC ranges.")
 

@@ -84,13 +84,13 @@ def test_cluster_is_encrypted_logged_private_and_uses_access_entries(record):
     "endpoint, public, cidrs",
     [
         ({"access": "restricted", "publicAccessCidrs": ["203.0.113.0/24"]}, True, ["203.0.113.0/24"]),
-        ({"access": "public-internet"}, True, ["0.0.0.0/0"]),
+        ({"access": "private"}, False, None),
     ],
 )
 def test_public_endpoint_only_as_configured(record, endpoint, public, cidrs):
     result = record(cluster(ClusterSpec.model_validate({"endpoint": endpoint})))
     vpc = one(result, "aws:eks/cluster:Cluster").inputs["vpcConfig"]
-    assert (vpc["endpointPublicAccess"], vpc["publicAccessCidrs"]) == (public, cidrs)
+    assert (vpc["endpointPublicAccess"], vpc.get("publicAccessCidrs")) == (public, cidrs)
 
 
 def test_node_pool_launch_template_and_group(record):

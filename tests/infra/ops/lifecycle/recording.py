@@ -71,7 +71,7 @@ def training_config(run_id: str = RUN_ID, **lifecycle: Any) -> dict[str, Any]:
     }
 
 
-def deployed_outputs(run_id: str = RUN_ID, expires_at: str = "2026-03-02T10:01:00Z") -> dict[str, Any]:
+def deployed_outputs(run_id: str = RUN_ID, expires_at: str = "2026-03-02T10:00:00Z") -> dict[str, Any]:
     return {
         "runId": run_id,
         "expiresAt": expires_at,

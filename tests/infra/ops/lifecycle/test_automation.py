@@ -127,7 +127,7 @@ def test_config_is_read_whole_and_structured_values_come_back_as_objects(fake):
 
 def test_set_config_selects_the_stack_and_sets_one_path(fake):
     stacks, calls, _, _ = fake
-    stacks.set_config(STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")
+    stacks.set_config(STACK, EXPIRES_AT, "2026-03-02T10:00:00Z")
     assert calls()[1:] == [
         ["--non-interactive", "stack", "select", "--stack", STACK],
         [
@@ -140,14 +140,14 @@ def test_set_config_selects_the_stack_and_sets_one_path(fake):
             STACK,
             "--non-interactive",
             "--",
-            "2026-03-02T10:01:00Z",
+            "2026-03-02T10:00:00Z",
         ],
     ]
 
 
 def test_set_config_on_a_stack_known_only_by_its_file_creates_it_first(fake):
     stacks, calls, _, _ = fake
-    stacks.set_config("training-next", EXPIRES_AT, "2026-03-02T10:01:00Z")
+    stacks.set_config("training-next", EXPIRES_AT, "2026-03-02T10:00:00Z")
     assert [argv[:3] for argv in calls()[1:]] == [
         ["--non-interactive", "stack", "select"],
         ["--non-interactive", "stack", "init"],

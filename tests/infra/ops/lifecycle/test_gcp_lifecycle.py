@@ -180,7 +180,7 @@ def test_run_on_gcp_deploys_watches_the_nodes_and_tears_down_on_the_marker(gcp, 
     world = run_world(
         deploy_outputs={
             "runId": RUN,
-            "expiresAt": "2026-03-02T10:01:00Z",
+            "expiresAt": "2026-03-02T10:00:00Z",
             "dataBucket": BUCKET,
             "lustreInstanceId": name,
         }
@@ -204,9 +204,9 @@ def test_run_on_gcp_deploys_watches_the_nodes_and_tears_down_on_the_marker(gcp, 
     assert code == 0, lines
     assert world.calls[:3] == [
         ("exists", stack),
-        ("set_config", stack, "mlinfra:training.lifecycle.expiresAt", "2026-03-02T10:01:00Z"),
+        ("set_config", stack, "mlinfra:training.lifecycle.expiresAt", "2026-03-02T10:00:00Z"),
         ("up", stack),
     ]
-    assert f"up: deployed run {RUN} (2 x a3-highgpu-8g), expires-at 2026-03-02T10:01:00Z" in lines
+    assert f"up: deployed run {RUN} (2 x a3-highgpu-8g), expires-at 2026-03-02T10:00:00Z" in lines
     assert lines[-1].startswith(f"run {RUN}: job succeeded; 1h 0") and "at the on-demand list price" in lines[-1]
     assert gcp.instances == {} and stack not in world.stacks

@@ -83,7 +83,7 @@ def test_a_whole_run_checks_offline_deploys_waits_and_tears_down():
     assert world.calls[1:4] == [
         ("outputs", "registry"),
         ("marker", BUCKET, RUN_ID),
-        ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z"),
+        ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:00:00Z"),
     ]
     waited, teardown_calls = world.names()[6 : 6 + 2 * 122], world.names()[6 + 2 * 122 :]
     assert waited == ["marker", "active_nodes"] * 122
@@ -97,11 +97,11 @@ def test_progress_lines_when_not_a_terminal():
     code, rt, _ = launch(world)
     lines = printed(rt)
     assert lines[:6] == [
-        "expires-at: 2026-03-02T10:01:00Z (now + ttlHours 24), written to the stack's config",
+        "expires-at: 2026-03-02T10:00:00Z (now + ttlHours 24), written to the stack's config",
         "deploying | 0s | 0 nodes | 0.00 node-h | $0.00 so far",
         f"  Updating ({STACK}):",
         "  Resources: 45 created",
-        f"up: deployed run {RUN_ID} (4 x p4d.24xlarge), expires-at 2026-03-02T10:01:00Z",
+        f"up: deployed run {RUN_ID} (4 x p4d.24xlarge), expires-at 2026-03-02T10:00:00Z",
         "waiting for nodes | 0s | 0 nodes | 0.00 node-h | $0.00 so far",
     ]
     training = [line for line in lines if line.startswith("training |")]
@@ -194,14 +194,14 @@ def test_expires_at_is_fixed_once_and_kept_on_a_rerun():
     clock = FakeClock()
     config = run_subject(load(stack_config(load_project(), STACK)))
     stacks = RecordingStacks(world)
-    assert fix_expiry(STACK, stacks, config, runtime(clock)) == "2026-03-02T10:01:00Z"
+    assert fix_expiry(STACK, stacks, config, runtime(clock)) == "2026-03-02T10:00:00Z"
     clock.sleep(3 * 3600)
     rt = runtime(clock)
-    assert fix_expiry(STACK, stacks, config, rt) == "2026-03-02T10:01:00Z"
+    assert fix_expiry(STACK, stacks, config, rt) == "2026-03-02T10:00:00Z"
     assert [call for call in world.calls if call[0] == "set_config"] == [
-        ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:01:00Z")
+        ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:00:00Z")
     ]
-    assert printed(rt) == ["expires-at: 2026-03-02T10:01:00Z (fixed when the run started; kept)"]
+    assert printed(rt) == ["expires-at: 2026-03-02T10:00:00Z (fixed when the run started; kept)"]
 
 
 def test_an_existing_expiry_in_the_stack_config_is_kept():
@@ -229,7 +229,7 @@ def test_ctrl_c_while_waiting_leaves_the_stack_and_says_how_to_resume():
     assert "stop_compute" not in world.names() and "destroy" not in world.names()
     assert printed(rt)[-1] == (
         f"interrupted: stack {STACK} may still be deployed; its run guard stops the compute at expires-at "
-        f"2026-03-02T10:01:00Z at the latest. Resume the teardown with: python -m infra teardown --stack {STACK}"
+        f"2026-03-02T10:00:00Z at the latest. Resume the teardown with: python -m infra teardown --stack {STACK}"
     )
 
 
@@ -260,7 +260,7 @@ def test_keep_leaves_the_stack_up():
     assert code == 0
     assert "stop_compute" not in world.names() and STACK in world.stacks
     assert (
-        f"stack {STACK} is kept (--keep) until expires-at 2026-03-02T10:01:00Z; tear it down with "
+        f"stack {STACK} is kept (--keep) until expires-at 2026-03-02T10:00:00Z; tear it down with "
         f"`python -m infra teardown --stack {STACK}`" in printed(rt)
     )
 
@@ -340,7 +340,7 @@ def test_a_deployed_stack_is_watched_not_refused_for_its_own_marker():
     """A re-run after Ctrl-C: the marker is this run's own, so the run goes on to its teardown."""
     world = run_world(export_states=["succeeded"])
     world.stacks[STACK] = StackState(
-        training_config(expiresAt="2026-03-02T10:01:00Z"), deployed_outputs(), resources=True
+        training_config(expiresAt="2026-03-02T10:00:00Z"), deployed_outputs(), resources=True
     )
     world.markers[RUN_ID] = Marker("SUCCESS", exit_code=0, checkpoints_exported=True)
     code, rt, _ = launch(world)
@@ -412,7 +412,7 @@ def test_aws_failing_past_the_retry_window_stops_waiting_and_leaves_the_run_to_i
     assert lines[-1] == (
         "wait: stopped waiting, AWS still failing after 15m 00s (AWS: ExpiredToken: The security token included in "
         f"the request is expired). Stack {STACK} stays deployed; its run guard stops the compute at expires-at "
-        f"2026-03-02T10:01:00Z at the latest. Once the run has ended, or to end it now, finish with: "
+        f"2026-03-02T10:00:00Z at the latest. Once the run has ended, or to end it now, finish with: "
         f"python -m infra teardown --stack {STACK}"
     )
 
@@ -434,6 +434,6 @@ def test_aws_failing_in_the_teardown_after_the_wait_says_how_to_resume():
     assert code == 1
     assert printed(rt)[-1] == (
         "error: AWS: ExpiredToken: The security token included in the request is expired; stack training-demo may "
-        "still be deployed; its run guard stops the compute at expires-at 2026-03-02T10:01:00Z at the latest. "
+        "still be deployed; its run guard stops the compute at expires-at 2026-03-02T10:00:00Z at the latest. "
         f"Resume the teardown with: python -m infra teardown --stack {STACK}"
     )

@@ -11,11 +11,15 @@ from infra.core.errors import InputError, Problem
 from infra.kinds import load
 from infra.serving.aws.checks import pool_types, serving_findings
 from infra.serving.aws.config import ServingSpec, ServingStackConfig
+from infra.serving.spec import PUBLIC_INTERNET_REFUSED
 
 MODELS = [
     {"name": "llama", "version": "1.0", "accelerator": "inf2", "image": "neuron-vllm:1"},
     {"name": "mistral", "version": "2.0", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5"},
 ]
+
+
+REFUSED = PUBLIC_INTERNET_REFUSED  # the one message, for the whole internet asked for either way
 
 
 def serving(**changes) -> dict:
@@ -151,14 +155,20 @@ def test_accelerators_per_replica_must_fit_the_largest_size():
     assert load(flat(value)).serving.models[0].accelerators_per_replica == 2
 
 
-def test_public_endpoint_must_be_asked_for_by_name():
-    value = serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": ["0.0.0.0/0"]}})
+@pytest.mark.parametrize(
+    "cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"]]
+)
+def test_the_api_is_never_open_to_the_whole_internet(cidrs):
+    """Config and the pack's mandatory eks-api-endpoint-restricted agree: refused here, not at policy time."""
+    value = serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": cidrs}})
     assert problems(value) == [
-        "mlinfra:serving.cluster.endpoint.publicAccessCidrs: 0.0.0.0/0 opens the API to the "
-        "internet; set access: public-internet to ask for that by name, or list narrower CIDRs"
+        f"mlinfra:serving.cluster.endpoint.publicAccessCidrs: {', '.join(cidrs)} cover the whole internet: {REFUSED}"
     ]
-    spec = load(flat(serving(cluster={"endpoint": {"access": "public-internet"}}))).serving
-    assert spec.cluster.endpoint.access == "public-internet"
+    assert problems(serving(cluster={"endpoint": {"access": "public-internet"}})) == [
+        f"mlinfra:serving.cluster.endpoint.access: {REFUSED} (got 'public-internet')"
+    ]
+    half = serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": ["203.0.113.0/24", "0.0.0.0/1"]}})
+    assert load(flat(half)).serving.cluster.endpoint.access == "restricted"  # wide, not everything: the pack judges
 
 
 def test_restricted_needs_cidrs_and_cidrs_need_restricted():

@@ -88,8 +88,9 @@ def test_odcr_targets_the_reservation_without_a_placement_group_of_its_own():
 
 def test_preview_without_a_fixed_expiry_shows_a_provisional_one():
     p = plan(lifecycle={"ttlHours": 6})
-    assert (p.expires_at, p.expires_at_provisional) == ("2026-11-21T15:31:00Z", True)
-    assert p.tags[EXPIRES_AT] == "2026-11-21T15:31:00Z" and p.tags[RUN_ID] == "r1"
+    # now + 6 h, rounded down to the minute: never later than ttlHours allows (the lifetime policy's bound)
+    assert (p.expires_at, p.expires_at_provisional) == ("2026-11-21T15:30:00Z", True)
+    assert p.tags[EXPIRES_AT] == "2026-11-21T15:30:00Z" and p.tags[RUN_ID] == "r1"
 
 
 def test_a_fixed_expiry_is_kept_as_is():
@@ -103,7 +104,7 @@ def test_up_refuses_to_invent_an_expiry():
     assert str(error.value.problems[0]).startswith(
         "mlinfra:training.lifecycle.expiresAt: required for `pulumi up`, so the run's expiry is fixed once: "
         "start it with `python -m infra run`, or `pulumi config set --path "
-        "mlinfra:training.lifecycle.expiresAt 2026-11-22T09:31:00Z`"
+        "mlinfra:training.lifecycle.expiresAt 2026-11-22T09:30:00Z`"
     )
 
 
