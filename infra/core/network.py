@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 
+# RFC 1918: the only ranges a private network may use. Python's `is_private` also takes loopback, link-local
+# (169.254/16, the metadata service's), 0.0.0.0/8 and other special ranges, which a VPC must never be.
+RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
+def is_rfc1918(network: ipaddress.IPv4Network) -> bool:
+    return any(network.subnet_of(block) for block in RFC1918)
+
 
 def private_cidr(value: str, low: int, high: int) -> str:
     """`value` if it is a private IPv4 CIDR with a prefix from /`low` to /`high`; else ValueError saying
@@ -12,8 +20,8 @@ def private_cidr(value: str, low: int, high: int) -> str:
         network = ipaddress.IPv4Network(value, strict=True)
     except ValueError as error:
         raise ValueError(f"not an IPv4 CIDR: {error}") from None
-    if not network.is_private:
-        raise ValueError("use a private (RFC 1918) range")
+    if not is_rfc1918(network):
+        raise ValueError("use a private (RFC 1918) range: within 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
     if not low <= network.prefixlen <= high:
         raise ValueError(f"use a /{low} to /{high}")
     return value

@@ -84,16 +84,31 @@ class LifecycleSpec(Spec):
     )
 
 
+MAX_INTENT_GIB = 1024**2  # 1 PiB: far past any run's data, and far inside the services' capacity fields
+
+
 class LustreIntentSpec(Spec):
     """What the run needs from its Lustre file system; each cloud sizes its own service from these."""
 
-    dataset_gib: float = Field(1200, ge=0, description="Size of the training data the run reads from datasets/, GiB.")
-    checkpoint_gib: float = Field(500, ge=0, description="Size of one full checkpoint, GiB.")
+    dataset_gib: float = Field(
+        1200,
+        ge=0,
+        le=MAX_INTENT_GIB,
+        allow_inf_nan=False,
+        description="Size of the training data the run reads from datasets/, GiB.",
+    )
+    checkpoint_gib: float = Field(
+        500, ge=0, le=MAX_INTENT_GIB, allow_inf_nan=False, description="Size of one full checkpoint, GiB."
+    )
     checkpoint_write_seconds: float = Field(
-        600, gt=0, description="Target time to write one checkpoint to Lustre, seconds."
+        600,
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="Target time to write one checkpoint to Lustre, seconds.",
     )
     read_throughput_gbps: float = Field(
-        10, ge=0, description="Target aggregate read throughput for data loading, GB/s."
+        10, ge=0, le=10000, allow_inf_nan=False, description="Target aggregate read throughput for data loading, GB/s."
     )
 
 

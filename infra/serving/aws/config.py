@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from infra.core.network import is_rfc1918
 from infra.core.spec import Spec
 from infra.serving.spec import EndpointSpec, ModelSpec
 
@@ -84,6 +85,8 @@ class ClusterSpec(Spec):
             raise ValueError(f"not an IPv4 CIDR: {error}") from None
         if not 16 <= network.prefixlen <= 20:
             raise ValueError("use a /16 to /20 (room for public and private subnets in every AZ)")
+        if not is_rfc1918(network):
+            raise ValueError("use a private (RFC 1918) range: within 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16")
         return value
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from infra.core.network import is_rfc1918
+
 # FSx for Lustre: the file system and its clients talk on TCP 988 and 1018-1023, both ways
 # (FSx for Lustre guide, "File system access control with Amazon VPC").
 LUSTRE_PORT_RANGES: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
@@ -33,7 +35,7 @@ def cidr_problem(cidr: str) -> str | None:
             f"prefix /{network.prefixlen} is out of range: use /{MIN_PREFIX} to /{MAX_PREFIX} (a node takes one "
             f"IP; the file system a few)"
         )
-    if not network.is_private:
+    if not is_rfc1918(network):
         return f"{cidr} is not a private range (RFC 1918), e.g. 10.64.0.0/16"
     return None
 
