@@ -3,7 +3,11 @@ theirs, well formed, and no other cloud's. Returns (findings, region) so the mea
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 from infra.core.errors import Problem
@@ -18,7 +22,27 @@ def aws_provider_findings(flat: dict[str, Any]) -> list[Problem]:
     region = flat.get("aws:region")
     if region is not None and not is_region_name(region):
         return [Problem("aws:region", f"must be an AWS region name such as us-east-1 (got {region!r})")]
+    if region is not None and aws_regions() and region not in aws_regions():
+        return [
+            Problem(
+                "aws:region",
+                f"{region} is not an AWS region (the pinned botocore's partitions.json lists "
+                f"{', '.join(r for r in aws_regions() if '-iso' not in r)}, and the ISO regions)",
+            )
+        ]
     return []
+
+
+@functools.cache
+def aws_regions() -> tuple[str, ...]:
+    """Every AWS region of every partition, from botocore's own partitions.json at the pinned version (the table
+    the SDK resolves endpoints with), without importing botocore."""
+    spec = importlib.util.find_spec("botocore")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    if not locations:
+        return ()
+    data = json.loads((Path(locations[0]) / "data" / "partitions.json").read_text(encoding="utf-8"))
+    return tuple(sorted(r for p in data["partitions"] for r in p.get("regions", {}) if not r.endswith("-global")))
 
 
 def gcp_provider_findings(flat: dict[str, Any]) -> list[Problem]:

@@ -12,6 +12,8 @@ from typing import Any
 
 ROOTS = {"datasets": "datasets/", "checkpoints": "checkpoints/", "models": "models/", "runs": "runs/"}
 MIRRORED_PREFIX = ROOTS["models"]  # what the mirrors on other clouds copy: nothing else of the registry leaves AWS
+VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._=-]{0,62}"  # a model version: one registry segment
+RESERVED_VERSIONS = ("aliases",)  # models/<name>/aliases/ holds the alias objects, beside the versions
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=-]*")
 
 

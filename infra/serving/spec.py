@@ -4,11 +4,13 @@ Kubernetes API. Each cloud's config (aws/, gcp/) narrows the accelerator to its 
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
+from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 
 MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
 
@@ -86,13 +88,43 @@ class AutoscalingSpec(Spec):
 DEFAULT_VARIANT = {"inf2": "neuron", "g5": "cuda", "l4": "cuda"}
 
 
+# An OCI image reference as the distribution grammar has it, with a tag or a digest (never "latest" implied):
+# no spaces, newlines or shell characters can reach a pod spec.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+# A registry host only when it looks like one (a dot, a port, or localhost), as docker decides; else a path.
+_DOMAIN = r"(?:(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(?::[0-9]+)?/|[A-Za-z0-9-]+:[0-9]+/)"
+IMAGE_REFERENCE = (
+    rf"^{_DOMAIN}?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(?:@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$"
+)
+
+
 class ModelSpec(Spec):
     name: str = Field(
         pattern=MODEL_NAME_PATTERN, description="Model name in the registry (models/<name>/...); a DNS label."
     )
     version: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,62}$", description="Released version (models/<name>/<version>/)."
+        pattern=f"^{VERSION_PATTERN}$",
+        description=f"Released version (models/<name>/<version>/); not {', '.join(RESERVED_VERSIONS)}.",
     )
+
+    @field_validator("image")
+    @classmethod
+    def _pinned_image(cls, image: str) -> str:
+        if not re.fullmatch(IMAGE_REFERENCE, image):
+            raise ValueError(
+                "must be an image reference pinned by a tag or a digest: [registry/]path:tag or "
+                "[registry/]path@sha256:<64 hex digits>, lowercase path, no spaces or other characters"
+            )
+        return image
+
+    @field_validator("version")
+    @classmethod
+    def _not_reserved(cls, version: str) -> str:
+        if version in RESERVED_VERSIONS:
+            raise ValueError(f"{version!r} is reserved: models/<name>/{version}/ is not a version")
+        return version
+
     alias: str | None = Field(
         None,
         pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
@@ -108,9 +140,9 @@ class ModelSpec(Spec):
         "default: neuron on inf2, cuda on g5 and l4.",
     )
     image: str = Field(
-        min_length=3,
-        description="Model server image, pinned by tag or digest: a vLLM image with the "
-        "Neuron backend on inf2, a vLLM CUDA image on g5.",
+        json_schema_extra={"pattern": IMAGE_REFERENCE},
+        description="Model server image, pinned by tag or digest ([registry/]path:tag or ...@sha256:<digest>): a "
+        "vLLM image with the Neuron backend on inf2, a vLLM CUDA image on g5.",
     )
     min_replicas: int = Field(
         1,

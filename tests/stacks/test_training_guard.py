@@ -3,6 +3,7 @@ expiry schedule at expires-at, the function and its run-scoped role, and the lif
 
 import base64
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,7 +14,10 @@ from tests.helpers import by_type, one, run_cli
 
 RUN = "demo-llama-7b-001"
 BUCKET = "mlinfra-registry-123456789012-us-east-1"
-FIXED = [("mlinfra:training.lifecycle.expiresAt", "2031-01-02T03:04:00Z")]
+# A fixed expiry two days ahead (within the maximum lifetime), on a whole minute.
+EXPIRES = (datetime.now(UTC) + timedelta(days=2)).replace(second=0, microsecond=0)
+EXPIRES_TEXT = EXPIRES.strftime("%Y-%m-%dT%H:%M:%SZ")
+FIXED = [("mlinfra:training.lifecycle.expiresAt", EXPIRES_TEXT)]
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +45,14 @@ def test_completion_rule_matches_only_this_runs_markers(demo):
 
 def test_expiry_schedule_fires_once_at_expires_at(demo):
     schedule = one(demo, "aws:scheduler/schedule:Schedule").inputs
-    assert schedule["scheduleExpression"] == "at(2031-01-02T03:04:00)"
+    assert schedule["scheduleExpression"] == f"at({EXPIRES_TEXT[:-1]})"
     assert schedule["scheduleExpressionTimezone"] == "UTC"
     assert schedule["flexibleTimeWindow"] == {"mode": "OFF"}
     assert json.loads(schedule["target"]["input"]) == {"action": "expire"}
     assert schedule["target"]["arn"] == one(demo, "aws:lambda/function:Function").outputs["arn"]
-    assert demo.outputs["expiresAt"] == "2031-01-02T03:04:00Z"
+    assert demo.outputs["expiresAt"] == EXPIRES_TEXT
     for step in by_type(demo, "aws:iam/role:Role"):
-        assert step.inputs["tags"]["mlinfra:expires-at"] == "2031-01-02T03:04:00Z"
+        assert step.inputs["tags"]["mlinfra:expires-at"] == EXPIRES_TEXT
     scheduler_role = [s for s in by_type(demo, "aws:iam/role:Role") if "scheduler" in s.name][0]
     trust = json.loads(scheduler_role.inputs["assumeRolePolicy"])["Statement"][0]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
@@ -116,8 +120,8 @@ def test_nodes_wait_for_the_guard_and_nothing_is_protected(demo):
 def test_grace_period_reaches_the_nodes(demo):
 
     script = base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
-    # 2031-01-02T03:04:00Z minus the default 15 minutes
-    assert "MLINFRA_STOP_AT=1925088540\n" in script and "MLINFRA_POWER_OFF=1\n" in script
+    stop_at = int(EXPIRES.timestamp()) - 15 * 60  # the default grace period
+    assert f"MLINFRA_STOP_AT={stop_at}\n" in script and "MLINFRA_POWER_OFF=1\n" in script
 
 
 def test_keeping_nodes_and_skipping_export_change_guard_nodes_and_file_system():
@@ -195,4 +199,4 @@ def test_everything_that_bills_is_destroyed_before_the_guard(demo):
 
 def test_nodes_power_themselves_off_after_expiry(demo):
     script = base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
-    assert "MLINFRA_EXPIRES_AT=1925089440\n" in script  # 2031-01-02T03:04:00Z
+    assert f"MLINFRA_EXPIRES_AT={int(EXPIRES.timestamp())}\n" in script

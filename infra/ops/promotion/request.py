@@ -7,12 +7,11 @@ from dataclasses import dataclass
 
 from infra.core.errors import InputError, Problem
 from infra.ops.promotion.recipes import VARIANTS
+from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 from infra.serving.spec import MODEL_NAME_PATTERN
 from infra.training.spec import RUN_ID_PATTERN
 
-VERSION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._=-]{0,62}"  # ModelSpec.version and a registry segment
 ALIAS_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?"
-RESERVED_VERSIONS = ("aliases",)  # models/<name>/aliases/ holds the alias objects
 
 
 @dataclass(frozen=True)

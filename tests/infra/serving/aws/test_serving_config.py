@@ -218,3 +218,44 @@ def test_type_not_offered_in_the_region():
         in findings
     )
     assert len(findings) == 4
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "vllm/vllm-openai",  # no tag or digest: whatever "latest" is that day
+        "vllm/vllm-openai:v0.9.1 --evil",
+        "vllm/vllm-openai:v0.9.1\nx",
+        "VLLM/openai:v1",
+        "vllm/vllm-openai@sha256:abc",
+    ],
+)
+def test_an_image_is_a_pinned_reference_and_nothing_else(image):
+    value = serving()
+    value["models"][0]["image"] = image
+    (problem,) = problems(value)
+    assert problem.startswith("mlinfra:serving.models[0].image: must be an image reference pinned by a tag or a digest")
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+        "localhost:5000/team/server:1.0",
+        "vllm/vllm-openai@sha256:" + "a" * 64,
+        "docker.io/vllm/vllm-openai:v0.8.5@sha256:" + "0" * 64,
+    ],
+)
+def test_pinned_references_are_accepted(image):
+    value = serving()
+    value["models"][0]["image"] = image
+    assert load(flat(value)).serving.models[0].image == image
+
+
+def test_aliases_is_not_a_version():
+    value = serving()
+    value["models"][0]["version"] = "aliases"
+    assert problems(value) == [
+        "mlinfra:serving.models[0].version: 'aliases' is reserved: models/<name>/aliases/ is not a version "
+        "(got 'aliases')"
+    ]
