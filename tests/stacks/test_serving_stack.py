@@ -152,7 +152,12 @@ def test_the_conversion_jobs_identity_reads_checkpoints_writes_models_and_may_do
             "Sid": "DenyPromotionObjects",
             "Effect": "Deny",
             "Action": ["s3:PutObject"],
-            "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"],
+            "Resource": [  # what promote writes with its caller's credentials, never a Job
+                f"{bucket_arn}/models/*/aliases/*",
+                f"{bucket_arn}/models/*/*/_PROMOTION",
+                f"{bucket_arn}/models/*/manifest.json",
+                f"{bucket_arn}/models/*/_FAILED",
+            ],
         }
     ]
     [identity] = [
@@ -190,3 +195,22 @@ def test_custom_resources_are_noted_not_failed(demo):
 def test_outputs(demo):
     assert demo.outputs["clusterName"] == "mlinfra-serving-demo"
     assert demo.outputs["models"]["mistral-7b"]["prefix"] == "models/mistral-7b/2025-05-20/cuda/"
+
+
+def test_pod_roles_trust_only_their_own_cluster_namespace_and_service_account(demo):
+    """A role handed out through Pod Identity names, in its trust, the session tags of the one association
+    meant to use it; the converter's association disables session tags (packed size), so its role cannot."""
+    identities = by_type(demo, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    roles = {r.outputs["arn"]: r for r in by_type(demo, "aws:iam/role:Role")}
+    scoped = 0
+    for identity in identities:
+        trust = json.loads(roles[identity.inputs["roleArn"]].inputs["assumeRolePolicy"])["Statement"][0]
+        if identity.inputs.get("disableSessionTags"):
+            continue
+        assert trust["Condition"]["StringEquals"] == {
+            "aws:RequestTag/eks-cluster-name": identity.inputs["clusterName"],
+            "aws:RequestTag/kubernetes-namespace": identity.inputs["namespace"],
+            "aws:RequestTag/kubernetes-service-account": identity.inputs["serviceAccount"],
+        }
+        scoped += 1
+    assert scoped == len(identities) - 1 == len(MODELS) + 1  # every server and the cluster autoscaler

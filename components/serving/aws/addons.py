@@ -53,7 +53,15 @@ class ClusterAddons(pulumi.ComponentResource):
 
         autoscaler_role = aws.iam.Role(
             f"{name}-autoscaler-role",
-            assume_role_policy=json.dumps(iam.pod_identity_trust()),
+            assume_role_policy=json.dumps(
+                iam.pod_identity_trust(
+                    iam.PodScope(
+                        args.cluster_name_plain,
+                        charts.CLUSTER_AUTOSCALER.namespace,
+                        charts.AUTOSCALER_SERVICE_ACCOUNT,
+                    )
+                )
+            ),
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -39,7 +39,9 @@ class ModelServer(pulumi.ComponentResource):
 
         self.role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=json.dumps(iam.pod_identity_trust()),
+            assume_role_policy=pulumi.Output.from_input(args.cluster_name).apply(
+                lambda cluster: json.dumps(iam.pod_identity_trust(iam.PodScope(cluster, ns, model.name)))
+            ),
             description=f"model server {model.name}: reads {self.prefix} only",
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),

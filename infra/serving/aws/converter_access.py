@@ -82,9 +82,11 @@ def self_assume_policy(arn: str) -> dict[str, Any]:
 
 
 def promotion_objects_deny(bucket_arn: str) -> dict[str, Any]:
-    """An explicit Deny on the converter role: no Job (nor anything else holding the role) moves an alias or
-    claims a version; `promote` does that with its caller's own credentials. An explicit Deny wins over
-    the role's write grant on models/ and over any session policy."""
+    """An explicit Deny on the converter role: no Job (nor anything else holding the role) moves an alias,
+    claims a version, writes the manifest that makes an artefact servable or the _FAILED marker that keeps it
+    from being served; `promote` does all of that with its caller's own credentials, after checking what
+    the Job wrote. An explicit Deny wins over the role's write grant on models/ and over any session policy.
+    (S3 ARN wildcards match across '/', so models/*/manifest.json is every depth.)"""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -92,7 +94,12 @@ def promotion_objects_deny(bucket_arn: str) -> dict[str, Any]:
                 "Sid": "DenyPromotionObjects",
                 "Effect": "Deny",
                 "Action": ["s3:PutObject"],
-                "Resource": [f"{bucket_arn}/models/*/aliases/*", f"{bucket_arn}/models/*/*/_PROMOTION"],
+                "Resource": [
+                    f"{bucket_arn}/models/*/aliases/*",
+                    f"{bucket_arn}/models/*/*/_PROMOTION",
+                    f"{bucket_arn}/models/*/manifest.json",
+                    f"{bucket_arn}/models/*/_FAILED",
+                ],
             }
         ],
     }

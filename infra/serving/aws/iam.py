@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 # Managed policies, by what needs them.
@@ -20,18 +21,35 @@ def service_trust(service: str) -> dict[str, Any]:
     }
 
 
-def pod_identity_trust() -> dict[str, Any]:
-    """Trust of roles handed to pods through EKS Pod Identity (the association picks the service account)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "pods.eks.amazonaws.com"},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-            }
-        ],
+@dataclass(frozen=True)
+class PodScope:
+    """The one cluster, namespace and service account a Pod Identity role is for."""
+
+    cluster_name: str
+    namespace: str
+    service_account: str
+
+
+def pod_identity_trust(scope: PodScope | None = None) -> dict[str, Any]:
+    """Trust of roles handed to pods through EKS Pod Identity. With `scope`, only sessions whose Pod Identity
+    session tags name that cluster, namespace and service account (the EKS user guide's "Create IAM role with
+    trust policy required by EKS Pod Identity"): another association in the account, on another cluster or
+    for another service account, cannot obtain the role. Without it (an association with session tags
+    disabled, which then carries none) the association alone decides."""
+    statement: dict[str, Any] = {
+        "Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
     }
+    if scope:
+        statement["Condition"] = {
+            "StringEquals": {
+                "aws:RequestTag/eks-cluster-name": scope.cluster_name,
+                "aws:RequestTag/kubernetes-namespace": scope.namespace,
+                "aws:RequestTag/kubernetes-service-account": scope.service_account,
+            }
+        }
+    return {"Version": "2012-10-17", "Statement": [statement]}
 
 
 def cluster_autoscaler_policy(cluster_name: str) -> dict[str, Any]:

@@ -254,6 +254,14 @@ def test_iam_documents():
         "sts:AssumeRole",
         "sts:TagSession",
     }
+    scoped = iam.pod_identity_trust(iam.PodScope("mlinfra-demo", "models", "llama"))["Statement"][0]
+    assert scoped["Condition"] == {  # Pod Identity's session tags: this cluster, namespace and account only
+        "StringEquals": {
+            "aws:RequestTag/eks-cluster-name": "mlinfra-demo",
+            "aws:RequestTag/kubernetes-namespace": "models",
+            "aws:RequestTag/kubernetes-service-account": "llama",
+        }
+    }
     scale = iam.cluster_autoscaler_policy("mlinfra-demo")["Statement"][1]
     assert scale["Condition"] == {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/mlinfra-demo": "owned"}}
 
