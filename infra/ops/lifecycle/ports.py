@@ -58,6 +58,18 @@ class Marker:
     checkpoints_exported: bool | None = None
     ended_at: str | None = None
     body: dict[str, Any] = field(default_factory=dict)
+    expires_at: int | None = None  # Unix time of the writing deployment's expires-at; None: not said (older nodes)
+
+    def written_by(self, expires_at: str | None) -> bool:
+        """Whether the deployment whose expires-at is `expires_at` (ISO UTC) wrote this marker: a marker left by
+        an earlier deployment of the same run id, or one that does not say, is not this deployment's."""
+        if expires_at is None or self.expires_at is None:
+            return False
+        try:
+            moment = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        except ValueError:
+            return False
+        return int(moment.timestamp()) == self.expires_at
 
 
 @dataclass(frozen=True)
@@ -126,12 +138,14 @@ def parse_marker(status: str, body: bytes) -> Marker:
     exit_code = data.get("exit_code")
     exported = data.get("checkpoints_exported")
     ended_at = data.get("ended_at")
+    expires_at = data.get("expires_at")
     return Marker(
         status,  # type: ignore[arg-type]
         exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
         checkpoints_exported=exported if isinstance(exported, bool) else None,
         ended_at=ended_at if isinstance(ended_at, str) else None,
         body=data,
+        expires_at=expires_at if isinstance(expires_at, int) and not isinstance(expires_at, bool) else None,
     )
 
 

@@ -61,6 +61,7 @@ class RunFacts:
     bucket: str | None  # where the markers are (the registry, or GCP's data bucket), from the outputs
     export_checkpoints: bool
     file_system_ids: tuple[str, ...] = ()  # the stack's own record of its file system (outputs)
+    expires_at: str | None = None  # the deployment's expires-at (outputs): which markers are its own
 
 
 def transient_destroy_failure(output: str) -> str | None:
@@ -94,6 +95,7 @@ def run_facts(stack: str, config: dict[str, Any], outputs: dict[str, Any]) -> Ru
         bucket=marker_bucket(outputs),
         export_checkpoints=lifecycle.get("exportCheckpoints", True) is not False,
         file_system_ids=(file_system,) if isinstance(file_system, str) and file_system else (),
+        expires_at=outputs.get("expiresAt") if isinstance(outputs.get("expiresAt"), str) else None,
     )
 
 
@@ -162,8 +164,14 @@ def _checkpoints_safe(stack: str, facts: RunFacts, stacks: StackOps, cloud: RunC
         return True
     marker = cloud.marker(facts.bucket, facts.run_id) if facts.bucket else None
     if marker is not None and marker.status == "SUCCESS" and marker.checkpoints_exported:
-        rt.say(f"checkpoints: exported by the nodes (runs/{facts.run_id}/_SUCCESS)")
-        return True
+        if marker.written_by(facts.expires_at):
+            rt.say(f"checkpoints: exported by the nodes (runs/{facts.run_id}/_SUCCESS)")
+            return True
+        rt.say(
+            f"checkpoints: runs/{facts.run_id}/_SUCCESS is not this deployment's (it was written for expires-at "
+            f"{marker.body.get('expires_at', 'unknown')}, this one's is {facts.expires_at or 'unknown'}); "
+            "exporting anyway"
+        )
     started = rt.now()
     while True:
         status = cloud.export_checkpoints(facts.run_id, since=since)

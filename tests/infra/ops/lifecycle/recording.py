@@ -82,6 +82,12 @@ def deployed_outputs(run_id: str = RUN_ID, expires_at: str = "2026-03-02T10:00:0
     }
 
 
+def deployment_marker(status: str, expires_at: str = "2026-03-02T10:00:00Z", **fields: Any) -> Marker:
+    """A marker as the nodes of the deployment with `expires_at` (deployed_outputs' by default) write it."""
+    epoch = int(datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp())
+    return Marker(status, expires_at=epoch, body={"expires_at": epoch}, **fields)  # type: ignore[arg-type]
+
+
 @dataclass
 class StackState:
     config: dict[str, Any]

@@ -101,7 +101,8 @@ def test_teardown_deletes_the_nodes_exports_then_destroys_audits_and_removes(gcp
 
 def test_checkpoints_the_nodes_copied_themselves_need_no_export(gcp, gcp_cloud, deployed):
     world, stacks = deployed
-    put_object(gcp.storage, f"runs/{RUN}/_SUCCESS", b'{"exit_code": 0, "checkpoints_exported": true}')
+    marker = b'{"exit_code": 0, "checkpoints_exported": true, "expires_at": 1772445600}'  # this deployment's
+    put_object(gcp.storage, f"runs/{RUN}/_SUCCESS", marker)
     assert teardown(STACK, stacks, gcp_cloud, runtime(FakeClock()), audit_retry=AuditRetry(pauses=())) == 0
     assert not [m for m, *_ in gcp.requests if m == "POST"]
 

@@ -30,6 +30,7 @@ from tests.infra.ops.lifecycle.recording import (
     StackState,
     World,
     deployed_outputs,
+    deployment_marker,
     printed,
     run_world,
     runtime,
@@ -57,7 +58,7 @@ def succeeding_world(polls_before_marker: int = 121, **overrides) -> World:
     (not before the deploy: the check that the run id has not ended yet finds none)."""
     world = run_world(nodes_plan=[0], markers_after=polls_before_marker + 1, export_states=["succeeded"], **overrides)
     world.instances[RUN_ID] = 4
-    world.markers[RUN_ID] = Marker("SUCCESS", exit_code=0, checkpoints_exported=True)
+    world.markers[RUN_ID] = deployment_marker("SUCCESS", exit_code=0, checkpoints_exported=True)
     return world
 
 

@@ -18,6 +18,7 @@ from tests.infra.ops.lifecycle.recording import (
     RecordingStacks,
     World,
     deployed_world,
+    deployment_marker,
     printed,
     runtime,
 )
@@ -274,11 +275,28 @@ def test_a_file_system_that_stays_deleting_past_the_export_wait_destroys_nothing
 
 def test_checkpoints_exported_by_the_nodes_need_no_export():
     world = deployed_world()
-    world.markers[RUN_ID] = Marker("SUCCESS", exit_code=0, checkpoints_exported=True)
+    world.markers[RUN_ID] = deployment_marker("SUCCESS", exit_code=0, checkpoints_exported=True)
     code, lines, _ = tear(world)
     assert code == 0
     assert "export_checkpoints" not in world.names()
     assert f"checkpoints: exported by the nodes (runs/{RUN_ID}/_SUCCESS)" in lines
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        deployment_marker("SUCCESS", "2026-02-01T08:00:00Z", exit_code=0, checkpoints_exported=True),  # earlier run
+        Marker("SUCCESS", exit_code=0, checkpoints_exported=True),  # nodes that did not say which deployment
+    ],
+)
+def test_a_marker_another_deployment_wrote_does_not_stand_for_this_ones_export(marker):
+    """A run id deployed again (pulumi up past `run`'s check) finds the earlier deployment's _SUCCESS: trusting
+    it would destroy this deployment's checkpoints unexported."""
+    world = deployed_world(export_states=["succeeded"])
+    world.markers[RUN_ID] = marker
+    code, lines, _ = tear(world)
+    assert code == 0 and _destroyed_only_after_export(world.calls)
+    assert any(line.startswith(f"checkpoints: runs/{RUN_ID}/_SUCCESS is not this deployment's") for line in lines)
 
 
 def test_a_failed_run_still_has_its_checkpoints_exported():

@@ -314,6 +314,7 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
         "rank": 0,
         "host": ordered[0],
     }
+    assert marker["expires_at"] == 0  # this deployment has no expiry: the marker says which deployment wrote it
     assert marker["started_at"] <= marker["ended_at"] and marker["ended_at"].endswith("Z")
     args = (tmp_path / "s3" / f"{next(iter(markers))}.args").read_text().split("\n")
     assert args[:4] == ["s3", "cp", "-", "s3://mlinfra-registry-123456789012/runs/demo-001/_SUCCESS"]
@@ -383,7 +384,7 @@ def test_shlex_quoting_is_what_the_golden_files_show():
 def test_grace_period_stops_the_job_before_expiry_and_the_run_ends_normally(tmp_path):
     import time
 
-    spec = sim_spec(node_count=1, stop_at_epoch=int(time.time()) + 1)
+    spec = sim_spec(node_count=1, stop_at_epoch=int(time.time()) + 1, expires_at_epoch=int(time.time()) + 3600)
     started = time.monotonic()
     codes, logs, markers, out = run_cluster(tmp_path, spec, ["10.0.5.1"], run_seconds=60, checkpoint=True)
     assert codes == {"10.0.5.1": 0}, logs
@@ -392,6 +393,8 @@ def test_grace_period_stops_the_job_before_expiry_and_the_run_ends_normally(tmp_
     assert "expiry grace period reached: asking the workers to save and stop" in logs["10.0.5.1"]
     assert not (out / "agent-term.10.0.5.1").exists()  # torchrun itself is left to see its workers end
     assert list(markers) == ["mlinfra-registry-123456789012__runs__demo-001___SUCCESS"]
+    marker = json.loads(next(iter(markers.values())).read_text())
+    assert marker["expires_at"] == spec.expires_at_epoch  # the deployment that wrote it
     assert (out / "shutdown.10.0.5.1").exists()
 
 

@@ -74,9 +74,10 @@ write_marker() {
   local code=$1 exported=$2 status=SUCCESS rank=null
   if (( code != 0 )) || [[ "$MLINFRA_EXPORT" == 1 && "$exported" != true ]]; then status=FAILED; fi
   if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
-  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s"}\n' \
+  # expires_at (Unix time, 0: none) names the deployment: a marker counts only for the one that wrote it.
+  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s","expires_at":%d}\n' \
     "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-    "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" \
+    "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" "$MLINFRA_EXPIRES_AT" \
     | gcloud storage cp - "${MLINFRA_MARKER_URI}/_${status}" --content-type=application/json \
         --no-user-output-enabled
 }
