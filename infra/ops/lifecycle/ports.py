@@ -106,6 +106,10 @@ class StoppedCompute:
 
 class RunCloud(Protocol):
     def marker(self, bucket: str, run_id: str) -> Marker | None: ...
+    def claim(self, bucket: str, run_id: str, claim: dict[str, str]) -> dict[str, Any]:
+        """Write runs/<run-id>/_CLAIM with `claim` unless it exists (a conditional create, so two claims never
+        both succeed); the claim that holds the run id afterwards, this one or the earlier one."""
+
     def active_nodes(self, run_id: str) -> int:
         """Instances tagged with the run that are pending or running (billing)."""
 
@@ -125,6 +129,11 @@ class RunCloud(Protocol):
         found is "missing" unless the run's reports in `bucket` show it was exported, then deleted."""
 
     def audit(self, run_id: str) -> list[Leftover]: ...
+
+
+def claim_key(run_id: str) -> str:
+    """runs/<run-id>/_CLAIM: which stack a run id belongs to in its registry (written once, by `run`)."""
+    return f"runs/{run_id}/_CLAIM"
 
 
 def parse_marker(status: str, body: bytes) -> Marker:

@@ -91,7 +91,8 @@ def run(
     exists = stacks.exists(stack)
     if not (exists and stacks.outputs(stack)):  # not deployed: a new run, or one already torn down
         registry_stack = config.registry_stack if isinstance(config, TrainingStackConfig) else None
-        refuse_ended_run(stacks, cloud, subject, registry_stack)
+        bucket = refuse_ended_run(stacks, cloud, subject, registry_stack)
+        claim_run_id(stack, project.name, cloud, subject.run_id, bucket, rt)
     expires_at = fix_expiry(stack, stacks, subject, rt, exists=exists)
     progress = Progress(rt, subject.hourly_price)
     try:
@@ -115,9 +116,10 @@ def run(
         return 1
 
 
-def refuse_ended_run(stacks: StackOps, cloud: RunCloud, subject: RunSubject, registry: str | None) -> None:
-    """InputError when the run id already has a completion marker in its bucket (the registry's, or on GCP
-    the data bucket): a new run under it would see that marker at its first poll and be torn down at once."""
+def refuse_ended_run(stacks: StackOps, cloud: RunCloud, subject: RunSubject, registry: str | None) -> str:
+    """The bucket of the run's markers; InputError when the run id already has a completion marker there (the
+    registry, or on GCP the data bucket): a new run under it would see that marker at its first poll and be
+    torn down at once."""
     run_id, bucket = subject.run_id, subject.data_bucket
     if registry is not None:
         bucket = stacks.outputs(registry).get("bucketName")
@@ -139,6 +141,26 @@ def refuse_ended_run(stacks: StackOps, cloud: RunCloud, subject: RunSubject, reg
                 f"(nothing was deployed)",
             )
         )
+    return bucket
+
+
+def claim_run_id(stack: str, project: str, cloud: RunCloud, run_id: str, bucket: str, rt: Runtime) -> None:
+    """Claim the run id for this stack in its registry (runs/<run-id>/_CLAIM, created only if absent); InputError
+    when another stack holds it. Two stacks under one run id share the run's tag, so one's marker would end
+    both fleets and one's teardown would stop the other's nodes: run ids are unique per registry."""
+    mine = {"stack": f"{project}/{stack}", "claimed_at": iso(rt.now())}
+    held = cloud.claim(bucket, run_id, mine)
+    if held.get("stack") != mine["stack"]:
+        raise InputError(
+            Problem(
+                RUN_ID,
+                f"run id {run_id!r} belongs to stack {held.get('stack', 'unknown')!r} (runs/{run_id}/_CLAIM, "
+                f"claimed {held.get('claimed_at', 'at an unknown time')}); run ids are unique per registry: set a "
+                "new runId (nothing was deployed)",
+            )
+        )
+    if held is not mine:
+        rt.say(f"run id {run_id}: claimed by this stack on {held.get('claimed_at', 'an earlier run')}")
 
 
 def fix_expiry(stack: str, stacks: StackOps, subject: RunSubject, rt: Runtime, exists: bool | None = None) -> str:

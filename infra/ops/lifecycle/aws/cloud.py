@@ -14,7 +14,15 @@ import boto3
 from botocore.exceptions import ClientError
 
 from infra.ops.lifecycle import audit as audit_module
-from infra.ops.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute, iso_precise, parse_marker
+from infra.ops.lifecycle.ports import (
+    ExportStatus,
+    Leftover,
+    Marker,
+    StoppedCompute,
+    claim_key,
+    iso_precise,
+    parse_marker,
+)
 from run_guard import actions
 
 MISSING = ("NoSuchKey", "404", "NotFound")
@@ -60,6 +68,17 @@ class AwsRunCloud:
                 raise
             return parse_marker(status, body)
         return None
+
+    def claim(self, bucket: str, run_id: str, claim: dict[str, str]) -> dict[str, Any]:
+        s3, key = self._client("s3"), claim_key(run_id)
+        try:  # encryption: the registry bucket's default (SSE-KMS with its key)
+            s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(claim).encode(), IfNoneMatch="*")
+            return claim
+        except ClientError as error:
+            if error.response["Error"]["Code"] not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                raise
+        held = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        return held if isinstance(held, dict) else {}
 
     def active_nodes(self, run_id: str) -> int:
         return len(actions.run_instances(self._client("ec2"), run_id, actions.BILLING_STATES))

@@ -18,6 +18,7 @@ DEFAULT_ENDPOINTS = {
     "compute": "https://compute.googleapis.com/compute/v1",
     "iam": "https://iam.googleapis.com/v1",
     "storage": "https://storage.googleapis.com/storage/v1",
+    "upload": "https://storage.googleapis.com/upload/storage/v1",
     "lustre": "https://lustre.googleapis.com/v1",
     "asset": "https://cloudasset.googleapis.com/v1",
 }
@@ -53,7 +54,8 @@ def endpoints_from_environment(environ: Mapping[str, str] = os.environ) -> dict[
         )
     storage = environ.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
     if storage:
-        endpoints["storage"] = f"{storage if '://' in storage else 'http://' + storage}/storage/v1"
+        host = storage if "://" in storage else "http://" + storage
+        endpoints.update(storage=f"{host}/storage/v1", upload=f"{host}/upload/storage/v1")
     return endpoints
 
 
@@ -101,6 +103,8 @@ class GcpApi:
         params: Mapping[str, Any] | None = None,
         body: Mapping[str, Any] | None = None,
         raw: bool = False,
+        data: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
         url = self.url(service, path)
         import requests
@@ -108,7 +112,9 @@ class GcpApi:
         if self.session is None:
             self.session = with_retries(default_session())
         try:
-            response = self.session.request(method, url, params=params, json=body, timeout=TIMEOUT_SECONDS)
+            response = self.session.request(
+                method, url, params=params, json=body, data=data, headers=headers, timeout=TIMEOUT_SECONDS
+            )
         except requests.RequestException as error:
             raise GcpApiError(0, type(error).__name__, str(error), method, url) from error
         if response.status_code >= 400:
@@ -152,6 +158,23 @@ class GcpApi:
             if not token:
                 return
             query["pageToken"] = token
+
+    def create_object(self, bucket: str, name: str, content: bytes) -> bool:
+        """Create the object only if it does not exist (ifGenerationMatch=0); False when it already existed."""
+        try:
+            self.call(
+                "POST",
+                "upload",
+                f"b/{quote(bucket, safe='')}/o",
+                params={"uploadType": "media", "name": name, "ifGenerationMatch": "0"},
+                data=content,
+                headers={"Content-Type": "application/octet-stream"},
+            )
+            return True
+        except GcpApiError as error:
+            if error.status == 412:
+                return False
+            raise
 
     def object_media(self, bucket: str, name: str) -> bytes | None:
         """The object's bytes, None when it does not exist."""

@@ -9,6 +9,7 @@ file system's operations as Google lists them (stateless across runs of the comm
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,7 +18,15 @@ from typing import Any
 
 from infra.core.labels import account_id
 from infra.ops.lifecycle.gcp.api import GcpApi, GcpApiError
-from infra.ops.lifecycle.ports import ExportStatus, Leftover, Marker, StoppedCompute, iso_precise, parse_marker
+from infra.ops.lifecycle.ports import (
+    ExportStatus,
+    Leftover,
+    Marker,
+    StoppedCompute,
+    claim_key,
+    iso_precise,
+    parse_marker,
+)
 from infra.training.gcp.plan import checkpoints_uri, run_label, run_resource_name, run_resource_prefix
 
 # Compute Engine bills vCPUs and GPUs in these states (stopping ones included: the guest is still shutting down).
@@ -77,6 +86,13 @@ class GcpRunCloud:
             if body is not None:
                 return parse_marker(status, body)
         return None
+
+    def claim(self, bucket: str, run_id: str, claim: dict[str, str]) -> dict[str, Any]:
+        key = claim_key(run_id)
+        if self.api.create_object(bucket, key, json.dumps(claim).encode()):
+            return claim
+        held = json.loads(self.api.object_media(bucket, key) or b"{}")
+        return held if isinstance(held, dict) else {}
 
     def nodes(self, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         """(zone, instance) of every instance labelled with the run, whatever its status."""

@@ -173,6 +173,7 @@ def gcp(gcs_url):
         "lustre": f"{base}/lustre/v1",
         "asset": f"{base}/asset/v1",
         "storage": f"{gcs_url}/storage/v1",
+        "upload": f"{gcs_url}/upload/storage/v1",
     }
     emulator.storage = gcs_url
     assert requests.get(f"{gcs_url}/wipe", params={"keep-buckets": "true"}).status_code == 200

@@ -101,6 +101,7 @@ class World:
     instances: dict[str, int] = field(default_factory=dict)  # run id -> pending/running instances
     filesystems: set[str] = field(default_factory=set)  # run ids with a file system
     markers: dict[str, Marker] = field(default_factory=dict)
+    claims: dict[str, dict[str, str]] = field(default_factory=dict)  # run id -> runs/<run-id>/_CLAIM
     markers_after: int = 0  # marker() answers None this many times first
     nodes_plan: list[int] = field(default_factory=list)  # active_nodes answers, then the live count
     export_states: list[str] = field(default_factory=lambda: ["started", "running", "succeeded"])
@@ -238,6 +239,11 @@ class RecordingCloud:
             self.world.markers_after -= 1
             return None
         return self.world.markers.get(run_id)
+
+    def claim(self, bucket: str, run_id: str, claim: dict[str, str]) -> dict[str, str]:
+        self.world.record("claim", bucket, run_id)
+        self.world.step_done()
+        return self.world.claims.setdefault(run_id, claim)
 
     def active_nodes(self, run_id: str) -> int:
         self.world.record("active_nodes", run_id)

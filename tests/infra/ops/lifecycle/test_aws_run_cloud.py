@@ -283,3 +283,13 @@ def test_automatic_export_is_turned_off_before_the_export_task_and_waited_for(aw
         a for a in aws.fsx.describe_data_repository_associations()["Associations"] if a["FileSystemPath"] == "/datasets"
     ][0]
     assert datasets["S3"] == {"AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}  # left alone
+
+
+def test_a_run_id_is_claimed_once_and_the_first_claim_holds(aws, registry, cloud):
+    """A conditional create (If-None-Match: *), so two stacks starting under one run id never both win."""
+    first = {"stack": "mlinfra/training-a", "claimed_at": "2026-03-01T09:00:00Z"}
+    assert cloud.claim(REGISTRY, "run-a", first) == first
+    second = {"stack": "mlinfra/training-b", "claimed_at": "2026-03-01T09:05:00Z"}
+    assert cloud.claim(REGISTRY, "run-a", second) == first
+    stored = json.loads(aws.s3.get_object(Bucket=REGISTRY, Key="runs/run-a/_CLAIM")["Body"].read())
+    assert stored == first

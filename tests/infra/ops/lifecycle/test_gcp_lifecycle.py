@@ -4,11 +4,15 @@ audit, stack removed), and the CLI builds the GCP adapter from the stack's confi
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
+import requests
 
 from infra.core.errors import InputError
+from infra.core.project import load_project, stack_config
+from infra.ops.lifecycle.gcp.api import GcpApi
 from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 from infra.ops.lifecycle.reap import StackFacts, plan_reap
 from infra.ops.lifecycle.teardown import AuditRetry, teardown
@@ -189,6 +193,10 @@ def test_run_on_gcp_deploys_watches_the_nodes_and_tears_down_on_the_marker(gcp, 
     stacks = EmulatedStacks(world, gcp)
     clock = FakeClock()
     slept = []
+    # The stack file's data bucket, where `run` checks for an earlier marker and claims the run id.
+    data_bucket = stack_config(load_project(), stack)["mlinfra:training"]["dataBucket"]
+    made = requests.post(f"{gcp.storage}/storage/v1/b", params={"project": PROJECT}, json={"name": data_bucket})
+    assert made.status_code in (200, 409), made.text
 
     def sleep(seconds):  # the nodes come up at the first poll, run for an hour, then the job writes its marker
         clock.sleep(seconds)
@@ -208,6 +216,10 @@ def test_run_on_gcp_deploys_watches_the_nodes_and_tears_down_on_the_marker(gcp, 
         ("set_config", stack, "mlinfra:training.lifecycle.expiresAt", "2026-03-02T10:00:00Z"),
         ("up", stack),
     ]
+    claimed_id = stack_config(load_project(), stack)["mlinfra:training"]["runId"]  # the stack file's run id
+    raw = GcpApi(requests.Session(), gcp.endpoints).object_media(data_bucket, f"runs/{claimed_id}/_CLAIM")
+    claim = json.loads(raw or b"")
+    assert claim["stack"] == f"mlinfra/{stack}"  # claimed in the data bucket before the deploy
     assert f"up: deployed run {RUN} (2 x a3-highgpu-8g), expires-at 2026-03-02T10:00:00Z" in lines
     assert lines[-1].startswith(f"run {RUN}: job succeeded; 1h 0") and "at the on-demand list price" in lines[-1]
     assert gcp.instances == {} and stack not in world.stacks

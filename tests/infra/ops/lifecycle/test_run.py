@@ -80,13 +80,15 @@ def test_a_whole_run_checks_offline_deploys_waits_and_tears_down():
     code, rt, clock = launch(world, preview_fn=__import__("infra.tools.offline.engine", fromlist=["preview"]).preview)
     lines = printed(rt)
     assert code == 0, lines
-    assert world.names()[:7] == ["exists", "outputs", "marker", "set_config", "up", "outputs", "marker"]
-    assert world.calls[1:4] == [
+    assert world.names()[:8] == ["exists", "outputs", "marker", "claim", "set_config", "up", "outputs", "marker"]
+    assert world.calls[1:5] == [
         ("outputs", "registry"),
         ("marker", BUCKET, RUN_ID),
+        ("claim", BUCKET, RUN_ID),
         ("set_config", STACK, EXPIRES_AT, "2026-03-02T10:00:00Z"),
     ]
-    waited, teardown_calls = world.names()[6 : 6 + 2 * 122], world.names()[6 + 2 * 122 :]
+    assert world.claims[RUN_ID]["stack"] == f"mlinfra/{STACK}"
+    waited, teardown_calls = world.names()[7 : 7 + 2 * 122], world.names()[7 + 2 * 122 :]
     assert waited == ["marker", "active_nodes"] * 122
     assert teardown_calls == ["exists", "config", "outputs", "stop_compute", "marker", "destroy", "audit", "remove"]
     assert STACK not in world.stacks
@@ -272,7 +274,7 @@ def test_a_failed_up_is_torn_down_unless_kept():
     )
     code, rt, _ = launch(world)
     assert code == 1
-    assert world.names()[4:7] == ["up", "exists", "config"]
+    assert world.names()[5:8] == ["up", "exists", "config"]
     assert "remove" in world.names()
     kept = run_world(up_failure="error: InsufficientInstanceCapacity")
     assert launch(kept, keep=True)[0] == 1
@@ -438,3 +440,26 @@ def test_aws_failing_in_the_teardown_after_the_wait_says_how_to_resume():
         "still be deployed; its run guard stops the compute at expires-at 2026-03-02T10:00:00Z at the latest. "
         f"Resume the teardown with: python -m infra teardown --stack {STACK}"
     )
+
+
+def test_a_run_id_another_stack_claimed_is_refused_before_anything_is_deployed():
+    """Two stacks under one run id share the run's tag: one's marker would end both fleets and one's teardown
+    would stop the other's nodes. The first stack to run claims the id in the registry."""
+    world = succeeding_world()
+    world.claims[RUN_ID] = {"stack": "mlinfra/training-other", "claimed_at": "2026-02-27T08:00:00Z"}
+    with pytest.raises(InputError) as refused:
+        launch(world)
+    assert str(refused.value) == (
+        f"mlinfra:training.runId: run id '{RUN_ID}' belongs to stack 'mlinfra/training-other' "
+        f"(runs/{RUN_ID}/_CLAIM, claimed 2026-02-27T08:00:00Z); run ids are unique per registry: set a new runId "
+        "(nothing was deployed)"
+    )
+    assert "up" not in world.names() and "set_config" not in world.names()
+
+
+def test_a_rerun_of_the_stack_that_claimed_the_id_goes_ahead():
+    world = succeeding_world()
+    world.claims[RUN_ID] = {"stack": f"mlinfra/{STACK}", "claimed_at": "2026-03-01T09:00:00Z"}
+    code, rt, _ = launch(world)
+    assert code == 0
+    assert f"run id {RUN_ID}: claimed by this stack on 2026-03-01T09:00:00Z" in printed(rt)
