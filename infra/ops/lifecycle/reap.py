@@ -40,12 +40,17 @@ class ReapDecision:
     reason: str
 
 
+# Kinds reap knows are not training stacks: listed nowhere, never reaped.
+NOT_TRAINING = ("registry", "serving")
+
+
 def plan_reap(stacks: list[StackFacts], now: datetime) -> list[ReapDecision]:
-    """One decision per training stack (other kinds are not reaped and not listed), in name order."""
+    """One decision per training stack, and per deployed stack it cannot classify (other kinds are not reaped
+    and not listed), in name order."""
     return [
         _decide(facts, now)
         for facts in sorted(stacks, key=lambda f: f.name)
-        if facts.kind == "training" or facts.unreadable
+        if facts.kind == "training" or facts.unreadable or (facts.kind not in NOT_TRAINING and facts.deployed)
     ]
 
 
@@ -55,6 +60,13 @@ def _decide(facts: StackFacts, now: datetime) -> ReapDecision:
 
     if facts.unreadable:
         return decision("problem", f"cannot read the stack: {facts.unreadable}")
+    if facts.kind != "training":
+        what = f"mlinfra:kind {facts.kind!r}" if facts.kind else "no mlinfra:kind"
+        return decision(
+            "problem",
+            f"deployed, but its config has {what}: reap cannot tell whether it is a training run that still bills; "
+            "restore its stack file, or tear it down with `pulumi destroy`",
+        )
     # The deployed value wins: it is what the guard's schedule and the resources' tags carry.
     text, source = (
         (facts.expires_at_output, "output")
@@ -84,7 +96,7 @@ def gather(stacks: StackOps) -> list[StackFacts]:
         try:
             config = stacks.config(name)
             kind = config.get("mlinfra:kind")
-            outputs = stacks.outputs(name) if kind == "training" else {}
+            outputs = stacks.outputs(name) if kind not in NOT_TRAINING else {}
         except StackOpsError as error:
             found.append(StackFacts(name, kind=None, unreadable=str(error)))
             continue

@@ -206,3 +206,24 @@ def test_any_failure_of_one_stack_is_reported_and_the_others_are_still_reaped(er
     assert reported in lines
     assert lines.index(reported) < lines.index("reap: tearing down run-older")
     assert lines[-1] == "reap: needs attention: run-old"
+
+
+def test_a_deployed_stack_it_cannot_classify_needs_a_human_not_silence():
+    """A stack whose file lost its kind (or names one reap does not know) may be a training run that bills: it is
+    reported, where it used to read as "no training stacks"."""
+    decisions = plan_reap(
+        [
+            StackFacts("lost-file", None, deployed=True),
+            StackFacts("odd-kind", "trainer", deployed=True),
+            StackFacts("never-up", None, deployed=False),
+            StackFacts("registry", "registry", deployed=True),
+        ],
+        NOW,
+    )
+    assert [(d.stack, d.action) for d in decisions] == [("lost-file", "problem"), ("odd-kind", "problem")]
+    assert decisions[0].reason.startswith("deployed, but its config has no mlinfra:kind: reap cannot tell")
+    world = World()
+    world.stacks["lost-file"] = StackState({}, deployed_outputs(), resources=True)
+    rt = runtime(FakeClock())
+    assert reap(RecordingStacks(world), lambda stack: RecordingCloud(world), rt, execute=False) == 1
+    assert printed(rt)[0].startswith("problem  lost-file  deployed, but its config has no mlinfra:kind")
