@@ -15,15 +15,15 @@ from dataclasses import asdict
 from typing import Any
 
 import boto3
-from botocore.exceptions import NoCredentialsError, NoRegionError
+from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
 
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.aws.audit_confirm import presence
 from infra.ops.lifecycle.ports import Leftover
+from infra.training.aws import guard
 from infra.training.spec import RUN_ID_PATTERN
 from run_guard.actions import DELETING, NOT_GONE_STATES, RUN_TAG, run_instances, tag_dict
 
-GUARD_LOG_GROUP = "/aws/lambda/mlinfra-guard-{run_id}"
 BEING_DELETED = "being deleted"
 
 
@@ -105,7 +105,7 @@ def _described(session: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]
             fs_tags = tag_dict((backup.get("FileSystem") or {}).get("Tags"))
             if run_id in (tag_dict(backup.get("Tags")).get(RUN_TAG), fs_tags.get(RUN_TAG)):
                 yield "fsx:backup", backup.get("ResourceARN") or backup["BackupId"], "fsx-backups", "present"
-    guard_log_group = GUARD_LOG_GROUP.format(run_id=run_id)
+    guard_log_group = guard.log_group_name(run_id)
     for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=guard_log_group):
         for group in page["logGroups"]:
             if group["logGroupName"] == guard_log_group:  # the prefix also matches longer run ids
@@ -126,6 +126,46 @@ def _described(session: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]
     for page in ec2.get_paginator("describe_volumes").paginate(Filters=run_filter):
         for volume in page["Volumes"]:
             yield "ec2:volume", volume["VolumeId"], "volumes", "present"
+    yield from _in_run_network(ec2, vpcs, run_filter)
+    yield from _schedule(session.client("scheduler"), run_id)
+
+
+def _in_run_network(ec2: Any, vpcs: list[str], run_filter: list[dict[str, Any]]) -> Iterator[tuple[str, str, str, str]]:
+    """What bills inside the run's VPCs whatever its tags say (an instance launched by hand, the NAT gateway),
+    and the Elastic IPs of those NAT gateways or tagged with the run."""
+    in_vpcs = [{"Name": "vpc-id", "Values": vpcs}]
+    addresses: set[str] = set()
+    if vpcs:
+        live = [
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped", "shutting-down"]}
+        ]
+        for page in ec2.get_paginator("describe_instances").paginate(Filters=in_vpcs + live):
+            for reservation in page["Reservations"]:
+                for instance in reservation["Instances"]:
+                    yield "ec2:instance", instance["InstanceId"], "run-network", "present"
+        for page in ec2.get_paginator("describe_nat_gateways").paginate(Filters=in_vpcs):
+            for gateway in page["NatGateways"]:
+                if gateway.get("State") in ("deleted", "failed"):
+                    continue
+                state = "deleting" if gateway.get("State") == "deleting" else "present"
+                yield "ec2:natgateway", gateway["NatGatewayId"], "run-network", state
+                addresses |= {
+                    a["AllocationId"] for a in gateway.get("NatGatewayAddresses", []) if a.get("AllocationId")
+                }
+    tagged = {a["AllocationId"] for a in ec2.describe_addresses(Filters=run_filter)["Addresses"] if "AllocationId" in a}
+    for allocation in sorted(addresses | tagged):
+        yield "ec2:elastic-ip", allocation, "addresses", "present"
+
+
+def _schedule(scheduler: Any, run_id: str) -> Iterator[tuple[str, str, str, str]]:
+    """The guard's one-time expiry schedule (schedules carry no tags, so the tagging API never lists it)."""
+    try:
+        schedule = scheduler.get_schedule(Name=guard.schedule_name(run_id))
+    except ClientError as error:
+        if error.response["Error"]["Code"] == "ResourceNotFoundException":
+            return
+        raise
+    yield "scheduler:schedule", schedule.get("Arn") or guard.schedule_name(run_id), "schedules", "present"
 
 
 def audit(run_id: str, session: Any = None) -> list[Leftover]:

@@ -14,6 +14,8 @@ from infra.ops.lifecycle.aws.audit_confirm import CONFIRMERS, presence
 from infra.ops.lifecycle.ports import Leftover
 from tests.infra.ops.lifecycle.aws_world import AMI, REGION, make_run, run_tags
 
+ROLE = "arn:aws:iam::123456789012:role/mlinfra-scheduler"
+
 ACCOUNT = "123456789012"
 
 
@@ -156,8 +158,31 @@ def test_a_file_system_being_deleted_is_reported_as_being_deleted(aws):
 def test_a_running_node_is_a_leftover(aws):
     run = make_run(aws, "run-a", nodes=1, lustre=False)
     kinds = {(left.kind, left.found_by) for left in audit("run-a", aws.session)}
-    assert ("ec2:instance", "tagging-api+instances") in kinds
+    assert ("ec2:instance", "tagging-api+instances+run-network") in kinds
     assert run.instance_ids[0] in render_leftovers(audit("run-a", aws.session))
+
+
+def test_what_bills_in_the_runs_network_is_found_whatever_its_tags_and_the_expiry_schedule_by_name(aws):
+    """An instance launched by hand into the run's subnet, the NAT gateway and its Elastic IP carry no run tag;
+    the guard's schedule carries none at all: all of them still bill or act, so the audit lists them."""
+    run = make_run(aws, "run-a", nodes=0, lustre=False)
+    untagged = aws.ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, SubnetId=run.subnet_id)["Instances"][0]
+    allocation = aws.ec2.allocate_address(Domain="vpc")["AllocationId"]
+    gateway = aws.ec2.create_nat_gateway(SubnetId=run.subnet_id, AllocationId=allocation)["NatGateway"]["NatGatewayId"]
+    scheduler = aws.session.client("scheduler")
+    scheduler.create_schedule(
+        Name="mlinfra-expire-run-a",
+        ScheduleExpression="at(2026-03-02T10:00:00)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:mlinfra-guard-run-a", "RoleArn": ROLE},
+    )
+    other = aws.ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1)["Instances"][0]  # not in the run's VPC
+    found = {(left.kind, left.identifier.rsplit("/", 1)[-1], left.found_by) for left in audit("run-a", aws.session)}
+    assert ("ec2:instance", untagged["InstanceId"], "run-network") in found
+    assert ("ec2:natgateway", gateway, "run-network") in found
+    assert ("ec2:elastic-ip", allocation, "addresses") in found
+    assert ("scheduler:schedule", "mlinfra-expire-run-a", "schedules") in found
+    assert other["InstanceId"] not in {ident for _, ident, _ in found}
 
 
 # --- the confirmers, one kind at a time: present while it exists, gone once deleted --------------
