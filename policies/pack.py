@@ -15,6 +15,9 @@ from policies.rules.everywhere import (
     instance_metadata_requires_imdsv2,
     log_groups_have_retention,
     nodes_without_public_ip,
+    resource_policies_grant_no_one_outside,
+    roles_without_broad_managed_policies,
+    trust_policies_name_their_principals,
 )
 from policies.rules.registry import (
     gcs_buckets_encrypted_with_cmek,
@@ -137,6 +140,9 @@ RULES: list[Rule] = [
     registry_access_without_wildcards.RULE,
     serving_registry_access_read_only.RULE,
     training_registry_writes_own_run_only.RULE,
+    trust_policies_name_their_principals.RULE,
+    resource_policies_grant_no_one_outside.RULE,
+    roles_without_broad_managed_policies.RULE,
     # everywhere
     instance_metadata_requires_imdsv2.RULE,
     block_devices_encrypted.RULE,

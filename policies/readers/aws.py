@@ -34,6 +34,7 @@ AUTOSCALING_GROUP = tokens.AWS_AUTOSCALING_GROUP
 IAM_ROLE = tokens.AWS_IAM_ROLE
 IAM_ROLE_POLICY = tokens.AWS_IAM_ROLE_POLICY
 IAM_POLICY = tokens.AWS_IAM_POLICY
+IAM_ROLE_POLICY_ATTACHMENT = tokens.AWS_IAM_ROLE_POLICY_ATTACHMENT
 BUCKET_POLICY = tokens.AWS_S3_BUCKET_POLICY
 KARPENTER_NODE_POOL = tokens.K8S_KARPENTER_NODE_POOL
 
@@ -124,6 +125,43 @@ def statements(document: dict | None) -> list[Statement]:
             )
         )
     return found
+
+
+# Condition keys that pin who may use a grant to one account, organisation, role, service resource or network.
+NARROWING_CONDITION_KEYS = frozenset(
+    k.lower()
+    for k in (
+        "aws:PrincipalAccount",
+        "aws:PrincipalOrgID",
+        "aws:PrincipalArn",
+        "aws:SourceAccount",
+        "aws:SourceArn",
+        "aws:SourceOwner",
+        "aws:SourceVpc",
+        "aws:SourceVpce",
+        "kms:CallerAccount",
+    )
+)
+
+
+def open_to_anyone(st: Statement) -> bool:
+    """An Allow whose principal is everyone (`*`, {"AWS": "*"}) with no condition that narrows it to an account,
+    an organisation, a role or a network."""
+    if st.effect != "Allow":
+        return False
+    principal = st.raw.get("Principal")
+    values = [principal] if isinstance(principal, str) else []
+    if isinstance(principal, dict):
+        values = [v for value in principal.values() for v in as_list(value)]
+    if "*" not in values and "NotPrincipal" not in st.raw:
+        return False
+    condition = st.raw.get("Condition")
+    keys = (
+        {str(k).lower() for test in condition.values() if isinstance(test, dict) for k in test}
+        if isinstance(condition, dict)
+        else set()
+    )
+    return not keys & NARROWING_CONDITION_KEYS
 
 
 def iam_documents(resource: Resource) -> list[tuple[str, dict | None]]:

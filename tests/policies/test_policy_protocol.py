@@ -51,7 +51,9 @@ def test_analyze_reports_a_broken_resource(pack):
             "metadataOptions.httpTokens is 'optional', which accepts IMDSv1; set it to 'required'",
         )
     ]
-    assert diagnostics[0].description == "Launch templates and instances require IMDSv2 (httpTokens 'required')."
+    assert diagnostics[0].description == (
+        "Launch templates and instances require IMDSv2 (httpTokens 'required') with a response hop limit of 1."
+    )
 
 
 def test_unknown_values_reach_the_pack_as_unknowns(pack):
