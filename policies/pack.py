@@ -67,6 +67,7 @@ from policies.rules.training import (
     multi_interface_instances_without_public_ip,
     placement_group_matches_capacity_mode,
     placement_groups_use_cluster_strategy,
+    training_compute_ends_with_the_run,
     training_expiry_within_max_lifetime,
     training_launch_templates_tag_what_they_launch,
     training_nodes_use_training_types,
@@ -101,6 +102,7 @@ RULES: list[Rule] = [
     training_launch_templates_tag_what_they_launch.RULE,
     training_expiry_within_max_lifetime.RULE,
     training_stack_has_run_guard.RULE,
+    training_compute_ends_with_the_run.RULE,
     guard_role_scoped_to_run.RULE,
     # training on GCP
     gcp_training_nodes_in_compact_placement.RULE,

@@ -211,6 +211,25 @@ def is_anywhere(cidr: Any) -> bool:
         return False
 
 
+def split_internet(cidrs: list[Any]) -> list[str]:
+    """The CIDRs of `cidrs` when together they cover all of IPv4 or IPv6 but none does alone (0.0.0.0/1 and
+    128.0.0.0/1): the whole internet, split to pass a per-CIDR check. [] otherwise."""
+    networks = []
+    for cidr in cidrs:
+        if not isinstance(cidr, str):
+            continue
+        try:
+            networks.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            continue
+    found = []
+    for anywhere in (ANYWHERE_V4, ANYWHERE_V6):
+        same = [n for n in networks if n.version == anywhere.version and n != anywhere]
+        if same and list(ipaddress.collapse_addresses(same)) == [anywhere]:  # type: ignore[type-var]
+            found += [str(n) for n in same]
+    return found
+
+
 @dataclass(frozen=True)
 class SgRule:
     """One security group rule, whichever resource declares it."""

@@ -80,6 +80,7 @@ def launch_template_props() -> dict[str, Any]:
         "instanceType": "p4d.24xlarge",
         "tags": tags,
         "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1},
+        "instanceInitiatedShutdownBehavior": "terminate",
         "blockDeviceMappings": [
             {"deviceName": "/dev/sda1", "ebs": {"encrypted": "true", "volumeType": "gp3", "volumeSize": 200}}
         ],
@@ -129,6 +130,7 @@ def training_resources() -> list[Resource]:
             {
                 "tags": tags,
                 "type": "instant",
+                "terminateInstances": True,
                 "targetCapacitySpecification": {"defaultTargetCapacityType": "on-demand", "totalTargetCapacity": 4},
                 "launchTemplateConfigs": [
                     {

@@ -102,3 +102,45 @@ def test_a_hop_limit_above_one_lets_containers_reach_the_node_credentials():
     ]
     options["httpPutResponseHopLimit"] = 1
     assert instance_metadata_requires_imdsv2.RULE.check(template) == []
+
+
+def test_training_compute_ends_with_the_run():
+    from policies.rules.training import training_compute_ends_with_the_run
+    from tests.policies.policy_fixtures import changed, one, training_resources
+
+    rule = training_compute_ends_with_the_run.RULE
+    resources = training_resources()
+    assert rule.check(one(resources, "fleet")) == [] and rule.check(one(resources, "template")) == []
+    kept = changed(changed(resources, "fleet", "type", "maintain"), "fleet", "terminateInstances", False)
+    assert rule.check(one(kept, "fleet")) == [
+        "type is maintain: EC2 replaces the nodes the run guard terminates; use 'instant'",
+        "terminateInstances is not true: destroying the stack would leave the fleet's nodes running; set it true",
+    ]
+    stopping = changed(resources, "template", "instanceInitiatedShutdownBehavior", "stop")
+    assert rule.check(one(stopping, "template")) == [
+        "instanceInitiatedShutdownBehavior is stop: a node that powers off at the end of its job would stop and keep "
+        "billing its volumes; set it to 'terminate'"
+    ]
+
+
+def test_the_internet_split_in_halves_is_still_the_internet():
+    from policies.rules.everywhere import ingress_not_open_to_the_internet
+    from policies.rules.serving import eks_api_endpoint_restricted
+
+    group = res(
+        "aws:ec2/securityGroup:SecurityGroup",
+        "sg",
+        {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/1", "128.0.0.0/1"]}]},
+    )
+    assert ingress_not_open_to_the_internet.RULE.check(group) == [
+        "ingress admits 0.0.0.0/1, 128.0.0.0/1, which together are the whole internet; allow the VPC CIDR or peer "
+        "security groups instead"
+    ]
+    halves = {"endpointPublicAccess": True, "publicAccessCidrs": ["128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"]}
+    cluster = res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": halves})
+    assert eks_api_endpoint_restricted.RULE.check(cluster) == [
+        "vpcConfig.publicAccessCidrs 128.0.0.0/1, 0.0.0.0/2, 64.0.0.0/2 together are the whole internet; list only "
+        "the networks that administer the cluster"
+    ]
+    halves["publicAccessCidrs"] = ["203.0.113.0/24", "0.0.0.0/1"]  # wide, but not everything
+    assert eks_api_endpoint_restricted.RULE.check(res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": halves})) == []

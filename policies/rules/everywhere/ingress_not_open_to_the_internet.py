@@ -1,4 +1,5 @@
-"""No security group admits traffic from the whole internet (0.0.0.0/0 or ::/0)."""
+"""No security group admits traffic from the whole internet: 0.0.0.0/0 or ::/0, or CIDRs that add up to it
+(0.0.0.0/1 with 128.0.0.0/1) in one group's inline rules or one rule."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.model import Resource, ResourceRule
-from policies.readers.aws import INGRESS_RULE, SECURITY_GROUP, SECURITY_GROUP_RULE, as_list, is_anywhere
+from policies.readers.aws import (
+    INGRESS_RULE,
+    SECURITY_GROUP,
+    SECURITY_GROUP_RULE,
+    as_list,
+    is_anywhere,
+    split_internet,
+)
 
 NAME = "ingress-not-open-to-the-internet"
 _FIX = "allow the VPC CIDR or peer security groups instead"
@@ -15,11 +23,14 @@ _FIX = "allow the VPC CIDR or peer security groups instead"
 def check(resource: Resource) -> list[str]:
     problems = []
     if resource.type == SECURITY_GROUP:
+        every = []
         for i, block in enumerate(as_list(resource.get("ingress"))):
             if isinstance(block, dict):
                 for cidr in as_list(block.get("cidrBlocks")) + as_list(block.get("ipv6CidrBlocks")):
+                    every.append(cidr)
                     if is_anywhere(cidr):
                         problems.append(f"ingress[{i}] admits {cidr} ({_ports(block, 'protocol')}); {_FIX}")
+        problems += _split(every)
     elif resource.type == INGRESS_RULE:
         for field in ("cidrIpv4", "cidrIpv6"):
             if is_anywhere(resource.get(field)):
@@ -28,10 +39,17 @@ def check(resource: Resource) -> list[str]:
                     f"({_ports(resource.props, 'ipProtocol')}); {_FIX}"
                 )
     elif resource.type == SECURITY_GROUP_RULE and resource.get("type") == "ingress":
-        for cidr in as_list(resource.get("cidrBlocks")) + as_list(resource.get("ipv6CidrBlocks")):
+        cidrs = as_list(resource.get("cidrBlocks")) + as_list(resource.get("ipv6CidrBlocks"))
+        for cidr in cidrs:
             if is_anywhere(cidr):
                 problems.append(f"ingress rule admits {cidr} ({_ports(resource.props, 'protocol')}); {_FIX}")
+        problems += _split(cidrs)
     return problems
+
+
+def _split(cidrs: list[Any]) -> list[str]:
+    parts = split_internet(cidrs)
+    return [f"ingress admits {', '.join(parts)}, which together are the whole internet; {_FIX}"] if parts else []
 
 
 def _ports(block: Mapping[str, Any], protocol_key: str) -> str:

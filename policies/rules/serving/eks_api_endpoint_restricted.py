@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policies.model import Resource, ResourceRule, is_unknown
-from policies.readers.aws import EKS_CLUSTER, as_list, is_anywhere
+from policies.readers.aws import EKS_CLUSTER, as_list, is_anywhere, split_internet
 
 NAME = "eks-api-endpoint-restricted"
 
@@ -22,11 +22,19 @@ def check(resource: Resource) -> list[str]:
             "API is open to the internet; set endpointPublicAccess false and endpointPrivateAccess true, or "
             "list the networks that may reach it in publicAccessCidrs"
         ]
+    split = split_internet(cidrs)
     return [
         f"vpcConfig.publicAccessCidrs includes {c}; list only the networks that administer the cluster"
         for c in cidrs
         if is_anywhere(c)
-    ]
+    ] + (
+        [
+            f"vpcConfig.publicAccessCidrs {', '.join(split)} together are the whole internet; list only the networks "
+            "that administer the cluster"
+        ]
+        if split
+        else []
+    )
 
 
 RULE = ResourceRule(
