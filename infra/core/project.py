@@ -161,6 +161,21 @@ def stack_config(project: Project, stack: str, overrides: Iterable[tuple[str, st
     return config
 
 
+def stack_is(project: Project, stack: str, kind: str, cloud: str | None = None) -> bool:
+    """Whether `stack`'s file declares `kind` (and `cloud`, aws when unset); False for a file that cannot be
+    read, which is reported when that stack is asked for by name."""
+    try:
+        config = stack_config(project, stack)
+    except InputError:
+        return False
+    return config.get("mlinfra:kind") == kind and (cloud is None or config.get("mlinfra:cloud", "aws") == cloud)
+
+
+def stacks_of_kind(project: Project, kind: str, cloud: str | None = None) -> list[str]:
+    """The project's stacks whose files declare `kind` (and `cloud`), in name order."""
+    return [name for name in project.stacks() if stack_is(project, name, kind, cloud)]
+
+
 def engine_config(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """Config as the engine hands it to a program: strings, JSON for structured values; secret keys."""
     flat: dict[str, str] = {}

@@ -5,30 +5,23 @@ project's: only the deploy can read it."""
 
 from __future__ import annotations
 
-from infra.core.errors import InputError, Problem
+from infra.core.errors import Problem
 
 KEY = "mlinfra:registryStack"
 
 
 def registry_stack_findings(registry_stack: str, cloud: str = "aws") -> list[Problem]:
-    """None when `registry_stack` is a `cloud` registry stack of this project (or another project's)."""
-    from infra.core.project import load_project, stack_config
+    """None when `registry_stack` is a `cloud` registry stack of this project (or another project's). Only the
+    named stack's file is read, unless it is not one: then the message lists those that are."""
+    from infra.core.project import load_project, stack_is, stacks_of_kind
 
     if "/" in registry_stack:
         return []
     project = load_project()
-    registries = []
-    for name in project.stacks():
-        try:
-            config = stack_config(project, name)
-            if config.get("mlinfra:kind") == "registry" and config.get("mlinfra:cloud", "aws") == cloud:
-                registries.append(name)
-        except InputError:
-            continue  # an unreadable stack file is reported when it is asked for by name
-    if registry_stack in registries:
+    if registry_stack in project.stacks() and stack_is(project, registry_stack, "registry", cloud):
         return []
     what = f"not a registry stack on {cloud}" if registry_stack in project.stacks() else "not a stack of this project"
-    known = ", ".join(registries) or "none in stacks/"
+    known = ", ".join(stacks_of_kind(project, "registry", cloud)) or "none in stacks/"
     return [
         Problem(
             KEY,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from infra.core.errors import Problem
-from infra.training.lifetime import beyond_max_lifetime
-from infra.training.spec import EXPIRES_AT_FORMAT, EXPIRES_AT_KEY, RunSpec
+from infra.training.lifetime import fixed_expiry
 from infra.training.spec import KEY as P
+from infra.training.spec import RunSpec
 
 
 def run_findings(spec: RunSpec) -> list[Problem]:
@@ -29,20 +29,16 @@ def _job_findings(spec: RunSpec) -> list[Problem]:
 
 def _lifecycle_findings(spec: RunSpec) -> list[Problem]:
     lifecycle = spec.lifecycle
+    findings = []
     if lifecycle.expires_at:
-        try:
-            at = datetime.strptime(lifecycle.expires_at, EXPIRES_AT_FORMAT).replace(tzinfo=UTC)
-        except ValueError:
-            return [Problem(EXPIRES_AT_KEY, f"{lifecycle.expires_at!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")]
-        too_far = beyond_max_lifetime(at, datetime.now(UTC))
-        if too_far:
-            return [too_far]
+        _, problem = fixed_expiry(lifecycle.expires_at, datetime.now(UTC))
+        findings += [problem] if problem else []
     if lifecycle.grace_period_minutes >= lifecycle.ttl_hours * 60:
-        return [
+        findings.append(
             Problem(
                 P + "lifecycle.gracePeriodMinutes",
                 f"{lifecycle.grace_period_minutes} minutes is not shorter than ttlHours ({lifecycle.ttl_hours} h): "
                 "the job would be asked to stop before it starts; use fewer minutes or a longer ttlHours",
             )
-        ]
-    return []
+        )
+    return findings

@@ -47,16 +47,20 @@ def checked_expiry(findings: list[Problem], spec: RunSpec, now: datetime, dry_ru
     return expires_at, provisional
 
 
-def beyond_max_lifetime(at: datetime, now: datetime) -> Problem | None:
-    """The finding when a fixed expiry lies further ahead than the maximum lifetime (the mandatory policy's
-    bound), else None."""
-    if at - now <= timedelta(hours=MAX_TTL_HOURS):
-        return None
-    return Problem(
-        EXPIRES_AT_KEY,
-        f"{at.strftime(EXPIRES_AT_FORMAT)} is {(at - now).total_seconds() / 3600:.0f} hours away, beyond the maximum "
-        f"lifetime of {MAX_TTL_HOURS} hours; checkpoint and start a new run",
-    )
+def fixed_expiry(fixed: str, now: datetime) -> tuple[datetime | None, Problem | None]:
+    """A fixed expiresAt as a time, or the problem with it: not a real UTC time, or further ahead than the
+    maximum lifetime (the mandatory policy's bound). The config tier and the plan both judge it here."""
+    try:
+        at = datetime.strptime(fixed, EXPIRES_AT_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None, Problem(EXPIRES_AT_KEY, f"{fixed!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+    if at - now > timedelta(hours=MAX_TTL_HOURS):
+        return at, Problem(
+            EXPIRES_AT_KEY,
+            f"{fixed} is {(at - now).total_seconds() / 3600:.0f} hours away, beyond the maximum lifetime of "
+            f"{MAX_TTL_HOURS} hours; checkpoint and start a new run",
+        )
+    return at, None
 
 
 def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[str, bool, Problem | None]:
@@ -66,10 +70,9 @@ def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[
     further ahead than the maximum lifetime."""
     fixed = lifecycle.expires_at
     if fixed:
-        try:
-            at = datetime.strptime(fixed, EXPIRES_AT_FORMAT).replace(tzinfo=UTC)
-        except ValueError:
-            return fixed, False, Problem(EXPIRES_AT_KEY, f"{fixed!r} is not a real UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+        at, problem = fixed_expiry(fixed, now)
+        if at is None or problem:
+            return fixed, False, problem
         if not dry_run and at <= now:
             return (
                 fixed,
@@ -80,9 +83,6 @@ def run_expiry(lifecycle: LifecycleSpec, now: datetime, dry_run: bool) -> tuple[
                     "<stack>`), or start a new run with a new runId and no expiresAt",
                 ),
             )
-        too_far = beyond_max_lifetime(at, now)
-        if too_far:
-            return fixed, False, too_far
         return fixed, False, None
     at = now.astimezone(UTC) + timedelta(hours=lifecycle.ttl_hours)
     at = datetime.fromtimestamp(math.floor(at.timestamp() / 60) * 60, tz=UTC)

@@ -136,9 +136,7 @@ def _in_run_network(ec2: Any, vpcs: list[str], run_filter: list[dict[str, Any]])
     in_vpcs = [{"Name": "vpc-id", "Values": vpcs}]
     addresses: set[str] = set()
     if vpcs:
-        live = [
-            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped", "shutting-down"]}
-        ]
+        live = [{"Name": "instance-state-name", "Values": list(NOT_GONE_STATES)}]
         for page in ec2.get_paginator("describe_instances").paginate(Filters=in_vpcs + live):
             for reservation in page["Reservations"]:
                 for instance in reservation["Instances"]:

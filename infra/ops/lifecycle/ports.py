@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from infra.ops.runtime import parse_iso
+
 OnOutput = Callable[[str], None]  # one line of engine output, for the progress display
 
 
@@ -63,13 +65,8 @@ class Marker:
     def written_by(self, expires_at: str | None) -> bool:
         """Whether the deployment whose expires-at is `expires_at` (ISO UTC) wrote this marker: a marker left by
         an earlier deployment of the same run id, or one that does not say, is not this deployment's."""
-        if expires_at is None or self.expires_at is None:
-            return False
-        try:
-            moment = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        except ValueError:
-            return False
-        return int(moment.timestamp()) == self.expires_at
+        moment = parse_iso(expires_at)
+        return moment is not None and self.expires_at is not None and int(moment.timestamp()) == self.expires_at
 
 
 @dataclass(frozen=True)

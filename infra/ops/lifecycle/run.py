@@ -159,7 +159,7 @@ def claim_run_id(stack: str, project: str, cloud: RunCloud, run_id: str, bucket:
                 "new runId (nothing was deployed)",
             )
         )
-    if held is not mine:
+    if held != mine:
         rt.say(f"run id {run_id}: claimed by this stack on {held.get('claimed_at', 'an earlier run')}")
 
 

@@ -10,19 +10,12 @@ from typing import Any, Literal
 from infra.catalog.aws import on_demand_price as aws_price
 from infra.catalog.gcp import on_demand_price as gcp_price
 from infra.core.errors import InputError, Problem
-from infra.core.project import Project, stack_config
+from infra.core.project import Project, stack_config, stacks_of_kind
 from infra.training.spec import LifecycleSpec
 
 
 def training_stacks(project: Project) -> list[str]:
-    names = []
-    for name in project.stacks():
-        try:
-            if stack_config(project, name).get("mlinfra:kind") == "training":
-                names.append(name)
-        except InputError:
-            continue  # an unreadable file is reported when it is asked for by name
-    return names
+    return stacks_of_kind(project, "training")
 
 
 def training_stack_config(project: Project, stack: str) -> dict[str, Any]:

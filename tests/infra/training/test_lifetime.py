@@ -34,3 +34,23 @@ def test_a_fixed_expiry_past_the_maximum_lifetime_exits_2(stack, capsys):
     assert capsys.readouterr().err.startswith(
         f"error: mlinfra:training.lifecycle.expiresAt: {later} is 33"  # 337 or 338 hours away
     )
+
+
+def test_an_expiry_problem_does_not_hide_the_other_lifecycle_findings(capsys):
+    code = main(
+        [
+            "preview",
+            "--stack",
+            "training-demo",
+            "-c",
+            "mlinfra:training.lifecycle.expiresAt=2027-02-30T00:00:00Z",
+            "-c",
+            "mlinfra:training.lifecycle.gracePeriodMinutes=120",
+            "-c",
+            "mlinfra:training.lifecycle.ttlHours=1",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "mlinfra:training.lifecycle.expiresAt: '2027-02-30T00:00:00Z' is not a real UTC time" in err
+    assert "mlinfra:training.lifecycle.gracePeriodMinutes: 120 minutes is not shorter than ttlHours" in err
