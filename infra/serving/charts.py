@@ -1,6 +1,9 @@
 """Pinned Helm charts of the serving cluster and their values (pure).
 
-Versions are pinned so a `pulumi up` months later installs the same thing; bump them deliberately.
+Versions are pinned so a `pulumi up` months later installs the same thing; bump them deliberately. Every
+values key here is checked against the pinned chart's own values.yaml, and the charts tied to the cluster's
+Kubernetes minor against their appVersion (tests/contracts/test_chart_contracts.py, facts extracted from
+each chart's release tag into tests/contracts/data/charts/).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, taint
 
 MONITORING_NAMESPACE = "monitoring"
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
+AUTOSCALER_NAMESPACE = "kube-system"
 
 
 @dataclass(frozen=True)
@@ -30,15 +34,45 @@ NVIDIA_DEVICE_PLUGIN = Chart(
     "https://nvidia.github.io/k8s-device-plugin",
     "kube-system",
 )
-# Device plugin and the Neuron scheduler extension (with its own kube-scheduler, `my-scheduler`).
-NEURON = Chart("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart", "1.1.2", None, "kube-system")
+# Device plugin and the Neuron scheduler extension (with its own kube-scheduler, `my-scheduler`). 1.0.0 is the
+# newest version whose source is published (github.com/aws-neuron/neuron-helm-charts), so its values are checked.
+NEURON = Chart("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart", "1.0.0", None, "kube-system")
 KEDA = Chart("keda", "keda", "2.16.1", "https://kedacore.github.io/charts", "keda")
 PROMETHEUS = Chart(
     "prometheus", "prometheus", "27.2.0", "https://prometheus-community.github.io/helm-charts", MONITORING_NAMESPACE
 )
-CLUSTER_AUTOSCALER = Chart(
-    "cluster-autoscaler", "cluster-autoscaler", "9.43.2", "https://kubernetes.github.io/autoscaler", "kube-system"
-)
+
+
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """What must move with the cluster's Kubernetes minor version."""
+
+    # The cluster autoscaler chart whose appVersion has this minor: its RBAC is written for that release
+    # (1.32+ reads volumeattachments; an older chart with a newer image cannot list them and never scales).
+    cluster_autoscaler_chart: str
+    # The Neuron chart's second kube-scheduler: within the version-skew policy only at the cluster's minor.
+    kube_scheduler_image: str
+
+
+# Sources: the autoscaler chart's Chart.yaml at tag cluster-autoscaler-chart-<version> (kept as
+# tests/contracts/data/charts/cluster-autoscaler-<version>.json); the EKS Distro kube-scheduler tags as
+# published in public.ecr.aws/eks-distro/kubernetes/kube-scheduler (seen in EKS Distro release manifests
+# and the Neuron operator's samples, 2026-11-24). Add a minor only with both facts.
+KUBERNETES_RELEASES = {
+    "1.32": KubernetesRelease("9.46.6", "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.32.9-eks-1-32-24"),
+    "1.33": KubernetesRelease("9.51.0", "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.33.3-eks-1-33-10"),
+}
+
+
+def cluster_autoscaler_chart(kubernetes_version: str) -> Chart:
+    return Chart(
+        "cluster-autoscaler",
+        "cluster-autoscaler",
+        KUBERNETES_RELEASES[kubernetes_version].cluster_autoscaler_chart,
+        "https://kubernetes.github.io/autoscaler",
+        AUTOSCALER_NAMESPACE,
+    )
+
 
 _SYSTEM_NODES = {POOL_LABEL: "system"}
 
@@ -51,7 +85,8 @@ def nvidia_values() -> dict[str, Any]:
     }
 
 
-def neuron_values() -> dict[str, Any]:
+def neuron_values(kubernetes_version: str) -> dict[str, Any]:
+    repository, _, tag = KUBERNETES_RELEASES[kubernetes_version].kube_scheduler_image.rpartition(":")
     return {
         "devicePlugin": {
             "nodeSelector": {ACCELERATOR_LABEL: "inf2"},
@@ -60,7 +95,11 @@ def neuron_values() -> dict[str, Any]:
         "scheduler": {
             "enabled": True,
             "nodeSelector": _SYSTEM_NODES,
-            "customScheduler": {"enabled": True, "nodeSelector": _SYSTEM_NODES},
+            "customScheduler": {
+                "enabled": True,
+                "nodeSelector": _SYSTEM_NODES,
+                "image": {"repository": repository, "tag": tag},
+            },
         },
         # The node problem detector's recovery needs its own AWS role; not part of this stack.
         "npd": {"enabled": False},
@@ -68,8 +107,11 @@ def neuron_values() -> dict[str, Any]:
 
 
 def keda_values() -> dict[str, Any]:
+    # Two operators (one leads, the other takes over) so the budget lets a drain evict one: with one
+    # replica, minAvailable 1 would block every node drain of the system pool.
     return {
         "nodeSelector": _SYSTEM_NODES,
+        "operator": {"replicaCount": 2},
         "podDisruptionBudget": {"operator": {"minAvailable": 1}},
     }
 
@@ -93,14 +135,13 @@ def prometheus_values() -> dict[str, Any]:
     }
 
 
-def cluster_autoscaler_values(cluster_name: str, region: str, kubernetes_version: str) -> dict[str, Any]:
+def cluster_autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
         # Managed node groups tag their Auto Scaling groups for this discovery.
         "autoDiscovery": {"clusterName": cluster_name},
-        # The autoscaler's minor version must match the cluster's.
-        "image": {"tag": f"v{kubernetes_version}.0"},
+        # No image override: the chart (chosen by cluster_autoscaler_chart) ships the release its RBAC fits.
         "rbac": {"serviceAccount": {"create": True, "name": AUTOSCALER_SERVICE_ACCOUNT}},
         "nodeSelector": _SYSTEM_NODES,
         "extraArgs": {

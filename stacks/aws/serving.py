@@ -74,7 +74,11 @@ def build(config: ServingStackConfig) -> None:
         ),
         opts=on_cluster,
     )
-    plugins = DevicePlugins("device-plugins", DevicePluginsArgs(after=pools), opts=on_cluster)
+    plugins = DevicePlugins(
+        "device-plugins",
+        DevicePluginsArgs(kubernetes_version=spec.cluster.kubernetes_version, after=pools),
+        opts=on_cluster,
+    )
 
     registry = pulumi.StackReference(config.registry_stack)
     location = pulumi.Output.all(registry.require_output("bucketName"), registry.require_output("region")).apply(

@@ -57,7 +57,7 @@ class ClusterAddons(pulumi.ComponentResource):
                 iam.pod_identity_trust(
                     iam.PodScope(
                         args.cluster_name_plain,
-                        charts.CLUSTER_AUTOSCALER.namespace,
+                        charts.AUTOSCALER_NAMESPACE,
                         charts.AUTOSCALER_SERVICE_ACCOUNT,
                     )
                 )
@@ -74,7 +74,7 @@ class ClusterAddons(pulumi.ComponentResource):
         identity = aws.eks.PodIdentityAssociation(
             f"{name}-autoscaler-identity",
             cluster_name=args.cluster_name,
-            namespace=charts.CLUSTER_AUTOSCALER.namespace,
+            namespace=charts.AUTOSCALER_NAMESPACE,
             service_account=charts.AUTOSCALER_SERVICE_ACCOUNT,
             role_arn=autoscaler_role.arn,
             tags=tags,
@@ -84,8 +84,8 @@ class ClusterAddons(pulumi.ComponentResource):
         ready = after + coredns
         self.autoscaler = helm_release(
             f"{name}-cluster-autoscaler",
-            charts.CLUSTER_AUTOSCALER,
-            charts.cluster_autoscaler_values(args.cluster_name_plain, args.region, args.kubernetes_version),
+            charts.cluster_autoscaler_chart(args.kubernetes_version),
+            charts.cluster_autoscaler_values(args.cluster_name_plain, args.region),
             self,
             ready + [identity],
         )

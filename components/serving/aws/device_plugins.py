@@ -14,6 +14,7 @@ from infra.serving import charts
 
 @dataclass(frozen=True)
 class DevicePluginsArgs:
+    kubernetes_version: str  # the Neuron chart's kube-scheduler follows the cluster's minor
     after: Sequence[pulumi.Resource] = field(default_factory=list)  # node pools the plugins run on
 
 
@@ -27,5 +28,7 @@ class DevicePlugins(pulumi.ComponentResource):
         self.nvidia = helm_release(
             f"{name}-nvidia", charts.NVIDIA_DEVICE_PLUGIN, charts.nvidia_values(), self, args.after
         )
-        self.neuron = helm_release(f"{name}-neuron", charts.NEURON, charts.neuron_values(), self, args.after)
+        self.neuron = helm_release(
+            f"{name}-neuron", charts.NEURON, charts.neuron_values(args.kubernetes_version), self, args.after
+        )
         self.register_outputs({"nvidia": self.nvidia.status, "neuron": self.neuron.status})

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from infra.core.network import is_rfc1918
 from infra.core.spec import Spec
+from infra.serving.charts import KUBERNETES_RELEASES
 from infra.serving.spec import EndpointSpec, ModelSpec
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
@@ -42,7 +43,9 @@ Accelerator = Literal["inf2", "g5"]
 
 class ClusterSpec(Spec):
     kubernetes_version: str = Field(
-        "1.33", pattern=r"^1\.[0-9]{2}$", description="EKS Kubernetes minor version, e.g. 1.33."
+        "1.33",
+        description=f"EKS Kubernetes minor version: {', '.join(KUBERNETES_RELEASES)} (the versions whose "
+        "cluster autoscaler chart and Neuron kube-scheduler are pinned and checked).",
     )
     endpoint: EndpointSpec = Field(default_factory=EndpointSpec, description="Reachability of the Kubernetes API.")
     log_retention_days: int = Field(
@@ -58,6 +61,15 @@ class ClusterSpec(Spec):
     availability_zones: int = Field(
         2, ge=2, le=3, description="AZs the private node subnets span, 2 or 3 (the first ones of the region)."
     )
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _pinned_release(cls, value: str) -> str:
+        if value not in KUBERNETES_RELEASES:
+            raise ValueError(
+                f"no pinned cluster autoscaler chart and kube-scheduler; one of {', '.join(KUBERNETES_RELEASES)}"
+            )
+        return value
 
     @field_validator("log_retention_days")
     @classmethod

@@ -228,7 +228,13 @@ def test_node_pool_plans():
 
 
 def test_charts_are_pinned():
-    pinned = [charts.NVIDIA_DEVICE_PLUGIN, charts.NEURON, charts.KEDA, charts.PROMETHEUS, charts.CLUSTER_AUTOSCALER]
+    pinned = [
+        charts.NVIDIA_DEVICE_PLUGIN,
+        charts.NEURON,
+        charts.KEDA,
+        charts.PROMETHEUS,
+        charts.cluster_autoscaler_chart("1.33"),
+    ]
     for chart in pinned:
         assert chart.version and chart.version[0].isdigit() and chart.version.count(".") == 2, chart
         assert (chart.repository or "").startswith("https://") or chart.chart.startswith("oci://")
@@ -240,11 +246,12 @@ def test_chart_values_place_plugins_on_their_pools():
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in charts.nvidia_values()[
         "tolerations"
     ]
-    neuron = charts.neuron_values()
+    neuron = charts.neuron_values("1.33")
     assert neuron["devicePlugin"]["nodeSelector"] == {"mlinfra.io/accelerator": "inf2"}
     assert neuron["scheduler"]["enabled"] is True and neuron["npd"] == {"enabled": False}
-    values = charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1", "1.33")
-    assert values["autoDiscovery"] == {"clusterName": "mlinfra-demo"} and values["image"] == {"tag": "v1.33.0"}
+    values = charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1")
+    assert values["autoDiscovery"] == {"clusterName": "mlinfra-demo"} and "image" not in values
+    assert charts.cluster_autoscaler_chart("1.33").version == "9.51.0"
     assert values["extraArgs"]["scale-down-unneeded-time"] == "5m"
 
 

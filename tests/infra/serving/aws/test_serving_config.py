@@ -192,6 +192,14 @@ def test_log_retention_must_be_a_cloudwatch_value():
     )
 
 
+def test_kubernetes_version_needs_a_pinned_autoscaler_chart_and_scheduler():
+    [message] = problems(serving(cluster={"kubernetesVersion": "1.31"}))
+    assert message == (
+        "mlinfra:serving.cluster.kubernetesVersion: no pinned cluster autoscaler chart and "
+        "kube-scheduler; one of 1.32, 1.33 (got '1.31')"
+    )
+
+
 def test_unknown_keys_and_duplicate_models():
     value = serving()
     value["models"][0]["replicas"] = 2

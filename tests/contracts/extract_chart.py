@@ -1,0 +1,125 @@
+"""Extract the facts of one Helm chart version that mlinfra's values must agree with, from the chart's own
+source at its release tag, into tests/contracts/data/charts/<chart>-<version>.json.
+
+    python tests/contracts/extract_chart.py --git-dir <clone>/.git --ref <tag> --path <chart folder> \
+        --source https://github.com/<owner>/<repo> [--out tests/contracts/data/charts]
+
+What is kept (facts, not the chart): its name, version, appVersion and kubeVersion; every key path of its
+values.yaml with the type of its default; the paths its templates pass through whole (`toYaml`, `range`,
+`with`), under which any key is accepted; every `.Values` path a template reads; its sub-charts (whose
+values are theirs); and the resources its ClusterRoles grant. Run it again when a pinned chart changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# `.Values.a.b` passed whole to the manifest: any key under it reaches the object unchanged.
+WHOLE = re.compile(
+    r"(?:toYaml|range\s+(?:\$\w+\s*,\s*)?\$\w+\s*:=|with|tpl\s*\(?\s*toYaml)\s+\(?\s*\.Values\.([A-Za-z0-9_.-]+)"
+)
+# Any `.Values.a.b.c` a template reads: a key the chart uses even where values.yaml leaves it out.
+READ = re.compile(r"\.Values\.([A-Za-z0-9_][A-Za-z0-9_.-]*[A-Za-z0-9_])")
+INDEX_WHOLE = re.compile(r'(?:toYaml|with)\s+\(?\s*index\s+\.Values\s+"([A-Za-z0-9_.-]+)"')
+
+
+def git(git_dir: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True).stdout
+
+
+def type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    return "map"
+
+
+def key_paths(values: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    paths: dict[str, str] = {}
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        paths[path] = type_name(value)
+        if isinstance(value, dict) and value:
+            paths.update(key_paths(value, path + "."))
+    return paths
+
+
+def cluster_role_resources(documents: list[str]) -> list[str]:
+    resources: set[str] = set()
+    for text in documents:
+        # Only plain YAML lines carry rules; template directives are dropped before parsing.
+        plain = "\n".join(line for line in text.splitlines() if "{{" not in line)
+        try:
+            for doc in yaml.safe_load_all(plain):
+                if isinstance(doc, dict) and doc.get("kind") == "ClusterRole":
+                    for rule in doc.get("rules") or []:
+                        resources.update(rule.get("resources") or [])
+        except yaml.YAMLError:
+            continue
+    return sorted(resources)
+
+
+def extract(git_dir: str, ref: str, path: str, source: str) -> dict[str, Any]:
+    chart = yaml.safe_load(git(git_dir, "show", f"{ref}:{path}/Chart.yaml"))
+    values = yaml.safe_load(git(git_dir, "show", f"{ref}:{path}/values.yaml")) or {}
+    templates = [
+        name
+        for name in git(git_dir, "ls-tree", "-r", "--name-only", ref, f"{path}/templates").splitlines()
+        if name.endswith((".yaml", ".yml", ".tpl"))
+    ]
+    texts = [git(git_dir, "show", f"{ref}:{name}") for name in templates]
+    whole = sorted({m for text in texts for m in WHOLE.findall(text) + INDEX_WHOLE.findall(text)})
+    return {
+        "chart": chart["name"],
+        "version": str(chart["version"]),
+        "appVersion": str(chart.get("appVersion", "")),
+        "kubeVersion": str(chart.get("kubeVersion", "")),
+        "source": {
+            "repository": source,
+            "ref": ref,
+            "commit": git(git_dir, "rev-list", "-n", "1", ref).strip(),
+            "path": path,
+        },
+        "extracted": datetime.date.today().isoformat(),
+        "subcharts": sorted(d["name"] for d in chart.get("dependencies") or []),
+        "keys": dict(sorted(key_paths(values).items())),
+        "passedWhole": whole,
+        "read": sorted({m for text in texts for m in READ.findall(text)}),
+        "clusterRoleResources": cluster_role_resources(texts),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--git-dir", required=True)
+    parser.add_argument("--ref", required=True)
+    parser.add_argument("--path", required=True, help="the chart's folder inside the repository")
+    parser.add_argument("--source", required=True, help="the repository's public address")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "data" / "charts"))
+    args = parser.parse_args(argv)
+    facts = extract(args.git_dir, args.ref, args.path.rstrip("/"), args.source)
+    out = Path(args.out) / f"{facts['chart']}-{facts['version']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(facts, indent=1) + "\n")
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

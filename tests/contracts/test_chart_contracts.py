@@ -1,0 +1,118 @@
+"""Every Helm chart mlinfra installs, against the facts of that chart version's own source (values.yaml,
+Chart.yaml, ClusterRoles) kept in data/charts/ by extract_chart.py: a values key the chart does not read is
+a setting that silently does nothing on a real cluster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.serving import charts
+
+DATA = Path(__file__).parent / "data" / "charts"
+
+
+def facts(chart: charts.Chart) -> dict[str, Any]:
+    name = chart.chart.rsplit("/", 1)[-1]
+    path = DATA / f"{name}-{chart.version}.json"
+    assert path.exists(), f"no facts for {name} {chart.version}: run tests/contracts/extract_chart.py at its tag"
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def leaves(values: dict[str, Any], whole: set[str], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Dotted paths of the values we set, stopping where the chart takes the rest as it comes."""
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and path not in whole:
+            yield from leaves(value, whole, path + ".")
+        else:
+            yield path, value
+
+
+def unknown_keys(values: dict[str, Any], chart_facts: dict[str, Any]) -> list[str]:
+    keys: dict[str, str] = chart_facts["keys"]
+    whole = set(chart_facts["passedWhole"])
+    subcharts = set(chart_facts["subcharts"])
+    read = set(chart_facts["read"])
+    problems = []
+    for path, value in leaves(values, whole):
+        if path.split(".")[0] in subcharts and path.split(".")[1:] != ["enabled"]:
+            continue  # a sub-chart's own values (only `enabled` is the parent's)
+        if any(path.startswith(w + ".") for w in whole):
+            continue
+        if path not in keys and path not in read:
+            problems.append(f"{path}: not a key of {chart_facts['chart']} {chart_facts['version']}")
+            continue
+        expected = keys.get(path, "null")
+        ours = {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "map"}[type(value)]
+        if expected not in ("null", ours):
+            problems.append(f"{path}: the chart's default is a {expected}, ours a {ours} ({value!r})")
+    return problems
+
+
+VALUES: list[tuple[str, Callable[[], charts.Chart], Callable[[], dict[str, Any]]]] = (
+    [
+        ("nvidia", lambda: charts.NVIDIA_DEVICE_PLUGIN, charts.nvidia_values),
+        ("keda", lambda: charts.KEDA, charts.keda_values),
+        ("prometheus", lambda: charts.PROMETHEUS, charts.prometheus_values),
+    ]
+    + [
+        (f"neuron-k8s-{v}", lambda: charts.NEURON, lambda v=v: charts.neuron_values(v))  # type: ignore[misc]
+        for v in charts.KUBERNETES_RELEASES
+    ]
+    + [
+        (
+            f"cluster-autoscaler-k8s-{v}",
+            lambda v=v: charts.cluster_autoscaler_chart(v),  # type: ignore[misc]
+            lambda: charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1"),
+        )
+        for v in charts.KUBERNETES_RELEASES
+    ]
+)
+
+
+@pytest.mark.parametrize(("label", "chart", "values"), VALUES, ids=[v[0] for v in VALUES])
+def test_every_values_key_is_read_by_the_pinned_chart(label, chart, values):
+    assert unknown_keys(values(), facts(chart())) == []
+
+
+def test_an_unknown_or_mistyped_key_is_reported():
+    keda = facts(charts.KEDA)
+    values = {"operator": {"replicaCount": "2", "replicas": 2}, "nodeSelector": {"any/label": "x"}}
+    assert unknown_keys(values, keda) == [
+        "operator.replicaCount: the chart's default is a number, ours a string ('2')",
+        "operator.replicas: not a key of keda 2.16.1",
+    ]
+
+
+@pytest.mark.parametrize("minor", list(charts.KUBERNETES_RELEASES))
+def test_autoscaler_chart_ships_the_clusters_minor_with_its_rbac(minor):
+    chart_facts = facts(charts.cluster_autoscaler_chart(minor))
+    assert chart_facts["appVersion"].startswith(f"{minor}."), "the chart's appVersion must be the cluster's minor"
+    # 1.32+ lists VolumeAttachments (kubernetes/autoscaler #7663): a chart without the grant never scales.
+    assert "volumeattachments" in chart_facts["clusterRoleResources"]
+    assert "image" not in charts.cluster_autoscaler_values("c", "us-east-1"), "the chart's own image, never another"
+
+
+@pytest.mark.parametrize("minor", list(charts.KUBERNETES_RELEASES))
+def test_neuron_kube_scheduler_matches_the_cluster_minor(minor):
+    # The version-skew policy allows kube-scheduler no newer than the API server and at most one minor
+    # older; the chart's default (v1.28.5) is five minors behind a 1.33 cluster.
+    custom = charts.neuron_values(minor)["scheduler"]["customScheduler"]["image"]
+    assert custom["tag"].startswith(f"v{minor}.") and f"-eks-{minor.replace('.', '-')}-" in custom["tag"]
+    assert custom["repository"] == "public.ecr.aws/eks-distro/kubernetes/kube-scheduler"
+    default = facts(charts.NEURON)
+    assert default["keys"]["scheduler.customScheduler.image.tag"] == "string"
+
+
+def test_every_fact_file_names_its_source():
+    for path in DATA.glob("*.json"):
+        chart_facts = json.loads(path.read_text())
+        source = chart_facts["source"]
+        assert source["repository"].startswith("https://github.com/") and len(source["commit"]) == 40, path
+        assert chart_facts["extracted"] >= "2026-01-01", path
