@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.serving import manifests
+from infra.serving import manifests, servers
 from infra.serving.aws.config import ModelSpec
 
 
@@ -42,6 +42,7 @@ def declare_model_objects(
         automount_service_account_token=account["automountServiceAccountToken"],
         opts=k8s_opts,
     )
+    rollout = f"{servers.PROFILES[model.accelerator].startup.rollout_seconds}s"
     deployment_spec = pulumi.Output.from_input(registry_location).apply(
         lambda registry: manifests.deployment(model, ns, registry)["spec"]
     )
@@ -51,7 +52,12 @@ def declare_model_objects(
         f"{name}-deployment",
         metadata=manifests.metadata(model, ns),
         spec=deployment_spec,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=after + list(identity)),
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=after + list(identity),
+            # A cold start (node, multi-GB image, weights) outlasts Pulumi's 10-minute default wait.
+            custom_timeouts=pulumi.CustomTimeouts(create=rollout, update=rollout),
+        ),
     )
     service = manifests.service(model, ns)
     service_resource = k8s.core.v1.Service(

@@ -107,10 +107,11 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
             "limits": {"memory": f"{model.memory_gib}Gi", profile.resource: n},
         },
         # Loading weights (and Neuron graphs) takes minutes: the startup probe holds off the others.
-        "startupProbe": _probe("/health", 10, 90),
+        "startupProbe": _probe("/health", 10, -(-profile.startup.load_seconds // 10)),
         "readinessProbe": _probe("/health", 10, 3),
         "livenessProbe": _probe("/health", 15, 4),
         "volumeMounts": mounts,
+        "lifecycle": {"preStop": {"exec": {"command": servers.drain_command()}}},
         "securityContext": {"allowPrivilegeEscalation": False},
     }
 
@@ -161,7 +162,7 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
         "nodeSelector": {ACCELERATOR_LABEL: model.accelerator},
         "tolerations": [taint(model.accelerator).toleration()],
         "topologySpreadConstraints": _spread(model),
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": servers.termination_grace_seconds(model),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [_container(model, registry)],
         "volumes": volumes,
@@ -183,8 +184,8 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
         "kind": "Deployment",
         "metadata": metadata(model, ns),
         "spec": {
-            # KEDA owns the replica count after creation; this is the starting point.
-            "replicas": model.min_replicas,
+            # No `replicas`: KEDA's HPA owns the count (it starts at minReplicaCount). Declaring it too
+            # makes every update fight kube-controller-manager over the field (pulumi-kubernetes #2491).
             "selector": {"matchLabels": selector(model)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "template": {"metadata": {"labels": labels(model), "annotations": annotations}, "spec": pod},
@@ -214,12 +215,27 @@ def pod_disruption_budget(model: ModelSpec, ns: str) -> Manifest:
     }
 
 
+# Samples are averaged over a minute so one scrape's spike or gap does not move the HPA.
+SMOOTHING = "1m"
+
+
 def metric_queries(model: ModelSpec, ns: str) -> dict[str, str]:
-    """PromQL over the model's pods (the scrape config turns pod labels into metric labels)."""
+    """PromQL over the model's pods (the scrape config turns pod labels into metric labels). Each query
+    answers 0, never nothing, while no replica has reported yet (after a Prometheus restart)."""
     match = f'namespace="{ns}",app_kubernetes_io_instance="{model.name}"'
+
+    def smoothed(metric: str) -> str:
+        return f"avg_over_time({metric}{{{match}}}[{SMOOTHING}])"
+
+    if servers.PROFILES[model.accelerator].fetch_to_disk:
+        # Neuron: the batch is compiled in, so pressure is the share of its sequence slots in use.
+        load = f"avg({smoothed(servers.RUNNING_METRIC)}) / {servers.max_num_seqs(model)}"
+    else:
+        # `or` keeps the old name's series only for pods without the new one: each pod counts once.
+        load = "avg(" + " or ".join(smoothed(metric) for metric in servers.KV_CACHE_METRICS) + ")"
     return {
-        "queue-depth": f"sum({servers.QUEUE_METRIC}{{{match}}})",
-        "kv-cache": f"avg({servers.KV_CACHE_METRIC}{{{match}}})",
+        "queue-depth": f"sum({smoothed(servers.QUEUE_METRIC)}) or vector(0)",
+        "kv-cache": f"({load}) or vector(0)",
     }
 
 
@@ -236,10 +252,9 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
                 "serverAddress": PROMETHEUS_URL,
                 "query": queries["queue-depth"],
                 "threshold": str(scaling.queue_depth_target),
-                "ignoreNullValues": "false",
             },
         },
-        # Mean KV-cache use; Value scales replicas by observed/target.
+        # Mean KV-cache use (batch-slot use on Neuron); Value scales replicas by observed/target.
         {
             "type": "prometheus",
             "name": "kv-cache",
@@ -248,7 +263,6 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
                 "serverAddress": PROMETHEUS_URL,
                 "query": queries["kv-cache"],
                 "threshold": f"{scaling.kv_cache_target:g}",
-                "ignoreNullValues": "false",
             },
         },
     ]

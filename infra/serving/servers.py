@@ -14,11 +14,28 @@ from infra.serving.aws.config import ModelSpec
 PORT = 8000
 MODEL_DIR = "/models"
 QUEUE_METRIC = "vllm:num_requests_waiting"  # requests queued, not yet running
-KV_CACHE_METRIC = "vllm:gpu_cache_usage_perc"  # KV-cache blocks in use, 0-1
+RUNNING_METRIC = "vllm:num_requests_running"  # sequences in the running batch
+# KV-cache blocks in use, 0-1: vLLM renamed gpu_cache_usage_perc to kv_cache_usage_perc (v0.10); queries
+# read both so a server image bump does not blind the autoscaler.
+KV_CACHE_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 # Pinned image of the init container that copies Neuron artefacts from the registry onto the node.
 AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 # The Neuron helm chart's scheduler (kube-scheduler + Neuron extension), for topology-aware device allocation.
 NEURON_SCHEDULER = "my-scheduler"
+
+
+@dataclass(frozen=True)
+class StartupBudget:
+    """How long a replica may take to serve, from nothing (estimates on the safe side, not measurements)."""
+
+    node_seconds: int  # a node from zero: launch, join, device plugin ready
+    pull_seconds: int  # the server image (8-20 GB for vLLM and the Neuron DLC) on a fresh node
+    load_seconds: int  # weights (and Neuron graphs) onto the devices until /health answers
+
+    @property
+    def rollout_seconds(self) -> int:
+        """What Pulumi waits for a Deployment to become ready (its default, 10 minutes, is shorter)."""
+        return self.node_seconds + self.pull_seconds + self.load_seconds
 
 
 @dataclass(frozen=True)
@@ -27,14 +44,29 @@ class ServerProfile:
     resource: str  # extended resource requested per replica
     scheduler_name: str | None
     fetch_to_disk: bool  # copy the artefact before start (Neuron) or stream it from S3 (CUDA)
+    default_max_num_seqs: int  # concurrent sequences per replica (on Neuron: the compiled batch size)
+    startup: StartupBudget
 
 
 PROFILES = {
-    "g5": ServerProfile("g5", "nvidia.com/gpu", None, fetch_to_disk=False),
-    "inf2": ServerProfile("inf2", "aws.amazon.com/neuron", NEURON_SCHEDULER, fetch_to_disk=True),
-    # GKE's L4 pool (GCP serving): the same vLLM CUDA server, streaming from the GCS bridge bucket.
-    "l4": ServerProfile("l4", "nvidia.com/gpu", None, fetch_to_disk=False),
+    "g5": ServerProfile("g5", "nvidia.com/gpu", None, False, 256, StartupBudget(300, 600, 900)),
+    # Neuron's batch is compiled in: 8 sequences of an 8B model at 4096 tokens fit an inf2 device's 32 GB.
+    "inf2": ServerProfile("inf2", "aws.amazon.com/neuron", NEURON_SCHEDULER, True, 8, StartupBudget(300, 900, 1200)),
+    # GKE's L4 pool (GCP serving): the same vLLM CUDA server.
+    "l4": ServerProfile("l4", "nvidia.com/gpu", None, False, 256, StartupBudget(300, 600, 900)),
 }
+# Seconds for the Service to stop sending a terminating pod new requests (endpoint removal propagating
+# to kube-proxy) before the server is told to stop.
+ENDPOINT_DRAIN_SECONDS = 15
+
+
+def max_num_seqs(model: ModelSpec) -> int:
+    return model.max_num_seqs or PROFILES[model.accelerator].default_max_num_seqs
+
+
+def termination_grace_seconds(model: ModelSpec) -> int:
+    """Long enough for the longest request in flight to finish after new ones stop arriving."""
+    return ENDPOINT_DRAIN_SECONDS + model.max_request_seconds + 15
 
 
 def tensor_parallel_size(model: ModelSpec) -> int:
@@ -55,6 +87,8 @@ def server_args(model: ModelSpec, source: str) -> list[str]:
         str(tensor_parallel_size(model)),
         "--max-model-len",
         str(model.max_model_len),
+        "--max-num-seqs",
+        str(max_num_seqs(model)),
     ]
     if not PROFILES[model.accelerator].fetch_to_disk:
         # Stream safetensors from S3 (or GCS) straight to GPU memory: no disk copy on cold start.
@@ -62,6 +96,25 @@ def server_args(model: ModelSpec, source: str) -> list[str]:
     else:
         args += ["--device", "neuron"]
     return args
+
+
+def drain_command() -> list[str]:
+    """preStop: wait for the endpoint removal to reach every proxy, then until the server has no request
+    running or waiting (its own metrics), so SIGTERM never cuts a generation. The grace period bounds it."""
+    program = (
+        "import re, time, urllib.request\n"
+        f"time.sleep({ENDPOINT_DRAIN_SECONDS})\n"
+        "pattern = re.compile(r'^vllm:num_requests_(?:running|waiting)(?:\\{.*\\})? ([0-9.e+-]+)$', re.M)\n"
+        "while True:\n"
+        "    try:\n"
+        f"        text = urllib.request.urlopen('http://127.0.0.1:{PORT}/metrics', timeout=5).read().decode()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if sum(float(v) for v in pattern.findall(text)) == 0:\n"
+        "        break\n"
+        "    time.sleep(2)\n"
+    )
+    return ["python3", "-c", program]
 
 
 def check_script(source: str) -> str:

@@ -73,7 +73,9 @@ class AutoscalingSpec(Spec):
         0.8,
         gt=0,
         le=1,
-        description="Average KV-cache use (vllm:gpu_cache_usage_perc, 0-1) above which replicas are added.",
+        description="Average KV-cache use (vllm:kv_cache_usage_perc, or gpu_cache_usage_perc before vLLM 0.10; "
+        "0-1) above which replicas are added. On inf2, whose batch is compiled in, the share of the batch's "
+        "sequence slots in use (vllm:num_requests_running / maxNumSeqs).",
     )
     scale_down_stabilization_seconds: int = Field(
         300,
@@ -145,10 +147,11 @@ class ModelSpec(Spec):
         "vLLM image with the Neuron backend on inf2, a vLLM CUDA image on g5.",
     )
     min_replicas: int = Field(
-        1,
+        2,
         ge=1,
         le=100,
-        description="Replicas kept running (at least 1: nothing holds requests while a replica starts).",
+        description="Replicas kept running. 2 by default, so a node's loss, a Spot reclaim or a drain never "
+        "leaves the model unserved; set 1 by name to accept that.",
     )
     max_replicas: int = Field(4, ge=1, le=100, description="Upper bound of the autoscaler.")
     accelerators_per_replica: int = Field(
@@ -157,6 +160,20 @@ class ModelSpec(Spec):
     cpu: int = Field(2, ge=1, le=190, description="CPU cores requested per replica.")
     memory_gib: int = Field(10, ge=1, le=2000, description="Memory requested per replica, GiB.")
     max_model_len: int = Field(4096, ge=128, le=1048576, description="Longest context served (vLLM --max-model-len).")
+    max_num_seqs: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Sequences one replica serves at once (vLLM --max-num-seqs); on inf2 also the batch size "
+        "the model is compiled for. Default: 8 on inf2, 256 on GPUs.",
+    )
+    max_request_seconds: int = Field(
+        600,
+        ge=10,
+        le=3600,
+        description="Longest a request may run; a stopping replica finishes its requests for up to this long "
+        "(its termination grace period).",
+    )
     autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
 
     @property

@@ -83,7 +83,7 @@ def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
         triggers = scaler["spec"]["triggers"]
         assert {t["type"] for t in triggers} == {"prometheus"}
         queries = " ".join(t["metadata"]["query"] for t in triggers)
-        assert "vllm:num_requests_waiting" in queries and "vllm:gpu_cache_usage_perc" in queries
+        assert "vllm:num_requests_waiting" in queries
         assert "cpu" not in json.dumps(triggers).lower()
     assert (
         scalers["mistral-7b"]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
@@ -91,6 +91,16 @@ def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
         ]
         == 600
     )
+
+
+def test_pulumi_waits_for_a_cold_start(demo):
+    """A model server's first replica needs a node, a multi-GB image and its weights: longer than Pulumi's
+    default 10-minute wait for a Deployment."""
+    waits = {d.inputs["metadata"]["name"]: d.custom_timeouts for d in by_type(demo, "kubernetes:apps/v1:Deployment")}
+    assert waits == {
+        "llama-3-8b-neuron": {"create": "2400s", "update": "2400s"},
+        "mistral-7b": {"create": "1800s", "update": "1800s"},
+    }
 
 
 def test_every_kubernetes_object_validates_against_its_schema(demo):

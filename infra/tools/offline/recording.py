@@ -40,6 +40,7 @@ class Registration:
     op: str = "create"  # "read" for resources read by id (StackReference)
     outputs: dict[str, Any] = field(default_factory=dict)
     alias_types: tuple[str, ...] = ()  # former type tokens the resource answers to (its aliases' types)
+    custom_timeouts: dict[str, str] = field(default_factory=dict)  # create/update/delete, as set
 
 
 @dataclass
@@ -94,6 +95,11 @@ class RecordingMonitor(mocks.MockMonitor):
                 property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 outputs=dict(state),
                 alias_types=tuple(a.spec.type for a in request.aliases if a.HasField("spec") and a.spec.type),
+                custom_timeouts={
+                    op: getattr(request.customTimeouts, op)
+                    for op in ("create", "update", "delete")
+                    if getattr(request.customTimeouts, op)
+                },
             )
         )
         return response

@@ -154,19 +154,107 @@ def test_tensor_parallel_degree_counts_neuron_cores():
 def test_autoscaler_scales_on_queue_depth_and_kv_cache_not_cpu():
     spec = manifests.scaled_object(G5, "models")["spec"]
     assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mistral"}
-    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 4)
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (G5.min_replicas, 4)
     triggers = {t["name"]: t for t in spec["triggers"]}
     assert {t["type"] for t in spec["triggers"]} == {"prometheus"}
+    pods = '{namespace="models",app_kubernetes_io_instance="mistral"}[1m]'
+    # Smoothed over a minute, 0 (not nothing) before any replica reports: no frozen or jumpy HPA.
     assert triggers["queue-depth"]["metadata"]["query"] == (
-        'sum(vllm:num_requests_waiting{namespace="models",app_kubernetes_io_instance="mistral"})'
+        f"sum(avg_over_time(vllm:num_requests_waiting{pods})) or vector(0)"
     )
     assert triggers["queue-depth"]["metadata"]["threshold"] == "4"
     assert triggers["queue-depth"]["metricType"] == "AverageValue"
-    assert triggers["kv-cache"]["metadata"]["query"].startswith("avg(vllm:gpu_cache_usage_perc{")
+    # Both names of the KV-cache gauge (renamed in vLLM 0.10), each pod counted once.
+    assert triggers["kv-cache"]["metadata"]["query"] == (
+        f"(avg(avg_over_time(vllm:kv_cache_usage_perc{pods}) or avg_over_time(vllm:gpu_cache_usage_perc{pods})))"
+        " or vector(0)"
+    )
     assert triggers["kv-cache"]["metadata"]["threshold"] == "0.8"
+    assert all("ignoreNullValues" not in t["metadata"] for t in spec["triggers"])
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 600
     assert "cpu" not in json.dumps(spec).lower()
+
+
+def test_neuron_scales_on_the_share_of_its_compiled_batch_in_use():
+    query = manifests.metric_queries(INF2, "models")["kv-cache"]
+    assert query == (
+        '(avg(avg_over_time(vllm:num_requests_running{namespace="models",app_kubernetes_io_instance="llama"}[1m]))'
+        " / 8) or vector(0)"
+    )
+    bigger = INF2.model_copy(update={"max_num_seqs": 4})
+    assert manifests.metric_queries(bigger, "models")["kv-cache"].endswith(" / 4) or vector(0)")
+
+
+def test_the_autoscaler_alone_owns_the_replica_count():
+    for model in (G5, INF2):
+        assert "replicas" not in manifests.deployment(model, "models", REGISTRY)["spec"]
+
+
+def test_a_stopping_replica_finishes_its_requests():
+    pod_spec = pod(G5)
+    server = pod_spec["containers"][0]
+    assert server["lifecycle"]["preStop"]["exec"]["command"] == servers.drain_command()
+    # Endpoint removal, the longest request (maxRequestSeconds, 600 by default), and a margin.
+    assert pod_spec["terminationGracePeriodSeconds"] == 15 + 600 + 15
+    shorter = G5.model_copy(update={"max_request_seconds": 60})
+    assert (
+        manifests.deployment(shorter, "models", REGISTRY)["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        == 90
+    )
+
+
+@pytest.mark.parametrize(
+    "metrics, waits",
+    [
+        ('vllm:num_requests_running{model_name="m"} 0.0\nvllm:num_requests_waiting{model_name="m"} 0.0\n', False),
+        ('vllm:num_requests_running{model_name="m"} 2.0\nvllm:num_requests_waiting{model_name="m"} 0.0\n', True),
+        ('vllm:num_requests_running{model_name="m"} 0.0\nvllm:num_requests_waiting{model_name="m"} 1.0\n', True),
+    ],
+    ids=["idle", "running", "waiting"],
+)
+def test_the_drain_waits_while_the_server_has_requests(monkeypatch, metrics, waits):
+    """The real preStop program against a metrics endpoint on loopback (the endpoint delay shortened)."""
+    import http.server
+    import subprocess
+    import sys
+    import threading
+
+    served = {"calls": 0}
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            served["calls"] += 1
+            body = metrics if served["calls"] == 1 else metrics.replace(" 2.0", " 0.0").replace(" 1.0", " 0.0")
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        program = servers.drain_command()[2]
+        program = program.replace(f"time.sleep({servers.ENDPOINT_DRAIN_SECONDS})", "time.sleep(0)")
+        program = program.replace(f"127.0.0.1:{servers.PORT}", f"127.0.0.1:{server.server_port}")
+        program = program.replace("time.sleep(2)", "time.sleep(0.05)")
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert served["calls"] == (2 if waits else 1)
+    finally:
+        server.shutdown()
+
+
+def test_the_drain_ends_when_the_server_is_gone():
+    import subprocess
+    import sys
+
+    program = servers.drain_command()[2].replace(f"time.sleep({servers.ENDPOINT_DRAIN_SECONDS})", "")
+    program = program.replace(f"127.0.0.1:{servers.PORT}", "127.0.0.1:9")  # nothing listens on discard
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
 
 
 def test_pods_are_scraped_where_the_queries_look():
