@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.registry import layout as registry_layout
-from infra.serving import servers
+from infra.serving import engine, servers
 from infra.serving.aws.config import ModelSpec
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 
@@ -94,7 +94,9 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     env = registry.env()
     if profile.fetch_to_disk:
         mounts.append({"name": "model", "mountPath": servers.MODEL_DIR, "readOnly": True})
-        env.append({"name": "NEURON_COMPILED_ARTIFACTS", "value": servers.MODEL_DIR})
+        # The compiled model promote built for exactly this engine shape (engine.py): loaded as it is,
+        # never recompiled into the read-only mount.
+        env.append({"name": "NEURON_COMPILED_ARTIFACTS", "value": f"{servers.MODEL_DIR}/{engine.NEURON_COMPILED_DIR}"})
     return {
         "name": "server",
         "image": model.image,
@@ -229,7 +231,7 @@ def metric_queries(model: ModelSpec, ns: str) -> dict[str, str]:
 
     if servers.PROFILES[model.accelerator].fetch_to_disk:
         # Neuron: the batch is compiled in, so pressure is the share of its sequence slots in use.
-        load = f"avg({smoothed(servers.RUNNING_METRIC)}) / {servers.max_num_seqs(model)}"
+        load = f"avg({smoothed(servers.RUNNING_METRIC)}) / {engine.max_num_seqs(model)}"
     else:
         # `or` keeps the old name's series only for pods without the new one: each pod counts once.
         load = "avg(" + " or ".join(smoothed(metric) for metric in servers.KV_CACHE_METRICS) + ")"

@@ -6,10 +6,12 @@ deep learning container) on inf2. Both export the same engine metrics, which the
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
-from infra.serving.aws.config import ModelSpec
+from infra.serving import engine
+from infra.serving.spec import ModelSpec
 
 PORT = 8000
 MODEL_DIR = "/models"
@@ -44,24 +46,18 @@ class ServerProfile:
     resource: str  # extended resource requested per replica
     scheduler_name: str | None
     fetch_to_disk: bool  # copy the artefact before start (Neuron) or stream it from S3 (CUDA)
-    default_max_num_seqs: int  # concurrent sequences per replica (on Neuron: the compiled batch size)
     startup: StartupBudget
 
 
 PROFILES = {
-    "g5": ServerProfile("g5", "nvidia.com/gpu", None, False, 256, StartupBudget(300, 600, 900)),
-    # Neuron's batch is compiled in: 8 sequences of an 8B model at 4096 tokens fit an inf2 device's 32 GB.
-    "inf2": ServerProfile("inf2", "aws.amazon.com/neuron", NEURON_SCHEDULER, True, 8, StartupBudget(300, 900, 1200)),
+    "g5": ServerProfile("g5", "nvidia.com/gpu", None, False, StartupBudget(300, 600, 900)),
+    "inf2": ServerProfile("inf2", "aws.amazon.com/neuron", NEURON_SCHEDULER, True, StartupBudget(300, 900, 1200)),
     # GKE's L4 pool (GCP serving): the same vLLM CUDA server.
-    "l4": ServerProfile("l4", "nvidia.com/gpu", None, False, 256, StartupBudget(300, 600, 900)),
+    "l4": ServerProfile("l4", "nvidia.com/gpu", None, False, StartupBudget(300, 600, 900)),
 }
 # Seconds for the Service to stop sending a terminating pod new requests (endpoint removal propagating
 # to kube-proxy) before the server is told to stop.
 ENDPOINT_DRAIN_SECONDS = 15
-
-
-def max_num_seqs(model: ModelSpec) -> int:
-    return model.max_num_seqs or PROFILES[model.accelerator].default_max_num_seqs
 
 
 def termination_grace_seconds(model: ModelSpec) -> int:
@@ -69,32 +65,29 @@ def termination_grace_seconds(model: ModelSpec) -> int:
     return ENDPOINT_DRAIN_SECONDS + model.max_request_seconds + 15
 
 
-def tensor_parallel_size(model: ModelSpec) -> int:
-    """vLLM shards over GPUs on g5 and over NeuronCores on inf2 (2 per Inferentia2 device)."""
-    return model.accelerators_per_replica * (2 if model.accelerator == "inf2" else 1)
+# Server images whose vLLM release is known from the tag: vLLM's own (vllm/vllm-openai:v<release>) and the
+# AWS Neuron DLC (pytorch-inference-vllm-neuronx:<release>-neuronx-..., vLLM-Neuron on that release).
+_RELEASE_TAGS = (
+    re.compile(r"(?:^|/)vllm/vllm-openai:v([0-9]+\.[0-9]+\.[0-9]+)$"),
+    re.compile(r"/neuron/pytorch-inference-vllm-neuronx:([0-9]+\.[0-9]+\.[0-9]+)-neuronx-"),
+)
+
+
+def vllm_release(image: str) -> str | None:
+    """The vLLM release a known server image runs, or None for an image we cannot tell."""
+    for pattern in _RELEASE_TAGS:
+        if found := pattern.search(image):
+            return found.group(1)
+    return None
 
 
 def server_args(model: ModelSpec, source: str) -> list[str]:
     """Arguments of `python3 -m vllm.entrypoints.openai.api_server`; `source` is an s3:// URI or a path."""
-    args = [
-        "--model",
-        source,
-        "--served-model-name",
-        model.name,
-        "--port",
-        str(PORT),
-        "--tensor-parallel-size",
-        str(tensor_parallel_size(model)),
-        "--max-model-len",
-        str(model.max_model_len),
-        "--max-num-seqs",
-        str(max_num_seqs(model)),
-    ]
+    args = ["--model", source, "--served-model-name", model.name, "--port", str(PORT)]
+    args += engine.engine_settings(model).flags()
     if not PROFILES[model.accelerator].fetch_to_disk:
-        # Stream safetensors from S3 (or GCS) straight to GPU memory: no disk copy on cold start.
+        # Stream safetensors from S3 straight to GPU memory: no disk copy on cold start.
         args += ["--load-format", "runai_streamer"]
-    else:
-        args += ["--device", "neuron"]
     return args
 
 

@@ -15,7 +15,8 @@ from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
 
 
-Variant = Literal["neuron", "cuda", "tensorrt"]
+# Variants a model server of mlinfra serves (each has a promotion recipe, infra/ops/promotion/recipes.py).
+Variant = Literal["neuron", "cuda"]
 
 
 # The Kubernetes API is never open to the whole internet: the pack's mandatory eks-api-endpoint-restricted

@@ -1,34 +1,45 @@
 """The conversion Jobs, as whole Kubernetes objects (pure): one Job per variant.
 
 A Job runs as the serving stack's `model-converter` service account, on the hardware its variant is for
-(neuron on an inf2 node, cuda/tensorrt on a g5 node):
+(neuron on an inf2 node, cuda on a g5 node), in the image of the model server that will serve it:
   1. init `credentials` (aws-cli)   writes the AWS CLI config of the S3 steps: its credential_process
                                     assumes the converter role with this promotion's session policy
                                     (read checkpoints/<run-id>/, write models/<name>/<version>/<variant>/;
                                     see access.py), and proves it once before anything is read;
   2. init `fetch`   (aws-cli)       copies the checkpoint to /work/checkpoint;
-  3. init `convert` (variant image) builds /work/out on the accelerator and writes /work/conversion.json:
-                                    compiler and runtime versions, node, and size + sha256 of every file;
-                                    it gets no AWS credentials at all (see CONVERT_HAS_NO_CREDENTIALS);
-  4. `upload`       (aws-cli)       copies /work/out to models/<name>/<version>/<variant>/, the report last.
+  3. init `convert` (server image)  builds /work/out (Neuron: compiles it on the devices for the server's
+                                    engine shape; cuda: re-saves it on the CPU);
+  4. init `check`   (server image)  loads /work/out, mounted read-only at /served as a server mounts it, with
+                                    the server's engine settings on the accelerator and generates (the smoke
+                                    test: no variant reaches a manifest, hence the alias, without it), then
+                                    writes /work/conversion.json: versions, node, the check's figures, and
+                                    size + sha256 of every file;
+  5. `upload`       (aws-cli)       copies /work/out to models/<name>/<version>/<variant>/, the report last.
+`convert` and `check` get no AWS credentials at all (see CONVERT_HAS_NO_CREDENTIALS).
 
-The `convert` step is sized from the checkpoint (sizing.py) and the work volume holds checkpoint,
-intermediates and artefact. A pod lost with its node (Spot reclaim, drain) is retried without counting
-against the backoff limit; a conversion error fails the Job at once (podFailurePolicy).
+The `convert` and `check` steps are sized from the checkpoint (sizing.py) and the work volume holds
+checkpoint, intermediates and artefact. The pod holds its accelerators from start to end (Kubernetes sizes a
+pod by its largest init step), so a cuda re-save on the CPU still waits for a GPU node. A pod lost with its
+node (Spot reclaim, drain) is retried without counting against the backoff limit; a conversion or check
+error fails the Job at once (podFailurePolicy).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 from infra.core.naming import slug
-from infra.ops.promotion.recipes import RECIPES, Recipe
+from infra.ops.promotion.recipes import CHECK_PROGRAM, RECIPES, Recipe
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
+from infra.serving import engine
 from infra.serving.aws import converter_access as access
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
-from infra.serving.servers import AWS_CLI_IMAGE
+from infra.serving.servers import AWS_CLI_IMAGE, PROFILES
+from infra.serving.spec import ModelSpec
 
 Manifest = dict[str, Any]
 DEADLINE_SECONDS = 4 * 3600  # a Neuron compile of a 70B model takes hours, not days
@@ -39,10 +50,13 @@ BACKOFF_LIMIT = 2  # retries of a failed fetch/upload (S3 hiccups); node loss is
 # (SkipContainersAnnotation = "skip-containers", under the "eks.amazonaws.com" prefix) and its test pod
 # pkg/handler/testdata/containercredentials/rawPodSkip.pod.yaml (Pod Identity's container credentials).
 SKIP_CREDENTIALS_ANNOTATION = "eks.amazonaws.com/skip-containers"
-CONVERT_HAS_NO_CREDENTIALS = {SKIP_CREDENTIALS_ANNOTATION: "convert"}
+CONVERT_HAS_NO_CREDENTIALS = {SKIP_CREDENTIALS_ANNOTATION: "convert,check"}
 # The cluster autoscaler never removes a node to consolidate while a conversion runs on it.
 SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 
+_NO_CREDENTIALS = "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
+# The load-and-generate program, written into the work volume by `convert` (it runs in the server image).
+ENGINE_CHECK = (Path(__file__).parent / "engine_check.py").read_text()
 _REPORT_SCRIPT = """import hashlib, json, os, sys
 files = []
 for root, _, names in os.walk("/work/out"):
@@ -54,8 +68,10 @@ for root, _, names in os.walk("/work/out"):
                 digest.update(block)
         files.append({"path": os.path.relpath(path, "/work/out"), "size": os.path.getsize(path),
                       "sha256": digest.hexdigest()})
+with open("/work/check.json") as handle:
+    check = json.load(handle)
 report = {"compilerVersion": sys.argv[1], "runtimeVersion": sys.argv[2], "node": os.environ.get("NODE_NAME"),
-          "files": files}
+          "check": check, "files": files}
 with open("/work/conversion.json", "w") as handle:
     json.dump(report, handle)
 """
@@ -92,12 +108,15 @@ def session_policy(*, bucket_arn: str, key_arn: str, run_id: str, model: str, ve
 
 def pod_failure_policy() -> dict[str, Any]:
     """Node loss (the pod gets the DisruptionTarget condition: Spot reclaim, drain, eviction) is retried and not
-    counted; a failing `convert` step is a conversion error, which a retry would repeat: fail the Job.
+    counted; a failing `convert` or `check` step is a conversion error, which a retry would repeat: fail the Job.
     Other failures (fetch, upload) count against BACKOFF_LIMIT. Needs restartPolicy: Never."""
     return {
         "rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            {"action": "FailJob", "onExitCodes": {"containerName": "convert", "operator": "NotIn", "values": [0]}},
+            *(
+                {"action": "FailJob", "onExitCodes": {"containerName": step, "operator": "NotIn", "values": [0]}}
+                for step in ("convert", "check")
+            ),
         ]
     }
 
@@ -116,8 +135,12 @@ def conversion_job(
     variant: str,
     run_id: str,
     resources: Resources,
+    server: ModelSpec,
 ) -> Manifest:
+    """`server`: the model entry that will serve this variant (its image and engine settings)."""
     recipe = RECIPES[variant]
+    profile = PROFILES[recipe.accelerator]
+    devices = str(server.accelerators_per_replica)
     name = job_name(model, version, variant)
     target = f"s3://{bucket}/{artefact_prefix(model, version, variant)}"
     session = access.session_name(model, version, variant)
@@ -160,23 +183,34 @@ def conversion_job(
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
     }
     memory, disk = f"{resources.memory_gib:g}Gi", f"{resources.disk_gib:g}Gi"
+    sized = {"cpu": f"{resources.cpu:g}", "memory": memory, "ephemeral-storage": disk}
+    on_devices = {**sized, profile.resource: devices}
+    engine_env = env + [
+        {"name": "ENGINE", "value": json.dumps(engine.engine_settings(server).keywords(), sort_keys=True)},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
     convert = {
         "name": "convert",
-        "image": recipe.image,
+        "image": server.image,
         "command": ["/bin/sh", "-c", convert_script(recipe)],
-        "env": env + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "env": engine_env,
         "volumeMounts": mount,
         "securityContext": secure,
-        # The pod asks for the largest init step: this one. The work volume counts as ephemeral storage.
+        # The pod asks for its largest init step. The work volume counts as ephemeral storage.
         "resources": {
-            "requests": {
-                "cpu": f"{resources.cpu:g}",
-                "memory": memory,
-                "ephemeral-storage": disk,
-                recipe.resource: "1",
-            },
-            "limits": {"memory": memory, recipe.resource: "1"},
+            "requests": on_devices if recipe.convert_on_accelerator else sized,
+            "limits": {"memory": memory, **({profile.resource: devices} if recipe.convert_on_accelerator else {})},
         },
+    }
+    check = {
+        "name": "check",
+        "image": server.image,
+        "command": ["/bin/sh", "-c", check_script(recipe)],
+        "env": engine_env + [{"name": name, "value": value} for name, value in recipe.check_env],
+        # The artefact as a server sees it: read-only, so a load that would compile again fails here.
+        "volumeMounts": mount + [{"name": "work", "mountPath": "/served", "subPath": "out", "readOnly": True}],
+        "securityContext": secure,
+        "resources": {"requests": on_devices, "limits": {"memory": memory, profile.resource: devices}},
     }
     upload = {
         "name": "upload",
@@ -198,15 +232,15 @@ def conversion_job(
         "nodeSelector": {ACCELERATOR_LABEL: recipe.accelerator},
         "tolerations": [taint(recipe.accelerator).toleration()],  # type: ignore[arg-type]
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "initContainers": [credentials, fetch, convert],
+        "initContainers": [credentials, fetch, convert, check],
         "containers": [upload],
         "volumes": [
             {"name": "work", "emptyDir": {"sizeLimit": disk}},
             {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
         ],
     }
-    if recipe.scheduler_name:
-        pod["schedulerName"] = recipe.scheduler_name
+    if profile.scheduler_name:
+        pod["schedulerName"] = profile.scheduler_name
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -230,24 +264,32 @@ def conversion_objects(**kwargs: Any) -> list[Manifest]:
 
 
 def convert_script(recipe: Recipe) -> str:
-    # The conversion needs no AWS access. The pod annotation keeps Pod Identity from injecting credentials
+    # Neither step needs AWS access. The pod annotation keeps Pod Identity from injecting credentials
     # here; the unset is a second guard (should the webhook ignore the annotation).
     return (
-        "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
-        "mkdir -p /work/out\n"
+        f"set -eu\n{_NO_CREDENTIALS}"
+        f"mkdir -p /work/out\ncat > {CHECK_PROGRAM} <<'PY'\n{ENGINE_CHECK}PY\n"
         f"{recipe.convert}\n"
+    )
+
+
+def check_script(recipe: Recipe) -> str:
+    return (
+        f"set -eu\n{_NO_CREDENTIALS}"
+        f'python3 {CHECK_PROGRAM} /served "$ENGINE" /work/check.json\n'
         f'compiler="$({recipe.compiler_version} 2>/dev/null || echo unknown)"\n'
         f'runtime="$({recipe.runtime_version} 2>/dev/null || echo unknown)"\n'
         f'python3 - "$compiler" "$runtime" <<\'PY\'\n{_REPORT_SCRIPT}PY\n'
     )
 
 
-def manifest_facts(recipe: Recipe) -> dict[str, Any]:
-    """What the manifest records about the recipe (the job's report adds versions, node and files)."""
+def manifest_facts(recipe: Recipe, server: ModelSpec) -> dict[str, Any]:
+    """What the manifest records about the recipe (the job's report adds versions, node, check and files)."""
     return {
         "variant": recipe.variant,
         "format": recipe.format,
         "precision": recipe.precision,
-        "image": recipe.image,
-        "hardware": {"accelerator": recipe.accelerator, "resource": recipe.resource},
+        "image": server.image,
+        "engine": engine.engine_settings(server).keywords(),
+        "hardware": {"accelerator": recipe.accelerator, "resource": PROFILES[recipe.accelerator].resource},
     }

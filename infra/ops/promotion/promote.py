@@ -26,7 +26,10 @@ from infra.ops.promotion.request import Promotion, Rollback
 from infra.ops.promotion.serving import ServingTarget, job_access, serving_target
 from infra.ops.runtime import Runtime, iso, span
 from infra.registry import layout as registry_layout
+from infra.serving import engine
 from infra.serving.aws import converter_access as access
+from infra.serving.servers import PROFILES
+from infra.serving.spec import ModelSpec
 
 POLL_SECONDS = 30
 WAIT_LIMIT_SECONDS = job_objects.DEADLINE_SECONDS + 600  # the Jobs' own deadline fails them before this
@@ -51,7 +54,8 @@ def promote(
     checkpoint = registry.final_checkpoint(store, req.run_id, req.checkpoint)
     registry.check_version_free(store, req.model, req.version)
     current = registry.read_alias(store, req.model, req.alias)
-    sizes = _sizes(req, target, checkpoint)
+    servers = {v: target.server_for(v, req.model, req.version) for v in req.variants}
+    sizes = _sizes(req, target, checkpoint, servers)
     ns = target.config.serving.namespace
     objects = {
         variant: job_objects.conversion_objects(
@@ -67,10 +71,11 @@ def promote(
             variant=variant,
             run_id=req.run_id,
             resources=sizes[variant],
+            server=servers[variant],
         )
         for variant in req.variants
     }  # all built (and their session policies checked) before any starts
-    _print_plan(rt, req, target, checkpoint, current.version if current else None, sizes)
+    _print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
         rt.say("dry run: nothing was started or written")
         return 0
@@ -127,7 +132,7 @@ def promote(
                         "version": req.version,
                         "job": names[variant],
                         "createdAt": iso(rt.now()),
-                        **job_objects.manifest_facts(RECIPES[variant]),
+                        **job_objects.manifest_facts(RECIPES[variant], servers[variant]),
                     },
                 )
             except ValueError as error:
@@ -199,13 +204,16 @@ def _check_servable(store: ObjectStore, model: str, version: str, variants: list
         )
 
 
-def _sizes(req: Promotion, target: ServingTarget, checkpoint: registry.Checkpoint) -> dict[str, sizing.Resources]:
+def _sizes(
+    req: Promotion, target: ServingTarget, checkpoint: registry.Checkpoint, servers: dict[str, ModelSpec]
+) -> dict[str, sizing.Resources]:
     """Each variant's Job size; InputError naming variant and pool when no instance type of its pool holds it."""
     sizes, problems = {}, []
     for variant in req.variants:
         recipe = RECIPES[variant]
         pool = getattr(target.config.serving.node_pools, recipe.accelerator)
-        sizes[variant] = sizing.conversion_resources(recipe, checkpoint.size)
+        devices = servers[variant].accelerators_per_replica
+        sizes[variant] = sizing.conversion_resources(recipe, checkpoint.size, devices)
         problem = sizing.fit_problem(
             variant, recipe.accelerator, pool.instance_types, pool.disk_gib, sizes[variant], checkpoint.size
         )
@@ -358,6 +366,7 @@ def _print_plan(
     checkpoint: registry.Checkpoint,
     current: str | None,
     sizes: dict[str, sizing.Resources],
+    servers: dict[str, ModelSpec],
 ) -> None:
     ns = target.config.serving.namespace
     rt.say(f"promote run {req.run_id} -> {req.model} version {req.version} (registry s3://{target.bucket})")
@@ -369,10 +378,16 @@ def _print_plan(
         recipe = RECIPES[variant]
         prefix = job_objects.artefact_prefix(req.model, req.version, variant)
         size = sizes[variant]
+        settings = engine.engine_settings(servers[variant]).keywords()
         rt.say(
             f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {recipe.accelerator} "
-            f"({recipe.resource}: 1, cpu {size.cpu:g}, memory {size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), "
-            f"image {recipe.image}; reads {checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
+            f"({PROFILES[recipe.accelerator].resource}: {size.devices}, cpu {size.cpu:g}, memory "
+            f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {servers[variant].image}; reads "
+            f"{checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
+        )
+        rt.say(
+            "    built and load-checked for the server's engine: "
+            + ", ".join(f"{k}={v}" for k, v in settings.items() if k != "override_neuron_config")
         )
     rt.say(
         f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "

@@ -1,28 +1,37 @@
-"""How each artefact variant is built (facts as data): the hardware it is built on, the image, the
-conversion command, and what the manifest records about it.
+"""How each artefact variant is built and checked (facts as data): the hardware it is for, the conversion
+command, and what the manifest records about it.
 
-The commands run inside the variant's image on the variant's hardware; they read the checkpoint from
-/work/checkpoint and write the artefact to /work/out. They have not been run from this repository
-(no accelerators here): see the README's "Promotion" section.
+Every variant is built in the image of the model server that will serve it, and checked there: after the
+conversion, a load-and-generate check (engine_check.py) runs on the variant's accelerator with the engine
+settings the server is started with (infra/serving/engine.py). A variant with no model server in mlinfra has
+no recipe: the TensorRT-LLM engine variant was removed for that reason.
+
+The commands read the checkpoint from /work/checkpoint and write the artefact to /work/out; the check reads
+the artefact read-only at /served, as a server mounts it. They have not been run from this repository (no
+accelerators here): see docs/serving.md, "What only a real cluster confirms".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.serving.servers import NEURON_SCHEDULER
+from infra.serving import engine
+
+# A checkpoint's weights: what the Neuron artefact does not copy (NxD Inference writes its own sharded weights).
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
+CHECK_PROGRAM = "/work/engine_check.py"
 
 
 @dataclass(frozen=True)
 class Recipe:
     variant: str
     accelerator: str  # serving node pool it is built on (and served on)
-    resource: str  # extended resource the conversion requests
-    scheduler_name: str | None
-    image: str
+    default_image: str  # the server image, when no model entry of the serving stack follows the alias
     format: str
     precision: str
-    convert: str  # shell: /work/checkpoint -> /work/out
+    convert: str  # shell: /work/checkpoint -> /work/out ($ENGINE holds the engine keywords as JSON)
+    convert_on_accelerator: bool  # whether `convert` needs the devices (Neuron compiles on them)
+    check_env: tuple[tuple[str, str], ...]  # environment of the load-and-generate check
     compiler_version: str  # shell printing the compiler's version
     runtime_version: str  # shell printing the serving runtime's version
     # Sizing of the `convert` step from the checkpoint's size S in GiB (sizing.py): estimates, not measurements.
@@ -34,21 +43,25 @@ class Recipe:
 
 
 _PY = "python3 -c"
+_NOT_WEIGHTS = " ".join(f"! -name '{pattern}'" for pattern in WEIGHT_FILES)
+_COMPILED = f"/work/out/{engine.NEURON_COMPILED_DIR}"
 RECIPES = {
     "neuron": Recipe(
         "neuron",
         "inf2",
-        "aws.amazon.com/neuron",
-        NEURON_SCHEDULER,
         "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
-        format="neuron-compiled (NEFF, optimum-neuron export)",
+        format=f"NxD Inference compiled model ({engine.NEURON_COMPILED_DIR}/, sharded weights) + Hugging Face config",
         precision="bf16",
-        convert="optimum-cli export neuron --model /work/checkpoint --batch_size 1 --sequence_length 4096 "
-        "--auto_cast_type bf16 --num_cores 2 /work/out",
+        # The tokenizer and config as the server's --model; vLLM-Neuron compiles the checkpoint for the
+        # server's exact engine shape into NEURON_COMPILED_ARTIFACTS (it compiles when nothing is there).
+        convert=f"find /work/checkpoint -maxdepth 1 -type f {_NOT_WEIGHTS} -exec cp {{}} /work/out/ \\;\n"
+        f'NEURON_COMPILED_ARTIFACTS={_COMPILED} python3 {CHECK_PROGRAM} /work/checkpoint "$ENGINE" /work/compile.json',
+        convert_on_accelerator=True,
+        check_env=(("NEURON_COMPILED_ARTIFACTS", f"/served/{engine.NEURON_COMPILED_DIR}"),),
         compiler_version=f"{_PY} 'import neuronxcc; print(neuronxcc.__version__)'",
         runtime_version=f"{_PY} 'import vllm; print(vllm.__version__)'",
         # The compile traces the model on the host (weights plus graphs) and neuronx-cc is memory-hungry;
-        # the export holds the compiled graphs and a copy of the weights.
+        # the work volume holds the checkpoint, the compiled graphs and the sharded weights.
         cpu=4,
         memory_factor=2.0,
         memory_base_gib=8,
@@ -58,15 +71,16 @@ RECIPES = {
     "cuda": Recipe(
         "cuda",
         "g5",
-        "nvidia.com/gpu",
-        None,
         "docker.io/vllm/vllm-openai:v0.8.5",
         format="safetensors (Hugging Face layout)",
         precision="bf16",
-        convert=f"{_PY} 'import torch, transformers as t; "
+        # A re-save in bf16 on the CPU: no GPU is needed to write safetensors.
+        convert=f"CUDA_VISIBLE_DEVICES= {_PY} 'import torch, transformers as t; "
         'm = t.AutoModelForCausalLM.from_pretrained("/work/checkpoint", torch_dtype=torch.bfloat16); '
         'm.save_pretrained("/work/out", safe_serialization=True); '
         't.AutoTokenizer.from_pretrained("/work/checkpoint").save_pretrained("/work/out")\'',
+        convert_on_accelerator=False,
+        check_env=(),
         compiler_version=f"{_PY} 'import torch; print(\"cuda \" + str(torch.version.cuda))'",
         runtime_version=f"{_PY} 'import vllm; print(vllm.__version__)'",
         # The weights are loaded once in bf16 and written back as safetensors.
@@ -74,27 +88,6 @@ RECIPES = {
         memory_factor=1.25,
         memory_base_gib=4,
         disk_factor=2.0,
-        disk_base_gib=10,
-    ),
-    "tensorrt": Recipe(
-        "tensorrt",
-        "g5",
-        "nvidia.com/gpu",
-        None,
-        "nvcr.io/nvidia/tensorrt-llm/release:0.20.0",
-        format="TensorRT-LLM engine (sm86, A10G only)",
-        precision="bf16",
-        convert="python3 /app/tensorrt_llm/examples/models/core/llama/convert_checkpoint.py "
-        "--model_dir /work/checkpoint --output_dir /work/trt-ckpt --dtype bfloat16 --load_by_shard && "
-        "trtllm-build --checkpoint_dir /work/trt-ckpt --output_dir /work/out --gemm_plugin auto",
-        compiler_version=f"{_PY} 'import tensorrt_llm; print(tensorrt_llm.__version__)'",
-        runtime_version=f"{_PY} 'import tensorrt; print(tensorrt.__version__)'",
-        # --load_by_shard converts shard by shard; the build holds the converted weights once more.
-        # Checkpoint, TensorRT-LLM checkpoint and engine are all on the work volume.
-        cpu=2,
-        memory_factor=1.5,
-        memory_base_gib=4,
-        disk_factor=3.0,
         disk_base_gib=10,
     ),
 }

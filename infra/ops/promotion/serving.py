@@ -9,7 +9,9 @@ from typing import Any
 from infra.core.errors import InputError, Problem
 from infra.kinds import load
 from infra.ops.lifecycle.ports import StackOps
+from infra.ops.promotion.recipes import RECIPES
 from infra.serving.aws.config import ServingStackConfig
+from infra.serving.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,18 @@ class ServingTarget:
 
     def served_version(self) -> str | None:
         return None if self.follower is None else self.config.serving.models[self.follower].version
+
+    def server_for(self, variant: str, model: str, version: str) -> ModelSpec:
+        """The model entry that will serve `variant`: the one following the alias when it serves this variant
+        (its image and engine settings), else the defaults of the variant's pool with its recipe's image."""
+        if self.follower is not None:
+            entry = self.config.serving.models[self.follower]
+            if entry.artefact_variant == variant:
+                return entry.model_copy(update={"version": version})
+        recipe = RECIPES[variant]
+        return ModelSpec.model_validate(
+            {"name": model, "version": version, "accelerator": recipe.accelerator, "image": recipe.default_image}
+        )
 
 
 def serving_target(stacks: StackOps, stack: str, model: str, alias: str) -> ServingTarget:

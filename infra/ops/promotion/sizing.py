@@ -42,15 +42,18 @@ class Resources:
     cpu: float  # cores
     memory_gib: float
     disk_gib: float
+    devices: int = 0  # accelerators (GPUs or Neuron devices) on one node
 
 
-def conversion_resources(recipe: Recipe, checkpoint_bytes: int) -> Resources:
-    """Requests of the `convert` step (whole cores and GiB, rounded up) for a checkpoint of that size."""
+def conversion_resources(recipe: Recipe, checkpoint_bytes: int, devices: int = 1) -> Resources:
+    """Requests of the `convert` and `check` steps (whole cores and GiB, rounded up) for a checkpoint of that
+    size, on as many devices as the server's tensor-parallel shape takes."""
     size = checkpoint_bytes / GIB
     return Resources(
         cpu=recipe.cpu,
         memory_gib=math.ceil(recipe.memory_factor * size + recipe.memory_base_gib),
         disk_gib=math.ceil(recipe.disk_factor * size + recipe.disk_base_gib),
+        devices=devices,
     )
 
 
@@ -85,9 +88,10 @@ def disk_needed(need: Resources) -> int:
 
 
 def holds(name: str, need: Resources) -> bool:
-    """Whether a node of type `name` holds `need` in CPU and memory (disk is the pool's, checked apart)."""
+    """Whether a node of type `name` holds `need` in devices, CPU and memory (disk is the pool's, checked apart)."""
     room = allocatable(name, 0)
-    return room.cpu >= need.cpu and room.memory_gib >= need.memory_gib
+    devices = instance_type(name).accelerator_count
+    return devices >= need.devices and room.cpu >= need.cpu and room.memory_gib >= need.memory_gib
 
 
 def fit_problem(
@@ -111,7 +115,8 @@ def fit_problem(
     return Problem(
         f"mlinfra:serving.nodePools.{pool}",
         (
-            f"variant {variant} needs {_n(need.cpu)} CPU, {_n(need.memory_gib)} GiB memory and {_n(need.disk_gib)} GiB "
+            f"variant {variant} needs {_devices(need)}{_n(need.cpu)} CPU, {_n(need.memory_gib)} GiB memory and "
+            f"{_n(need.disk_gib)} GiB "
             f"disk to convert a {checkpoint_bytes / GIB:.1f} GiB checkpoint; no instance type of node pool {pool} "
             f"({', '.join(instance_types)}; diskGib {disk_gib}, {usable_disk(disk_gib):.0f} GiB usable) holds it: "
             + "; ".join(would)
@@ -125,6 +130,10 @@ def larger_type(instance_types: Sequence[str], need: Resources) -> str | None:
     candidates = [instance_type(n) for n in known_instance_types()]
     same = [it for it in candidates if it.accelerator_model in models and holds(it.name, need)]
     return min(same, key=lambda it: (it.memory_mib, it.vcpus, it.name)).name if same else None
+
+
+def _devices(need: Resources) -> str:
+    return f"{need.devices} accelerator{'s' if need.devices != 1 else ''}, " if need.devices else ""
 
 
 def _n(value: float) -> str:

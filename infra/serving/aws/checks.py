@@ -16,7 +16,7 @@ POOL_ACCELERATOR_MODEL = {"inf2": "Inferentia2", "g5": "A10G"}
 VARIANTS = {"inf2": ("neuron",), "g5": ("cuda",)}
 _VARIANT_REASON = {
     "inf2": "inf2 runs Neuron-compiled artefacts only",
-    "g5": "the g5 server is vLLM on CUDA, which loads cuda artefacts (TensorRT engines need a TensorRT-LLM server)",
+    "g5": "the g5 server is vLLM on CUDA, which loads cuda artefacts",
 }
 
 

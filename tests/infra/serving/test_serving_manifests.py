@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.serving import charts, manifests, servers
+from infra.serving import charts, engine, manifests, servers
 from infra.serving.aws import eks, iam, node_pools
 from infra.serving.aws.config import ModelSpec, ServingSpec
 from tests.k8s_schemas import validate
@@ -147,8 +147,8 @@ def test_the_model_servers_refuse_a_failed_or_unfinished_artefact(tmp_path, keys
 
 def test_tensor_parallel_degree_counts_neuron_cores():
     big = INF2.model_copy(update={"accelerators_per_replica": 6})
-    assert servers.tensor_parallel_size(big) == 12
-    assert servers.tensor_parallel_size(G5) == 1
+    assert engine.tensor_parallel_size(big) == 12
+    assert engine.tensor_parallel_size(G5) == 1
 
 
 def test_autoscaler_scales_on_queue_depth_and_kv_cache_not_cpu():

@@ -93,8 +93,8 @@ def test_run_ids_are_training_run_ids():
 def test_session_names_are_valid_and_distinct():
     short = access.session_name("mistral-7b", "2026-03-01", "neuron")
     assert short == "promote-mistral-7b-2026-03-01-neuron"
-    a = access.session_name("m" * 32, "v" * 62 + "1", "tensorrt")
-    b = access.session_name("m" * 32, "v" * 62 + "2", "tensorrt")
+    a = access.session_name("m" * 32, "v" * 62 + "1", "neuron")
+    b = access.session_name("m" * 32, "v" * 62 + "2", "neuron")
     for name in (short, a, b):
         assert re.fullmatch(r"[\w+=,.@-]{2,64}", name), name
     assert a != b

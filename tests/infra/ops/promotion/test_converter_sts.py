@@ -20,14 +20,16 @@ import pytest
 from botocore.credentials import ProcessProvider, RefreshableCredentials
 
 from infra.ops.promotion import jobs
+from infra.ops.promotion.recipes import RECIPES
 from infra.ops.promotion.sizing import Resources
 from infra.serving.aws import converter_access as access
+from infra.serving.spec import ModelSpec
 from tests.infra.ops.promotion.standins import BUCKET, KEY_ARN, credential_process_argv
 
 ACCOUNT = "123456789012"  # moto's account
 ROLE = access.role_name("serving-demo")
 ROLE_ARN = access.role_arn("aws", ACCOUNT, ROLE)
-LONGEST = dict(run_id="r" * 40, model="m" * 32, version="v" + "9" * 62, variant="tensorrt")
+LONGEST = dict(run_id="r" * 40, model="m" * 32, version="v" + "9" * 62, variant="neuron")
 
 
 @pytest.fixture
@@ -50,7 +52,15 @@ def _job(**names):
         region="us-east-1",
         ns="models",
         checkpoint=f"checkpoints/{names['run_id']}/step-9/",
-        resources=Resources(2, 21, 37),
+        resources=Resources(2, 21, 37, 1),
+        server=ModelSpec.model_validate(
+            {
+                "name": names["model"],
+                "version": "v1",
+                "accelerator": RECIPES[names["variant"]].accelerator,
+                "image": RECIPES[names["variant"]].default_image,
+            }
+        ),
         **names,
     )
 

@@ -10,7 +10,9 @@ from infra.ops.promotion import jobs
 from infra.ops.promotion.kube import job_state
 from infra.ops.promotion.recipes import VARIANTS
 from infra.ops.promotion.sizing import Resources
+from infra.serving import engine
 from infra.serving.aws import converter_access as access
+from infra.serving.spec import ModelSpec
 from tests.infra.ops.promotion.standins import CONVERTER_ROLE_ARN, KEY_ARN, credential_process_argv
 from tests.k8s_schemas import validate
 
@@ -25,22 +27,41 @@ ARGS = dict(
     model="mistral-7b",
     version="2026-03-01",
     run_id="run-7",
-    resources=Resources(4, 35, 44),
+    resources=Resources(4, 35, 44, 1),
 )
+SERVERS = {
+    "neuron": ModelSpec.model_validate(
+        {
+            "name": "mistral-7b",
+            "version": "2026-03-01",
+            "accelerator": "inf2",
+            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+            "maxNumSeqs": 4,
+            "maxModelLen": 8192,
+        }
+    ),
+    "cuda": ModelSpec.model_validate(
+        {"name": "mistral-7b", "version": "2026-03-01", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5"}
+    ),
+}
+
+
+def conversion(variant: str, **changes) -> dict:
+    return jobs.conversion_job(variant=variant, **{**ARGS, "server": SERVERS[variant], **changes})
 
 
 def containers(variant: str) -> dict[str, dict]:
-    pod = jobs.conversion_job(variant=variant, **ARGS)["spec"]["template"]["spec"]
+    pod = conversion(variant)["spec"]["template"]["spec"]
     return {c["name"]: c for c in pod["initContainers"] + pod["containers"]}
 
 
 def assume_role_argv(variant: str) -> list[str]:
-    return credential_process_argv(jobs.conversion_job(variant=variant, **ARGS))
+    return credential_process_argv(conversion(variant))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_objects_validate_against_the_kubernetes_schema(variant):
-    objects = jobs.conversion_objects(variant=variant, **ARGS)
+    objects = jobs.conversion_objects(variant=variant, **ARGS, server=SERVERS[variant])
     assert [o["kind"] for o in objects] == ["Job"]  # the service account is the serving stack's
     for manifest in objects:
         validate(manifest)
@@ -51,21 +72,20 @@ def test_objects_validate_against_the_kubernetes_schema(variant):
     [
         ("neuron", "inf2", "aws.amazon.com/neuron"),
         ("cuda", "g5", "nvidia.com/gpu"),
-        ("tensorrt", "g5", "nvidia.com/gpu"),
     ],
 )
 def test_each_variant_runs_on_its_hardware(variant, pool, resource):
-    pod = jobs.conversion_job(variant=variant, **ARGS)["spec"]["template"]["spec"]
+    pod = conversion(variant)["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"mlinfra.io/accelerator": pool}
     assert pod["tolerations"] == [{"key": resource, "operator": "Exists", "effect": "NoSchedule"}]
-    convert = next(c for c in pod["initContainers"] if c["name"] == "convert")
-    assert convert["resources"]["requests"][resource] == "1" and convert["resources"]["limits"][resource] == "1"
+    check = next(c for c in pod["initContainers"] if c["name"] == "check")
+    assert check["resources"]["requests"][resource] == "1" and check["resources"]["limits"][resource] == "1"
     assert pod.get("schedulerName") == ("my-scheduler" if pool == "inf2" else None)
     assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "model-converter"
 
 
 def test_the_job_reads_the_checkpoint_and_writes_only_its_variant_prefix():
-    job = jobs.conversion_job(variant="neuron", **ARGS)
+    job = conversion("neuron")
     pod = job["spec"]["template"]["spec"]
     fetch, upload = pod["initContainers"][1], pod["containers"][0]
     assert fetch["command"][-2:] == ["s3://mlinfra-registry-promo/checkpoints/run-7/step-1000/", "/work/checkpoint"]
@@ -75,9 +95,9 @@ def test_the_job_reads_the_checkpoint_and_writes_only_its_variant_prefix():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_job_down_scopes_its_role_before_touching_s3(variant):
-    pod = jobs.conversion_job(variant=variant, **ARGS)["spec"]["template"]["spec"]
+    pod = conversion(variant)["spec"]["template"]["spec"]
     steps = containers(variant)
-    assert [c["name"] for c in pod["initContainers"]] == ["credentials", "fetch", "convert"]
+    assert [c["name"] for c in pod["initContainers"]] == ["credentials", "fetch", "convert", "check"]
     assert {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}} in pod["volumes"]
     argv = assume_role_argv(variant)
     assert argv[:5] == ["exec", "env", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "aws"]
@@ -95,25 +115,25 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
     for name in ("fetch", "upload"):  # the S3 steps read the down-scoped credentials only
         assert {"name": "AWS_CONFIG_FILE", "value": "/aws/config"} in steps[name]["env"]
         assert {"name": "aws", "mountPath": "/aws", "readOnly": True} in steps[name]["volumeMounts"]
-    convert = steps["convert"]
-    assert "aws" not in {m["name"] for m in convert["volumeMounts"]}
-    assert "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE" in convert["command"][-1]
+    for name in ("convert", "check"):
+        step = steps[name]
+        assert "aws" not in {m["name"] for m in step["volumeMounts"]}
+        assert "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE" in step["command"][-1]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_pod_identity_injects_no_credentials_into_the_convert_step(variant):
-    template = jobs.conversion_job(variant=variant, **ARGS)["spec"]["template"]
+def test_pod_identity_injects_no_credentials_into_the_convert_and_check_steps(variant):
+    template = conversion(variant)["spec"]["template"]
     # The EKS Pod Identity webhook reads the pod's annotation (not the Job's): comma-separated container names.
-    assert template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"] == "convert"
+    skipped = set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(","))
     names = [c["name"] for c in template["spec"]["initContainers"] + template["spec"]["containers"]]
-    assert "convert" in names  # the annotation names a container that exists
+    assert skipped == {"convert", "check"} and skipped <= set(names)  # names containers that exist
     # The S3 steps keep the pod's credentials (they assume the down-scoped session with them).
-    assert set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(",")) == {"convert"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_node_loss_is_retried_and_a_conversion_error_fails_the_job(variant):
-    job = jobs.conversion_job(variant=variant, **ARGS)
+    job = conversion(variant)
     spec = job["spec"]
     assert spec["backoffLimit"] == 2
     assert spec["template"]["spec"]["restartPolicy"] == "Never"  # podFailurePolicy requires it
@@ -121,6 +141,7 @@ def test_node_loss_is_retried_and_a_conversion_error_fails_the_job(variant):
         "rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             {"action": "FailJob", "onExitCodes": {"containerName": "convert", "operator": "NotIn", "values": [0]}},
+            {"action": "FailJob", "onExitCodes": {"containerName": "check", "operator": "NotIn", "values": [0]}},
         ]
     }
     assert spec["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
@@ -134,22 +155,23 @@ def test_node_loss_is_retried_and_a_conversion_error_fails_the_job(variant):
 
 
 def test_the_convert_step_and_work_volume_are_sized_from_the_checkpoint():
-    pod = jobs.conversion_job(variant="neuron", **ARGS)["spec"]["template"]["spec"]
-    convert = next(c for c in pod["initContainers"] if c["name"] == "convert")
-    assert convert["resources"] == {
+    pod = conversion("neuron")["spec"]["template"]["spec"]
+    steps = {c["name"]: c for c in pod["initContainers"]}
+    on_devices = {
         "requests": {"cpu": "4", "memory": "35Gi", "ephemeral-storage": "44Gi", "aws.amazon.com/neuron": "1"},
         "limits": {"memory": "35Gi", "aws.amazon.com/neuron": "1"},
     }
+    assert steps["convert"]["resources"] == steps["check"]["resources"] == on_devices  # Neuron compiles on devices
     assert {"name": "work", "emptyDir": {"sizeLimit": "44Gi"}} in pod["volumes"]
-    # The pod's request is its largest init step's: convert asks for more than every other step.
-    others = [c for c in pod["initContainers"] + pod["containers"] if c["name"] != "convert"]
+    # The pod's request is its largest init step's: convert and check ask for more than every other step.
+    others = [c for c in pod["initContainers"] + pod["containers"] if c["name"] not in ("convert", "check")]
     assert {c["resources"]["requests"]["memory"] for c in others} <= {"256Mi", "1Gi"}
     assert {c["resources"]["requests"]["cpu"] for c in others} <= {"100m", "1"}
 
 
 def test_long_names_stay_dns_labels_and_distinct():
-    a = jobs.job_name("a" * 32, "v" * 40 + "1", "tensorrt")
-    b = jobs.job_name("a" * 32, "v" * 40 + "2", "tensorrt")
+    a = jobs.job_name("a" * 32, "v" * 40 + "1", "neuron")
+    b = jobs.job_name("a" * 32, "v" * 40 + "2", "neuron")
     assert len(a) <= 63 and a != b and a[-1].isalnum()
 
 
@@ -159,3 +181,57 @@ def test_job_status_conditions():
     assert job_state({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}).state == "succeeded"
     failed = job_state({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}})
     assert (failed.state, failed.detail) == ("failed", "DeadlineExceeded")
+
+
+def test_neuron_compiles_and_checks_for_the_servers_exact_engine_shape():
+    """The compile settings are the server's (one source, engine.py): batch, length and tensor parallelism."""
+    pod = conversion("neuron")["spec"]["template"]["spec"]
+    steps = {c["name"]: c for c in pod["initContainers"]}
+    server = SERVERS["neuron"]
+    served = engine.engine_settings(server).keywords()
+    assert served == {
+        "tensor_parallel_size": 2,
+        "max_num_seqs": 4,
+        "max_model_len": 8192,
+        "dtype": "bfloat16",
+        "device": "neuron",
+        "override_neuron_config": {"save_sharded_checkpoint": True},
+    }
+    for name in ("convert", "check"):
+        env = {e["name"]: e.get("value") for e in steps[name]["env"]}
+        assert json.loads(env["ENGINE"]) == served
+        assert steps[name]["image"] == server.image  # built and checked in the server's own image
+    assert "optimum-cli" not in steps["convert"]["command"][-1]
+    assert "NEURON_COMPILED_ARTIFACTS=/work/out/neuron-compiled" in steps["convert"]["command"][-1]
+    check_env = {e["name"]: e.get("value") for e in steps["check"]["env"]}
+    assert check_env["NEURON_COMPILED_ARTIFACTS"] == "/served/neuron-compiled"
+    # The check loads the artefact read-only, as the server mounts it: a load that compiles again fails.
+    assert {"name": "work", "mountPath": "/served", "subPath": "out", "readOnly": True} in steps["check"][
+        "volumeMounts"
+    ]
+    two_devices = conversion("neuron", server=SERVERS["neuron"].model_copy(update={"accelerators_per_replica": 2}))
+    check = next(c for c in two_devices["spec"]["template"]["spec"]["initContainers"] if c["name"] == "check")
+    assert check["resources"]["requests"]["aws.amazon.com/neuron"] == "2"
+
+
+def test_the_cuda_resave_needs_no_gpu_and_the_check_does():
+    steps = {c["name"]: c for c in conversion("cuda")["spec"]["template"]["spec"]["initContainers"]}
+    assert "nvidia.com/gpu" not in steps["convert"]["resources"]["requests"]
+    assert steps["convert"]["command"][-1].count("CUDA_VISIBLE_DEVICES= ") == 1
+    assert steps["check"]["resources"]["requests"]["nvidia.com/gpu"] == "1"
+
+
+def test_there_is_no_variant_without_a_server():
+    assert VARIANTS == ("neuron", "cuda")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_steps_are_valid_shell(variant, tmp_path):
+    import subprocess
+
+    steps = {c["name"]: c for c in conversion(variant)["spec"]["template"]["spec"]["initContainers"]}
+    for name in ("convert", "check"):
+        script = tmp_path / f"{name}.sh"
+        script.write_text(steps[name]["command"][-1])
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr

@@ -91,7 +91,7 @@ def test_bad_flags_exit_2_one_line_each(capsys):
     assert err.splitlines() == [
         "error: --version: '7' would be stored as a number or boolean in the stack config; use e.g. v7 or a "
         "date like 2026-03-01",
-        "error: --variants: comma-separated, from neuron, cuda, tensorrt (not 'rocm')",
+        "error: --variants: comma-separated, from neuron, cuda (not 'rocm')",
     ]
 
 
@@ -122,12 +122,14 @@ def test_an_oversized_checkpoint_is_refused_at_plan_time_even_in_a_dry_run(monke
     code, out, err = _run(capsys, "--run-id", RUN_ID, "--version", "v2", "--variants", "cuda,neuron", "--dry-run")
     assert code == 2 and out == "" and store.writes[-1].startswith("runs/")  # nothing written
     assert err.splitlines() == [
-        "error: mlinfra:serving.nodePools.g5: variant cuda needs 2 CPU, 167 GiB memory and 271 GiB disk to convert a "
-        "130.4 GiB checkpoint; no instance type of node pool g5 (g5.xlarge, g5.2xlarge; diskGib 200, 140 GiB usable) "
-        "holds it: g5.12xlarge would (add it to instanceTypes); diskGib 346 would hold the work volume",
-        "error: mlinfra:serving.nodePools.inf2: variant neuron needs 4 CPU, 269 GiB memory and 336 GiB disk to convert "
-        "a 130.4 GiB checkpoint; no instance type of node pool inf2 (inf2.xlarge, inf2.8xlarge; diskGib 200, 140 GiB "
-        "usable) holds it: inf2.24xlarge would (add it to instanceTypes); diskGib 418 would hold the work volume",
+        "error: mlinfra:serving.nodePools.g5: variant cuda needs 1 accelerator, 2 CPU, 167 GiB memory and 271 "
+        "GiB disk to convert a 130.4 GiB checkpoint; no instance type of node pool g5 (g5.xlarge, g5.2xlarge; "
+        "diskGib 200, 140 GiB usable) holds it: g5.12xlarge would (add it to instanceTypes); diskGib 346 would "
+        "hold the work volume",
+        "error: mlinfra:serving.nodePools.inf2: variant neuron needs 1 accelerator, 4 CPU, 269 GiB memory and "
+        "336 GiB disk to convert a 130.4 GiB checkpoint; no instance type of node pool inf2 (inf2.xlarge, "
+        "inf2.8xlarge; diskGib 200, 140 GiB usable) holds it: inf2.24xlarge would (add it to instanceTypes); "
+        "diskGib 418 would hold the work volume",
     ]
 
 

@@ -241,8 +241,6 @@ def test_a_concurrent_alias_move_is_read_again_and_kept_in_the_history(store, aw
 def test_servable_needs_the_manifest_and_no_failed_marker(store, aws):
     _put(aws, "models/m/v1/cuda/manifest.json", "models/m/v1/neuron/manifest.json")
     assert registry.servable_problems(store, "m", "v1", ["cuda"]) == []
-    assert registry.servable_problems(store, "m", "v1", ["tensorrt"]) == [
-        "models/m/v1/tensorrt/manifest.json is missing"
-    ]
+    assert registry.servable_problems(store, "m", "v2", ["cuda"]) == ["models/m/v2/cuda/manifest.json is missing"]
     _put(aws, "models/m/v1/neuron/_FAILED")
     assert registry.servable_problems(store, "m", "v1", ["cuda"]) == ["models/m/v1/neuron/_FAILED is in the registry"]

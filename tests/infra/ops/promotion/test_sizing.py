@@ -32,9 +32,8 @@ def test_each_recipe_fits_the_demo_pools(variant, size):
 
 def test_the_7b_conversions_need_the_larger_size_of_each_demo_pool():
     need = {v: sizing.conversion_resources(RECIPES[v], SEVEN_B) for v in VARIANTS}
-    assert need["cuda"] == sizing.Resources(2, 21, 37)
-    assert need["neuron"] == sizing.Resources(4, 35, 44)
-    assert need["tensorrt"] == sizing.Resources(2, 25, 51)
+    assert need["cuda"] == sizing.Resources(2, 21, 37, 1)
+    assert need["neuron"] == sizing.Resources(4, 35, 44, 1)
     assert [t for t in DEMO.g5.instance_types if sizing.holds(t, need["cuda"])] == ["g5.2xlarge"]
     assert [t for t in DEMO.inf2.instance_types if sizing.holds(t, need["neuron"])] == ["inf2.8xlarge"]
 
@@ -49,13 +48,20 @@ def test_allocatable_is_the_catalog_less_the_documented_reserve():
 
 
 def test_a_root_volume_too_small_is_refused_naming_the_disk_that_would_do():
-    need = sizing.conversion_resources(RECIPES["tensorrt"], SEVEN_B)
-    problem = sizing.fit_problem("tensorrt", "g5", ["g5.xlarge", "g5.2xlarge"], 80, need, SEVEN_B)
+    need = sizing.conversion_resources(RECIPES["cuda"], SEVEN_B)
+    problem = sizing.fit_problem("cuda", "g5", ["g5.xlarge", "g5.2xlarge"], 70, need, SEVEN_B)
     assert str(problem) == (
-        "mlinfra:serving.nodePools.g5: variant tensorrt needs 2 CPU, 25 GiB memory and 51 GiB disk to convert a 13.5 "
-        "GiB checkpoint; no instance type of node pool g5 (g5.xlarge, g5.2xlarge; diskGib 80, 32 GiB usable) holds it: "
-        "diskGib 102 would hold the work volume"
+        "mlinfra:serving.nodePools.g5: variant cuda needs 1 accelerator, 2 CPU, 21 GiB memory and 37 GiB disk to "
+        "convert a 13.5 GiB checkpoint; no instance type of node pool g5 (g5.xlarge, g5.2xlarge; diskGib 70, 23 GiB "
+        "usable) holds it: diskGib 86 would hold the work volume"
     )
+
+
+def test_the_server_shape_sets_the_devices_a_job_needs():
+    need = sizing.conversion_resources(RECIPES["neuron"], SEVEN_B, devices=6)
+    problem = sizing.fit_problem("neuron", "inf2", ["inf2.xlarge", "inf2.8xlarge"], 200, need, SEVEN_B)
+    # inf2.xlarge and inf2.8xlarge have one Neuron device each: a 12-core tensor-parallel server needs 6.
+    assert str(problem).endswith("holds it: inf2.24xlarge would (add it to instanceTypes)")
 
 
 def test_no_type_of_the_accelerator_is_large_enough():

@@ -70,14 +70,10 @@ def test_inf2_model_with_cuda_variant():
     ]
 
 
-def test_g5_model_with_tensorrt_variant():
+def test_a_variant_without_a_server_is_refused():
     value = serving()
-    value["models"][1]["variant"] = "tensorrt"
-    assert problems(value) == [
-        "mlinfra:serving.models[1].variant: tensorrt artefacts cannot be served on g5: the g5 "
-        "server is vLLM on CUDA, which loads cuda artefacts (TensorRT engines need a "
-        "TensorRT-LLM server); use cuda"
-    ]
+    value["models"][1]["variant"] = "tensorrt"  # no model server of mlinfra loads TensorRT-LLM engines
+    assert problems(value) == ["mlinfra:serving.models[1].variant: must be one of 'neuron', 'cuda' (got 'tensorrt')"]
 
 
 def test_max_replicas_below_min_replicas():

@@ -1,0 +1,77 @@
+"""The vLLM engine settings of one model, in one place: the server's command line and the engine a promotion
+Job builds (the Neuron compile, the load-and-generate smoke test) both come from here, so an artefact is
+compiled and tested for exactly the shape it is served with (pure).
+
+On Neuron the shape is compiled in: vLLM-Neuron builds its NxD Inference config from tensor_parallel_size
+(tp_degree), max_num_seqs (batch_size) and max_model_len (seq_len, max_context_length) plus
+override_neuron_config, and an artefact compiled for other values fails to load.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from infra.serving.spec import ModelSpec
+
+DTYPE = "bfloat16"
+# Weights pre-sharded into the compiled artefact: a replica loads them as they are instead of sharding the
+# checkpoint on every start (NxD Inference's save_sharded_checkpoint).
+NEURON_OVERRIDES: dict[str, Any] = {"save_sharded_checkpoint": True}
+# The Neuron artefact: the Hugging Face files (config, tokenizer) at its root, NxD Inference's compiled
+# model (graphs and sharded weights) here, named to the server by NEURON_COMPILED_ARTIFACTS.
+NEURON_COMPILED_DIR = "neuron-compiled"
+DEFAULT_MAX_NUM_SEQS = {"inf2": 8, "g5": 256, "l4": 256}
+
+
+def tensor_parallel_size(model: ModelSpec) -> int:
+    """vLLM shards over GPUs on g5 and l4, and over NeuronCores on inf2 (2 per Inferentia2 device)."""
+    return model.accelerators_per_replica * (2 if model.accelerator == "inf2" else 1)
+
+
+def max_num_seqs(model: ModelSpec) -> int:
+    return model.max_num_seqs or DEFAULT_MAX_NUM_SEQS[model.accelerator]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    tensor_parallel_size: int
+    max_num_seqs: int
+    max_model_len: int
+    dtype: str
+    device: str | None  # "neuron" on inf2; None lets vLLM pick CUDA
+    override_neuron_config: dict[str, Any] | None
+
+    def keywords(self) -> dict[str, Any]:
+        """EngineArgs keywords, as `vllm.LLM(model, **keywords)` takes them."""
+        values: dict[str, Any] = {
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_num_seqs": self.max_num_seqs,
+            "max_model_len": self.max_model_len,
+            "dtype": self.dtype,
+        }
+        if self.device:
+            values["device"] = self.device
+        if self.override_neuron_config is not None:
+            values["override_neuron_config"] = self.override_neuron_config
+        return values
+
+    def flags(self) -> list[str]:
+        """The same settings as the server's command-line flags."""
+        args: list[str] = []
+        for key, value in self.keywords().items():
+            args += [f"--{key.replace('_', '-')}", json.dumps(value) if isinstance(value, dict) else str(value)]
+        return args
+
+
+def engine_settings(model: ModelSpec) -> EngineSettings:
+    neuron = model.accelerator == "inf2"
+    return EngineSettings(
+        tensor_parallel_size=tensor_parallel_size(model),
+        max_num_seqs=max_num_seqs(model),
+        max_model_len=model.max_model_len,
+        dtype=DTYPE,
+        device="neuron" if neuron else None,
+        override_neuron_config=dict(NEURON_OVERRIDES) if neuron else None,
+    )

@@ -1,0 +1,113 @@
+"""The model servers' command lines, parsed by a parser rebuilt from vLLM's own argument parser at the pinned
+release (facts in data/vllm/, extracted by extract_vllm_args.py from the release's wheel): a flag the server
+does not know, a value outside its choices or of the wrong kind stops the pod at start on a real cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.core.project import load_project, stack_config
+from infra.kinds import load
+from infra.serving import engine, manifests, servers
+from infra.serving.spec import ModelSpec
+from tests.helpers import ROOT
+
+DATA = Path(__file__).parent / "data" / "vllm"
+KINDS = {"int": int, "float": float, "str": str, "json": json.loads}
+
+
+class Refused(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # raise, never exit
+        raise Refused(message)
+
+
+def facts(release: str) -> dict[str, Any]:
+    path = DATA / f"vllm-{release}.json"
+    assert path.exists(), f"no facts for vLLM {release}: run tests/contracts/extract_vllm_args.py with its wheel"
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def vllm_parser(release: str) -> Parser:
+    spec = facts(release)
+    parser = Parser(prog=f"vllm-{release}", add_help=False, allow_abbrev=spec["allowAbbrev"])
+    for option in spec["options"]:
+        if option["kind"] == "flag":
+            parser.add_argument(*option["options"], dest=option["dest"], action="store_true")
+            continue
+        parser.add_argument(
+            *option["options"],
+            dest=option["dest"],
+            nargs=option["nargs"],
+            choices=option["choices"],
+            type=KINDS[option["kind"]],
+        )
+    return parser
+
+
+def demo_models() -> list[tuple[str, ModelSpec]]:
+    project = load_project(ROOT)
+    found = []
+    for stack in ("serving-demo", "serving-gcp-demo"):
+        config = load(stack_config(project, stack))
+        found += [(stack, model) for model in config.serving.models]  # type: ignore[union-attr]
+    return found
+
+
+MODELS = demo_models()
+
+
+@pytest.mark.parametrize(("stack", "model"), MODELS, ids=[f"{s}:{m.name}" for s, m in MODELS])
+def test_demo_servers_parse_with_their_vllm_release(stack, model):
+    release = servers.vllm_release(model.image)
+    assert release, f"{model.image}: no known vLLM release"
+    container = manifests.deployment(model, "models", manifests.Registry("bucket", "us-east-1"))["spec"]["template"][
+        "spec"
+    ]["containers"][0]
+    assert container["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    parsed = vllm_parser(release).parse_args(container["args"])
+    # Every engine setting arrives as the engine keyword the compile and smoke test use (one source).
+    settings = engine.engine_settings(model).keywords()
+    assert {key: getattr(parsed, key) for key in settings} == settings
+    assert parsed.served_model_name == [model.name] and parsed.port == servers.PORT
+
+
+@pytest.mark.parametrize("release", ["0.8.5", "0.9.1"])
+def test_engine_keywords_are_engine_args_of_the_release(release):
+    fields = set(facts(release)["engineArgs"])
+    for accelerator in ("inf2", "g5"):
+        model = ModelSpec.model_validate({"name": "m", "version": "1", "accelerator": accelerator, "image": "i:1"})
+        assert set(engine.engine_settings(model).keywords()) <= fields
+
+
+def test_the_rebuilt_parser_refuses_what_vllm_refuses():
+    parser = vllm_parser("0.9.1")
+    for bad, said in (
+        (["--gcs-bucket", "b"], "unrecognized"),
+        (["--load-format", "gcs_streamer"], "invalid choice"),
+        (["--max-num-seqs", "eight"], "invalid int value"),
+        (["--override-neuron-config", "{not json"], "invalid loads value"),
+    ):
+        with pytest.raises(Refused, match=said):
+            parser.parse_args(["--model", "/m", *bad])
+
+
+def test_server_images_name_their_release():
+    assert servers.vllm_release("docker.io/vllm/vllm-openai:v0.8.5") == "0.8.5"
+    assert servers.vllm_release("vllm/vllm-openai:v0.9.1") == "0.9.1"
+    assert (
+        servers.vllm_release(
+            "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
+        )
+        == "0.9.1"
+    )
+    assert servers.vllm_release("registry.example.com/own/vllm:latest-build") is None
