@@ -38,14 +38,14 @@ def build(config: ServingStackConfig) -> None:
         ),
     )
     plans = [
-        node_pools.system_plan(),
-        node_pools.accelerator_plan("inf2", spec.node_pools.inf2),
-        node_pools.accelerator_plan("g5", spec.node_pools.g5),
+        *node_pools.system_plans(),
+        *node_pools.accelerator_plans("inf2", spec.node_pools.inf2),
+        *node_pools.accelerator_plans("g5", spec.node_pools.g5),
     ]
     # Node groups name the cluster, so Pulumi deletes them (draining their nodes) before the cluster.
     pools = [
         ServingNodePool(
-            f"pool-{plan.family}",
+            plan.name,
             ServingNodePoolArgs(
                 plan=plan,
                 cluster_name=cluster.name,

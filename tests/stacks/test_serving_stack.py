@@ -38,17 +38,25 @@ def test_cluster_and_its_network(demo):
 
 def test_both_accelerator_pools_with_their_taints(demo):
     groups = {g.parent.rsplit("::", 1)[1]: g for g in by_type(demo, "aws:eks/nodeGroup:NodeGroup")}
-    assert set(groups) == {"pool-system", "pool-inf2", "pool-g5"}
-    assert groups["pool-inf2"].inputs["taints"] == [
-        {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}
-    ]
-    assert groups["pool-g5"].inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
-    assert (
-        groups["pool-inf2"].inputs["capacityType"] == "ON_DEMAND" and groups["pool-g5"].inputs["capacityType"] == "SPOT"
-    )
-    for name in ("pool-inf2", "pool-g5"):
-        assert len(groups[name].inputs["instanceTypes"]) >= 2
-        scaling = groups[name].inputs["scalingConfig"]
+    assert set(groups) == {
+        "pool-system-large",
+        "pool-system-xlarge",
+        "pool-inf2-xlarge",
+        "pool-inf2-8xlarge",
+        "pool-g5-xlarge",
+        "pool-g5-2xlarge",
+    }
+    for name, group in groups.items():
+        family = name.split("-")[1]
+        assert group.inputs["instanceTypes"] == [f"{family if family != 'system' else 'm6i'}.{name.split('-')[2]}"]
+        taints = {
+            "inf2": [{"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}],
+            "g5": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+            "system": [],
+        }
+        assert group.inputs.get("taints", []) == taints[family]
+        assert group.inputs["capacityType"] == ("SPOT" if family == "g5" else "ON_DEMAND")
+        scaling = group.inputs["scalingConfig"]
         assert 0 <= scaling["minSize"] <= scaling["maxSize"] <= 100
 
 

@@ -1,7 +1,9 @@
-"""One accelerator (or system) node pool: an EKS managed node group on an IMDSv2-only, encrypted launch template."""
+"""One node group of a pool (one instance type): an EKS managed node group on an IMDSv2-only, encrypted launch
+template, its Auto Scaling group tagged with the cluster autoscaler's node template (scale from zero)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -9,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aliases import aliased
-from infra.serving.aws.node_pools import EKS_EFFECT, NodePoolPlan, launch_template_metadata
+from infra.serving.aws.node_pools import EKS_EFFECT, TEMPLATE_PREFIX, NodePoolPlan, launch_template_metadata
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class ServingNodePool(pulumi.ComponentResource):
         instance_tags = {**tags, "Name": name}
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
-            description=f"mlinfra {plan.family} serving nodes",
+            description=f"mlinfra {plan.family} serving nodes ({plan.instance_type})",
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(**launch_template_metadata()),
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
@@ -53,7 +55,7 @@ class ServingNodePool(pulumi.ComponentResource):
             cluster_name=args.cluster_name,
             node_role_arn=args.node_role_arn,
             subnet_ids=list(args.subnet_ids),
-            instance_types=list(plan.instance_types),
+            instance_types=[plan.instance_type],
             capacity_type=plan.capacity_type,
             ami_type=plan.ami_type,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
@@ -71,4 +73,14 @@ class ServingNodePool(pulumi.ComponentResource):
             # The cluster autoscaler owns the size between min and max once the group exists.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
         )
+        # The group's Auto Scaling group is EKS's: tag it (not at launch) so the autoscaler sees what an empty
+        # group's nodes would offer: accelerators, labels, taints.
+        group_name = self.node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)
+        for key, value in plan.template_tags().items():
+            aws.autoscaling.Tag(
+                f"{name}-{re.sub('[^a-z0-9]+', '-', key.removeprefix(TEMPLATE_PREFIX + '/').lower())}",
+                autoscaling_group_name=group_name,
+                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                opts=pulumi.ResourceOptions(parent=self.node_group),
+            )
         self.register_outputs({"nodeGroupName": self.node_group.node_group_name})

@@ -106,10 +106,13 @@ class NodePoolSpec(Spec):
     instance_types: list[str] = Field(
         min_length=2,
         max_length=8,
-        description="Two or more sizes of the pool's family, so a capacity shortage of one size does not stop scaling.",
+        description="Two or more sizes of the pool's family, so a capacity shortage of one size does not stop "
+        "scaling; each size is its own node group (the autoscaler models a group by one shape).",
     )
-    min_size: int = Field(1, ge=0, le=100, description="Nodes kept running even without load.")
-    max_size: int = Field(4, ge=1, le=100, description="Upper bound of the pool (the autoscaler never goes past it).")
+    min_size: int = Field(1, ge=0, le=100, description="Nodes of the first instance type kept running without load.")
+    max_size: int = Field(
+        4, ge=1, le=100, description="Most nodes of each instance type (each type's node group stops there)."
+    )
     disk_gib: int = Field(
         200, ge=50, le=4096, description="Encrypted gp3 root volume per node, GiB (images and model cache)."
     )

@@ -1,17 +1,34 @@
-"""Node pool plans for EKS managed node groups: taints, labels, AMI type, capacity and bounds (pure)."""
+"""Node pool plans for EKS managed node groups: one group per instance type, with taints, labels, AMI type,
+capacity, bounds and the cluster autoscaler's node template (pure).
+
+One shape per group because the cluster autoscaler models a group by one instance type (it takes the first
+of a mixed group's list) and EKS launches a mixed group's types in list order: a pod that fits only the
+larger size would wait for ever on a group the autoscaler believes too small, or get the smaller size. With
+one group per shape the autoscaler's expander chooses among the groups whose shape holds the pod.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from infra.catalog.aws import instance_type
 from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Family, Taint, taint
+from infra.serving.servers import PROFILES
 
 # The EKS node group API spells taint effects NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE.
 EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 # EKS-optimised Amazon Linux 2023 images with the accelerator's drivers and runtime.
 AMI_TYPE = {"inf2": "AL2023_x86_64_NEURON", "g5": "AL2023_x86_64_NVIDIA", "system": "AL2023_x86_64_STANDARD"}
+# The label the cluster autoscaler's AWS provider reads to know a node has GPUs (cloudprovider/aws
+# GPULabel): without it on the group's template, a GPU pod never triggers a scale-up from zero.
+AWS_GPU_LABEL = "k8s.amazonaws.com/accelerator"
+GPU_LABEL_VALUE = {"g5": "nvidia-a10g"}
+# Node-template tags on the Auto Scaling group: what a node of an empty group would offer, for the
+# autoscaler's scale-from-zero simulation (cluster-autoscaler/cloudprovider/aws/README.md, "Scaling a node
+# group to 0"). EKS managed node groups do not put their labels' and taints' tags on the group for us.
+TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template"
 
 # Add-ons (CoreDNS, KEDA, Prometheus, the autoscaler, the Neuron scheduler) need untainted nodes; two
 # sizes of a general-purpose family, fixed here because the instance catalog holds accelerator types only.
@@ -21,7 +38,7 @@ SYSTEM_INSTANCE_TYPES = ("m6i.large", "m6i.xlarge")
 @dataclass(frozen=True)
 class NodePoolPlan:
     family: Family
-    instance_types: tuple[str, ...]
+    instance_type: str
     capacity_type: Literal["ON_DEMAND", "SPOT"]
     ami_type: str
     min_size: int
@@ -29,44 +46,69 @@ class NodePoolPlan:
     disk_gib: int
     labels: dict[str, str]
     taints: tuple[Taint, ...]
+    devices: int  # accelerators of one node (the group's template resource)
+
+    @property
+    def name(self) -> str:
+        """pool-<family>-<size>, e.g. pool-inf2-8xlarge (the type's family is the pool's)."""
+        return f"pool-{self.family}-{self.instance_type.split('.', 1)[1]}"
 
     @property
     def desired_size(self) -> int:
         # The initial size only: the cluster autoscaler owns it afterwards (the component ignores changes).
         return self.min_size
 
+    def template_tags(self) -> dict[str, str]:
+        """The Auto Scaling group tags that tell the cluster autoscaler what an empty group's nodes offer."""
+        tags = {f"{TEMPLATE_PREFIX}/label/{key}": value for key, value in self.labels.items()}
+        tags.update({f"{TEMPLATE_PREFIX}/taint/{t.key}": f"{t.value}:{t.effect}" for t in self.taints})
+        if self.family in PROFILES:
+            tags[f"{TEMPLATE_PREFIX}/resources/{PROFILES[self.family].resource}"] = str(self.devices)
+        return tags
 
-def accelerator_plan(family: Literal["inf2", "g5"], spec: Inf2PoolSpec | G5PoolSpec) -> NodePoolPlan:
+
+def accelerator_plans(family: Literal["inf2", "g5"], spec: Inf2PoolSpec | G5PoolSpec) -> list[NodePoolPlan]:
+    """One group per instance type of the pool. The pool's minSize is kept on its first type; maxSize bounds
+    each type's group (the autoscaler scales the groups whose shape holds the waiting pods)."""
     labels: dict[str, str] = {ACCELERATOR_LABEL: family, POOL_LABEL: family}
     if family == "g5":
         # The NVIDIA device plugin chart schedules on nodes carrying this label when no node feature
         # discovery runs (its documented way to force GPU nodes).
         labels["nvidia.com/gpu.present"] = "true"
-    return NodePoolPlan(
-        family=family,
-        instance_types=tuple(spec.instance_types),
-        capacity_type="SPOT" if spec.capacity_type == "spot" else "ON_DEMAND",
-        ami_type=AMI_TYPE[family],
-        min_size=spec.min_size,
-        max_size=spec.max_size,
-        disk_gib=spec.disk_gib,
-        labels=labels,
-        taints=(taint(family),),
-    )
+        labels[AWS_GPU_LABEL] = GPU_LABEL_VALUE[family]
+    return [
+        NodePoolPlan(
+            family=family,
+            instance_type=name,
+            capacity_type="SPOT" if spec.capacity_type == "spot" else "ON_DEMAND",
+            ami_type=AMI_TYPE[family],
+            min_size=spec.min_size if index == 0 else 0,
+            max_size=spec.max_size,
+            disk_gib=spec.disk_gib,
+            labels=labels,
+            taints=(taint(family),),
+            devices=instance_type(name).accelerator_count,
+        )
+        for index, name in enumerate(spec.instance_types)
+    ]
 
 
-def system_plan() -> NodePoolPlan:
-    return NodePoolPlan(
-        family="system",
-        instance_types=SYSTEM_INSTANCE_TYPES,
-        capacity_type="ON_DEMAND",
-        ami_type=AMI_TYPE["system"],
-        min_size=2,  # CoreDNS and the autoscaler keep running through one node's loss
-        max_size=4,
-        disk_gib=80,
-        labels={POOL_LABEL: "system"},
-        taints=(),
-    )
+def system_plans() -> list[NodePoolPlan]:
+    return [
+        NodePoolPlan(
+            family="system",
+            instance_type=name,
+            capacity_type="ON_DEMAND",
+            ami_type=AMI_TYPE["system"],
+            min_size=2 if index == 0 else 0,  # CoreDNS and the autoscaler keep running through one node's loss
+            max_size=4,
+            disk_gib=80,
+            labels={POOL_LABEL: "system"},
+            taints=(),
+            devices=0,
+        )
+        for index, name in enumerate(SYSTEM_INSTANCE_TYPES)
+    ]
 
 
 def launch_template_metadata() -> dict[str, Any]:

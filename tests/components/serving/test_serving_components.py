@@ -94,7 +94,7 @@ def test_public_endpoint_only_as_configured(record, endpoint, public, cidrs):
 
 
 def test_node_pool_launch_template_and_group(record):
-    plan = node_pools.accelerator_plan("g5", G5PoolSpec(capacity_type="spot"))
+    plan = node_pools.accelerator_plans("g5", G5PoolSpec(capacity_type="spot"))[1]
     result = record(
         lambda: ServingNodePool("pool", ServingNodePoolArgs(plan, "mlinfra-test", "arn:role", ["s-a", "s-b"], TAGS))
     )
@@ -107,8 +107,15 @@ def test_node_pool_launch_template_and_group(record):
     assert {t["resourceType"] for t in template["tagSpecifications"]} == {"instance", "volume", "network-interface"}
     group = one(result, "aws:eks/nodeGroup:NodeGroup").inputs
     assert group["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
-    assert group["capacityType"] == "SPOT" and group["instanceTypes"] == ["g5.xlarge", "g5.2xlarge"]
-    assert group["scalingConfig"] == {"minSize": 1, "maxSize": 4, "desiredSize": 1}
+    assert group["capacityType"] == "SPOT" and group["instanceTypes"] == ["g5.2xlarge"]  # one shape per group
+    assert group["scalingConfig"] == {"minSize": 0, "maxSize": 4, "desiredSize": 0}
+    tags = {t.inputs["tag"]["key"]: t.inputs["tag"] for t in result.steps if t.type == "aws:autoscaling/tag:Tag"}
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == {
+        "key": "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu",
+        "value": "1",
+        "propagateAtLaunch": False,
+    }
+    assert set(tags) == set(plan.template_tags())
     assert group["labels"]["mlinfra.io/accelerator"] == "g5"
     assert "diskSize" not in group  # set on the launch template
     assert_tagged(result)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from infra.serving import charts, engine, manifests, servers
 from infra.serving.aws import eks, iam, node_pools
-from infra.serving.aws.config import ModelSpec, ServingSpec
+from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec, ModelSpec, ServingSpec
 from tests.k8s_schemas import validate
 
 REGISTRY = manifests.Registry(bucket="mlinfra-registry-123456789012-us-east-1", region="us-east-1")
@@ -298,8 +298,8 @@ def test_node_pool_plans():
     spec = ServingSpec.model_validate(
         {"models": [INF2.model_dump(by_alias=True)], "nodePools": {"g5": {"capacityType": "spot"}}}
     )
-    inf2 = node_pools.accelerator_plan("inf2", spec.node_pools.inf2)
-    g5 = node_pools.accelerator_plan("g5", spec.node_pools.g5)
+    inf2, inf2_large = node_pools.accelerator_plans("inf2", spec.node_pools.inf2)
+    g5, _ = node_pools.accelerator_plans("g5", spec.node_pools.g5)
     assert (
         inf2.taints == (node_pools.Taint("aws.amazon.com/neuron", "true"),)
         and node_pools.EKS_EFFECT[inf2.taints[0].effect] == "NO_SCHEDULE"
@@ -309,10 +309,34 @@ def test_node_pool_plans():
     assert (inf2.ami_type, g5.ami_type) == ("AL2023_x86_64_NEURON", "AL2023_x86_64_NVIDIA")
     assert inf2.labels == {"mlinfra.io/accelerator": "inf2", "mlinfra.io/pool": "inf2"}
     assert g5.labels["nvidia.com/gpu.present"] == "true"
-    assert len(inf2.instance_types) >= 2 and inf2.desired_size == inf2.min_size
-    system = node_pools.system_plan()
+    assert inf2.desired_size == inf2.min_size
+    # One group per shape: the pool's minimum on its first type, its maximum on each.
+    assert (inf2.instance_type, inf2.min_size, inf2.max_size) == ("inf2.xlarge", spec.node_pools.inf2.min_size, 4)
+    assert (inf2_large.instance_type, inf2_large.min_size, inf2_large.max_size) == ("inf2.8xlarge", 0, 4)
+    assert inf2_large.name == "pool-inf2-8xlarge"
+    system, system_large = node_pools.system_plans()
     assert system.taints == () and system.min_size >= 2 and system.labels == {"mlinfra.io/pool": "system"}
+    assert system_large.min_size == 0
     assert node_pools.launch_template_metadata()["http_tokens"] == "required"
+
+
+def test_each_group_tells_the_autoscaler_what_its_empty_nodes_offer():
+    """Scale from zero: the autoscaler builds an empty group's node from these tags (its AWS provider README,
+    "Scaling a node group to 0"); without the resource tag no pod asking for a Neuron device or GPU fits."""
+    inf2 = node_pools.accelerator_plans("inf2", Inf2PoolSpec(instance_types=["inf2.xlarge", "inf2.48xlarge"]))
+    assert inf2[1].template_tags() == {
+        "k8s.io/cluster-autoscaler/node-template/label/mlinfra.io/accelerator": "inf2",
+        "k8s.io/cluster-autoscaler/node-template/label/mlinfra.io/pool": "inf2",
+        "k8s.io/cluster-autoscaler/node-template/taint/aws.amazon.com/neuron": "true:NoSchedule",
+        "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron": "12",
+    }
+    g5 = node_pools.accelerator_plans("g5", G5PoolSpec(instance_types=["g5.xlarge", "g5.12xlarge"]))
+    tags = g5[1].template_tags()
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "4"
+    # The label the autoscaler's AWS provider reads to treat a node as a GPU node, on node and template.
+    assert tags["k8s.io/cluster-autoscaler/node-template/label/k8s.amazonaws.com/accelerator"] == "nvidia-a10g"
+    assert g5[1].labels["k8s.amazonaws.com/accelerator"] == "nvidia-a10g"
+    assert not any("/resources/" in key for key in node_pools.system_plans()[0].template_tags())
 
 
 def test_charts_are_pinned():

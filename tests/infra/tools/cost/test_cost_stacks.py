@@ -85,8 +85,9 @@ def test_training_run_defaults_to_the_ttl(capsys):
 def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys):
     pools = stack_file("serving-demo")["mlinfra:serving"]["nodePools"]
     p = prices()
-    low = sum(pool["minSize"] * min(p[t] for t in pool["instanceTypes"]) for pool in pools.values())
-    high = sum(pool["maxSize"] * max(p[t] for t in pool["instanceTypes"]) for pool in pools.values())
+    # One node group per instance type: minSize on the pool's first type, maxSize on each type's group.
+    low = sum(pool["minSize"] * p[pool["instanceTypes"][0]] for pool in pools.values())
+    high = sum(pool["maxSize"] * p[t] for pool in pools.values() for t in pool["instanceTypes"])
     doc = cost_json(capsys, "--stack", "serving-demo")
     compute = doc["hourly"]["byGroup"]["compute"]
     assert (compute["minUsd"], compute["maxUsd"]) == pytest.approx((low, high), abs=1e-5)
@@ -100,7 +101,7 @@ def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys)
     assert doc["monthly"]["maxUsd"] == pytest.approx(HOURS_PER_MONTH * doc["hourly"]["maxUsd"], abs=1e-3)
     # the system pool's general-purpose types are not in the instance catalog: said, not guessed
     system = next(
-        line for line in doc["lines"] if line["resource"] == "pool-system-nodes" and line["group"] == "compute"
+        line for line in doc["lines"] if line["resource"] == "pool-system-large-nodes" and line["group"] == "compute"
     )
     assert system["basis"] == "unknown" and "not in the instance catalog" in system["what"]
     assert doc["hourly"]["complete"] is False
