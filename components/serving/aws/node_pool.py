@@ -75,7 +75,7 @@ class ServingNodePool(pulumi.ComponentResource):
         )
         # The group's Auto Scaling group is EKS's: tag it (not at launch) so the autoscaler sees what an empty
         # group's nodes would offer: accelerators, labels, taints.
-        group_name = self.node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)
+        group_name = self.node_group.resources.apply(_autoscaling_group_name)
         for key, value in plan.template_tags().items():
             aws.autoscaling.Tag(
                 f"{name}-{re.sub('[^a-z0-9]+', '-', key.removeprefix(TEMPLATE_PREFIX + '/').lower())}",
@@ -84,3 +84,8 @@ class ServingNodePool(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self.node_group),
             )
         self.register_outputs({"nodeGroupName": self.node_group.node_group_name})
+
+
+def _autoscaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
+    groups = resources[0].autoscaling_groups or []
+    return groups[0].name or ""
