@@ -32,6 +32,12 @@ class Registry:
     def uri(self, prefix: str) -> str:
         return f"{self.scheme}://{self.bucket}/{prefix}"
 
+    @property
+    def mounted(self) -> bool:
+        """GCS is mounted (Cloud Storage FUSE): vLLM's streamer reads only s3:// in the pinned releases (0.9.1
+        vllm/transformers_utils/utils.py is_s3; anything else goes to the Hugging Face download path)."""
+        return self.scheme == "gs"
+
     def env(self) -> list[dict[str, str]]:
         return [{"name": "AWS_REGION", "value": self.region}] if self.scheme == "s3" else []
 
@@ -92,8 +98,10 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     n = str(model.accelerators_per_replica)
     mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
     env = registry.env()
-    if profile.fetch_to_disk:
+    local = profile.fetch_to_disk or registry.mounted
+    if local:
         mounts.append({"name": "model", "mountPath": servers.MODEL_DIR, "readOnly": True})
+    if profile.fetch_to_disk:
         # The compiled model promote built for exactly this engine shape (engine.py): loaded as it is,
         # never recompiled into the read-only mount.
         env.append({"name": "NEURON_COMPILED_ARTIFACTS", "value": f"{servers.MODEL_DIR}/{engine.NEURON_COMPILED_DIR}"})
@@ -101,7 +109,7 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
         "name": "server",
         "image": model.image,
         "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
-        "args": servers.server_args(model, servers.MODEL_DIR if profile.fetch_to_disk else source),
+        "args": servers.server_args(model, servers.MODEL_DIR if local else source),
         "env": env,
         "ports": [{"name": "http", "containerPort": servers.PORT, "protocol": "TCP"}],
         "resources": {
@@ -143,6 +151,44 @@ def _check_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     }
 
 
+def _mounted_check_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
+    """On GKE: the same refusal, read from the mounted artefact (the FUSE sidecar runs as a native sidecar,
+    before the init containers), in the server's own image."""
+    return {
+        "name": "check-model",
+        "image": model.image,
+        "command": servers.mounted_check_command(registry.uri(artefact_prefix(model))),
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "volumeMounts": [{"name": "model", "mountPath": servers.MODEL_DIR, "readOnly": True}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+
+
+def _fuse_volume(model: ModelSpec, registry: Registry) -> dict[str, Any]:
+    """The artefact's prefix of the bucket, read-only, through GKE's Cloud Storage FUSE CSI driver."""
+    return {
+        "name": "model",
+        "csi": {
+            "driver": "gcsfuse.csi.storage.gke.io",
+            "readOnly": True,
+            "volumeAttributes": {
+                "bucketName": registry.bucket,
+                "mountOptions": f"implicit-dirs,only-dir={artefact_prefix(model).rstrip('/')}",
+            },
+        },
+    }
+
+
+# The FUSE sidecar's own limits off: loading multi-GB weights through a capped sidecar is slow or OOM-killed
+# (GKE's "Cloud Storage FUSE CSI driver" sidecar resource annotations; "0" means no limit).
+FUSE_ANNOTATIONS = {
+    "gke-gcsfuse/volumes": "true",
+    "gke-gcsfuse/cpu-limit": "0",
+    "gke-gcsfuse/memory-limit": "0",
+    "gke-gcsfuse/ephemeral-storage-limit": "0",
+}
+
+
 def _spread(model: ModelSpec) -> list[dict[str, Any]]:
     return [
         {
@@ -174,12 +220,16 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     if profile.fetch_to_disk:
         volumes.append({"name": "model", "emptyDir": {"sizeLimit": "100Gi"}})
         pod["initContainers"] = [_fetch_container(model, registry)]
-    elif registry.scheme == "s3":
+    elif registry.mounted:
+        volumes.append(_fuse_volume(model, registry))
+        pod["initContainers"] = [_mounted_check_container(model, registry)]
+    else:
         pod["initContainers"] = [_check_container(model, registry)]
     annotations = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(servers.PORT),
         "prometheus.io/path": "/metrics",
+        **(FUSE_ANNOTATIONS if registry.mounted else {}),
     }
     return {
         "apiVersion": "apps/v1",

@@ -85,7 +85,7 @@ def server_args(model: ModelSpec, source: str) -> list[str]:
     """Arguments of `python3 -m vllm.entrypoints.openai.api_server`; `source` is an s3:// URI or a path."""
     args = ["--model", source, "--served-model-name", model.name, "--port", str(PORT)]
     args += engine.engine_settings(model).flags()
-    if not PROFILES[model.accelerator].fetch_to_disk:
+    if source.startswith("s3://"):
         # Stream safetensors from S3 straight to GPU memory: no disk copy on cold start.
         args += ["--load-format", "runai_streamer"]
     return args
@@ -125,6 +125,18 @@ def check_script(source: str) -> str:
         f'[ -n "$manifest" ] || {{ echo "refusing {source}: no manifest.json (promotion failed or '
         'unfinished)" >&2; exit 1; }\n'
     )
+
+
+def mounted_check_command(source: str) -> list[str]:
+    """The same refusal as check_script, for an artefact mounted at MODEL_DIR (`source` names it in messages)."""
+    return [
+        "/bin/sh",
+        "-c",
+        "set -euf\n"
+        f'if [ -e {MODEL_DIR}/_FAILED ]; then echo "refusing {source}: marked _FAILED" >&2; exit 1; fi\n'
+        f'[ -f {MODEL_DIR}/manifest.json ] || {{ echo "refusing {source}: no manifest.json (promotion failed or '
+        'unfinished)" >&2; exit 1; }\n',
+    ]
 
 
 def check_command(source: str) -> list[str]:

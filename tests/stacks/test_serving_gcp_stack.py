@@ -84,8 +84,13 @@ def test_l4_pool_is_bounded_tainted_with_gke_installed_drivers(demo):
     l4 = pools(demo)["pool-l4"]
     spec = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]["mlinfra:serving"]
     bounds = spec["nodePools"]["l4"]
-    assert l4["autoscaling"] == {"minNodeCount": bounds["minNodes"], "maxNodeCount": bounds["maxNodes"]}
-    assert l4["nodeLocations"] == ZONES
+    # Total bounds over the zones: per-zone ones (minNodeCount) would keep one L4 node in every zone.
+    assert l4["autoscaling"] == {
+        "totalMinNodeCount": bounds["minNodes"],
+        "totalMaxNodeCount": bounds["maxNodes"],
+        "locationPolicy": "ANY",
+    }
+    assert l4["nodeLocations"] == ZONES and l4["initialNodeCount"] == 1
     config = l4["nodeConfig"]
     assert config["machineType"] == "g2-standard-8"
     assert config["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
@@ -123,10 +128,34 @@ def test_model_server_reads_the_bridge_bucket_read_only_through_workload_identit
     assert binding["member"] == "serviceAccount:mlinfra-demo-project.svc.id.goog[models/llama-3-8b-l4]"
     sa = one(demo, "kubernetes:core/v1:ServiceAccount").inputs
     assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": email}
-    container = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"][:2] == ["--model", f"gs://mlinfra-models-bridge-demo/{PREFIX}"]
-    assert "runai_streamer" in container["args"]
+    template = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]
+    container = template["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_the_server_reads_its_artefact_through_cloud_storage_fuse(demo):
+    """vLLM 0.9.1's streamer reads only s3:// (is_s3): a gs:// --model went to the Hugging Face download path.
+    The artefact prefix is mounted read-only with GKE's Cloud Storage FUSE CSI driver instead."""
+    cluster = one(demo, "gcp:container/cluster:Cluster").inputs
+    assert cluster["addonsConfig"] == {"gcsFuseCsiDriverConfig": {"enabled": True}}
+    template = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]
+    assert template["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+    container = template["spec"]["containers"][0]
+    assert container["args"][:2] == ["--model", "/models"] and "runai_streamer" not in container["args"]
+    assert {"name": "model", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
+    volume = next(v for v in template["spec"]["volumes"] if v["name"] == "model")
+    assert volume["csi"] == {
+        "driver": "gcsfuse.csi.storage.gke.io",
+        "readOnly": True,
+        "volumeAttributes": {
+            "bucketName": "mlinfra-models-bridge-demo",
+            "mountOptions": f"implicit-dirs,only-dir={PREFIX.rstrip('/')}",
+        },
+    }
+    # GKE servers refuse a failed or unfinished version as the AWS ones do, before the server starts.
+    [check] = template["spec"]["initContainers"]
+    assert check["name"] == "check-model" and check["image"] == container["image"]
+    assert "_FAILED" in check["command"][-1] and "manifest.json" in check["command"][-1]
 
 
 def test_scales_on_queue_depth_and_every_kubernetes_object_validates(demo):

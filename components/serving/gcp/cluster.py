@@ -90,6 +90,11 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_pool=gke.workload_pool(args.project)
             ),
             enable_shielded_nodes=True,
+            # Model servers mount their artefact from GCS with the Cloud Storage FUSE CSI driver (vLLM's
+            # streamer reads only s3:// in the pinned releases).
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)
+            ),
             resource_labels=dict(args.labels),
             opts=child,
         )

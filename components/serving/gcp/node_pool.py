@@ -45,10 +45,12 @@ class GkeNodePool(pulumi.ComponentResource):
             f"{name}-pool",
             cluster=args.cluster_id,
             location=args.region,
-            initial_node_count=plan.min_nodes,
+            initial_node_count=plan.initial_nodes_per_zone,
             node_locations=list(plan.node_locations) or None,
+            # Total bounds over the pool's zones (min_node_count/max_node_count would be per zone: a minimum
+            # of one L4 node would keep three). ANY takes capacity wherever a zone has it.
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
-                min_node_count=plan.min_nodes, max_node_count=plan.max_nodes
+                total_min_node_count=plan.min_nodes, total_max_node_count=plan.max_nodes, location_policy="ANY"
             ),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             network_config=gcp.container.NodePoolNetworkConfigArgs(enable_private_nodes=True),

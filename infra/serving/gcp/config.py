@@ -63,8 +63,10 @@ class L4PoolSpec(Spec):
         max_length=1,
         description="The G2 machine type of the pool (one per GKE node pool; add pools for more sizes).",
     )
-    min_nodes: int = Field(1, ge=0, le=100, description="Nodes per zone the autoscaler keeps even without load.")
-    max_nodes: int = Field(4, ge=1, le=100, description="Upper bound per zone of the autoscaler.")
+    min_nodes: int = Field(
+        1, ge=0, le=100, description="Nodes the autoscaler keeps without load, in total over the pool's zones."
+    )
+    max_nodes: int = Field(4, ge=1, le=100, description="Most nodes of the pool, in total over its zones.")
     disk_gib: int = Field(200, ge=50, le=4096, description="Boot disk per node, GiB (images and model cache).")
     spot: bool = Field(False, description="Buy nodes as Spot VMs (cheaper, can be preempted).")
 

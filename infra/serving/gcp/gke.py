@@ -22,6 +22,8 @@ NODE_ROLES = (
     "roles/stackdriver.resourceMetadata.writer",
     "roles/artifactregistry.reader",
 )
+# A regional node pool with no node_locations spans GKE's default zones of the region: three.
+DEFAULT_ZONES = 3
 GKE_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 
 
@@ -31,13 +33,19 @@ class GkePoolPlan:
     machine_type: str
     accelerator_type: str | None
     accelerator_count: int
-    min_nodes: int  # per zone (GKE's autoscaler bounds are per zone for regional pools)
+    min_nodes: int  # in total over the pool's zones (the autoscaler's total_* bounds, not its per-zone ones)
     max_nodes: int
     disk_gib: int
     spot: bool
     labels: dict[str, str]
     taints: tuple[Taint, ...]
     node_locations: tuple[str, ...] = ()  # zones of the pool; () leaves the choice to GKE
+
+    @property
+    def initial_nodes_per_zone(self) -> int:
+        """GKE creates initial_node_count nodes in every zone: as few as reach min_nodes in total."""
+        zones = len(self.node_locations) or DEFAULT_ZONES
+        return -(-self.min_nodes // zones)
 
 
 def l4_plan(spec: L4PoolSpec, region: str) -> GkePoolPlan:
@@ -59,14 +67,14 @@ def l4_plan(spec: L4PoolSpec, region: str) -> GkePoolPlan:
 
 
 def system_plan(node_locations: tuple[str, ...] = ()) -> GkePoolPlan:
-    """One to three system nodes per zone, in the accelerator pool's zones."""
+    """Two to six system nodes in all, in the accelerator pool's zones."""
     return GkePoolPlan(
         family="system",
         machine_type=SYSTEM_MACHINE_TYPE,
         accelerator_type=None,
         accelerator_count=0,
-        min_nodes=1,
-        max_nodes=3,
+        min_nodes=2,  # CoreDNS, KEDA and Prometheus keep running through one node's loss
+        max_nodes=6,
         disk_gib=80,
         spot=False,
         labels={POOL_LABEL: "system"},

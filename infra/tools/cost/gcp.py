@@ -27,15 +27,25 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
     config = dict_at(r.props, "nodeConfig")
     name = str(config.get("machineType") or "")
     scaling = dict_at(r.props, "autoscaling")
-    low = whole(scaling.get("minNodeCount")) if scaling else whole(r.props.get("nodeCount"))
-    high = whole(scaling.get("maxNodeCount")) if scaling else low
     zones = len(list_at(r.props, "nodeLocations"))
-    per_zone = f"{low}" if low == high else f"{low}-{high}"
-    where = f" ({per_zone} per zone in {zones} zones)" if zones else " (per zone; zones not declared: at least one)"
-    zones = zones or 1
-    if low is None or high is None or not name:
-        return [line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
-    low, high = low * zones, high * zones
+    if scaling and ("totalMinNodeCount" in scaling or "totalMaxNodeCount" in scaling):
+        # Total bounds over the pool's zones: the counts are the pool's, whatever the zones.
+        low, high = whole(scaling.get("totalMinNodeCount", 0)), whole(scaling.get("totalMaxNodeCount"))
+        where = f" (in total over {zones} zones)" if zones else " (in total over the zones GKE chose)"
+        if low is None or high is None or not name:
+            return [
+                line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")
+            ]
+    else:
+        low = whole(scaling.get("minNodeCount")) if scaling else whole(r.props.get("nodeCount"))
+        high = whole(scaling.get("maxNodeCount")) if scaling else low
+        per_zone = f"{low}" if low == high else f"{low}-{high}"
+        where = f" ({per_zone} per zone in {zones} zones)" if zones else " (per zone; zones not declared: at least one)"
+        if low is None or high is None or not name:
+            return [
+                line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")
+            ]
+        low, high = low * (zones or 1), high * (zones or 1)
     nodes = f"{low}" if low == high else f"{low}-{high}"
     try:
         mtype = machine_type(name)

@@ -404,3 +404,24 @@ def test_eks_plans():
         "--output",
         "json",
     ]
+
+
+@pytest.mark.parametrize(
+    "files, code, said",
+    [
+        (["manifest.json", "model.safetensors"], 0, ""),
+        (["manifest.json", "_FAILED"], 1, "refusing gs://b/models/m/v1/cuda/: marked _FAILED"),
+        (["model.safetensors"], 1, "refusing gs://b/models/m/v1/cuda/: no manifest.json (promotion failed or"),
+    ],
+    ids=["served", "failed", "unfinished"],
+)
+def test_gke_servers_refuse_a_failed_or_unfinished_mounted_artefact(tmp_path, files, code, said):
+    """The rendered check, run by /bin/sh against a directory standing for the FUSE mount."""
+    import subprocess
+
+    for name in files:
+        (tmp_path / name).write_text("x")
+    command = servers.mounted_check_command("gs://b/models/m/v1/cuda/")
+    command[-1] = command[-1].replace(f" {servers.MODEL_DIR}/", f" {tmp_path}/")
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == code and said in done.stderr
