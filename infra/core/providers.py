@@ -34,15 +34,30 @@ def aws_provider_findings(flat: dict[str, Any]) -> list[Problem]:
 
 
 @functools.cache
-def aws_regions() -> tuple[str, ...]:
-    """Every AWS region of every partition, from botocore's own partitions.json at the pinned version (the table
-    the SDK resolves endpoints with), without importing botocore."""
+def _partitions() -> list[dict[str, Any]]:
+    """botocore's own partitions.json at the pinned version (the table the SDK resolves endpoints with), read
+    without importing botocore."""
     spec = importlib.util.find_spec("botocore")
     locations = list(spec.submodule_search_locations or []) if spec else []
     if not locations:
-        return ()
+        return []
     data = json.loads((Path(locations[0]) / "data" / "partitions.json").read_text(encoding="utf-8"))
-    return tuple(sorted(r for p in data["partitions"] for r in p.get("regions", {}) if not r.endswith("-global")))
+    partitions: list[dict[str, Any]] = data["partitions"]
+    return partitions
+
+
+@functools.cache
+def aws_regions() -> tuple[str, ...]:
+    """Every AWS region of every partition."""
+    return tuple(sorted(r for p in _partitions() for r in p.get("regions", {}) if not r.endswith("-global")))
+
+
+def aws_partition(region: str) -> dict[str, str]:
+    """The partition holding `region` (aws, aws-us-gov, aws-cn, ...): its id and DNS suffix."""
+    for partition in _partitions():
+        if region in partition.get("regions", {}):
+            return {"partition": partition["id"], "dnsSuffix": partition["outputs"]["dnsSuffix"]}
+    return {"partition": "aws", "dnsSuffix": "amazonaws.com"}
 
 
 def gcp_provider_findings(flat: dict[str, Any]) -> list[Problem]:

@@ -27,6 +27,7 @@ def build(config: ServingStackConfig) -> None:
     stack = pulumi.get_stack()
     tags = contract_tags("serving", stack)
     region = aws.get_region().region
+    partition = aws.get_partition().partition
     azs = aws.get_availability_zones(state="available").names[: spec.cluster.availability_zones]
     cluster_name = f"mlinfra-{slug(stack, 60)}"
 
@@ -34,7 +35,12 @@ def build(config: ServingStackConfig) -> None:
     cluster = EksCluster(
         "serving-eks",
         EksClusterArgs(
-            spec=spec.cluster, cluster_name=cluster_name, subnet_ids=vpc.private_subnet_ids, region=region, tags=tags
+            spec=spec.cluster,
+            cluster_name=cluster_name,
+            subnet_ids=vpc.private_subnet_ids,
+            region=region,
+            tags=tags,
+            partition=partition,
         ),
     )
     plans = [
@@ -106,7 +112,7 @@ def build(config: ServingStackConfig) -> None:
         "model-converter",
         ModelConverterArgs(
             role_name=conversion_access.role_name(stack),
-            partition=aws.get_partition().partition,
+            partition=partition,
             account_id=aws.get_caller_identity().account_id,
             namespace=spec.namespace,
             cluster_name=cluster.name,

@@ -21,9 +21,12 @@ class EksClusterArgs:
     subnet_ids: Sequence[pulumi.Input[str]]
     region: str
     tags: Mapping[str, str]
+    partition: str = "aws"  # the region's (aws-us-gov, aws-cn): ARNs of AWS's managed policies name it
 
 
-def _role(name: str, trust: dict, policies: Sequence[str], tags: dict, parent: pulumi.Resource) -> aws.iam.Role:
+def _role(
+    name: str, trust: dict, policies: Sequence[str], tags: dict, parent: pulumi.Resource, partition: str
+) -> aws.iam.Role:
     role = aws.iam.Role(
         name, assume_role_policy=json.dumps(trust), tags=tags, opts=pulumi.ResourceOptions(parent=parent)
     )
@@ -31,7 +34,7 @@ def _role(name: str, trust: dict, policies: Sequence[str], tags: dict, parent: p
         aws.iam.RolePolicyAttachment(
             f"{name}-{policy.lower().replace('_', '-')}",
             role=role.name,
-            policy_arn=iam.managed_policy_arn(policy),
+            policy_arn=iam.managed_policy_arn(policy, partition),
             opts=pulumi.ResourceOptions(parent=role),
         )
     return role
@@ -59,7 +62,9 @@ class EksCluster(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        role = _role(f"{name}-role", iam.service_trust("eks.amazonaws.com"), iam.CLUSTER_POLICIES, tags, self)
+        role = _role(
+            f"{name}-role", iam.service_trust("eks.amazonaws.com"), iam.CLUSTER_POLICIES, tags, self, args.partition
+        )
         endpoint = spec.endpoint
         self.cluster = aws.eks.Cluster(
             f"{name}-cluster",
@@ -97,13 +102,13 @@ class EksCluster(pulumi.ComponentResource):
                 f"{name}-admin-{i}-policy",
                 cluster_name=self.cluster.name,
                 principal_arn=arn,
-                policy_arn=eks.CLUSTER_ADMIN_POLICY,
+                policy_arn=eks.cluster_admin_policy_arn(args.partition),
                 access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
             )
         # EKS creates the nodes' access entries itself for managed node groups.
         self.node_role = _role(
-            f"{name}-node-role", iam.service_trust("ec2.amazonaws.com"), iam.NODE_POLICIES, tags, self
+            f"{name}-node-role", iam.service_trust("ec2.amazonaws.com"), iam.NODE_POLICIES, tags, self, args.partition
         )
         self.bootstrap_addons = [
             aws.eks.Addon(

@@ -219,6 +219,11 @@ def _sizes(
         )
         if problem:
             problems.append(problem)
+    if target.follower is not None:
+        entry = target.config.serving.models[target.follower]
+        pool = getattr(target.config.serving.node_pools, entry.accelerator)
+        field = f"mlinfra:serving.models[{target.follower}]"
+        problems += sizing.server_problems(field, entry, pool.instance_types, checkpoint.size)
     if problems:
         raise InputError(problems)
     return sizes

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from infra.catalog.aws import instance_type, known_instance_types
 from infra.core.errors import Problem
 from infra.ops.promotion.recipes import Recipe
+from infra.serving.spec import ModelSpec
 
 GIB = 1024**3
 MAX_PODS = 110  # the largest max-pods the AMI sets without prefix delegation on these sizes
@@ -55,6 +56,45 @@ def conversion_resources(recipe: Recipe, checkpoint_bytes: int, devices: int = 1
         disk_gib=math.ceil(recipe.disk_factor * size + recipe.disk_base_gib),
         devices=devices,
     )
+
+
+# Host memory of one replica while it loads the weights, from their size S in GiB (estimates on the safe
+# side, not measurements): NxD Inference reads the whole sharded model into host memory on its way to the
+# devices; vLLM's streamer on GPUs holds a shard or so in flight.
+SERVER_MEMORY = {"inf2": (1.1, 4.0), "g5": (0.25, 6.0), "l4": (0.25, 6.0)}  # factor, base GiB
+
+
+def server_memory_gib(accelerator: str, weights_bytes: int) -> int:
+    factor, base = SERVER_MEMORY[accelerator]
+    return math.ceil(factor * weights_bytes / GIB + base)
+
+
+def server_problems(field: str, model: ModelSpec, instance_types: Sequence[str], weights_bytes: int) -> list[Problem]:
+    """Whether the model entry's replica can load these weights (its memoryGib) and fits a node of its pool."""
+    problems = []
+    need = server_memory_gib(model.accelerator, weights_bytes)
+    if model.memory_gib < need:
+        problems.append(
+            Problem(
+                f"{field}.memoryGib",
+                f"a replica of {model.name} loading {weights_bytes / GIB:.1f} GiB of weights on {model.accelerator} "
+                f"needs about {need} GiB of memory; memoryGib is {model.memory_gib}: set memoryGib to {need}",
+            )
+        )
+    replica = Resources(
+        cpu=model.cpu, memory_gib=max(need, model.memory_gib), disk_gib=0, devices=model.accelerators_per_replica
+    )
+    if not any(holds(t, replica) for t in instance_types):
+        bigger = larger_type(instance_types, replica)
+        problems.append(
+            Problem(
+                f"mlinfra:serving.nodePools.{model.accelerator}.instanceTypes",
+                f"a replica of {model.name} ({_devices(replica)}{_n(replica.cpu)} CPU, {_n(replica.memory_gib)} GiB "
+                f"memory) fits no node of {', '.join(instance_types)}: "
+                + (f"add {bigger}" if bigger else "no instance type of its accelerator in the catalog holds it"),
+            )
+        )
+    return problems
 
 
 def kube_reserved_cpu(vcpus: int) -> float:

@@ -11,7 +11,11 @@ CONTROL_PLANE_LOGS = ("api", "audit", "authenticator", "controllerManager", "sch
 BOOTSTRAP_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")  # before any node joins
 NODE_ADDONS = ("coredns",)  # needs nodes to run on: created after the node pools
 CORE_ADDONS = BOOTSTRAP_ADDONS + NODE_ADDONS
-CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+def cluster_admin_policy_arn(partition: str) -> str:
+    """EKS's access policy: its account is spelled `aws` in every partition, the partition is the region's."""
+    return f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 
 
 def log_group_name(cluster_name: str) -> str:

@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from infra.core.providers import aws_partition
 from infra.providers import tokens
 from infra.tools.offline.invokes_gcp import GCP_ANSWERS
 
@@ -39,7 +40,15 @@ def _region_info(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]
 
 
 def _partition(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws", "reverseDnsPrefix": "com.amazonaws"}
+    """The configured region's partition, as the provider answers it (aws-us-gov in us-gov-west-1)."""
+    found = aws_partition(_region(config, args))
+    suffix = found["dnsSuffix"]
+    return {
+        "partition": found["partition"],
+        "dnsSuffix": suffix,
+        "id": found["partition"],
+        "reverseDnsPrefix": ".".join(reversed(suffix.split("."))),
+    }
 
 
 def _availability_zones(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +105,7 @@ def _instances(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
 ANSWERS: dict[str, tuple[Callable[[dict, dict], dict], str]] = {
     tokens.AWS_GET_CALLER_IDENTITY: (_caller_identity, f"account {OFFLINE_ACCOUNT_ID}"),
     tokens.AWS_GET_REGION: (_region_info, "the configured aws:region"),
-    tokens.AWS_GET_PARTITION: (_partition, "partition aws"),
+    tokens.AWS_GET_PARTITION: (_partition, "the region's partition"),
     tokens.AWS_GET_AVAILABILITY_ZONES: (_availability_zones, "the catalog's AZs of the region"),
     tokens.AWS_SSM_GET_PARAMETER: (_ssm_parameter, f"a placeholder ({OFFLINE_AMI_PREFIX}... for AMI parameters)"),
     tokens.AWS_EC2_GET_AMI: (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...) with root device /dev/sda1"),

@@ -51,6 +51,17 @@ def cluster(spec: ClusterSpec):
     return lambda: EksCluster("eks", EksClusterArgs(spec, "mlinfra-test", ["subnet-a", "subnet-b"], "us-east-1", TAGS))
 
 
+def test_managed_policy_arns_name_the_regions_partition(record):
+    """No hard-coded `aws` partition: in GovCloud every AWS-managed policy ARN is arn:aws-us-gov:..."""
+    spec = ClusterSpec.model_validate({"adminRoleArns": ["arn:aws-us-gov:iam::123456789012:role/platform"]})
+    args = EksClusterArgs(spec, "mlinfra-test", ["subnet-a"], "us-gov-west-1", TAGS, partition="aws-us-gov")
+    result = record(lambda: EksCluster("eks", args))
+    assert result.errors == []
+    arns = [a.inputs["policyArn"] for a in by_type(result, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    arns += [a.inputs["policyArn"] for a in by_type(result, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")]
+    assert len(arns) >= 3 and all(arn.startswith("arn:aws-us-gov:") for arn in arns), arns
+
+
 def test_cluster_is_encrypted_logged_private_and_uses_access_entries(record):
     spec = ClusterSpec.model_validate(
         {"adminRoleArns": ["arn:aws:iam::123456789012:role/platform"], "logRetentionDays": 30}

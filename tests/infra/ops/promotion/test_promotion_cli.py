@@ -130,6 +130,11 @@ def test_an_oversized_checkpoint_is_refused_at_plan_time_even_in_a_dry_run(monke
         "336 GiB disk to convert a 130.4 GiB checkpoint; no instance type of node pool inf2 (inf2.xlarge, "
         "inf2.8xlarge; diskGib 200, 140 GiB usable) holds it: inf2.24xlarge would (add it to instanceTypes); "
         "diskGib 418 would hold the work volume",
+        # The server that follows the alias could not hold these weights either: said before anything runs.
+        "error: mlinfra:serving.models[1].memoryGib: a replica of mistral-7b loading 130.4 GiB of weights on g5 "
+        "needs about 39 GiB of memory; memoryGib is 10: set memoryGib to 39",
+        "error: mlinfra:serving.nodePools.g5.instanceTypes: a replica of mistral-7b (1 accelerator, 2 CPU, 39 GiB "
+        "memory) fits no node of g5.xlarge, g5.2xlarge: add g5.4xlarge",
     ]
 
 

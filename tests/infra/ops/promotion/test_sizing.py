@@ -68,3 +68,20 @@ def test_no_type_of_the_accelerator_is_large_enough():
     need = sizing.Resources(4, 5000, 10)
     problem = sizing.fit_problem("cuda", "g5", ["g5.xlarge", "g5.2xlarge"], 200, need, 10**12)
     assert str(problem).endswith("holds it: no instance type of its accelerator in the catalog would")
+
+
+def test_a_neuron_server_holds_its_weights_in_host_memory():
+    """An 8B model in bf16 is ~16 GB: the old default memoryGib 10 could not load it on inf2."""
+    from infra.serving.spec import ModelSpec
+
+    eight_b = 16 * 10**9
+    model = ModelSpec.model_validate({"name": "llama", "version": "1", "accelerator": "inf2", "image": "i:1"})
+    [memory, node] = sizing.server_problems("mlinfra:serving.models[0]", model, ["inf2.xlarge"], eight_b)
+    assert str(memory) == (
+        "mlinfra:serving.models[0].memoryGib: a replica of llama loading 14.9 GiB of weights on inf2 needs about "
+        "21 GiB of memory; memoryGib is 10: set memoryGib to 21"
+    )
+    # inf2.xlarge has 16 GiB: the replica needs the 8xlarge (one device, 128 GiB).
+    assert str(node).endswith("fits no node of inf2.xlarge: add inf2.8xlarge")
+    sized = model.model_copy(update={"memory_gib": 21})
+    assert sizing.server_problems("m", sized, ["inf2.xlarge", "inf2.8xlarge"], eight_b) == []
