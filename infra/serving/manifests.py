@@ -14,6 +14,7 @@ from typing import Any
 from infra.registry import layout as registry_layout
 from infra.serving import engine, servers
 from infra.serving.aws.config import ModelSpec
+from infra.serving.aws.mirror import Mirror
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 
 Manifest = dict[str, Any]
@@ -28,6 +29,10 @@ class Registry:
     bucket: str
     region: str
     scheme: str = "s3"
+    mirror: Mirror | None = None  # the account's ECR pull-through cache, where images come from
+
+    def image(self, image: str) -> str:
+        return self.mirror.image(image) if self.mirror else image
 
     def uri(self, prefix: str) -> str:
         return f"{self.scheme}://{self.bucket}/{prefix}"
@@ -107,7 +112,7 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
         env.append({"name": "NEURON_COMPILED_ARTIFACTS", "value": f"{servers.MODEL_DIR}/{engine.NEURON_COMPILED_DIR}"})
     return {
         "name": "server",
-        "image": model.image,
+        "image": registry.image(model.image),
         "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
         "args": servers.server_args(model, servers.MODEL_DIR if local else source),
         "env": env,
@@ -130,7 +135,7 @@ def _fetch_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     source = f"s3://{registry.bucket}/{artefact_prefix(model)}"
     return {
         "name": "fetch-model",
-        "image": servers.AWS_CLI_IMAGE,
+        "image": registry.image(servers.AWS_CLI_IMAGE),
         "command": servers.fetch_command(source),
         "env": [{"name": "AWS_REGION", "value": registry.region}],
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
@@ -143,7 +148,7 @@ def _check_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     """Streaming servers fetch nothing before they start: this step only refuses a failed or unfinished artefact."""
     return {
         "name": "check-model",
-        "image": servers.AWS_CLI_IMAGE,
+        "image": registry.image(servers.AWS_CLI_IMAGE),
         "command": servers.check_command(f"s3://{registry.bucket}/{artefact_prefix(model)}"),
         "env": [{"name": "AWS_REGION", "value": registry.region}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
@@ -156,7 +161,7 @@ def _mounted_check_container(model: ModelSpec, registry: Registry) -> dict[str, 
     before the init containers), in the server's own image."""
     return {
         "name": "check-model",
-        "image": model.image,
+        "image": registry.image(model.image),
         "command": servers.mounted_check_command(registry.uri(artefact_prefix(model))),
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
         "volumeMounts": [{"name": "model", "mountPath": servers.MODEL_DIR, "readOnly": True}],

@@ -10,6 +10,7 @@ from components.registry.aws.access import RegistryAccess
 from components.serving.aws.addons import ClusterAddons, ClusterAddonsArgs
 from components.serving.aws.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.serving.aws.eks_cluster import EksCluster, EksClusterArgs
+from components.serving.aws.image_mirror import ImageMirror, ImageMirrorArgs
 from components.serving.aws.model_converter import ModelConverter, ModelConverterArgs
 from components.serving.aws.model_server import ModelServer, ModelServerArgs
 from components.serving.aws.node_pool import ServingNodePool, ServingNodePoolArgs
@@ -27,7 +28,9 @@ def build(config: ServingStackConfig) -> None:
     stack = pulumi.get_stack()
     tags = contract_tags("serving", stack)
     region = aws.get_region().region
-    partition = aws.get_partition().partition
+    found_partition = aws.get_partition()
+    partition = found_partition.partition
+    account_id = aws.get_caller_identity().account_id
     azs = aws.get_availability_zones(state="available").names[: spec.cluster.availability_zones]
     cluster_name = f"mlinfra-{slug(stack, 60)}"
 
@@ -86,9 +89,26 @@ def build(config: ServingStackConfig) -> None:
         opts=on_cluster,
     )
 
+    images = (
+        ImageMirror(
+            "image-mirror",
+            ImageMirrorArgs(
+                account_id=account_id,
+                region=region,
+                partition=partition,
+                dns_suffix=found_partition.dns_suffix,
+                node_role_name=cluster.node_role.name,
+                docker_hub_credential_arn=spec.image_mirror.docker_hub_credential_arn,
+            ),
+        )
+        if spec.image_mirror.enabled
+        else None
+    )
+    mirror = images.mirror if images else None
+
     registry = pulumi.StackReference(config.registry_stack)
     location = pulumi.Output.all(registry.require_output("bucketName"), registry.require_output("region")).apply(
-        lambda values: manifests.Registry(bucket=values[0], region=values[1])
+        lambda values: manifests.Registry(bucket=values[0], region=values[1], mirror=mirror)
     )
     access = RegistryAccess.from_stack_reference(registry)
     servers = {
@@ -101,7 +121,7 @@ def build(config: ServingStackConfig) -> None:
                 registry=access,
                 registry_location=location,
                 tags=tags,
-                after=[addons, plugins],
+                after=[addons, plugins, *([images] if images else [])],
             ),
             opts=on_cluster,
         )
@@ -113,7 +133,7 @@ def build(config: ServingStackConfig) -> None:
         ModelConverterArgs(
             role_name=conversion_access.role_name(stack),
             partition=partition,
-            account_id=aws.get_caller_identity().account_id,
+            account_id=account_id,
             namespace=spec.namespace,
             cluster_name=cluster.name,
             registry=access,
@@ -138,3 +158,5 @@ def build(config: ServingStackConfig) -> None:
         },
     )
     pulumi.export("converterRoleArn", converter.role.arn)
+    # promote runs its Jobs' images through the same mirror.
+    pulumi.export("imageMirror", {"host": mirror.host, "upstreams": list(mirror.upstreams)} if mirror else None)

@@ -232,3 +232,24 @@ def test_pod_roles_trust_only_their_own_cluster_namespace_and_service_account(de
         }
         scoped += 1
     assert scoped == len(identities) - 1 == len(MODELS) + 1  # every server and the cluster autoscaler
+
+
+def test_images_come_through_the_accounts_pull_through_cache(demo):
+    """No anonymous Docker Hub pulls through the NAT gateways: every container image is the account's ECR."""
+    rules = {
+        r.inputs["ecrRepositoryPrefix"]: r.inputs
+        for r in by_type(demo, "aws:ecr/pullThroughCacheRule:PullThroughCacheRule")
+    }
+    assert rules["ecr-public"]["upstreamRegistryUrl"] == "public.ecr.aws"
+    assert rules["docker-hub"]["upstreamRegistryUrl"] == "registry-1.docker.io"
+    assert rules["docker-hub"]["credentialArn"].split(":secret:")[1].startswith("ecr-pullthroughcache/")
+    for deployment in by_type(demo, "kubernetes:apps/v1:Deployment"):
+        spec = deployment.inputs["spec"]["template"]["spec"]
+        for container in spec.get("initContainers", []) + spec["containers"]:
+            assert container["image"].startswith("123456789012.dkr.ecr.us-east-1.amazonaws.com/"), container["image"]
+    policy = next(
+        json.loads(p.inputs["policy"])
+        for p in by_type(demo, "aws:iam/rolePolicy:RolePolicy")
+        if p.name == "image-mirror-node-pull-through"
+    )
+    assert policy["Statement"][0]["Action"] == ["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"]

@@ -72,6 +72,7 @@ def promote(
             run_id=req.run_id,
             resources=sizes[variant],
             server=servers[variant],
+            mirror=target.image_mirror,
         )
         for variant in req.variants
     }  # all built (and their session policies checked) before any starts

@@ -11,6 +11,7 @@ from infra.kinds import load
 from infra.ops.lifecycle.ports import StackOps
 from infra.ops.promotion.recipes import RECIPES
 from infra.serving.aws.config import ServingStackConfig
+from infra.serving.aws.mirror import Mirror
 from infra.serving.spec import ModelSpec
 
 
@@ -24,6 +25,7 @@ class ServingTarget:
     bucket_arn: str = ""
     key_arn: str = ""
     converter_role_arn: str | None = None  # None: the serving stack predates it, or was never deployed
+    image_mirror: Mirror | None = None  # the serving stack's ECR pull-through cache (its imageMirror output)
 
     @property
     def version_path(self) -> str:
@@ -69,6 +71,8 @@ def serving_target(stacks: StackOps, stack: str, model: str, alias: str) -> Serv
             )
         )
     follower = next((i for i, m in enumerate(config.serving.models) if m.name == model and m.alias == alias), None)
+    own = stacks.outputs(stack)
+    mirror = own.get("imageMirror") or None
     return ServingTarget(
         stack,
         config,
@@ -77,7 +81,8 @@ def serving_target(stacks: StackOps, stack: str, model: str, alias: str) -> Serv
         follower,
         outputs.get("bucketArn") or "",
         outputs.get("kmsKeyArn") or "",
-        stacks.outputs(stack).get("converterRoleArn") or None,
+        own.get("converterRoleArn") or None,
+        Mirror(mirror["host"], tuple(mirror["upstreams"])) if mirror else None,
     )
 
 

@@ -6,6 +6,7 @@ from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
+from infra.serving.aws.mirror import DOCKER_HUB, upstream_of
 from infra.serving.checks import endpoint_findings
 
 P = "mlinfra:serving."
@@ -21,7 +22,7 @@ _VARIANT_REASON = {
 
 
 def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
-    findings = endpoint_findings(spec.cluster.endpoint)
+    findings = endpoint_findings(spec.cluster.endpoint) + _mirror_findings(spec, region)
     for family in ("inf2", "g5"):
         findings += _pool_findings(family, getattr(spec.node_pools, family), region)
     for index, model in enumerate(spec.models):
@@ -67,6 +68,35 @@ def _pool_findings(family: str, pool: NodePoolSpec, region: str | None) -> list[
             )
         )
     return findings
+
+
+def _mirror_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
+    """Docker Hub images go through the cache only with a credential; its secret lives in the stack's region."""
+    mirror = spec.image_mirror
+    if not mirror.enabled:
+        return []
+    field = f"{P}imageMirror.dockerHubCredentialArn"
+    if mirror.docker_hub_credential_arn is None:
+        hub = [m.name for m in spec.models if (found := upstream_of(m.image)) and found[0] is DOCKER_HUB]
+        if hub:
+            return [
+                Problem(
+                    field,
+                    (
+                        f"models {', '.join(hub)} use Docker Hub images"
+                        if len(hub) > 1
+                        else f"model {hub[0]} uses a Docker Hub image"
+                    )
+                    + ", which ECR's pull-through cache mirrors only with a Docker Hub credential: name a Secrets "
+                    "Manager secret (ecr-pullthroughcache/...), use an image from ECR Public or your own ECR, or set "
+                    "imageMirror.enabled: false to pull from Docker Hub directly",
+                )
+            ]
+        return []
+    secret_region = mirror.docker_hub_credential_arn.split(":")[3]
+    if region and secret_region != region:
+        return [Problem(field, f"the secret is in {secret_region}; ECR reads it in the stack's region, {region}")]
+    return []
 
 
 def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[Problem]:

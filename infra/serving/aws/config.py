@@ -150,6 +150,31 @@ class NodePoolsSpec(Spec):
     g5: G5PoolSpec = Field(default_factory=G5PoolSpec, description="A10G pool, tainted nvidia.com/gpu.")
 
 
+class ImageMirrorSpec(Spec):
+    enabled: bool = Field(
+        True,
+        description="Pull images through the account's ECR pull-through cache (rules for ECR Public and, with a "
+        "credential, Docker Hub) instead of from the public registries through the NAT gateways.",
+    )
+    docker_hub_credential_arn: str | None = Field(
+        None,
+        description="Secrets Manager secret (name starting with ecr-pullthroughcache/) holding a Docker Hub "
+        "username and access token: needed to mirror Docker Hub images (ECR requires it for that upstream).",
+    )
+
+    @field_validator("docker_hub_credential_arn")
+    @classmethod
+    def _secret_arn(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(
+            r"arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:ecr-pullthroughcache/[\w/+=.@-]+", value
+        ):
+            raise ValueError(
+                "must be a Secrets Manager secret ARN whose name starts with ecr-pullthroughcache/ "
+                "(arn:aws:secretsmanager:<region>:<account>:secret:ecr-pullthroughcache/<name>)"
+            )
+        return value
+
+
 class AwsModelSpec(ModelSpec):
     accelerator: Accelerator = Field(description="Node pool that serves it: inf2 (Inferentia2) or g5 (A10G).")
 
@@ -164,6 +189,9 @@ class ServingSpec(Spec):
     )
     models: list[AwsModelSpec] = Field(
         min_length=1, max_length=50, description="Models to serve, one model server each."
+    )
+    image_mirror: ImageMirrorSpec = Field(
+        default_factory=ImageMirrorSpec, description="Where the cluster's images are pulled from."
     )
 
     @field_validator("models")

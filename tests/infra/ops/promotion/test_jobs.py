@@ -235,3 +235,14 @@ def test_the_steps_are_valid_shell(variant, tmp_path):
         script.write_text(steps[name]["command"][-1])
         done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+
+
+def test_every_image_of_the_job_comes_through_the_serving_stacks_mirror():
+    from infra.serving.aws.mirror import Mirror
+
+    host = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+    pod = conversion("cuda", mirror=Mirror(host, ("ecr-public", "docker-hub")))["spec"]["template"]["spec"]
+    images = {c["name"]: c["image"] for c in pod["initContainers"] + pod["containers"]}
+    assert images["check"] == f"{host}/docker-hub/vllm/vllm-openai:v0.8.5"
+    assert images["fetch"] == f"{host}/ecr-public/aws-cli/aws-cli:2.27.0"
+    assert all(image.startswith(host) for image in images.values())

@@ -22,8 +22,11 @@ MODELS = [
 REFUSED = PUBLIC_INTERNET_REFUSED  # the one message, for the whole internet asked for either way
 
 
+HUB_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf"
+
+
 def serving(**changes) -> dict:
-    value = {"models": copy.deepcopy(MODELS)}
+    value = {"models": copy.deepcopy(MODELS), "imageMirror": {"dockerHubCredentialArn": HUB_SECRET}}
     value.update(changes)
     return value
 
@@ -210,7 +213,7 @@ def test_unknown_keys_and_duplicate_models():
 
 
 def test_type_not_offered_in_the_region():
-    spec = ServingSpec.model_validate(serving())
+    spec = ServingSpec.model_validate(serving(imageMirror={"enabled": False}))
     # g5 is offered in us-east-1; a region the catalog has no offerings for gets a finding per type.
     findings = serving_findings(spec, "xx-nowhere-1")
     regions = ", ".join(instance_type("inf2.xlarge").regions)
@@ -263,3 +266,24 @@ def test_aliases_is_not_a_version():
         "mlinfra:serving.models[0].version: 'aliases' is reserved: models/<name>/aliases/ is not a version "
         "(got 'aliases')"
     ]
+
+
+def test_docker_hub_images_come_through_the_mirror_only_with_a_credential():
+    [message] = problems(serving(imageMirror={}))
+    assert message == (
+        "mlinfra:serving.imageMirror.dockerHubCredentialArn: models llama, mistral use Docker Hub images, which "
+        "ECR's pull-through cache mirrors only with a Docker Hub credential: name a Secrets Manager secret "
+        "(ecr-pullthroughcache/...), use an image from ECR Public or your own ECR, or set imageMirror.enabled: "
+        "false to pull from Docker Hub directly"
+    )
+    load(flat(serving(imageMirror={"enabled": False})))  # pulls from Docker Hub directly: accepted
+    elsewhere = HUB_SECRET.replace("us-east-1", "us-west-2")
+    assert problems(serving(imageMirror={"dockerHubCredentialArn": elsewhere})) == [
+        "mlinfra:serving.imageMirror.dockerHubCredentialArn: the secret is in us-west-2; ECR reads it in the "
+        "stack's region, us-east-1"
+    ]
+    [shape] = problems(serving(imageMirror={"dockerHubCredentialArn": HUB_SECRET.replace("ecr-pullthroughcache/", "")}))
+    assert shape.startswith(
+        "mlinfra:serving.imageMirror.dockerHubCredentialArn: must be a Secrets Manager secret ARN whose name starts "
+        "with ecr-pullthroughcache/"
+    )
