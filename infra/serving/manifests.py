@@ -194,7 +194,15 @@ FUSE_ANNOTATIONS = {
 }
 
 
-def _spread(model: ModelSpec) -> list[dict[str, Any]]:
+# EKS managed node groups label their nodes ON_DEMAND or SPOT: replicas spread over both, so a Spot
+# pool's on-demand baseline holds one.
+CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
+
+
+def _spread(model: ModelSpec, registry: Registry) -> list[dict[str, Any]]:
+    keys = ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    if registry.scheme == "s3":
+        keys.append(CAPACITY_TYPE_LABEL)
     return [
         {
             "maxSkew": 1,
@@ -202,7 +210,7 @@ def _spread(model: ModelSpec) -> list[dict[str, Any]]:
             "whenUnsatisfiable": "ScheduleAnyway",
             "labelSelector": {"matchLabels": selector(model)},
         }
-        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+        for key in keys
     ]
 
 
@@ -214,7 +222,7 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
         "automountServiceAccountToken": False,
         "nodeSelector": {ACCELERATOR_LABEL: model.accelerator},
         "tolerations": [taint(model.accelerator).toleration()],
-        "topologySpreadConstraints": _spread(model),
+        "topologySpreadConstraints": _spread(model, registry),
         "terminationGracePeriodSeconds": servers.termination_grace_seconds(model),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [_container(model, registry)],

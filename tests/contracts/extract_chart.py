@@ -1,7 +1,7 @@
 """Extract the facts of one Helm chart version that mlinfra's values must agree with, from the chart's own
 source at its release tag, into tests/contracts/data/charts/<chart>-<version>.json.
 
-    python tests/contracts/extract_chart.py --git-dir <clone>/.git --ref <tag> --path <chart folder> \
+    python -m tests.contracts.extract_chart --git-dir <clone>/.git --ref <tag> --path <chart folder> \
         --source https://github.com/<owner>/<repo> [--out tests/contracts/data/charts]
 
 What is kept (facts, not the chart): its name, version, appVersion and kubeVersion; every key path of its
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.contracts.facts_file import write_facts
 
 # `.Values.a.b` passed whole to the manifest: any key under it reaches the object unchanged.
 WHOLE = re.compile(
@@ -114,10 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).parent / "data" / "charts"))
     args = parser.parse_args(argv)
     facts = extract(args.git_dir, args.ref, args.path.rstrip("/"), args.source)
-    out = Path(args.out) / f"{facts['chart']}-{facts['version']}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(facts, indent=1) + "\n")
-    print(out)
+    write_facts(args.out, f"{facts['chart']}-{facts['version']}", facts)
     return 0
 
 

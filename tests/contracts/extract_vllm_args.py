@@ -1,12 +1,12 @@
 """Extract the command line of vLLM's OpenAI server (`python3 -m vllm.entrypoints.openai.api_server`) and the
 fields of its EngineArgs, from vLLM's own parser at one version, into tests/contracts/data/vllm/vllm-<v>.json.
 
-Run it in a throwaway virtual environment holding that vLLM wheel (installed with --no-deps, plus what its
-argument modules import: transformers at the version the wheel asks for, torch's CPU build, pydantic,
-fastapi, openai, ...); no GPU is needed, platform detection is set to the CPU platform because the parser
-builds a DeviceConfig:
+Run it from the repository root in a throwaway virtual environment holding that vLLM wheel (installed with
+--no-deps, plus what its argument modules import: transformers at the version the wheel asks for, torch's CPU
+build, pydantic, fastapi, openai, ...); no GPU is needed, platform detection is set to the CPU platform
+because the parser builds a DeviceConfig:
 
-    /tmp/vllmenv/bin/python tests/contracts/extract_vllm_args.py --out tests/contracts/data/vllm
+    /tmp/vllmenv/bin/python -m tests.contracts.extract_vllm_args --out tests/contracts/data/vllm
 
 What is kept (facts, not code): per option its spellings, destination, nargs, choices, whether it is a flag,
 and the kind of value it converts to; the EngineArgs field names (the keyword arguments `LLM(...)` accepts).
@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from tests.contracts.facts_file import write_facts
 
 
 def value_kind(action: argparse.Action) -> str:
@@ -69,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         "options": [action_facts(a) for a in server._actions if a.option_strings and a.dest != "help"],
         "engineArgs": sorted(f.name for f in dataclasses.fields(EngineArgs)),
     }
-    out = Path(args.out) / f"vllm-{vllm.__version__}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(facts, indent=1) + "\n")
-    print(out)
+    write_facts(args.out, f"vllm-{vllm.__version__}", facts)
     return 0
 
 

@@ -45,7 +45,11 @@ def test_both_accelerator_pools_with_their_taints(demo):
         "pool-inf2-8xlarge",
         "pool-g5-xlarge",
         "pool-g5-2xlarge",
+        "pool-g5-xlarge-on-demand",  # the Spot pool's on-demand baseline (onDemandBase 1)
     }
+    assert groups["pool-g5-xlarge-on-demand"].inputs["capacityType"] == "ON_DEMAND"
+    assert groups["pool-g5-xlarge-on-demand"].inputs["scalingConfig"] == {"minSize": 1, "maxSize": 1, "desiredSize": 1}
+    del groups["pool-g5-xlarge-on-demand"]
     for name, group in groups.items():
         family = name.split("-")[1]
         assert group.inputs["instanceTypes"] == [f"{family if family != 'system' else 'm6i'}.{name.split('-')[2]}"]

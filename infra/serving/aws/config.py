@@ -141,6 +141,13 @@ class G5PoolSpec(NodePoolSpec):
         "on-demand",
         description="Buy g5 nodes on demand, or as Spot (cheaper, can be reclaimed with 2 minutes' notice).",
     )
+    on_demand_base: int = Field(
+        1,
+        ge=0,
+        le=100,
+        description="With capacityType spot: nodes of the first type bought on demand and kept running, so a "
+        "Spot reclaim never takes every replica (replicas spread over capacity types). 0: Spot only.",
+    )
 
 
 class NodePoolsSpec(Spec):

@@ -9,7 +9,7 @@ one group per shape the autoscaler's expander chooses among the groups whose sha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from infra.catalog.aws import instance_type
@@ -48,10 +48,13 @@ class NodePoolPlan:
     taints: tuple[Taint, ...]
     devices: int  # accelerators of one node (the group's template resource)
 
+    baseline: bool = False  # the on-demand baseline of a Spot pool
+
     @property
     def name(self) -> str:
-        """pool-<family>-<size>, e.g. pool-inf2-8xlarge (the type's family is the pool's)."""
-        return f"pool-{self.family}-{self.instance_type.split('.', 1)[1]}"
+        """pool-<family>-<size>, e.g. pool-inf2-8xlarge (the type's family is the pool's); a Spot pool's
+        on-demand baseline adds -on-demand."""
+        return f"pool-{self.family}-{self.instance_type.split('.', 1)[1]}" + ("-on-demand" if self.baseline else "")
 
     @property
     def desired_size(self) -> int:
@@ -76,11 +79,12 @@ def accelerator_plans(family: Literal["inf2", "g5"], spec: Inf2PoolSpec | G5Pool
         # discovery runs (its documented way to force GPU nodes).
         labels["nvidia.com/gpu.present"] = "true"
         labels[AWS_GPU_LABEL] = GPU_LABEL_VALUE[family]
-    return [
+    spot = spec.capacity_type == "spot"
+    plans = [
         NodePoolPlan(
             family=family,
             instance_type=name,
-            capacity_type="SPOT" if spec.capacity_type == "spot" else "ON_DEMAND",
+            capacity_type="SPOT" if spot else "ON_DEMAND",
             ami_type=AMI_TYPE[family],
             min_size=spec.min_size if index == 0 else 0,
             max_size=spec.max_size,
@@ -91,6 +95,12 @@ def accelerator_plans(family: Literal["inf2", "g5"], spec: Inf2PoolSpec | G5Pool
         )
         for index, name in enumerate(spec.instance_types)
     ]
+    base = getattr(spec, "on_demand_base", 0)
+    if spot and base:
+        # Kept running on demand: with replicas spread over capacity types, a reclaim leaves one serving.
+        first = plans[0]
+        plans.append(replace(first, capacity_type="ON_DEMAND", min_size=base, max_size=base, baseline=True))
+    return plans
 
 
 def system_plans() -> list[NodePoolPlan]:

@@ -73,6 +73,7 @@ def test_accelerator_requests_tolerations_and_placement():
     assert {c["topologyKey"] for c in g5["topologySpreadConstraints"]} == {
         "topology.kubernetes.io/zone",
         "kubernetes.io/hostname",
+        "eks.amazonaws.com/capacityType",  # a Spot pool's on-demand baseline holds one replica
     }
 
 
@@ -299,7 +300,7 @@ def test_node_pool_plans():
         {"models": [INF2.model_dump(by_alias=True)], "nodePools": {"g5": {"capacityType": "spot"}}}
     )
     inf2, inf2_large = node_pools.accelerator_plans("inf2", spec.node_pools.inf2)
-    g5, _ = node_pools.accelerator_plans("g5", spec.node_pools.g5)
+    g5, *_ = node_pools.accelerator_plans("g5", spec.node_pools.g5)
     assert (
         inf2.taints == (node_pools.Taint("aws.amazon.com/neuron", "true"),)
         and node_pools.EKS_EFFECT[inf2.taints[0].effect] == "NO_SCHEDULE"
@@ -318,6 +319,22 @@ def test_node_pool_plans():
     assert system.taints == () and system.min_size >= 2 and system.labels == {"mlinfra.io/pool": "system"}
     assert system_large.min_size == 0
     assert node_pools.launch_template_metadata()["http_tokens"] == "required"
+
+
+def test_a_spot_pool_keeps_an_on_demand_baseline_and_replicas_spread_over_both():
+    spot = node_pools.accelerator_plans("g5", G5PoolSpec(capacity_type="spot", on_demand_base=2))
+    base = spot[-1]
+    assert (base.name, base.capacity_type, base.min_size, base.max_size) == (
+        "pool-g5-xlarge-on-demand",
+        "ON_DEMAND",
+        2,
+        2,
+    )
+    assert [p.capacity_type for p in spot[:-1]] == ["SPOT", "SPOT"]
+    assert len(node_pools.accelerator_plans("g5", G5PoolSpec(capacity_type="spot", on_demand_base=0))) == 2
+    assert len(node_pools.accelerator_plans("g5", G5PoolSpec())) == 2  # on demand: no separate baseline
+    keys = [c["topologyKey"] for c in pod(G5)["topologySpreadConstraints"]]
+    assert "eks.amazonaws.com/capacityType" in keys
 
 
 def test_each_group_tells_the_autoscaler_what_its_empty_nodes_offer():

@@ -88,6 +88,9 @@ def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys)
     # One node group per instance type: minSize on the pool's first type, maxSize on each type's group.
     low = sum(pool["minSize"] * p[pool["instanceTypes"][0]] for pool in pools.values())
     high = sum(pool["maxSize"] * p[t] for pool in pools.values() for t in pool["instanceTypes"])
+    # The Spot g5 pool's on-demand baseline (onDemandBase 1 of its first type), at the same list price.
+    base = p[pools["g5"]["instanceTypes"][0]]
+    low, high = low + base, high + base
     doc = cost_json(capsys, "--stack", "serving-demo")
     compute = doc["hourly"]["byGroup"]["compute"]
     assert (compute["minUsd"], compute["maxUsd"]) == pytest.approx((low, high), abs=1e-5)
