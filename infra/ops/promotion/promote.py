@@ -375,6 +375,10 @@ def _print_plan(
     servers: dict[str, ModelSpec],
 ) -> None:
     ns = target.config.serving.namespace
+
+    def pulled(image: str) -> str:
+        return target.image_mirror.image(image) if target.image_mirror else image
+
     rt.say(f"promote run {req.run_id} -> {req.model} version {req.version} (registry s3://{target.bucket})")
     rt.say(
         f"  checkpoint: {checkpoint.prefix} ({checkpoint.objects} objects, {checkpoint.size:,} bytes); "
@@ -388,7 +392,7 @@ def _print_plan(
         rt.say(
             f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {recipe.accelerator} "
             f"({PROFILES[recipe.accelerator].resource}: {size.devices}, cpu {size.cpu:g}, memory "
-            f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {servers[variant].image}; reads "
+            f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {pulled(servers[variant].image)}; reads "
             f"{checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
         )
         rt.say(
