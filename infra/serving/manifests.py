@@ -14,7 +14,7 @@ from typing import Any
 from infra.registry import layout as registry_layout
 from infra.serving import engine, servers
 from infra.serving.aws.config import ModelSpec
-from infra.serving.aws.mirror import Mirror
+from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 
 Manifest = dict[str, Any]
@@ -32,7 +32,7 @@ class Registry:
     mirror: Mirror | None = None  # the account's ECR pull-through cache, where images come from
 
     def image(self, image: str) -> str:
-        return self.mirror.image(image) if self.mirror else image
+        return pulled(self.mirror, image)
 
     def uri(self, prefix: str) -> str:
         return f"{self.scheme}://{self.bucket}/{prefix}"

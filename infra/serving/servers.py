@@ -6,7 +6,6 @@ deep learning container) on inf2. Both export the same engine metrics, which the
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 
@@ -65,22 +64,6 @@ def termination_grace_seconds(model: ModelSpec) -> int:
     return ENDPOINT_DRAIN_SECONDS + model.max_request_seconds + 15
 
 
-# Server images whose vLLM release is known from the tag: vLLM's own (vllm/vllm-openai:v<release>) and the
-# AWS Neuron DLC (pytorch-inference-vllm-neuronx:<release>-neuronx-..., vLLM-Neuron on that release).
-_RELEASE_TAGS = (
-    re.compile(r"(?:^|/)vllm/vllm-openai:v([0-9]+\.[0-9]+\.[0-9]+)$"),
-    re.compile(r"/neuron/pytorch-inference-vllm-neuronx:([0-9]+\.[0-9]+\.[0-9]+)-neuronx-"),
-)
-
-
-def vllm_release(image: str) -> str | None:
-    """The vLLM release a known server image runs, or None for an image we cannot tell."""
-    for pattern in _RELEASE_TAGS:
-        if found := pattern.search(image):
-            return found.group(1)
-    return None
-
-
 def server_args(model: ModelSpec, source: str) -> list[str]:
     """Arguments of `python3 -m vllm.entrypoints.openai.api_server`; `source` is an s3:// URI or a path."""
     args = ["--model", source, "--served-model-name", model.name, "--port", str(PORT)]
@@ -110,6 +93,15 @@ def drain_command() -> list[str]:
     return ["python3", "-c", program]
 
 
+MARKED_FAILED = "marked _FAILED"
+UNFINISHED = "no manifest.json (promotion failed or unfinished)"
+
+
+def _refuse(source: str, why: str) -> str:
+    """The shell that ends a check: the reason on stderr, exit 1."""
+    return f'echo "refusing {source}: {why}" >&2; exit 1'
+
+
 def check_script(source: str) -> str:
     """Shell refusing (exit 1) an artefact prefix (s3://bucket/models/<name>/<version>/<variant>/) that has a
     _FAILED marker or no manifest.json: promote writes the manifest only for a finished, checked artefact and
@@ -119,11 +111,10 @@ def check_script(source: str) -> str:
         f'keys="$(aws s3api list-objects-v2 --bucket {shlex.quote(bucket)} --prefix {shlex.quote(prefix)} '
         "--query 'Contents[].Key' --output text)\"\nmanifest=\n"
         f'for key in $keys; do case "$key" in\n'
-        f'  {shlex.quote(prefix + "_FAILED")}) echo "refusing {source}: marked _FAILED" >&2; exit 1;;\n'
+        f"  {shlex.quote(prefix + '_FAILED')}) {_refuse(source, MARKED_FAILED)};;\n"
         f"  {shlex.quote(prefix + 'manifest.json')}) manifest=1;;\n"
         "esac; done\n"
-        f'[ -n "$manifest" ] || {{ echo "refusing {source}: no manifest.json (promotion failed or '
-        'unfinished)" >&2; exit 1; }\n'
+        f'[ -n "$manifest" ] || {{ {_refuse(source, UNFINISHED)}; }}\n'
     )
 
 
@@ -133,9 +124,8 @@ def mounted_check_command(source: str) -> list[str]:
         "/bin/sh",
         "-c",
         "set -euf\n"
-        f'if [ -e {MODEL_DIR}/_FAILED ]; then echo "refusing {source}: marked _FAILED" >&2; exit 1; fi\n'
-        f'[ -f {MODEL_DIR}/manifest.json ] || {{ echo "refusing {source}: no manifest.json (promotion failed or '
-        'unfinished)" >&2; exit 1; }\n',
+        f"if [ -e {MODEL_DIR}/_FAILED ]; then {_refuse(source, MARKED_FAILED)}; fi\n"
+        f"[ -f {MODEL_DIR}/manifest.json ] || {{ {_refuse(source, UNFINISHED)}; }}\n",
     ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,22 @@ from infra.serving.spec import ModelSpec
 from tests.helpers import ROOT
 
 DATA = Path(__file__).parent / "data" / "vllm"
+# Server images whose vLLM release the tag tells: vLLM's own (vllm/vllm-openai:v<release>) and the AWS Neuron
+# DLC (pytorch-inference-vllm-neuronx:<release>-neuronx-..., vLLM-Neuron on that release).
+RELEASE_TAGS = (
+    re.compile(r"(?:^|/)vllm/vllm-openai:v([0-9]+\.[0-9]+\.[0-9]+)$"),
+    re.compile(r"/neuron/pytorch-inference-vllm-neuronx:([0-9]+\.[0-9]+\.[0-9]+)-neuronx-"),
+)
+
+
+def vllm_release(image: str) -> str | None:
+    """The vLLM release a known server image runs, or None for an image we cannot tell."""
+    for pattern in RELEASE_TAGS:
+        if found := pattern.search(image):
+            return found.group(1)
+    return None
+
+
 KINDS = {"int": int, "float": float, "str": str, "json": json.loads}
 
 
@@ -68,7 +85,7 @@ MODELS = demo_models()
 
 @pytest.mark.parametrize(("stack", "model"), MODELS, ids=[f"{s}:{m.name}" for s, m in MODELS])
 def test_demo_servers_parse_with_their_vllm_release(stack, model):
-    release = servers.vllm_release(model.image)
+    release = vllm_release(model.image)
     assert release, f"{model.image}: no known vLLM release"
     container = manifests.deployment(model, "models", manifests.Registry("bucket", "us-east-1"))["spec"]["template"][
         "spec"
@@ -102,12 +119,10 @@ def test_the_rebuilt_parser_refuses_what_vllm_refuses():
 
 
 def test_server_images_name_their_release():
-    assert servers.vllm_release("docker.io/vllm/vllm-openai:v0.8.5") == "0.8.5"
-    assert servers.vllm_release("vllm/vllm-openai:v0.9.1") == "0.9.1"
+    assert vllm_release("docker.io/vllm/vllm-openai:v0.8.5") == "0.8.5"
+    assert vllm_release("vllm/vllm-openai:v0.9.1") == "0.9.1"
     assert (
-        servers.vllm_release(
-            "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
-        )
+        vllm_release("public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04")
         == "0.9.1"
     )
-    assert servers.vllm_release("registry.example.com/own/vllm:latest-build") is None
+    assert vllm_release("registry.example.com/own/vllm:latest-build") is None

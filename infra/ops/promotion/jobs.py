@@ -37,7 +37,7 @@ from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
 from infra.serving import engine
 from infra.serving.aws import converter_access as access
-from infra.serving.aws.mirror import Mirror
+from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 from infra.serving.servers import AWS_CLI_IMAGE, PROFILES
 from infra.serving.spec import ModelSpec
@@ -142,9 +142,6 @@ def conversion_job(
     """`server`: the model entry that will serve this variant (its image and engine settings); `mirror`: the
     serving stack's image mirror, which every image of the Job comes through."""
 
-    def image(name: str) -> str:
-        return mirror.image(name) if mirror else name
-
     recipe = RECIPES[variant]
     profile = PROFILES[recipe.accelerator]
     devices = str(server.accelerators_per_replica)
@@ -173,7 +170,7 @@ def conversion_job(
     s3_mount = mount + [{"name": "aws", "mountPath": access.CREDENTIALS_DIR, "readOnly": True}]
     credentials = {
         "name": "credentials",
-        "image": image(AWS_CLI_IMAGE),
+        "image": pulled(mirror, AWS_CLI_IMAGE),
         "env": env,
         "securityContext": secure,
         "command": ["/bin/sh", "-c", access.credentials_script(role_arn, session, policy)],
@@ -182,7 +179,7 @@ def conversion_job(
     }
     fetch = {
         "name": "fetch",
-        "image": image(AWS_CLI_IMAGE),
+        "image": pulled(mirror, AWS_CLI_IMAGE),
         "env": s3_env,
         "volumeMounts": s3_mount,
         "securityContext": secure,
@@ -198,7 +195,7 @@ def conversion_job(
     ]
     convert = {
         "name": "convert",
-        "image": image(server.image),
+        "image": pulled(mirror, server.image),
         "command": ["/bin/sh", "-c", convert_script(recipe)],
         "env": engine_env,
         "volumeMounts": mount,
@@ -211,7 +208,7 @@ def conversion_job(
     }
     check = {
         "name": "check",
-        "image": image(server.image),
+        "image": pulled(mirror, server.image),
         "command": ["/bin/sh", "-c", check_script(recipe)],
         "env": engine_env + [{"name": name, "value": value} for name, value in recipe.check_env],
         # The artefact as a server sees it: read-only, so a load that would compile again fails here.
@@ -221,7 +218,7 @@ def conversion_job(
     }
     upload = {
         "name": "upload",
-        "image": image(AWS_CLI_IMAGE),
+        "image": pulled(mirror, AWS_CLI_IMAGE),
         "env": s3_env,
         "volumeMounts": s3_mount,
         "securityContext": secure,

@@ -28,6 +28,7 @@ from infra.ops.runtime import Runtime, iso, span
 from infra.registry import layout as registry_layout
 from infra.serving import engine
 from infra.serving.aws import converter_access as access
+from infra.serving.aws.mirror import pulled
 from infra.serving.servers import PROFILES
 from infra.serving.spec import ModelSpec
 
@@ -375,10 +376,6 @@ def _print_plan(
     servers: dict[str, ModelSpec],
 ) -> None:
     ns = target.config.serving.namespace
-
-    def pulled(image: str) -> str:
-        return target.image_mirror.image(image) if target.image_mirror else image
-
     rt.say(f"promote run {req.run_id} -> {req.model} version {req.version} (registry s3://{target.bucket})")
     rt.say(
         f"  checkpoint: {checkpoint.prefix} ({checkpoint.objects} objects, {checkpoint.size:,} bytes); "
@@ -389,10 +386,11 @@ def _print_plan(
         prefix = job_objects.artefact_prefix(req.model, req.version, variant)
         size = sizes[variant]
         settings = engine.engine_settings(servers[variant]).keywords()
+        image = pulled(target.image_mirror, servers[variant].image)
         rt.say(
             f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {recipe.accelerator} "
             f"({PROFILES[recipe.accelerator].resource}: {size.devices}, cpu {size.cpu:g}, memory "
-            f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {pulled(servers[variant].image)}; reads "
+            f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {image}; reads "
             f"{checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
         )
         rt.say(

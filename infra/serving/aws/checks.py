@@ -6,7 +6,7 @@ from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
-from infra.serving.aws.mirror import DOCKER_HUB, upstream_of
+from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.checks import endpoint_findings
 
 P = "mlinfra:serving."
@@ -88,8 +88,8 @@ def _mirror_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
                         else f"model {hub[0]} uses a Docker Hub image"
                     )
                     + ", which ECR's pull-through cache mirrors only with a Docker Hub credential: name a Secrets "
-                    "Manager secret (ecr-pullthroughcache/...), use an image from ECR Public or your own ECR, or set "
-                    "imageMirror.enabled: false to pull from Docker Hub directly",
+                    f"Manager secret ({CREDENTIAL_SECRET_PREFIX}...), use an image from ECR Public or your own ECR, "
+                    "or set imageMirror.enabled: false to pull from Docker Hub directly",
                 )
             ]
         return []

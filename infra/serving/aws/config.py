@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from infra.core.network import is_rfc1918
 from infra.core.spec import Spec
+from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX
 from infra.serving.charts import KUBERNETES_RELEASES
 from infra.serving.spec import EndpointSpec, ModelSpec
 
@@ -172,12 +173,13 @@ class ImageMirrorSpec(Spec):
     @field_validator("docker_hub_credential_arn")
     @classmethod
     def _secret_arn(cls, value: str | None) -> str | None:
+        prefix = re.escape(CREDENTIAL_SECRET_PREFIX)
         if value is not None and not re.fullmatch(
-            r"arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:ecr-pullthroughcache/[\w/+=.@-]+", value
+            rf"arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{{12}}:secret:{prefix}[\w/+=.@-]+", value
         ):
             raise ValueError(
-                "must be a Secrets Manager secret ARN whose name starts with ecr-pullthroughcache/ "
-                "(arn:aws:secretsmanager:<region>:<account>:secret:ecr-pullthroughcache/<name>)"
+                f"must be a Secrets Manager secret ARN whose name starts with {CREDENTIAL_SECRET_PREFIX} "
+                f"(arn:aws:secretsmanager:<region>:<account>:secret:{CREDENTIAL_SECRET_PREFIX}<name>)"
             )
         return value
 

@@ -67,6 +67,11 @@ class Mirror:
         return [f"arn:{partition}:ecr:{region}:{account_id}:repository/{prefix}/*" for prefix in self.upstreams]
 
 
+def pulled(mirror: Mirror | None, image: str) -> str:
+    """The reference a node pulls: through the mirror when there is one."""
+    return mirror.image(image) if mirror else image
+
+
 def pull_through_policy(repository_arns: list[str]) -> dict[str, object]:
     """What the nodes need beyond read-only ECR to pull through a cache rule: the first pull of an image
     creates its repository and imports it from the upstream."""

@@ -32,20 +32,16 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
         # Total bounds over the pool's zones: the counts are the pool's, whatever the zones.
         low, high = whole(scaling.get("totalMinNodeCount", 0)), whole(scaling.get("totalMaxNodeCount"))
         where = f" (in total over {zones} zones)" if zones else " (in total over the zones GKE chose)"
-        if low is None or high is None or not name:
-            return [
-                line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")
-            ]
+        per_pool = 1
     else:
         low = whole(scaling.get("minNodeCount")) if scaling else whole(r.props.get("nodeCount"))
         high = whole(scaling.get("maxNodeCount")) if scaling else low
         per_zone = f"{low}" if low == high else f"{low}-{high}"
         where = f" ({per_zone} per zone in {zones} zones)" if zones else " (per zone; zones not declared: at least one)"
-        if low is None or high is None or not name:
-            return [
-                line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")
-            ]
-        low, high = low * (zones or 1), high * (zones or 1)
+        per_pool = zones or 1
+    if low is None or high is None or not name:
+        return [line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
+    low, high = low * per_pool, high * per_pool
     nodes = f"{low}" if low == high else f"{low}-{high}"
     try:
         mtype = machine_type(name)
