@@ -25,6 +25,7 @@ from typing import Any
 OUTPUT = Path(__file__).resolve().parent / "data" / "aws_instances.json"
 
 FAMILIES = (
+    "g4dn",
     "g5",
     "g6",
     "g6e",

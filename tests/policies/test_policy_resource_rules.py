@@ -409,7 +409,10 @@ def test_serving_pools_use_serving_types():
     assert serving_pools_use_serving_types.check(node_group(["p4d.24xlarge"])) == [
         "instance type p4d.24xlarge is a training type; serving takes one of: inf2.xlarge, inf2.8xlarge, "
         "inf2.24xlarge, inf2.48xlarge, g5.xlarge, g5.2xlarge, g5.4xlarge, g5.8xlarge, g5.12xlarge, g5.16xlarge, "
-        "g5.24xlarge, g5.48xlarge, g6.xlarge, g6e.xlarge"
+        "g5.24xlarge, g5.48xlarge, g4dn.xlarge, g4dn.2xlarge, g4dn.4xlarge, g4dn.8xlarge, g4dn.12xlarge, "
+        "g4dn.16xlarge, g6.xlarge, g6.2xlarge, g6.4xlarge, g6.8xlarge, g6.12xlarge, g6.16xlarge, g6.24xlarge, "
+        "g6.48xlarge, g6e.xlarge, g6e.2xlarge, g6e.4xlarge, g6e.8xlarge, g6e.12xlarge, g6e.16xlarge, "
+        "g6e.24xlarge, g6e.48xlarge"
     ]
 
 

@@ -20,6 +20,7 @@ from infra.catalog.aws import (
     on_demand_price,
     price_table_source,
 )
+from infra.catalog.roles import types_for
 from tests.helpers import ROOT
 
 # docs/reference.md training table: accelerators, network cards, max EFA, Gbps per card.
@@ -120,7 +121,7 @@ def test_unknown_type_without_close_names_lists_families():
         instance_type("foo")
     assert str(err.value) == (
         "unknown instance type 'foo'; known families: "
-        "g5, g6, g6e, inf2, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, trn1, trn1n, trn2"
+        "g4dn, g5, g6, g6e, inf2, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, trn1, trn1n, trn2"
     )
     assert err.value.suggestions == ()
 
@@ -154,7 +155,8 @@ def test_prices():
 
 def test_price_table_covers_the_reference_and_only_known_types():
     raw = json.loads((files("infra.catalog") / "data" / "aws_prices.json").read_text())
-    assert set(raw["pricesPerHour"]) == set(REFERENCE_TYPES)
+    # The reference's types and every serving type the sizer ranks (roles.json), nothing else.
+    assert set(raw["pricesPerHour"]) == set(REFERENCE_TYPES) | set(types_for("serving"))
     assert {h["pricePerHour"] for h in raw["history"]["p4d.24xlarge"]} == {32.77}
     assert {h["pricePerHour"] for h in raw["history"]["p5.48xlarge"]} == {98.32}
 

@@ -23,9 +23,32 @@ G2 = {
     "g2-standard-96": (96, 8),
 }
 
+# A2 (serving on A100): vCPUs, GPUs, GPU type and the us-central1 zones offering it.
+A2 = {
+    "a2-highgpu-1g": (12, 1, "nvidia-tesla-a100", 40),
+    "a2-highgpu-2g": (24, 2, "nvidia-tesla-a100", 40),
+    "a2-highgpu-4g": (48, 4, "nvidia-tesla-a100", 40),
+    "a2-highgpu-8g": (96, 8, "nvidia-tesla-a100", 40),
+    "a2-ultragpu-1g": (12, 1, "nvidia-a100-80gb", 80),
+    "a2-ultragpu-2g": (24, 2, "nvidia-a100-80gb", 80),
+    "a2-ultragpu-4g": (48, 4, "nvidia-a100-80gb", 80),
+    "a2-ultragpu-8g": (96, 8, "nvidia-a100-80gb", 80),
+}
+
+
+@pytest.mark.parametrize("name, shape", A2.items())
+def test_a2_types_carry_a100s_with_a_whole_vm_price_above_their_host_part(name, shape):
+    m = machine_type(name)
+    assert (m.vcpus, m.accelerator.count, m.accelerator.type, m.accelerator.memory_gib) == shape
+    assert m.accelerator.model == "A100" and m.gpu_price is None  # the per-GPU SKU rows were not retrieved
+    assert m.price is not None and m.host_price_excluding_gpu is not None and m.price > m.host_price_excluding_gpu
+    zones = m.zones_in("us-central1")
+    expected = "ac" if "ultra" in name else "abcf"
+    assert zones == tuple(f"us-central1-{z}" for z in expected)
+
 
 def test_every_requested_type_is_in_the_table_with_source_and_date():
-    assert set(known_machine_types()) == set(G2) | {"a3-highgpu-8g", "a3-megagpu-8g"}
+    assert set(known_machine_types()) == set(G2) | set(A2) | {"a3-highgpu-8g", "a3-megagpu-8g"}
     source, as_of, region = machine_table_source()
     assert "skypilot-catalog" in source and "gpu-network-bandwidth" in source
     assert as_of == "2026-01" and region == "us-central1"

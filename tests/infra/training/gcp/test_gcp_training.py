@@ -76,7 +76,13 @@ def test_gcp_training_loads():
         ),
         (
             flat(machineType="a3-highgpu-9g"),
-            [(P + "machineType", "unknown GCP machine type 'a3-highgpu-9g'; closest known: a3-highgpu-8g")],
+            [
+                (
+                    P + "machineType",
+                    "unknown GCP machine type 'a3-highgpu-9g'; closest known: a3-highgpu-8g, a2-highgpu-8g, "
+                    "a2-highgpu-4g",
+                )
+            ],
         ),
         (
             flat(zone="us-east1-b"),
