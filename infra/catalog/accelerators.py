@@ -260,7 +260,7 @@ def serving_offers() -> tuple[ServingOffer, ...]:
 
 def serving_offer(cloud: str, name: str) -> ServingOffer:
     """The offer of `name` on `cloud`; UnknownAcceleratorFact names the close serving types."""
-    found = {(o.cloud, o.instance_type): o for o in serving_offers()}
+    found: dict[tuple[str, str], ServingOffer] = {(o.cloud, o.instance_type): o for o in serving_offers()}
     offer = found.get((cloud, name))
     if offer is None:
         raise _unknown(f"{cloud} serving type", name, tuple(n for c, n in found if c == cloud))
