@@ -77,9 +77,13 @@ def cluster_autoscaler_chart(kubernetes_version: str) -> Chart:
 _SYSTEM_NODES = {POOL_LABEL: "system"}
 
 
+# Every GPU pool's nodes carry this label (node_pools.py): the plugin runs on all of them, whatever the family.
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+
 def nvidia_values() -> dict[str, Any]:
     return {
-        "nodeSelector": {ACCELERATOR_LABEL: "g5"},
+        "nodeSelector": {GPU_PRESENT_LABEL: "true"},
         "tolerations": [taint("g5").toleration(), {"key": "CriticalAddonsOnly", "operator": "Exists"}],
         "priorityClassName": "system-node-critical",
     }

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from infra.serving.families import FAMILIES
 from infra.serving.spec import ModelSpec
 
 DTYPE = "bfloat16"
@@ -22,12 +23,12 @@ NEURON_OVERRIDES: dict[str, Any] = {"save_sharded_checkpoint": True}
 # The Neuron artefact: the Hugging Face files (config, tokenizer) at its root, NxD Inference's compiled
 # model (graphs and sharded weights) here, named to the server by NEURON_COMPILED_ARTIFACTS.
 NEURON_COMPILED_DIR = "neuron-compiled"
-DEFAULT_MAX_NUM_SEQS = {"inf2": 8, "g5": 256, "l4": 256}
+DEFAULT_MAX_NUM_SEQS = {name: f.default_max_num_seqs for name, f in FAMILIES.items()}
 
 
 def tensor_parallel_size(model: ModelSpec) -> int:
-    """vLLM shards over GPUs on g5 and l4, and over NeuronCores on inf2 (2 per Inferentia2 device)."""
-    return model.accelerators_per_replica * (2 if model.accelerator == "inf2" else 1)
+    """vLLM shards over GPUs, and over NeuronCores on inf2 (2 per Inferentia2 device)."""
+    return model.accelerators_per_replica * (2 if FAMILIES[model.accelerator].neuron else 1)
 
 
 def max_num_seqs(model: ModelSpec) -> int:
@@ -66,7 +67,7 @@ class EngineSettings:
 
 
 def engine_settings(model: ModelSpec) -> EngineSettings:
-    neuron = model.accelerator == "inf2"
+    neuron = FAMILIES[model.accelerator].neuron
     return EngineSettings(
         tensor_parallel_size=tensor_parallel_size(model),
         max_num_seqs=max_num_seqs(model),

@@ -6,13 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Family = Literal["inf2", "g5", "l4", "system"]
+from infra.serving.families import FAMILIES
+
+Family = Literal["inf2", "g5", "g4dn", "g6", "g6e", "l4", "a100", "system"]
 ACCELERATOR_LABEL = "mlinfra.io/accelerator"
 POOL_LABEL = "mlinfra.io/pool"
 
 # Extended resource the device plugin advertises, and the taint that keeps other pods off the nodes.
-ACCELERATOR_RESOURCE = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu", "l4": "nvidia.com/gpu"}
-TAINT_KEY = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu", "l4": "nvidia.com/gpu"}
+ACCELERATOR_RESOURCE = {name: f.resource for name, f in FAMILIES.items()}
+TAINT_KEY = {name: f.taint_key for name, f in FAMILIES.items()}
 
 
 @dataclass(frozen=True)
@@ -25,5 +27,5 @@ class Taint:
         return {"key": self.key, "operator": "Exists", "effect": self.effect}
 
 
-def taint(family: Family) -> Taint:
+def taint(family: str) -> Taint:
     return Taint(TAINT_KEY[family], "true")

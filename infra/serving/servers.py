@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 
 from infra.serving import engine
+from infra.serving.families import FAMILIES
 from infra.serving.spec import ModelSpec
 
 PORT = 8000
@@ -48,11 +49,14 @@ class ServerProfile:
     startup: StartupBudget
 
 
+# Every GPU pool (g4dn, g5, g6, g6e on EKS; l4, a100 on GKE) runs the same vLLM CUDA server.
 PROFILES = {
-    "g5": ServerProfile("g5", "nvidia.com/gpu", None, False, StartupBudget(300, 600, 900)),
-    "inf2": ServerProfile("inf2", "aws.amazon.com/neuron", NEURON_SCHEDULER, True, StartupBudget(300, 900, 1200)),
-    # GKE's L4 pool (GCP serving): the same vLLM CUDA server.
-    "l4": ServerProfile("l4", "nvidia.com/gpu", None, False, StartupBudget(300, 600, 900)),
+    name: (
+        ServerProfile(name, f.resource, NEURON_SCHEDULER, True, StartupBudget(300, 900, 1200))
+        if f.neuron
+        else ServerProfile(name, f.resource, None, False, StartupBudget(300, 600, 900))
+    )
+    for name, f in FAMILIES.items()
 }
 # Seconds for the Service to stop sending a terminating pod new requests (endpoint removal propagating
 # to kube-proxy) before the server is told to stop.

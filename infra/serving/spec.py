@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
+from infra.serving.families import FAMILIES
 
 MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
 
@@ -88,7 +89,7 @@ class AutoscalingSpec(Spec):
 
 
 # The artefact variant a pool's server loads when a model names none.
-DEFAULT_VARIANT = {"inf2": "neuron", "g5": "cuda", "l4": "cuda"}
+DEFAULT_VARIANT = {name: f.default_variant for name, f in FAMILIES.items()}
 
 
 # An OCI image reference as the distribution grammar has it, with a tag or a digest (never "latest" implied):
@@ -134,13 +135,13 @@ class ModelSpec(Spec):
         description="Registry alias this entry follows (models/<name>/aliases/<alias>.json): `python -m infra "
         "promote`/`rollback` write the alias's version into `version` and run `up`. Unset: a fixed version.",
     )
-    accelerator: Literal["inf2", "g5", "l4"] = Field(
+    accelerator: Literal["inf2", "g5", "g4dn", "g6", "g6e", "l4", "a100"] = Field(
         description="Node pool that serves it (each cloud's config narrows this to its own pools)."
     )
     variant: Variant | None = Field(
         None,
         description="Artefact variant to load (models/<name>/<version>/<variant>/); "
-        "default: neuron on inf2, cuda on g5 and l4.",
+        "default: neuron on inf2, cuda on the GPU pools.",
     )
     image: str = Field(
         json_schema_extra={"pattern": IMAGE_REFERENCE},
@@ -156,7 +157,11 @@ class ModelSpec(Spec):
     )
     max_replicas: int = Field(4, ge=1, le=100, description="Upper bound of the autoscaler.")
     accelerators_per_replica: int = Field(
-        1, ge=1, le=16, description="Neuron devices (inf2) or GPUs (g5) per replica; also the tensor-parallel degree."
+        1,
+        ge=1,
+        le=16,
+        description="Neuron devices (inf2) or GPUs per replica; also the tensor-parallel degree (two shards per "
+        "Inferentia2 device, one per NeuronCore).",
     )
     cpu: int = Field(2, ge=1, le=190, description="CPU cores requested per replica.")
     memory_gib: int = Field(10, ge=1, le=2000, description="Memory requested per replica, GiB.")

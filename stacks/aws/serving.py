@@ -1,4 +1,4 @@
-"""The `serving` stack kind: a long-lived EKS fleet on inf2 and g5 that serves released registry models."""
+"""The `serving` stack kind: a long-lived EKS fleet on inf2 and GPU pools that serves released registry models."""
 
 from __future__ import annotations
 
@@ -48,8 +48,11 @@ def build(config: ServingStackConfig) -> None:
     )
     plans = [
         *node_pools.system_plans(),
-        *node_pools.accelerator_plans("inf2", spec.node_pools.inf2),
-        *node_pools.accelerator_plans("g5", spec.node_pools.g5),
+        *(
+            plan
+            for family, pool in spec.node_pools.declared().items()
+            for plan in node_pools.accelerator_plans(family, pool)
+        ),
     ]
     # Node groups name the cluster, so Pulumi deletes them (draining their nodes) before the cluster.
     pools = [

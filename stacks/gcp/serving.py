@@ -40,8 +40,9 @@ def build(config: GcpServingStackConfig) -> None:
             labels=labels,
         ),
     )
-    l4 = gke.l4_plan(spec.node_pools.l4, region)
-    plans = [gke.system_plan(l4.node_locations), l4]
+    accelerators = [gke.accelerator_plan(family, pool, region) for family, pool in spec.node_pools.declared().items()]
+    # The system pool runs where the first accelerator pool does (L4's zones in the demo).
+    plans = [gke.system_plan(accelerators[0].node_locations), *accelerators]
     pools = [
         GkeNodePool(
             f"pool-{plan.family}",

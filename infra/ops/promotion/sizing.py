@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from infra.catalog.aws import instance_type, known_instance_types
 from infra.core.errors import Problem
 from infra.ops.promotion.recipes import Recipe
+from infra.serving.families import FAMILIES
 from infra.serving.spec import ModelSpec
 
 GIB = 1024**3
@@ -61,11 +62,11 @@ def conversion_resources(recipe: Recipe, checkpoint_bytes: int, devices: int = 1
 # Host memory of one replica while it loads the weights, from their size S in GiB (estimates on the safe
 # side, not measurements): NxD Inference reads the whole sharded model into host memory on its way to the
 # devices; vLLM's streamer on GPUs holds a shard or so in flight.
-SERVER_MEMORY = {"inf2": (1.1, 4.0), "g5": (0.25, 6.0), "l4": (0.25, 6.0)}  # factor, base GiB
+SERVER_MEMORY = {"neuron": (1.1, 4.0), "gpu": (0.25, 6.0)}  # factor, base GiB
 
 
 def server_memory_gib(accelerator: str, weights_bytes: int) -> int:
-    factor, base = SERVER_MEMORY[accelerator]
+    factor, base = SERVER_MEMORY["neuron" if FAMILIES[accelerator].neuron else "gpu"]
     return math.ceil(factor * weights_bytes / GIB + base)
 
 

@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
+from infra.catalog.accelerators import device
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.checks import endpoint_findings
+from infra.serving.families import AWS_FAMILIES, FAMILIES
 
 P = "mlinfra:serving."
 
-# The accelerator each pool is built for, as the catalog names it (facts, not name prefixes).
-POOL_ACCELERATOR_MODEL = {"inf2": "Inferentia2", "g5": "A10G"}
+
+def device_of_family(family: str) -> str:
+    """The instance catalog's accelerator model of a family's device ("A10G", "Inferentia2", ...)."""
+    (name,) = FAMILIES[family].devices
+    return device(name).catalog_names["aws"]
+
+
+# The accelerator each pool is built for, as the instance catalog names it (facts, not name prefixes).
+POOL_ACCELERATOR_MODEL = {name: device_of_family(name) for name in AWS_FAMILIES}
 # Artefact variants each pool's model server loads.
-VARIANTS = {"inf2": ("neuron",), "g5": ("cuda",)}
-_VARIANT_REASON = {
-    "inf2": "inf2 runs Neuron-compiled artefacts only",
-    "g5": "the g5 server is vLLM on CUDA, which loads cuda artefacts",
-}
+VARIANTS = {name: FAMILIES[name].variants for name in AWS_FAMILIES}
+_VARIANT_REASON = {name: FAMILIES[name].variant_reason for name in AWS_FAMILIES}
 
 
 def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
     findings = endpoint_findings(spec.cluster.endpoint) + _mirror_findings(spec, region)
-    for family in ("inf2", "g5"):
-        findings += _pool_findings(family, getattr(spec.node_pools, family), region)
+    for family, pool in spec.node_pools.declared().items():
+        findings += _pool_findings(family, pool, region)
     for index, model in enumerate(spec.models):
         findings += _model_findings(index, model, spec)
     return findings
@@ -101,6 +107,15 @@ def _mirror_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
 
 def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[Problem]:
     where = f"{P}models[{index}]."
+    declared = spec.node_pools.declared()
+    if model.accelerator not in declared:
+        return [
+            Problem(
+                where + "accelerator",
+                f"{model.accelerator} has no node pool; declare nodePools.{model.accelerator} (e.g. "
+                f"{model.accelerator}: {{}} for its default sizes) or use one of: {', '.join(declared)}",
+            )
+        ]
     findings = []
     if model.artefact_variant not in VARIANTS[model.accelerator]:
         allowed = ", ".join(VARIANTS[model.accelerator])
@@ -118,7 +133,7 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
                 f"{model.max_replicas} is below minReplicas ({model.min_replicas}); use at least {model.min_replicas}",
             )
         )
-    pool = getattr(spec.node_pools, model.accelerator)
+    pool = declared[model.accelerator]
     known = [instance_type(t) for t in pool.instance_types if role_problem(t, "serving") is None]
     largest = max(known, key=lambda t: t.accelerator_count, default=None)
     if largest is not None and model.accelerators_per_replica > largest.accelerator_count:

@@ -39,7 +39,7 @@ LOG_RETENTION_DAYS = (
     3288,
     3653,
 )
-Accelerator = Literal["inf2", "g5"]
+Accelerator = Literal["inf2", "g5", "g4dn", "g6", "g6e"]
 
 
 class ClusterSpec(Spec):
@@ -131,13 +131,7 @@ class Inf2PoolSpec(NodePoolSpec):
     )
 
 
-class G5PoolSpec(NodePoolSpec):
-    instance_types: list[str] = Field(
-        default_factory=lambda: ["g5.xlarge", "g5.2xlarge"],
-        min_length=2,
-        max_length=8,
-        description="Two or more g5 sizes, so a capacity shortage of one size does not stop scaling.",
-    )
+class GpuPoolSpec(NodePoolSpec):
     capacity_type: Literal["on-demand", "spot"] = Field(
         "on-demand",
         description="Buy g5 nodes on demand, or as Spot (cheaper, can be reclaimed with 2 minutes' notice).",
@@ -151,11 +145,60 @@ class G5PoolSpec(NodePoolSpec):
     )
 
 
+class G5PoolSpec(GpuPoolSpec):
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["g5.xlarge", "g5.2xlarge"],
+        min_length=2,
+        max_length=8,
+        description="Two or more g5 sizes, so a capacity shortage of one size does not stop scaling.",
+    )
+
+
+class G4dnPoolSpec(GpuPoolSpec):
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["g4dn.xlarge", "g4dn.2xlarge"],
+        min_length=2,
+        max_length=8,
+        description="Two or more g4dn (NVIDIA T4, 16 GB) sizes.",
+    )
+
+
+class G6PoolSpec(GpuPoolSpec):
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["g6.xlarge", "g6.2xlarge"],
+        min_length=2,
+        max_length=8,
+        description="Two or more g6 (NVIDIA L4, 24 GB) sizes.",
+    )
+
+
+class G6ePoolSpec(GpuPoolSpec):
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["g6e.xlarge", "g6e.2xlarge"],
+        min_length=2,
+        max_length=8,
+        description="Two or more g6e (NVIDIA L40S, 48 GB) sizes.",
+    )
+
+
 class NodePoolsSpec(Spec):
     inf2: Inf2PoolSpec = Field(
         default_factory=Inf2PoolSpec, description="Inferentia2 pool, tainted aws.amazon.com/neuron."
     )
     g5: G5PoolSpec = Field(default_factory=G5PoolSpec, description="A10G pool, tainted nvidia.com/gpu.")
+    # Pool keys are family names, not camelCase words (the alias generator would write g4Dn, g6E).
+    g4dn: G4dnPoolSpec | None = Field(
+        None, alias="g4dn", description="T4 pool, tainted nvidia.com/gpu; declared only when set (e.g. g4dn: {})."
+    )
+    g6: G6PoolSpec | None = Field(None, description="L4 pool, tainted nvidia.com/gpu; declared only when set.")
+    g6e: G6ePoolSpec | None = Field(
+        None, alias="g6e", description="L40S pool, tainted nvidia.com/gpu; declared only when set."
+    )
+
+    def declared(self) -> dict[str, NodePoolSpec]:
+        """The pools the stack declares, by family, in a stable order."""
+        pools = {"inf2": self.inf2, "g5": self.g5, "g4dn": self.g4dn, "g6": self.g6, "g6e": self.g6e}
+        return {family: pool for family, pool in pools.items() if pool is not None}
 
 
 class ImageMirrorSpec(Spec):
@@ -185,7 +228,10 @@ class ImageMirrorSpec(Spec):
 
 
 class AwsModelSpec(ModelSpec):
-    accelerator: Accelerator = Field(description="Node pool that serves it: inf2 (Inferentia2) or g5 (A10G).")
+    accelerator: Accelerator = Field(
+        description="Node pool that serves it: inf2 (Inferentia2), g5 (A10G), g4dn (T4), g6 (L4) or g6e (L40S); "
+        "the pool must be declared in nodePools."
+    )
 
 
 class ServingSpec(Spec):

@@ -13,18 +13,23 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from infra.catalog.aws import instance_type
-from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec
+from infra.serving.aws.config import NodePoolSpec
+from infra.serving.charts import GPU_PRESENT_LABEL
+from infra.serving.families import AMI_NVIDIA, FAMILIES
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Family, Taint, taint
 from infra.serving.servers import PROFILES
 
 # The EKS node group API spells taint effects NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE.
 EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 # EKS-optimised Amazon Linux 2023 images with the accelerator's drivers and runtime.
-AMI_TYPE = {"inf2": "AL2023_x86_64_NEURON", "g5": "AL2023_x86_64_NVIDIA", "system": "AL2023_x86_64_STANDARD"}
+AMI_TYPE = {
+    **{name: f.ami_type or AMI_NVIDIA for name, f in FAMILIES.items() if f.cloud == "aws"},
+    "system": "AL2023_x86_64_STANDARD",
+}
 # The label the cluster autoscaler's AWS provider reads to know a node has GPUs (cloudprovider/aws
 # GPULabel): without it on the group's template, a GPU pod never triggers a scale-up from zero.
 AWS_GPU_LABEL = "k8s.amazonaws.com/accelerator"
-GPU_LABEL_VALUE = {"g5": "nvidia-a10g"}
+GPU_LABEL_VALUE = {name: f.gpu_label for name, f in FAMILIES.items() if f.gpu_label}
 # Node-template tags on the Auto Scaling group: what a node of an empty group would offer, for the
 # autoscaler's scale-from-zero simulation (cluster-autoscaler/cloudprovider/aws/README.md, "Scaling a node
 # group to 0"). EKS managed node groups do not put their labels' and taints' tags on the group for us.
@@ -70,16 +75,16 @@ class NodePoolPlan:
         return tags
 
 
-def accelerator_plans(family: Literal["inf2", "g5"], spec: Inf2PoolSpec | G5PoolSpec) -> list[NodePoolPlan]:
+def accelerator_plans(family: str, spec: NodePoolSpec) -> list[NodePoolPlan]:
     """One group per instance type of the pool. The pool's minSize is kept on its first type; maxSize bounds
     each type's group (the autoscaler scales the groups whose shape holds the waiting pods)."""
     labels: dict[str, str] = {ACCELERATOR_LABEL: family, POOL_LABEL: family}
-    if family == "g5":
+    if not FAMILIES[family].neuron:
         # The NVIDIA device plugin chart schedules on nodes carrying this label when no node feature
-        # discovery runs (its documented way to force GPU nodes).
-        labels["nvidia.com/gpu.present"] = "true"
+        # discovery runs (its documented way to force GPU nodes); charts.nvidia_values selects it.
+        labels[GPU_PRESENT_LABEL] = "true"
         labels[AWS_GPU_LABEL] = GPU_LABEL_VALUE[family]
-    spot = spec.capacity_type == "spot"
+    spot = getattr(spec, "capacity_type", "on-demand") == "spot"
     plans = [
         NodePoolPlan(
             family=family,

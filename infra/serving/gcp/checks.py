@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+from infra.catalog.accelerators import device
 from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_type
 from infra.core.errors import Problem
 from infra.serving.checks import endpoint_findings
-from infra.serving.gcp.config import GcpModelSpec, GcpServingSpec
+from infra.serving.families import FAMILIES, GCP_FAMILIES
+from infra.serving.gcp.config import GcpModelSpec, GcpServingSpec, GkePoolSpec
 
 P = "mlinfra:serving."
-POOL_ACCELERATOR_MODEL = {"l4": "L4"}
+# The GPU types (Compute Engine accelerator names) each pool takes, from the accelerator catalog.
+POOL_ACCELERATOR_TYPES = {
+    family: tuple(device(name).catalog_names["gcp"] for name in FAMILIES[family].devices) for family in GCP_FAMILIES
+}
+
+
+def pool_machine_types(family: str) -> list[str]:
+    return [t for t in known_machine_types() if machine_type(t).accelerator.type in POOL_ACCELERATOR_TYPES[family]]
 
 
 def gcp_serving_findings(spec: GcpServingSpec, region: str | None) -> list[Problem]:
     findings = endpoint_findings(spec.cluster.endpoint)
-    pool = spec.node_pools.l4
-    where = f"{P}nodePools.l4."
+    largest: dict[str, int] = {}
+    for family, pool in spec.node_pools.declared().items():
+        pool_findings, largest[family] = _pool_findings(family, pool, region)
+        findings += pool_findings
+    for index, model in enumerate(spec.models):
+        findings += _model_findings(index, model, largest)
+    return findings
+
+
+def _pool_findings(family: str, pool: GkePoolSpec, region: str | None) -> tuple[list[Problem], int]:
+    where = f"{P}nodePools.{family}."
+    findings = []
     largest = 0
     for i, name in enumerate(pool.machine_types):
         try:
@@ -22,12 +41,13 @@ def gcp_serving_findings(spec: GcpServingSpec, region: str | None) -> list[Probl
         except UnknownMachineType as error:
             findings.append(Problem(f"{where}machineTypes[{i}]", str(error)))
             continue
-        if mtype.accelerator.model != POOL_ACCELERATOR_MODEL["l4"]:
-            l4 = [t for t in known_machine_types() if machine_type(t).accelerator.model == "L4"]
+        if mtype.accelerator.type not in POOL_ACCELERATOR_TYPES[family]:
             findings.append(
                 Problem(
                     f"{where}machineTypes[{i}]",
-                    f"{name} has {mtype.accelerator.model} GPUs, not L4; the l4 pool takes: {', '.join(l4)}",
+                    f"{name} has {mtype.accelerator.model} GPUs ({mtype.accelerator.type}), not "
+                    f"{' or '.join(POOL_ACCELERATOR_TYPES[family])}; the {family} pool takes: "
+                    f"{', '.join(pool_machine_types(family))}",
                 )
             )
             continue
@@ -47,20 +67,27 @@ def gcp_serving_findings(spec: GcpServingSpec, region: str | None) -> list[Probl
                 f"{pool.max_nodes} is below minNodes ({pool.min_nodes}); use at least {pool.min_nodes}",
             )
         )
-    for index, model in enumerate(spec.models):
-        findings += _model_findings(index, model, largest)
-    return findings
+    return findings, largest
 
 
-def _model_findings(index: int, model: GcpModelSpec, largest: int) -> list[Problem]:
+def _model_findings(index: int, model: GcpModelSpec, largest: dict[str, int]) -> list[Problem]:
     where = f"{P}models[{index}]."
+    if model.accelerator not in largest:
+        return [
+            Problem(
+                where + "accelerator",
+                f"{model.accelerator} has no node pool; declare nodePools.{model.accelerator} (e.g. "
+                f"{model.accelerator}: {{}} for its default machine type) or use one of: {', '.join(largest)}",
+            )
+        ]
     findings = []
-    if model.artefact_variant != "cuda":
+    family = FAMILIES[model.accelerator]
+    if model.artefact_variant not in family.variants:
         findings.append(
             Problem(
                 where + "variant",
-                f"{model.artefact_variant} artefacts cannot be served on l4: the L4 "
-                "server is vLLM on CUDA, which loads cuda artefacts; use cuda",
+                f"{model.artefact_variant} artefacts cannot be served on {model.accelerator}: "
+                f"{family.variant_reason}; use {', '.join(family.variants)}",
             )
         )
     if model.max_replicas < model.min_replicas:
@@ -70,12 +97,13 @@ def _model_findings(index: int, model: GcpModelSpec, largest: int) -> list[Probl
                 f"{model.max_replicas} is below minReplicas ({model.min_replicas}); use at least {model.min_replicas}",
             )
         )
-    if largest and model.accelerators_per_replica > largest:
+    count = largest[model.accelerator]
+    if count and model.accelerators_per_replica > count:
         findings.append(
             Problem(
                 where + "acceleratorsPerReplica",
-                f"{model.accelerators_per_replica} per replica, but the l4 pool's machine type has "
-                f"{largest}; lower it or pick a larger G2 type in nodePools.l4.machineTypes",
+                f"{model.accelerators_per_replica} per replica, but the {model.accelerator} pool's machine type has "
+                f"{count}; lower it or pick a larger machine type in nodePools.{model.accelerator}.machineTypes",
             )
         )
     return findings

@@ -56,12 +56,11 @@ class GkeClusterSpec(Spec):
     network: GkeNetworkSpec = Field(default_factory=GkeNetworkSpec, description="VPC ranges.")
 
 
-class L4PoolSpec(Spec):
+class GkePoolSpec(Spec):
     machine_types: list[str] = Field(
-        default_factory=lambda: ["g2-standard-8"],
         min_length=1,
         max_length=1,
-        description="The G2 machine type of the pool (one per GKE node pool; add pools for more sizes).",
+        description="The machine type of the pool (one per GKE node pool).",
     )
     min_nodes: int = Field(
         1, ge=0, le=100, description="Nodes the autoscaler keeps without load, in total over the pool's zones."
@@ -71,8 +70,36 @@ class L4PoolSpec(Spec):
     spot: bool = Field(False, description="Buy nodes as Spot VMs (cheaper, can be preempted).")
 
 
+class L4PoolSpec(GkePoolSpec):
+    machine_types: list[str] = Field(
+        default_factory=lambda: ["g2-standard-8"],
+        min_length=1,
+        max_length=1,
+        description="The G2 machine type of the pool (one per GKE node pool; add pools for more sizes).",
+    )
+
+
+class A100PoolSpec(GkePoolSpec):
+    machine_types: list[str] = Field(
+        default_factory=lambda: ["a2-highgpu-1g"],
+        min_length=1,
+        max_length=1,
+        description="The A2 machine type of the pool: a2-highgpu-* (A100 40GB) or a2-ultragpu-* (A100 80GB).",
+    )
+    min_nodes: int = Field(
+        0, ge=0, le=100, description="Nodes the autoscaler keeps without load, in total (A100s idle are costly)."
+    )
+
+
 class GcpNodePoolsSpec(Spec):
     l4: L4PoolSpec = Field(default_factory=L4PoolSpec, description="NVIDIA L4 pool (G2), tainted nvidia.com/gpu.")
+    a100: A100PoolSpec | None = Field(
+        None, description="NVIDIA A100 pool (A2), tainted nvidia.com/gpu; declared only when set (e.g. a100: {})."
+    )
+
+    def declared(self) -> dict[str, GkePoolSpec]:
+        pools: dict[str, GkePoolSpec | None] = {"l4": self.l4, "a100": self.a100}
+        return {family: pool for family, pool in pools.items() if pool is not None}
 
 
 class ModelStoreSpec(Spec):
@@ -90,7 +117,10 @@ class ModelStoreSpec(Spec):
 
 
 class GcpModelSpec(ModelSpec):
-    accelerator: Literal["l4"] = Field(description="Node pool that serves it: l4 (NVIDIA L4 on G2).")
+    accelerator: Literal["l4", "a100"] = Field(
+        description="Node pool that serves it: l4 (NVIDIA L4 on G2) or a100 (NVIDIA A100 on A2; declare "
+        "nodePools.a100)."
+    )
 
 
 class GcpServingSpec(Spec):

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 
 from infra.catalog.gcp import machine_type
-from infra.serving.gcp.config import L4PoolSpec
+from infra.serving.gcp.config import GkePoolSpec
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
 
 # Add-ons (KEDA, Prometheus, kube-dns) run on untainted nodes; a general-purpose type, fixed here because
@@ -48,11 +48,11 @@ class GkePoolPlan:
         return -(-self.min_nodes // zones)
 
 
-def l4_plan(spec: L4PoolSpec, region: str) -> GkePoolPlan:
+def accelerator_plan(family: str, spec: GkePoolSpec, region: str) -> GkePoolPlan:
     """The pool runs in the zones of `region` the catalog says offer its type (unknown region: GKE's choice)."""
     mtype = machine_type(spec.machine_types[0])
     return GkePoolPlan(
-        family="l4",
+        family=family,
         machine_type=mtype.name,
         accelerator_type=mtype.accelerator.type,
         accelerator_count=mtype.accelerator.count,
@@ -60,8 +60,8 @@ def l4_plan(spec: L4PoolSpec, region: str) -> GkePoolPlan:
         max_nodes=spec.max_nodes,
         disk_gib=spec.disk_gib,
         spot=spec.spot,
-        labels={ACCELERATOR_LABEL: "l4", POOL_LABEL: "l4"},
-        taints=(taint("l4"),),
+        labels={ACCELERATOR_LABEL: family, POOL_LABEL: family},
+        taints=(taint(family),),
         node_locations=mtype.zones_in(region) or (),
     )
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from infra.serving import charts, engine, manifests, servers
 from infra.serving.aws import eks, iam, node_pools
-from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec, ModelSpec, ServingSpec
+from infra.serving.aws.config import G5PoolSpec, Inf2PoolSpec, ModelSpec, NodePoolsSpec, ServingSpec
 from tests.k8s_schemas import validate
 
 REGISTRY = manifests.Registry(bucket="mlinfra-registry-123456789012-us-east-1", region="us-east-1")
@@ -370,8 +370,20 @@ def test_charts_are_pinned():
     assert len({c.release for c in pinned}) == len(pinned)
 
 
+def test_the_nvidia_plugin_runs_on_every_gpu_pool():
+    # Selected on g5 alone, a g4dn, g6 or g6e node would never advertise nvidia.com/gpu.
+    selector = charts.nvidia_values()["nodeSelector"]
+    for family in ("g5", "g4dn", "g6", "g6e"):
+        pool = getattr(NodePoolsSpec(**{family: {}}), family)
+        (plan, *_) = node_pools.accelerator_plans(family, pool)
+        assert selector.items() <= plan.labels.items(), family
+        assert plan.ami_type == "AL2023_x86_64_NVIDIA" and plan.taints[0].key == "nvidia.com/gpu"
+    (inf2, *_) = node_pools.accelerator_plans("inf2", Inf2PoolSpec())
+    assert not selector.items() <= inf2.labels.items()
+
+
 def test_chart_values_place_plugins_on_their_pools():
-    assert charts.nvidia_values()["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
+    assert charts.nvidia_values()["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in charts.nvidia_values()[
         "tolerations"
     ]

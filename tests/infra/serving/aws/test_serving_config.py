@@ -287,3 +287,27 @@ def test_docker_hub_images_come_through_the_mirror_only_with_a_credential():
         "mlinfra:serving.imageMirror.dockerHubCredentialArn: must be a Secrets Manager secret ARN whose name starts "
         "with ecr-pullthroughcache/"
     )
+
+
+def test_a_model_on_an_undeclared_family_names_the_pool_to_declare():
+    value = serving()
+    value["models"][1]["accelerator"] = "g6"
+    assert problems(value) == [
+        "mlinfra:serving.models[1].accelerator: g6 has no node pool; declare nodePools.g6 (e.g. g6: {} for its "
+        "default sizes) or use one of: inf2, g5"
+    ]
+
+
+@pytest.mark.parametrize(("family", "device"), [("g4dn", "T4"), ("g6", "L4"), ("g6e", "L40S")])
+def test_every_gpu_family_is_a_pool_with_its_own_types(family, device):
+    value = serving(nodePools={family: {}})
+    value["models"][1]["accelerator"] = family
+    spec = load(flat(value)).serving
+    assert list(spec.node_pools.declared()) == ["inf2", "g5", family]
+    assert all(instance_type(t).accelerator_model == device for t in pool_types(family))
+    assert serving_findings(spec, "us-east-1") == []
+    wrong = serving(nodePools={family: {"instanceTypes": [f"{family}.xlarge", "g5.2xlarge"]}})
+    assert problems(wrong) == [
+        f"mlinfra:serving.nodePools.{family}.instanceTypes[1]: g5.2xlarge has A10G accelerators, not {device}; "
+        f"the {family} pool takes: {', '.join(pool_types(family))}"
+    ]

@@ -68,7 +68,7 @@ def test_gcp_serving_loads():
             [
                 (
                     "mlinfra:serving.nodePools.l4.machineTypes[0]",
-                    "a3-highgpu-8g has H100 GPUs, not L4; the l4 pool takes: "
+                    "a3-highgpu-8g has H100 GPUs (nvidia-h100-80gb), not nvidia-l4; the l4 pool takes: "
                     "g2-standard-12, g2-standard-16, g2-standard-24, g2-standard-32, g2-standard-4, g2-standard-48, "
                     "g2-standard-8, g2-standard-96",
                 )
@@ -83,14 +83,14 @@ def test_gcp_serving_loads():
             [
                 (
                     "mlinfra:serving.models[0].variant",
-                    "neuron artefacts cannot be served on l4: the L4 server is vLLM on CUDA, "
+                    "neuron artefacts cannot be served on l4: the l4 server is vLLM on CUDA, "
                     "which loads cuda artefacts; use cuda",
                 )
             ],
         ),
         (
             gcp(models=[{**MODEL, "accelerator": "g5"}]),
-            [("mlinfra:serving.models[0].accelerator", "must be one of 'l4' (got 'g5')")],
+            [("mlinfra:serving.models[0].accelerator", "must be one of 'l4', 'a100' (got 'g5')")],
         ),
         (
             {k: v for k, v in gcp().items() if k != "mlinfra:serving"} | {"mlinfra:serving": {"models": [MODEL]}},
@@ -106,3 +106,27 @@ def test_cli_exits_2_with_one_line_naming_the_cloud_key():
     done = run_cli("preview", "--stack", "serving-gcp-demo", "-c", "mlinfra:cloud=azure")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: mlinfra:cloud: 'azure' is not a cloud; allowed: aws, gcp"]
+
+
+def test_an_a100_model_needs_the_a100_pool():
+    assert problems(gcp(models=[{**MODEL, "accelerator": "a100"}])) == [
+        (
+            "mlinfra:serving.models[0].accelerator",
+            "a100 has no node pool; declare nodePools.a100 (e.g. a100: {} for its default machine type) or use one "
+            "of: l4",
+        )
+    ]
+
+
+def test_the_a100_pool_takes_a2_machines_of_either_memory():
+    for machine in ("a2-highgpu-1g", "a2-ultragpu-2g"):
+        config = load(gcp(nodePools={"a100": {"machineTypes": [machine]}}, models=[{**MODEL, "accelerator": "a100"}]))
+        assert list(config.serving.node_pools.declared()) == ["l4", "a100"]
+    assert problems(gcp(nodePools={"a100": {"machineTypes": ["g2-standard-8"]}})) == [
+        (
+            "mlinfra:serving.nodePools.a100.machineTypes[0]",
+            "g2-standard-8 has L4 GPUs (nvidia-l4), not nvidia-tesla-a100 or nvidia-a100-80gb; the a100 pool takes: "
+            "a2-highgpu-1g, a2-highgpu-2g, a2-highgpu-4g, a2-highgpu-8g, a2-ultragpu-1g, a2-ultragpu-2g, "
+            "a2-ultragpu-4g, a2-ultragpu-8g",
+        )
+    ]
