@@ -43,6 +43,7 @@ from policies.rules.serving import (
     gke_nodes_private,
     gke_shielded_nodes,
     gke_workload_identity_enabled,
+    model_servers_fit_their_devices,
     model_servers_scale_on_inference_signals,
     node_pools_have_limits,
     serving_pools_use_serving_types,
@@ -135,6 +136,7 @@ RULES: list[Rule] = [
     node_pools_have_limits.RULE,
     autoscalers_have_replica_bounds.RULE,
     model_servers_scale_on_inference_signals.RULE,
+    model_servers_fit_their_devices.RULE,
     # role separation
     serving_pools_use_serving_types.RULE,
     training_nodes_use_training_types.RULE,

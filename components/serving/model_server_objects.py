@@ -50,7 +50,7 @@ def declare_model_objects(
     # the tests); the SDK's overloads type only its Args classes and TypedDicts.
     deployment = k8s.apps.v1.Deployment(  # type: ignore[call-overload]
         f"{name}-deployment",
-        metadata=manifests.metadata(model, ns),
+        metadata=manifests.deployment_metadata(model, ns),
         spec=deployment_spec,
         opts=pulumi.ResourceOptions(
             parent=parent,

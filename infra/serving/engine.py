@@ -13,10 +13,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from infra.catalog.accelerators import Precision, device, precision
 from infra.serving.families import FAMILIES
 from infra.serving.spec import ModelSpec
 
-DTYPE = "bfloat16"
+DTYPE = "bfloat16"  # the Neuron artefact's (promotion compiles it in bf16)
+# vLLM's --dtype of a precision's 16-bit activation format; 8- and 4-bit precisions compute in the 16-bit
+# format of their checkpoint, named by their variant's quantisation.
+DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 # Weights pre-sharded into the compiled artefact: a replica loads them as they are instead of sharding the
 # checkpoint on every start (NxD Inference's save_sharded_checkpoint).
 NEURON_OVERRIDES: dict[str, Any] = {"save_sharded_checkpoint": True}
@@ -29,6 +33,23 @@ DEFAULT_MAX_NUM_SEQS = {name: f.default_max_num_seqs for name, f in FAMILIES.ite
 def tensor_parallel_size(model: ModelSpec) -> int:
     """vLLM shards over GPUs, and over NeuronCores on inf2 (2 per Inferentia2 device)."""
     return model.accelerators_per_replica * (2 if FAMILIES[model.accelerator].neuron else 1)
+
+
+def precision_of(model: ModelSpec) -> Precision:
+    """The entry's precision, or its pool's 16-bit default: bf16, or fp16 on a device without bf16 (T4)."""
+    if model.precision:
+        return precision(model.precision)
+    found = device(FAMILIES[model.accelerator].devices[0])
+    return precision("bf16" if "bf16" in found.compute_formats else "fp16")
+
+
+def dtype(model: ModelSpec) -> str:
+    """vLLM's --dtype: the precision's 16-bit activations, else the device's 16-bit format."""
+    activations = precision_of(model).activations
+    if activations in DTYPES:
+        return DTYPES[activations]
+    found = device(FAMILIES[model.accelerator].devices[0])
+    return DTYPES["bf16" if "bf16" in found.compute_formats else "fp16"]
 
 
 def max_num_seqs(model: ModelSpec) -> int:
@@ -72,7 +93,7 @@ def engine_settings(model: ModelSpec) -> EngineSettings:
         tensor_parallel_size=tensor_parallel_size(model),
         max_num_seqs=max_num_seqs(model),
         max_model_len=model.max_model_len,
-        dtype=DTYPE,
+        dtype=DTYPE if neuron else dtype(model),
         device="neuron" if neuron else None,
         override_neuron_config=dict(NEURON_OVERRIDES) if neuron else None,
     )

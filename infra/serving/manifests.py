@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.registry import layout as registry_layout
-from infra.serving import engine, servers
+from infra.serving import engine, fit, servers
 from infra.serving.aws.config import ModelSpec
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
@@ -69,6 +69,16 @@ def selector(model: ModelSpec) -> dict[str, str]:
 
 def metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
     return {"name": model.name, "namespace": ns, "labels": labels(model)}
+
+
+def deployment_metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
+    """The Deployment's metadata, with the architecture and precision the fit policy checks (on the object,
+    not the pod template: changing them never restarts a replica)."""
+    meta = metadata(model, ns)
+    found = fit.annotations(model)
+    if found:
+        meta["annotations"] = found
+    return meta
 
 
 def namespace(name: str) -> Manifest:
@@ -247,7 +257,7 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(model, ns),
+        "metadata": deployment_metadata(model, ns),
         "spec": {
             # No `replicas`: KEDA's HPA owns the count (it starts at minReplicaCount). Declaring it too
             # makes every update fight kube-controller-manager over the field (pulumi-kubernetes #2491).

@@ -123,8 +123,8 @@ class MemoryFit:
             f"({self.precision.weights}) + {self.kv_needed / GIB:.1f} GiB of KV cache for {sequences} "
             f"({self.precision.kv_cache}, {self.kv_per_token / 1024:.0f} KiB per token) + "
             f"{self.overhead / GIB:.1f} GiB runtime overhead = "
-            f"{(self.weights + self.kv_needed + self.overhead) / GIB:.1f} GiB; {self.devices} x {self.device} "
-            f"({self.device_memory / GIB:.1f} GiB each) give the engine {total / GIB:.1f} GiB"
+            f"{(self.weights + self.kv_needed + self.overhead) / GIB:.1f} GiB; the engine gets {total / GIB:.1f} GiB "
+            f"of {self.devices} x {self.device} ({self.device_memory / GIB:.1f} GiB each)"
             + ("" if self.fits else f", {(self.weights + self.kv_needed - self.available) / GIB:.1f} GiB short")
         )
 

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from infra.catalog.accelerators import precision_names
 from infra.core.spec import Spec
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 from infra.serving.families import FAMILIES
@@ -18,6 +19,9 @@ MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label wi
 
 # Variants a model server of mlinfra serves (each has a promotion recipe, infra/ops/promotion/recipes.py).
 Variant = Literal["neuron", "cuda"]
+# The precisions (infra/catalog/data/accelerators.json) each variant's artefact is served at: the fit check
+# and the sizing key on precision; a quantised variant adds its own precision here.
+VARIANT_PRECISIONS: dict[str, tuple[str, ...]] = {"neuron": ("bf16",), "cuda": ("bf16", "fp16")}
 
 
 # The Kubernetes API is never open to the whole internet: the pack's mandatory eks-api-endpoint-restricted
@@ -181,6 +185,28 @@ class ModelSpec(Spec):
         "(its termination grace period).",
     )
     autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
+    architecture_config: str | None = Field(
+        None,
+        alias="modelConfig",  # `model_config` is pydantic's own attribute
+        min_length=1,
+        description="The model's Hugging Face config.json (a path relative to the project root, e.g. "
+        "stacks/models/llama-3-8b/config.json): its layers, heads, KV heads and sizes give the memory fit "
+        "(weights + KV cache for maxModelLen + overhead against the devices). The mandatory policy "
+        "model-servers-fit-their-devices needs it.",
+    )
+    precision: str | None = Field(
+        None,
+        description="Number formats the model is served at (weights/activations/KV cache): bf16, fp16, fp8, int8 or "
+        "int4 (infra/catalog/data/accelerators.json). Default: bf16, or fp16 on a device without bf16 (T4). The "
+        "pool's device must support it and the variant must provide it.",
+    )
+
+    @field_validator("precision")
+    @classmethod
+    def _known_precision(cls, value: str | None) -> str | None:
+        if value is not None and value not in precision_names():
+            raise ValueError(f"{value!r} is not a precision; one of {', '.join(precision_names())}")
+        return value
 
     @property
     def artefact_variant(self) -> str:

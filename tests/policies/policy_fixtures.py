@@ -4,11 +4,14 @@ strings the SDK declares), linked by property dependencies as the engine links t
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from infra.serving.model_shape import load_model_shape
 from policies.model import Resource, Stack
+from tests.helpers import ROOT
 
 PROJECT = "mlinfra"
 # A run that ends in 12 hours (the expiry rule reads the clock; its own tests pass an explicit `now`).
@@ -295,23 +298,32 @@ def serving_tags() -> dict[str, str]:
     return {"mlinfra:role": "serving", "mlinfra:stack": SERVING}
 
 
+def model_architecture(config: str = "llama-3-8b") -> str:
+    """The architecture annotation mlinfra writes for a committed config.json."""
+    shape = load_model_shape(ROOT / "stacks" / "models" / config / "config.json")
+    return json.dumps(dataclasses.asdict(shape), sort_keys=True, separators=(",", ":"))
+
+
 def model_deployment(name: str = "llama", resource: str = "aws.amazon.com/neuron") -> dict:
     meta = {
         "name": name,
         "namespace": "models",
         "labels": {"app.kubernetes.io/name": "model-server", "app.kubernetes.io/instance": name},
+        "annotations": {"mlinfra.io/model-architecture": model_architecture(), "mlinfra.io/precision": "bf16"},
     }
     container = {
         "name": "server",
         "image": "vllm",
+        "args": ["--tensor-parallel-size", "2", "--max-num-seqs", "8", "--max-model-len", "4096"],
         "resources": {"requests": {"cpu": "4", resource: "1"}, "limits": {resource: "1"}},
     }
+    pod = {"containers": [container], "nodeSelector": {"mlinfra.io/accelerator": "inf2"}}
     return {
         "metadata": meta,
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
-            "template": {"metadata": {"labels": meta["labels"]}, "spec": {"containers": [container]}},
+            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
         },
     }
 
@@ -377,6 +389,7 @@ def serving_resources() -> list[Resource]:
                 "tags": tags,
                 "clusterName": "c",
                 "instanceTypes": ["inf2.xlarge"],
+                "labels": {"mlinfra.io/accelerator": "inf2"},
                 "subnetIds": ["subnet-a"],
                 "launchTemplate": {"id": "lt-1", "version": "1"},
                 "taints": [{"key": "aws.amazon.com/neuron", "value": "true", "effect": "NO_SCHEDULE"}],

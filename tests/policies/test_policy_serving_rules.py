@@ -5,7 +5,11 @@ import pytest
 
 from policies.model import UNKNOWN, Finding, Resource
 from policies.rules.everywhere import nodes_without_public_ip
-from policies.rules.serving import autoscalers_have_replica_bounds, model_servers_scale_on_inference_signals
+from policies.rules.serving import (
+    autoscalers_have_replica_bounds,
+    model_servers_fit_their_devices,
+    model_servers_scale_on_inference_signals,
+)
 from tests.policies.policy_fixtures import (
     DEPLOYMENT,
     HPA,
@@ -15,6 +19,7 @@ from tests.policies.policy_fixtures import (
     SERVING,
     SUBNET,
     changed,
+    model_architecture,
     model_deployment,
     one,
     res,
@@ -327,3 +332,63 @@ def test_karpenter_node_classes_ask_for_no_public_ip():
             (f"Karpenter EC2NodeClass 'gpu-class' sets spec.associatePublicIPAddress; set it false ({FIX_IP})"),
         )
     ]
+
+
+# --- model-servers-fit-their-devices ---------------------------------------------------------------
+
+
+def fit(resources):
+    return [f.message for f in run(model_servers_fit_their_devices, resources)]
+
+
+def test_the_compliant_model_server_fits_its_inf2_nodes():
+    assert fit(SERVING_STACK) == []
+
+
+def test_a_model_server_without_its_architecture_is_a_violation():
+    broken = changed(SERVING_STACK, "llama-deployment", "metadata.annotations", delete=True)
+    assert fit(broken) == [
+        "model server 'llama-deployment' has no mlinfra.io/model-architecture annotation, so its fit on the "
+        "devices cannot be checked; set the model's modelConfig to its Hugging Face config.json (mlinfra writes "
+        "the annotation from it)"
+    ]
+
+
+def test_a_70b_model_on_an_a10g_is_refused_with_the_memory_figures():
+    big = changed(
+        SERVING_STACK,
+        "llama-deployment",
+        "metadata.annotations",
+        {"mlinfra.io/model-architecture": model_architecture("llama-3-70b"), "mlinfra.io/precision": "bf16"},
+    )
+    big = changed(big, "pool", "instanceTypes", ["g5.xlarge"])
+    big = changed(big, "pool", "labels", {"mlinfra.io/accelerator": "g5"})
+    big = changed(big, "llama-deployment", "spec.template.spec.nodeSelector", {"mlinfra.io/accelerator": "g5"})
+    assert fit(big) == [
+        "model server 'llama-deployment' does not fit its g5 nodes: llama at bf16 needs 131.4 GiB of weights (bf16) "
+        "+ 1.2 GiB of KV cache for one sequence of 4096 tokens (bf16, 320 KiB per token) + 1.5 GiB runtime "
+        "overhead = 134.2 GiB; the engine gets 20.1 GiB of 1 x A10G (22.4 GiB each), 114.1 GiB short"
+    ]
+
+
+def test_fp8_on_a10g_is_refused_naming_the_hardware():
+    fp8 = changed(SERVING_STACK, "llama-deployment", "metadata.annotations",
+                  {"mlinfra.io/model-architecture": model_architecture(), "mlinfra.io/precision": "fp8"})  # fmt: skip
+    fp8 = changed(fp8, "pool", "instanceTypes", ["g5.xlarge"])
+    fp8 = changed(fp8, "pool", "labels", {"mlinfra.io/accelerator": "g5"})
+    fp8 = changed(fp8, "llama-deployment", "spec.template.spec.nodeSelector", {"mlinfra.io/accelerator": "g5"})
+    assert fit(fp8) == [
+        "model server 'llama-deployment' cannot run at fp8: A10G (Ampere) has no fp8 compute; it computes in fp32, "
+        "bf16, fp16, int8"
+    ]
+
+
+def test_neuron_holds_every_batch_slot_at_full_length():
+    long = changed(
+        SERVING_STACK,
+        "llama-deployment",
+        "spec.template.spec.containers.0.args",
+        ["--max-num-seqs", "32", "--max-model-len", "8192"],
+    )
+    (message,) = fit(long)
+    assert "32.0 GiB of KV cache for 32 sequences x 8192 tokens" in message

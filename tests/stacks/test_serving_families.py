@@ -60,7 +60,7 @@ def test_scale_from_zero_tags_carry_each_types_gpu_count(aws):
 def test_each_model_lands_on_its_family(aws):
     deployments = {d.inputs["metadata"]["name"]: d.inputs for d in by_type(aws, "kubernetes:apps/v1:Deployment")}
     for name, family, gpus in (
-        ("mistral-7b-t4", "g4dn", "1"),
+        ("llama-3-2-3b-t4", "g4dn", "1"),
         ("llama-3-8b-l4", "g6", "1"),
         ("llama-3-70b-l40s", "g6e", "4"),
     ):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.catalog.accelerators import device
+from infra.catalog.accelerators import device, device_of
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
@@ -10,6 +10,7 @@ from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
+from infra.serving.fit import fit_findings
 
 P = "mlinfra:serving."
 
@@ -135,6 +136,9 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
         )
     pool = declared[model.accelerator]
     known = [instance_type(t) for t in pool.instance_types if role_problem(t, "serving") is None]
+    ours = [t for t in known if t.accelerator_model == POOL_ACCELERATOR_MODEL[model.accelerator]]
+    devices = [device_of("aws", t.name) for t in ours]
+    findings += fit_findings(where, model, devices)
     largest = max(known, key=lambda t: t.accelerator_count, default=None)
     if largest is not None and model.accelerators_per_replica > largest.accelerator_count:
         findings.append(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from infra.catalog.accelerators import device
+from infra.catalog.accelerators import Device, device, device_of
 from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_type
 from infra.core.errors import Problem
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import FAMILIES, GCP_FAMILIES
+from infra.serving.fit import fit_findings
 from infra.serving.gcp.config import GcpModelSpec, GcpServingSpec, GkePoolSpec
 
 P = "mlinfra:serving."
@@ -23,11 +24,19 @@ def pool_machine_types(family: str) -> list[str]:
 def gcp_serving_findings(spec: GcpServingSpec, region: str | None) -> list[Problem]:
     findings = endpoint_findings(spec.cluster.endpoint)
     largest: dict[str, int] = {}
+    devices: dict[str, list[Device]] = {}
     for family, pool in spec.node_pools.declared().items():
         pool_findings, largest[family] = _pool_findings(family, pool, region)
         findings += pool_findings
+        devices[family] = [
+            device_of("gcp", name)
+            for name in pool.machine_types
+            if name in known_machine_types() and machine_type(name).accelerator.type in POOL_ACCELERATOR_TYPES[family]
+        ]
     for index, model in enumerate(spec.models):
         findings += _model_findings(index, model, largest)
+        if model.accelerator in devices:
+            findings += fit_findings(f"{P}models[{index}].", model, devices[model.accelerator])
     return findings
 
 

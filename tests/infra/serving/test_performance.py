@@ -23,8 +23,8 @@ def test_70b_bf16_on_one_a10g_is_refused_with_the_memory_figures():
         replica_performance(LLAMA_70B, device("A10G"), precision("bf16"), 1, 4096, 256)
     assert str(refused.value) == (
         "the model at bf16 needs 131.4 GiB of weights (bf16) + 1.2 GiB of KV cache for one sequence of 4096 tokens "
-        "(bf16, 320 KiB per token) + 1.5 GiB runtime overhead = 134.2 GiB; 1 x A10G (22.4 GiB each) give the "
-        "engine 20.1 GiB, 114.1 GiB short"
+        "(bf16, 320 KiB per token) + 1.5 GiB runtime overhead = 134.2 GiB; the engine gets 20.1 GiB of 1 x A10G "
+        "(22.4 GiB each), 114.1 GiB short"
     )
 
 

@@ -12,6 +12,7 @@ from infra.kinds import load
 from infra.serving.aws.checks import pool_types, serving_findings
 from infra.serving.aws.config import ServingSpec, ServingStackConfig
 from infra.serving.spec import PUBLIC_INTERNET_REFUSED
+from tests.helpers import ROOT
 
 MODELS = [
     {"name": "llama", "version": "1.0", "accelerator": "inf2", "image": "neuron-vllm:1"},
@@ -310,4 +311,65 @@ def test_every_gpu_family_is_a_pool_with_its_own_types(family, device):
     assert problems(wrong) == [
         f"mlinfra:serving.nodePools.{family}.instanceTypes[1]: g5.2xlarge has A10G accelerators, not {device}; "
         f"the {family} pool takes: {', '.join(pool_types(family))}"
+    ]
+
+
+def with_architecture(config: str, **model) -> dict:
+    value = serving()
+    value["models"][1].update(modelConfig=f"stacks/models/{config}/config.json", **model)
+    return value
+
+
+def test_70b_bf16_on_g5_xlarge_is_refused_with_the_memory_figures():
+    value = with_architecture("llama-3-70b")
+    value["nodePools"] = {"g5": {"instanceTypes": ["g5.xlarge", "g5.2xlarge"]}}
+    assert problems(value) == [
+        "mlinfra:serving.models[1].acceleratorsPerReplica: does not fit: mistral at bf16 needs 131.4 GiB of weights "
+        "(bf16) + 1.2 GiB of KV cache for one sequence of 4096 tokens (bf16, 320 KiB per token) + 1.5 GiB runtime "
+        "overhead = 134.2 GiB; the engine gets 20.1 GiB of 1 x A10G (22.4 GiB each), 114.1 GiB short; raise "
+        "acceleratorsPerReplica (a larger size of the pool) or pick a device with more memory"
+    ]
+
+
+def test_an_8b_model_with_a_128k_context_on_a_24_gb_device_is_refused():
+    assert problems(with_architecture("llama-3-8b", maxModelLen=131072)) == [
+        "mlinfra:serving.models[1].maxModelLen: does not fit: mistral at bf16 needs 15.0 GiB of weights (bf16) + "
+        "16.0 GiB of KV cache for one sequence of 131072 tokens (bf16, 128 KiB per token) + 1.5 GiB runtime "
+        "overhead = 32.5 GiB; the engine gets 20.1 GiB of 1 x A10G (22.4 GiB each), 12.3 GiB short; lower "
+        "maxModelLen"
+    ]
+
+
+def test_fp8_on_a10g_is_refused_naming_the_hardware():
+    assert problems(with_architecture("llama-3-8b", precision="fp8")) == [
+        "mlinfra:serving.models[1].precision: fp8 on g5: A10G (Ampere) has no fp8 compute; it computes in fp32, "
+        "bf16, fp16, int8"
+    ]
+
+
+def test_a_precision_the_variant_does_not_provide_is_refused():
+    value = with_architecture("llama-3-8b", precision="int4")
+    assert problems(value) == [
+        "mlinfra:serving.models[1].precision: the cuda variant serves bf16, fp16, not int4; a quantised precision "
+        "needs a variant built for it"
+    ]
+
+
+def test_a_neuron_model_holds_its_whole_batch_at_full_length():
+    value = serving()
+    value["models"][0].update(modelConfig="stacks/models/llama-3-8b/config.json", maxNumSeqs=32, maxModelLen=8192)
+    (message,) = problems(value)
+    assert message.startswith("mlinfra:serving.models[0].maxModelLen: does not fit: llama at bf16 needs 15.0 GiB")
+    assert "32.0 GiB of KV cache for 32 sequences x 8192 tokens" in message and message.endswith("or maxNumSeqs")
+
+
+def test_an_unreadable_model_config_names_the_key_and_the_file():
+    assert problems(with_architecture("no-such-model")) == [
+        "mlinfra:serving.models[1].modelConfig: "
+        f"{ROOT / 'stacks/models/no-such-model/config.json'}: no such file (a model's Hugging Face config.json)"
+    ]
+    value = serving()
+    value["models"][1]["precision"] = "fp4"
+    assert problems(value) == [
+        "mlinfra:serving.models[1].precision: 'fp4' is not a precision; one of bf16, fp16, fp8, int8, int4 (got 'fp4')"
     ]

@@ -130,3 +130,21 @@ def test_the_a100_pool_takes_a2_machines_of_either_memory():
             "a2-ultragpu-4g, a2-ultragpu-8g",
         )
     ]
+
+
+def test_the_fit_check_reads_the_a100_pools_memory():
+    model = {**MODEL, "accelerator": "a100", "modelConfig": "stacks/models/llama-3-70b/config.json"}
+    small = gcp(nodePools={"a100": {"machineTypes": ["a2-highgpu-1g"]}}, models=[model])
+    assert problems(small) == [
+        (
+            "mlinfra:serving.models[0].acceleratorsPerReplica",
+            "does not fit: m at bf16 needs 131.4 GiB of weights (bf16) + 1.2 GiB of KV cache for one sequence of 4096 "
+            "tokens (bf16, 320 KiB per token) + 1.5 GiB runtime overhead = 134.2 GiB; the engine gets 36.0 GiB of 1 x "
+            "A100-40GB (40.0 GiB each), 98.2 GiB short; raise acceleratorsPerReplica (a larger size of the pool) or "
+            "pick a device with more memory",
+        )
+    ]
+    large = gcp(
+        nodePools={"a100": {"machineTypes": ["a2-ultragpu-2g"]}}, models=[{**model, "acceleratorsPerReplica": 2}]
+    )
+    assert load(large).serving.models[0].accelerators_per_replica == 2

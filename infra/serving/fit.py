@@ -1,0 +1,113 @@
+"""Does a model server fit the devices it runs on? The meaning check both clouds' configs run, and what the
+policy pack reads back from the Deployment (pure; docs/sizing.md).
+
+A model entry names its architecture (`modelConfig`: a Hugging Face config.json, a path relative to the
+project root) and its precision (default: bf16, or fp16 on a device without bf16). The check refuses a
+precision the pool's device cannot serve (naming the hardware), a precision the variant does not provide,
+and a replica whose weights + KV cache + runtime overhead exceed its devices' memory (with the figures).
+The Deployment carries the architecture and precision as annotations, so the mandatory policy
+model-servers-fit-their-devices checks the same arithmetic on any preview, ours or Pulumi's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from infra.catalog.accelerators import Device
+from infra.core.errors import Problem
+from infra.core.project import ROOT
+from infra.serving import engine
+from infra.serving.model_shape import ModelConfigError, ModelShape, load_model_shape
+from infra.serving.performance import memory_fit
+from infra.serving.spec import VARIANT_PRECISIONS, ModelSpec
+
+ARCHITECTURE_ANNOTATION = "mlinfra.io/model-architecture"
+PRECISION_ANNOTATION = "mlinfra.io/precision"
+
+
+def config_path(model: ModelSpec, root: Path = ROOT) -> Path | None:
+    if model.architecture_config is None:
+        return None
+    path = Path(model.architecture_config)
+    return path if path.is_absolute() else root / path
+
+
+def load_shape(model: ModelSpec, root: Path = ROOT) -> ModelShape | None:
+    """The model's architecture from its modelConfig; None without one; ModelConfigError when unreadable."""
+    path = config_path(model, root)
+    return None if path is None else load_model_shape(path)
+
+
+def fit_findings(
+    where: str, model: ModelSpec, devices: Sequence[Device], root: Path = ROOT, shape: ModelShape | None = None
+) -> list[Problem]:
+    """Problems of one model entry (`where` = its key path, ending in ".") on the devices its pool carries."""
+    try:
+        shape = shape or load_shape(model, root)
+    except ModelConfigError as error:
+        return [Problem(where + "modelConfig", str(error))]
+    findings: list[Problem] = []
+    for found in {d.name: d for d in devices}.values():  # each device once, in pool order
+        chosen = engine.precision_of(model)
+        why = found.unsupported(chosen)
+        if why:
+            findings.append(Problem(where + "precision", f"{chosen.name} on {model.accelerator}: {why}"))
+            continue
+        served = VARIANT_PRECISIONS[model.artefact_variant]
+        if chosen.name not in served:
+            findings.append(
+                Problem(
+                    where + "precision",
+                    f"the {model.artefact_variant} variant serves {', '.join(served)}, not {chosen.name}; "
+                    "a quantised precision needs a variant built for it",
+                )
+            )
+            continue
+        if shape is None:
+            continue
+        fit = memory_fit(
+            shape,
+            found,
+            chosen,
+            model.accelerators_per_replica,
+            model.max_model_len,
+            engine.max_num_seqs(model),
+            model=model.name,
+        )
+        if not fit.fits:
+            weights_alone = fit.weights <= fit.available
+            key = "maxModelLen" if weights_alone else "acceleratorsPerReplica"
+            fix = (
+                "lower maxModelLen" + (" or maxNumSeqs" if found.kind == "neuron" else "")
+                if weights_alone
+                else "raise acceleratorsPerReplica (a larger size of the pool) or pick a device with more memory"
+            )
+            findings.append(Problem(where + key, f"does not fit: {fit.explain()}; {fix}"))
+    return findings
+
+
+def annotations(model: ModelSpec, root: Path = ROOT) -> dict[str, str]:
+    """The Deployment's annotations the fit policy reads: the architecture (shape) and the precision."""
+    shape = load_shape(model, root)
+    if shape is None:
+        return {}
+    return {
+        ARCHITECTURE_ANNOTATION: json.dumps(asdict(shape), sort_keys=True, separators=(",", ":")),
+        PRECISION_ANNOTATION: engine.precision_of(model).name,
+    }
+
+
+def shape_from_annotation(value: str) -> ModelShape:
+    """The ModelShape a Deployment's architecture annotation carries; ValueError when it is not one."""
+    try:
+        raw = json.loads(value)
+        return ModelShape(**raw) if isinstance(raw, Mapping) else _not_a_shape()
+    except (json.JSONDecodeError, TypeError):
+        return _not_a_shape()
+
+
+def _not_a_shape() -> ModelShape:
+    raise ValueError(f"{ARCHITECTURE_ANNOTATION} is not a model architecture written by mlinfra")
