@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     from infra.tools.docs import add_docs_parser
 
     add_docs_parser(verbs)
+    from infra.tools.size import add_size_parser
+
+    add_size_parser(verbs)
     from infra.tools.report import add_report_parser
 
     add_report_parser(verbs)

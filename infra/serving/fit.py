@@ -12,20 +12,33 @@ model-servers-fit-their-devices checks the same arithmetic on any preview, ours 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from infra.catalog.accelerators import Device
+from infra.catalog.accelerators import Device, device
 from infra.core.errors import Problem
 from infra.core.project import ROOT
 from infra.serving import engine
+from infra.serving.families import FAMILIES
 from infra.serving.model_shape import ModelConfigError, ModelShape, load_model_shape
-from infra.serving.performance import memory_fit
+from infra.serving.performance import ReplicaDoesNotFit, memory_fit, replica_performance
 from infra.serving.spec import VARIANT_PRECISIONS, ModelSpec
 
 ARCHITECTURE_ANNOTATION = "mlinfra.io/model-architecture"
 PRECISION_ANNOTATION = "mlinfra.io/precision"
+
+
+# Host memory of one replica while it loads the weights, from their size S in GiB (estimates on the safe
+# side, not measurements): NxD Inference reads the whole sharded model into host memory on its way to the
+# devices; vLLM's streamer on GPUs holds a shard or so in flight. Promotion and the sizing both use it.
+HOST_MEMORY = {"neuron": (1.1, 4.0), "gpu": (0.25, 6.0)}  # factor, base GiB
+
+
+def host_memory_gib(device_kind: str, weights_bytes: float) -> int:
+    factor, base = HOST_MEMORY[device_kind]
+    return math.ceil(factor * weights_bytes / 1024**3 + base)
 
 
 def config_path(model: ModelSpec, root: Path = ROOT) -> Path | None:
@@ -86,7 +99,78 @@ def fit_findings(
                 else "raise acceleratorsPerReplica (a larger size of the pool) or pick a device with more memory"
             )
             findings.append(Problem(where + key, f"does not fit: {fit.explain()}; {fix}"))
+            continue
+        findings += _slo_findings(where, model, shape, found)
     return findings
+
+
+DEFAULT_QUEUE_DEPTH = 4  # waiting requests per replica, without an slo to derive it from
+
+
+def slo_prompt_tokens(model: ModelSpec) -> int:
+    slo = model.slo
+    return (slo.prompt_tokens_p95 if slo and slo.prompt_tokens_p95 else None) or min(2048, model.max_model_len // 2)
+
+
+def _unloaded(model: ModelSpec, shape: ModelShape, found: Device) -> tuple[float, float, float]:
+    """(TTFT, TPOT, prefill) of one request alone on a replica, seconds, for the slo's p95 prompt."""
+    perf = replica_performance(
+        shape,
+        found,
+        engine.precision_of(model),
+        model.accelerators_per_replica,
+        model.max_model_len,
+        engine.max_num_seqs(model),
+    )
+    prompt = slo_prompt_tokens(model)
+    step = perf.decode_step_seconds(1, prompt)
+    prefill = perf.prefill_seconds(prompt)
+    return prefill + step, step, prefill
+
+
+def _slo_findings(where: str, model: ModelSpec, shape: ModelShape, found: Device) -> list[Problem]:
+    if model.slo is None:
+        return []
+    ttft, tpot, _ = _unloaded(model, shape, found)
+    setup = f"{model.accelerators_per_replica} x {found.name} at {engine.precision_of(model).name}"
+    findings = []
+    if ttft * 1000 > model.slo.ttft_p95_ms:
+        findings.append(
+            Problem(
+                where + "slo.ttftP95Ms",
+                f"{model.slo.ttft_p95_ms:g} ms cannot be met: on {setup} a {slo_prompt_tokens(model)}-token prompt "
+                f"takes {ttft * 1000:.0f} ms to its first token with no other request (performance model, "
+                "docs/sizing.md); a faster device, more accelerators per replica or a shorter prompt would",
+            )
+        )
+    if tpot * 1000 > model.slo.tpot_p95_ms:
+        findings.append(
+            Problem(
+                where + "slo.tpotP95Ms",
+                f"{model.slo.tpot_p95_ms:g} ms cannot be met: on {setup} one output token takes {tpot * 1000:.1f} ms "
+                "with no other request (the weights are read once per token); a device with more memory bandwidth, "
+                "more accelerators per replica or a smaller precision would",
+            )
+        )
+    return findings
+
+
+def queue_depth_target(model: ModelSpec, root: Path = ROOT) -> int:
+    """Waiting requests per replica above which the autoscaler adds replicas: set by hand, else what a replica
+    works off within the TTFT target (each waiting request costs a prefill), else DEFAULT_QUEUE_DEPTH."""
+    scaling = model.autoscaling.queue_depth_target
+    if scaling is not None:
+        return scaling
+    shape = load_shape(model, root)
+    if model.slo is None or shape is None:
+        return DEFAULT_QUEUE_DEPTH
+    found = device(FAMILIES[model.accelerator].devices[0])
+    try:
+        ttft, _, prefill = _unloaded(model, shape, found)
+    except ReplicaDoesNotFit:
+        return DEFAULT_QUEUE_DEPTH  # the config check refuses it
+    slack = model.slo.ttft_p95_ms / 1000 - ttft
+    return max(1, min(1000, int(slack // prefill)))
 
 
 def annotations(model: ModelSpec, root: Path = ROOT) -> dict[str, str]:

@@ -326,7 +326,7 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
             "metadata": {
                 "serverAddress": PROMETHEUS_URL,
                 "query": queries["queue-depth"],
-                "threshold": str(scaling.queue_depth_target),
+                "threshold": str(fit.queue_depth_target(model)),
             },
         },
         # Mean KV-cache use (batch-slot use on Neuron); Value scales replicas by observed/target.

@@ -69,11 +69,13 @@ class EndpointSpec(Spec):
 
 
 class AutoscalingSpec(Spec):
-    queue_depth_target: int = Field(
-        4,
+    queue_depth_target: int | None = Field(
+        None,
         ge=1,
         le=1000,
-        description="Waiting requests per replica (vllm:num_requests_waiting) above which replicas are added.",
+        description="Waiting requests per replica (vllm:num_requests_waiting) above which replicas are added. "
+        "Default: derived from the model's slo and the performance model (the queue a replica works off within the "
+        "TTFT target), or 4 without an slo; a value set here is kept.",
     )
     kv_cache_target: float = Field(
         0.8,
@@ -105,6 +107,17 @@ IMAGE_REFERENCE = (
     rf"^{_DOMAIN}?{_COMPONENT}(?:/{_COMPONENT})*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(?:@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$"
 )
+
+
+class SloSpec(Spec):
+    ttft_p95_ms: float = Field(gt=0, le=600_000, description="p95 time to first token the model must meet, ms.")
+    tpot_p95_ms: float = Field(gt=0, le=60_000, description="p95 time per output token the model must meet, ms.")
+    prompt_tokens_p95: int | None = Field(
+        None,
+        ge=1,
+        le=1048576,
+        description="The p95 prompt length the TTFT target is for. Default: half of maxModelLen, at most 2048.",
+    )
 
 
 class ModelSpec(Spec):
@@ -185,6 +198,11 @@ class ModelSpec(Spec):
         "(its termination grace period).",
     )
     autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, description="Scaling on inference signals.")
+    slo: SloSpec | None = Field(
+        None,
+        description="Latency targets: the config check refuses a device, precision and shape the performance model "
+        "says cannot meet them even unloaded, and the autoscaler's queue-depth target is derived from them.",
+    )
     architecture_config: str | None = Field(
         None,
         alias="modelConfig",  # `model_config` is pydantic's own attribute

@@ -28,6 +28,7 @@ from infra.catalog.aws import instance_type, known_instance_types
 from infra.core.errors import Problem
 from infra.ops.promotion.recipes import Recipe
 from infra.serving.families import FAMILIES
+from infra.serving.fit import host_memory_gib
 from infra.serving.spec import ModelSpec
 
 GIB = 1024**3
@@ -59,15 +60,8 @@ def conversion_resources(recipe: Recipe, checkpoint_bytes: int, devices: int = 1
     )
 
 
-# Host memory of one replica while it loads the weights, from their size S in GiB (estimates on the safe
-# side, not measurements): NxD Inference reads the whole sharded model into host memory on its way to the
-# devices; vLLM's streamer on GPUs holds a shard or so in flight.
-SERVER_MEMORY = {"neuron": (1.1, 4.0), "gpu": (0.25, 6.0)}  # factor, base GiB
-
-
 def server_memory_gib(accelerator: str, weights_bytes: int) -> int:
-    factor, base = SERVER_MEMORY["neuron" if FAMILIES[accelerator].neuron else "gpu"]
-    return math.ceil(factor * weights_bytes / GIB + base)
+    return host_memory_gib("neuron" if FAMILIES[accelerator].neuron else "gpu", weights_bytes)
 
 
 def server_problems(field: str, model: ModelSpec, instance_types: Sequence[str], weights_bytes: int) -> list[Problem]:

@@ -373,3 +373,30 @@ def test_an_unreadable_model_config_names_the_key_and_the_file():
     assert problems(value) == [
         "mlinfra:serving.models[1].precision: 'fp4' is not a precision; one of bf16, fp16, fp8, int8, int4 (got 'fp4')"
     ]
+
+
+def test_an_slo_the_model_says_cannot_be_met_is_refused_naming_the_figure():
+    value = with_architecture("llama-3-8b", slo={"ttftP95Ms": 100, "tpotP95Ms": 10, "promptTokensP95": 2048})
+    found = problems(value)
+    assert [p.split(": ")[0] for p in found] == [
+        "mlinfra:serving.models[1].slo.ttftP95Ms",
+        "mlinfra:serving.models[1].slo.tpotP95Ms",
+    ]
+    assert found[0].startswith(
+        "mlinfra:serving.models[1].slo.ttftP95Ms: 100 ms cannot be met: on 1 x A10G at bf16 a 2048-token prompt takes "
+    )
+    assert "ms to its first token with no other request" in found[0]
+    assert "10 ms cannot be met: on 1 x A10G at bf16 one output token takes 33.2 ms" in found[1]
+    assert load(flat(with_architecture("llama-3-8b", slo={"ttftP95Ms": 3000, "tpotP95Ms": 60}))).serving
+
+
+def test_the_queue_depth_target_follows_the_slo_unless_set_by_hand():
+    from infra.serving import fit
+
+    loose = load(flat(with_architecture("llama-3-8b", slo={"ttftP95Ms": 5000, "tpotP95Ms": 60}))).serving.models[1]
+    tight = load(flat(with_architecture("llama-3-8b", slo={"ttftP95Ms": 1500, "tpotP95Ms": 60}))).serving.models[1]
+    assert fit.queue_depth_target(loose) > fit.queue_depth_target(tight) >= 1
+    by_hand = with_architecture("llama-3-8b", slo={"ttftP95Ms": 5000, "tpotP95Ms": 60})
+    by_hand["models"][1]["autoscaling"] = {"queueDepthTarget": 9}
+    assert fit.queue_depth_target(load(flat(by_hand)).serving.models[1]) == 9
+    assert fit.queue_depth_target(load(flat(serving())).serving.models[1]) == fit.DEFAULT_QUEUE_DEPTH

@@ -1,0 +1,207 @@
+"""`python -m infra size`: the feasible (cloud, instance type, precision, tensor parallel, replicas) options for a
+model under a traffic and an SLO, ranked by cost, and why the others were refused (docs/sizing.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+from infra.catalog.accelerators import UnknownAcceleratorFact, precision, precision_names
+from infra.core.errors import InputError, Problem
+from infra.serving.model_shape import ModelConfigError, load_model_shape
+from infra.serving.queueing import Lengths, Traffic
+from infra.serving.sizing import Option, Plan, Request, Slo, plan
+from infra.tools.size_config import write_lines
+
+LENGTHS = re.compile(r"^(\d+)(?::(\d+))?$")
+
+
+def add_size_parser(verbs: Any) -> None:
+    size = verbs.add_parser(
+        "size",
+        help="rank the hardware, precision and replicas that serve a model under a traffic and an SLO",
+        description="Every serving type of AWS and GCP at each precision and tensor-parallel degree, with the fewest "
+        "replicas that meet the p95 targets under the offered load, ranked by cost (docs/sizing.md).",
+    )
+    size.add_argument("--model-config", required=True, metavar="PATH", help="the model's Hugging Face config.json")
+    size.add_argument("--rate", required=True, type=float, metavar="REQ/S", help="requests per second, the fleet's")
+    size.add_argument("--prompt-tokens", required=True, metavar="N|MEAN:P95", help="prompt length: fixed, or mean:p95")
+    size.add_argument("--output-tokens", required=True, metavar="N|MEAN:P95", help="output length: fixed, or mean:p95")
+    size.add_argument("--ttft-p95-ms", required=True, type=float, help="p95 time to first token target, ms")
+    size.add_argument("--tpot-p95-ms", required=True, type=float, help="p95 time per output token target, ms")
+    size.add_argument(
+        "--precision",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"precision to consider (repeatable; {', '.join(precision_names())}); default: each device's 16-bit "
+        "format (bf16, fp16 on T4)",
+    )
+    size.add_argument(
+        "--cloud", action="append", choices=("aws", "gcp"), default=[], help="cloud to consider; default: both"
+    )
+    size.add_argument(
+        "--max-model-len", type=int, help="longest context served; default: the model's own, at most 8192"
+    )
+    size.add_argument("--min-replicas", type=int, default=2, help="replicas kept for availability (default 2)")
+    size.add_argument("--max-replicas", type=int, default=64, help="most replicas considered (default 64)")
+    size.add_argument("--json", action="store_true", help="print a JSON document")
+    size.add_argument("--top", type=int, default=10, help="options shown in the table (default 10; --json has all)")
+    size.add_argument("--write", action="store_true", help="print the config of the cheapest option")
+    size.add_argument("--name", help="--write: the model entry's name (a DNS label)")
+    size.add_argument("--version", help="--write: the registry version to serve")
+    size.add_argument("--image", help="--write: the model server image, pinned")
+    size.add_argument("--index", type=int, default=0, help="--write: the entry's index in serving.models (default 0)")
+    size.set_defaults(handler=run)
+
+
+def _lengths(flag: str, text: str) -> Lengths:
+    match = LENGTHS.match(text.strip())
+    if not match or int(match.group(1)) < 1 or (match.group(2) and int(match.group(2)) < int(match.group(1))):
+        raise InputError(Problem(flag, f"{text!r} is not a length: N tokens, or MEAN:P95 with 1 <= MEAN <= P95"))
+    mean = int(match.group(1))
+    return Lengths(mean, int(match.group(2) or mean))
+
+
+def request_from(args: argparse.Namespace) -> Request:
+    problems = []
+    for flag, value in (
+        ("--rate", args.rate),
+        ("--ttft-p95-ms", args.ttft_p95_ms),
+        ("--tpot-p95-ms", args.tpot_p95_ms),
+    ):
+        if not value > 0:
+            problems.append(Problem(flag, f"{value:g} must be positive"))
+    if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
+        problems.append(Problem("--max-replicas", "need 1 <= --min-replicas <= --max-replicas"))
+    precisions = []
+    for name in args.precision or ["bf16", "fp16"]:
+        try:
+            precisions.append(precision(name))
+        except UnknownAcceleratorFact as error:
+            problems.append(Problem("--precision", str(error)))
+    try:
+        shape = load_model_shape(args.model_config)
+    except ModelConfigError as error:
+        problems.append(Problem("--model-config", str(error)))
+    if args.write and not (args.name and args.version and args.image):
+        problems.append(Problem("--write", "needs --name, --version and --image for the model entry"))
+    if problems:
+        raise InputError(problems)
+    prompt, output = _lengths("--prompt-tokens", args.prompt_tokens), _lengths("--output-tokens", args.output_tokens)
+    max_model_len = args.max_model_len or min(shape.max_position_embeddings or 8192, 8192)
+    if max_model_len < prompt.p95 + output.p95:
+        raise InputError(
+            Problem(
+                "--max-model-len",
+                f"{max_model_len} is shorter than a p95 prompt and output ({prompt.p95:g} + {output.p95:g} tokens)",
+            )
+        )
+    return Request(
+        shape=shape,
+        traffic=Traffic(args.rate, prompt, output),
+        slo=Slo(args.ttft_p95_ms / 1000, args.tpot_p95_ms / 1000),
+        precisions=tuple(precisions),
+        max_model_len=max_model_len,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        clouds=tuple(args.cloud or ("aws", "gcp")),
+        sixteen_bit_default=not args.precision,
+    )
+
+
+def _row(option: Option, request: Request) -> dict[str, Any]:
+    prediction = option.prediction
+    return {
+        "cloud": option.offer.cloud,
+        "instanceType": option.offer.instance_type,
+        "device": option.offer.device.name,
+        "precision": option.precision.name,
+        "tensorParallel": option.tensor_parallel,
+        "replicas": option.replicas,
+        "nodes": option.nodes,
+        "ttftP95Ms": round(prediction.ttft_p95_seconds * 1000, 1),
+        "tpotP95Ms": round(prediction.tpot_p95_seconds * 1000, 2),
+        "outputTokensPerSecondPerReplica": round(option.tokens_per_second_per_replica, 1),
+        "usdPerHour": round(option.cost_per_hour, 4),
+        "usdPerMillionOutputTokens": round(option.cost_per_million_output_tokens(request.traffic), 4),
+    }
+
+
+def document(result: Plan, request: Request) -> dict[str, Any]:
+    return {
+        "options": [_row(o, request) for o in result.options],
+        "refused": [
+            {
+                "cloud": r.offer.cloud,
+                "instanceType": r.offer.instance_type,
+                "precision": r.precision.name,
+                "tensorParallel": r.tensor_parallel,
+                "reason": r.reason,
+            }
+            for r in result.refused
+        ],
+    }
+
+
+def table(result: Plan, request: Request, top: int) -> list[str]:
+    header = ("#", "cloud", "type", "device", "prec", "TP", "replicas", "nodes", "TTFT p95", "TPOT p95", "tok/s/repl",
+              "$/h", "$/M out tok")  # fmt: skip
+    rows = [
+        (
+            str(i + 1),
+            o.offer.cloud,
+            o.offer.instance_type,
+            o.offer.device.name,
+            o.precision.name,
+            str(o.tensor_parallel),
+            str(o.replicas),
+            str(o.nodes),
+            f"{o.prediction.ttft_p95_seconds * 1000:.0f} ms",
+            f"{o.prediction.tpot_p95_seconds * 1000:.1f} ms",
+            f"{o.tokens_per_second_per_replica:.0f}",
+            f"{o.cost_per_hour:.2f}",
+            f"{o.cost_per_million_output_tokens(request.traffic):.2f}",
+        )  # fmt: skip
+        for i, o in enumerate(result.options[:top])
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    if not rows:
+        lines = ["no option meets the SLO under this traffic; the reasons each was refused:"]
+    elif len(result.options) > top:
+        lines.append(f"... {len(result.options) - top} more options (--top N, or --json)")
+    lines += ["", f"refused ({len(result.refused)}):"]
+    lines += [
+        f"  {r.offer.cloud}:{r.offer.instance_type} {r.precision.name}"
+        + (f" TP {r.tensor_parallel}" if r.tensor_parallel else "")
+        + f": {r.reason}"
+        for r in result.refused
+    ]
+    traffic, slo = request.traffic, request.slo
+    lines += [
+        "",
+        f"traffic: {traffic.rate_per_second:g} req/s, prompt {traffic.prompt.mean:g} (p95 {traffic.prompt.p95:g}), "
+        f"output {traffic.output.mean:g} (p95 {traffic.output.p95:g}) tokens; SLO p95 TTFT "
+        f"{slo.ttft_p95_seconds * 1000:g} ms, TPOT {slo.tpot_p95_seconds * 1000:g} ms; maxModelLen "
+        f"{request.max_model_len}. Prices: on demand, us-east-1 / us-central1 (docs/reference.md). Predictions: "
+        "the calibrated model of docs/sizing.md (held-out error in benchmarks/RESULTS.md).",
+    ]
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    request = request_from(args)
+    result = plan(request)
+    if args.json:
+        doc = document(result, request)
+        if args.write and result.cheapest:
+            doc["write"] = write_lines(result.cheapest, request, args)
+        print(json.dumps(doc, indent=2))
+        return 0 if result.options else 1
+    print("\n".join(table(result, request, args.top)))
+    if args.write and result.cheapest:
+        print("\n" + "\n".join(write_lines(result.cheapest, request, args)))
+    return 0 if result.options else 1
