@@ -14,12 +14,13 @@ from infra.catalog.gcp import price_table_source as gcp_price_table_source
 from infra.catalog.services import hours_per_month, no_charge_reason, service_price, service_price_region
 from infra.core import tags as contract
 from infra.providers import tokens
+from infra.serving.economics import holds_replica, replica_economics
 from infra.tools.cost import guard
 from infra.tools.cost.compute import COMPUTE_TYPES, compute_lines
 from infra.tools.cost.gcp import GCP_PRICERS
 from infra.tools.cost.idle import idle_tail
 from infra.tools.cost.managed import PRICERS
-from infra.tools.cost.model import GROUPS, Line, RunCost, Source, StackCost
+from infra.tools.cost.model import GROUPS, Line, ModelServerCost, RunCost, Source, StackCost
 from infra.tools.cost.resources import Resources
 from infra.tools.preview_json import PolicyResource, PreviewDocument
 
@@ -56,7 +57,29 @@ def estimate(document: PreviewDocument, config: Any = None, hours: float | None 
     )
     if kind == "training":
         cost = _with_run(cost, config, hours)
+    if kind == "serving" and config is not None:
+        cost = replace(cost, model_servers=model_server_costs(config, "gcp" if gcp else "aws"))
     return cost
+
+
+def model_server_costs(config: Any, cloud: str) -> tuple[ModelServerCost, ...]:
+    """$ per million output tokens of each model server, on the first type of its pool."""
+    pools = config.serving.node_pools.declared()
+    found = []
+    for model in config.serving.models:
+        pool = pools.get(model.accelerator)
+        types = getattr(pool, "instance_types", None) or getattr(pool, "machine_types", None) or []
+        holding = [t for t in types if holds_replica(model, cloud, t)]
+        economics = replica_economics(model, cloud, holding[0]) if holding else "no type of its pool holds a replica"
+        found.append(
+            ModelServerCost(
+                model.name,
+                (model.min_replicas, model.max_replicas),
+                economics if not isinstance(economics, str) else None,
+                economics if isinstance(economics, str) else "",
+            )
+        )
+    return tuple(found)
 
 
 def _price(r: PolicyResource, res: Resources, per_run: bool) -> list[Line] | str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from infra.serving.economics import ReplicaEconomics
+
 # hourly: billed while the resource exists; per-run: a few invocations per training run (negligible per
 # hour); usage: depends on traffic or stored data, unit prices only; unknown: no public/sourced price.
 Basis = Literal["hourly", "per-run", "usage", "unknown"]
@@ -73,6 +75,14 @@ class Source:
 
 
 @dataclass(frozen=True)
+class ModelServerCost:
+    model: str
+    replicas: tuple[int, int]  # minReplicas, maxReplicas
+    economics: ReplicaEconomics | None
+    why_unknown: str = ""
+
+
+@dataclass(frozen=True)
 class StackCost:
     project: str
     stack: str
@@ -86,6 +96,8 @@ class StackCost:
     run: RunCost | None = None
     hours_per_month: int = 730
     hours: float | None = field(default=None)  # --hours for non-training stacks
+    # serving: each model server's cost per million output tokens at the predicted throughput
+    model_servers: tuple[ModelServerCost, ...] = ()
 
     def of(self, basis: Basis) -> list[Line]:
         return [line for line in self.lines if line.basis == basis]

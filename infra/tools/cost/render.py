@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.tools.cost.model import Line, StackCost
+from infra.tools.cost.model import Line, ModelServerCost, StackCost
 
 
 def usd(value: float) -> str:
@@ -44,6 +44,8 @@ def to_json(cost: StackCost) -> dict[str, Any]:
         "noCharge": [{"type": t, "count": n, "why": why} for t, n, why in cost.no_charge],
         "notes": list(cost.notes),
     }
+    if cost.model_servers:
+        doc["modelServers"] = [_server_json(s) for s in cost.model_servers]
     if cost.hours is not None and cost.run is None:
         doc["period"] = {"hours": cost.hours, "minUsd": _r(low * cost.hours), "maxUsd": _r(high * cost.hours)}
     if cost.run is not None:
@@ -95,6 +97,49 @@ def _how(line: Line) -> str:
     if line.unit_prices and line.basis == "per-run":
         usage = f"; at {', '.join(line.unit_prices)}"
     return line.what + extra + usage
+
+
+def _server_json(server: ModelServerCost) -> dict[str, Any]:
+    e = server.economics
+    if e is None:
+        return {"model": server.model, "unknown": server.why_unknown}
+    return {
+        "model": server.model,
+        "instanceType": e.instance_type,
+        "device": e.device,
+        "devicesPerReplica": e.devices,
+        "precision": e.precision,
+        "batch": e.batch,
+        "tpotMs": round(e.tpot_seconds * 1000, 2),
+        "outputTokensPerSecondPerReplica": round(e.tokens_per_second, 1),
+        "usdPerHourPerReplica": _r(e.usd_per_hour),
+        "usdPerMillionOutputTokens": _r(e.usd_per_million_tokens),
+        "replicas": {"min": server.replicas[0], "max": server.replicas[1]},
+        "basis": e.basis,
+    }
+
+
+def server_lines(cost: StackCost) -> list[str]:
+    """Each model server: $ per million output tokens at the predicted throughput, next to its $/hour."""
+    out = []
+    for s in cost.model_servers:
+        e, (low, high) = s.economics, s.replicas
+        if e is None:
+            out.append(f"{s.model}: unknown ({s.why_unknown})")
+            continue
+        out.append(
+            f"{s.model}: {e.devices} x {e.device} ({e.instance_type}) at {e.precision}, {usd(e.usd_per_hour)}/h per "
+            f"replica, {e.tokens_per_second:,.0f} output tok/s per replica (batch {e.batch}, TPOT "
+            f"{e.tpot_seconds * 1000:.1f} ms: {e.basis}) = {usd(e.usd_per_million_tokens)} per million output "
+            f"tokens; {low}-{high} replicas {usd(e.usd_per_hour * low)}-{usd(e.usd_per_hour * high)}/h"
+        )
+    return out
+
+
+SERVER_HEADING = (
+    "Model servers, $ per million output tokens at the predicted throughput (steady decoding at that batch: a floor "
+    "of the cost per token; docs/cost.md):"
+)
 
 
 def summary(cost: StackCost) -> list[str]:
@@ -150,6 +195,8 @@ def render(cost: StackCost) -> str:
         "  " + "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in rows
     ]
     out += ["", *summary(cost)]
+    if cost.model_servers:
+        out += ["", SERVER_HEADING, *(f"  {line}" for line in server_lines(cost))]
     idle = idle_lines(cost)
     if idle:
         out += ["", "Idle tail after the job ends (infra/training/limits.py):", *(f"  {line}" for line in idle)]
@@ -169,6 +216,8 @@ def markdown(cost: StackCost) -> str:
     out = [*(f"- {line}" for line in summary(cost)), ""]
     out += ["| group | resource | per hour | how |", "|---|---|---|---|"]
     out += [f"| {line.group} | `{line.resource}` | {_per_hour(line)} | {_md(_how(line))} |" for line in cost.lines]
+    if cost.model_servers:
+        out += ["", SERVER_HEADING, "", *(f"- {_md(line)}" for line in server_lines(cost))]
     idle = idle_lines(cost)
     if idle:
         out += ["", "Idle tail after the job ends (`infra/training/limits.py`):", *(f"- {_md(line)}" for line in idle)]
