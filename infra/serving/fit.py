@@ -173,7 +173,7 @@ def queue_depth_target(model: ModelSpec, root: Path = ROOT) -> int:
     return max(1, min(1000, int(slack // prefill)))
 
 
-def annotations(model: ModelSpec, root: Path = ROOT) -> dict[str, str]:
+def deployment_annotations(model: ModelSpec, root: Path = ROOT) -> dict[str, str]:
     """The Deployment's annotations the fit policy reads: the architecture (shape) and the precision."""
     shape = load_shape(model, root)
     if shape is None:

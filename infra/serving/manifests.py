@@ -75,7 +75,7 @@ def deployment_metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
     """The Deployment's metadata, with the architecture and precision the fit policy checks (on the object,
     not the pod template: changing them never restarts a replica)."""
     meta = metadata(model, ns)
-    found = fit.annotations(model)
+    found = fit.deployment_annotations(model)
     if found:
         meta["annotations"] = found
     return meta

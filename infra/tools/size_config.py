@@ -21,19 +21,21 @@ def family_of(offer: ServingOffer) -> str:
 
 
 def _second_size(option: Option) -> str | None:
-    """The next size of the same family that also holds a replica: an EKS pool lists two or more sizes."""
-    family = family_of(option.offer)
-    same = [
-        o
-        for o in serving_offers()
-        if o.cloud == "aws" and family_of(o) == family and o.devices >= option.tensor_parallel and o.price_per_hour
-    ]
-    larger = sorted(
-        (o for o in same if o.instance_type != option.offer.instance_type and o.price_per_hour),
-        key=lambda o: o.price_per_hour or 0,
-    )
-    above = [o for o in larger if (o.price_per_hour or 0) >= (option.offer.price_per_hour or 0)]
-    return (above or larger or [None])[0].instance_type if (above or larger) else None  # type: ignore[union-attr]
+    """The next dearer size of the same family that also holds a replica (else the next cheaper one): an EKS pool
+    lists two or more sizes, so a capacity shortage of one does not stop scaling."""
+    family, chosen = family_of(option.offer), option.offer
+    others = sorted(
+        (
+            o
+            for o in serving_offers()
+            if o.cloud == "aws" and family_of(o) == family and o.devices >= option.tensor_parallel
+            and o.instance_type != chosen.instance_type and o.price_per_hour is not None
+        ),
+        key=lambda o: o.price_per_hour or 0.0,
+    )  # fmt: skip
+    dearer = [o for o in others if (o.price_per_hour or 0.0) >= (chosen.price_per_hour or 0.0)]
+    picked = dearer[:1] or others[-1:]
+    return picked[0].instance_type if picked else None
 
 
 def config(option: Option, request: Request, args: argparse.Namespace) -> dict[str, Any]:

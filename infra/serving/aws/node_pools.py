@@ -16,7 +16,7 @@ from infra.catalog.aws import instance_type
 from infra.serving.aws.config import NodePoolSpec
 from infra.serving.charts import GPU_PRESENT_LABEL
 from infra.serving.families import AMI_NVIDIA, FAMILIES
-from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Family, Taint, taint
+from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
 from infra.serving.servers import PROFILES
 
 # The EKS node group API spells taint effects NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE.
@@ -42,7 +42,7 @@ SYSTEM_INSTANCE_TYPES = ("m6i.large", "m6i.xlarge")
 
 @dataclass(frozen=True)
 class NodePoolPlan:
-    family: Family
+    family: str  # a serving family (infra/serving/families.py) or "system"
     instance_type: str
     capacity_type: Literal["ON_DEMAND", "SPOT"]
     ami_type: str

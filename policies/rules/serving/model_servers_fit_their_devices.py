@@ -93,6 +93,8 @@ def _findings(stack: Stack, workload: Resource) -> list[str]:
     if server is None or not isinstance(family, str):
         return []  # no accelerator requested or no pool selected: nothing to fit
     count, max_model_len, max_num_seqs = server
+    key = workload_key(workload)
+    name = key[2] if key else "the model"
     problems = []
     for found in _pool_devices(stack, family):
         why = found.unsupported(chosen)
@@ -106,7 +108,7 @@ def _findings(stack: Stack, workload: Resource) -> list[str]:
             count,
             max_model_len or shape.max_position_embeddings or 4096,
             max_num_seqs or 256,
-            model=str(workload_key(workload)[2] if workload_key(workload) else "the model"),
+            model=name,
         )
         if not fit.fits:
             problems.append(f"does not fit its {family} nodes: {fit.explain()}")
