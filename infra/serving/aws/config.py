@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -119,13 +119,18 @@ class NodePoolSpec(Spec):
     )
 
 
-class Inf2PoolSpec(NodePoolSpec):
-    instance_types: list[str] = Field(
-        default_factory=lambda: ["inf2.xlarge", "inf2.8xlarge"],
+def _sizes(first: str, second: str, what: str) -> Any:
+    """The instanceTypes field of a pool: two sizes by default, two to eight."""
+    return Field(
+        default_factory=lambda: [first, second],
         min_length=2,
         max_length=8,
-        description="Two or more inf2 sizes, so a capacity shortage of one size does not stop scaling.",
+        description=f"Two or more {what} sizes, so a capacity shortage of one size does not stop scaling.",
     )
+
+
+class Inf2PoolSpec(NodePoolSpec):
+    instance_types: list[str] = _sizes("inf2.xlarge", "inf2.8xlarge", "inf2")
     capacity_type: Literal["on-demand"] = Field(
         "on-demand", description="inf2 runs on demand (Spot capacity for Inferentia is scarce and reclaimed often)."
     )
@@ -134,7 +139,7 @@ class Inf2PoolSpec(NodePoolSpec):
 class GpuPoolSpec(NodePoolSpec):
     capacity_type: Literal["on-demand", "spot"] = Field(
         "on-demand",
-        description="Buy g5 nodes on demand, or as Spot (cheaper, can be reclaimed with 2 minutes' notice).",
+        description="Buy the pool's nodes on demand, or as Spot (cheaper, can be reclaimed with 2 minutes' notice).",
     )
     on_demand_base: int = Field(
         1,
@@ -146,39 +151,19 @@ class GpuPoolSpec(NodePoolSpec):
 
 
 class G5PoolSpec(GpuPoolSpec):
-    instance_types: list[str] = Field(
-        default_factory=lambda: ["g5.xlarge", "g5.2xlarge"],
-        min_length=2,
-        max_length=8,
-        description="Two or more g5 sizes, so a capacity shortage of one size does not stop scaling.",
-    )
+    instance_types: list[str] = _sizes("g5.xlarge", "g5.2xlarge", "g5 (NVIDIA A10G, 24 GB)")
 
 
 class G4dnPoolSpec(GpuPoolSpec):
-    instance_types: list[str] = Field(
-        default_factory=lambda: ["g4dn.xlarge", "g4dn.2xlarge"],
-        min_length=2,
-        max_length=8,
-        description="Two or more g4dn (NVIDIA T4, 16 GB) sizes.",
-    )
+    instance_types: list[str] = _sizes("g4dn.xlarge", "g4dn.2xlarge", "g4dn (NVIDIA T4, 16 GB)")
 
 
 class G6PoolSpec(GpuPoolSpec):
-    instance_types: list[str] = Field(
-        default_factory=lambda: ["g6.xlarge", "g6.2xlarge"],
-        min_length=2,
-        max_length=8,
-        description="Two or more g6 (NVIDIA L4, 24 GB) sizes.",
-    )
+    instance_types: list[str] = _sizes("g6.xlarge", "g6.2xlarge", "g6 (NVIDIA L4, 24 GB)")
 
 
 class G6ePoolSpec(GpuPoolSpec):
-    instance_types: list[str] = Field(
-        default_factory=lambda: ["g6e.xlarge", "g6e.2xlarge"],
-        min_length=2,
-        max_length=8,
-        description="Two or more g6e (NVIDIA L40S, 48 GB) sizes.",
-    )
+    instance_types: list[str] = _sizes("g6e.xlarge", "g6e.2xlarge", "g6e (NVIDIA L40S, 48 GB)")
 
 
 class NodePoolsSpec(Spec):
