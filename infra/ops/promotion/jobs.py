@@ -234,7 +234,7 @@ def conversion_job(
         "serviceAccountName": access.SERVICE_ACCOUNT,
         "restartPolicy": "Never",
         "nodeSelector": {ACCELERATOR_LABEL: recipe.accelerator},
-        "tolerations": [taint(recipe.accelerator).toleration()],  # type: ignore[arg-type]
+        "tolerations": [taint(recipe.accelerator).toleration()],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [credentials, fetch, convert, check],
         "containers": [upload],
