@@ -258,9 +258,22 @@ def test_bootstrap_rejects_bad_values():
         bootstrap(env={"MLINFRA_X": "1"})
 
 
+def mega():
+    """The same run on a3-megagpu-8g: 8 GPU NICs with GPUDirect-TCPXO."""
+    return bootstrap(
+        generation="a3-megagpu-8g-x2-us-central1-a",
+        gpu_nics=8,
+        machine_type="a3-megagpu-8g",
+        gpu_subnets=tuple(f"10.128.{16 * i}.0/20" for i in range(8)),
+        net_plugin=gcp_net_plugin("a3-megagpu-8g"),
+        fabric_gate=plan_fabric_gate("gcp", "a3-megagpu-8g", 2, "nccl", False),
+    )
+
+
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
-def test_startup_script_passes_shellcheck(tmp_path):
+@pytest.mark.parametrize("spec", [bootstrap, mega], ids=["a3-highgpu-8g", "a3-megagpu-8g"])
+def test_startup_script_passes_shellcheck(tmp_path, spec):
     path = tmp_path / "startup.sh"
-    path.write_text(render_startup_script(bootstrap()))
+    path.write_text(render_startup_script(spec()))
     done = subprocess.run(["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout

@@ -10,13 +10,10 @@ import subprocess
 
 import pytest
 
-from infra.catalog.fabric import gcp_net_plugin
 from infra.training.gcp.startup import gpu_nic_env, render_startup_script
-from infra.training.launch import plan_fabric_gate
-from tests.infra.training.gcp.test_gcp_training import bootstrap
+from tests.infra.training.gcp.test_gcp_training import bootstrap, mega
 
 BASH = shutil.which("bash")
-MEGA_SUBNETS = tuple(f"10.128.{16 * i}.0/20" for i in range(8))
 # `ip -o -4 addr show` on an A3 node whose image names NICs by PCI slot (Ubuntu's naming, cluster-toolkit's names)
 IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
 2: enp0s12    inet 10.0.0.5/32 metric 100 scope global dynamic enp0s12\\       valid_lft 3000sec preferred_lft 3000sec
@@ -25,17 +22,6 @@ IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever p
 5: enp134s0    inet 10.128.32.7/32 metric 100 scope global dynamic enp134s0\\       valid_lft 3000sec
 6: enp140s0    inet 10.128.48.7/32 metric 100 scope global dynamic enp140s0\\       valid_lft 3000sec
 """
-
-
-def mega():
-    return bootstrap(
-        generation="a3-megagpu-8g-x2-us-central1-a",
-        gpu_nics=8,
-        machine_type="a3-megagpu-8g",
-        gpu_subnets=MEGA_SUBNETS,
-        net_plugin=gcp_net_plugin("a3-megagpu-8g"),
-        fabric_gate=plan_fabric_gate("gcp", "a3-megagpu-8g", 2, "nccl", False),
-    )
 
 
 def run_fabric_env(tmp_path, spec, ip_addr=IP_ADDR, make_dirs=True) -> subprocess.CompletedProcess:
@@ -122,11 +108,3 @@ def test_the_image_check_names_the_plugin_and_the_gate_runs_over_it():
     assert "require_command 'the Lustre client (mounts Managed Lustre)' mount.lustre" in high
     assert "--backend nccl --bytes 1073741824 --min-busbw 25 " in high
     assert "--backend nccl --bytes 1073741824 --min-busbw 50 " in megagpu
-
-
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
-def test_the_tcpxo_startup_script_passes_shellcheck(tmp_path):
-    path = tmp_path / "startup.sh"
-    path.write_text(render_startup_script(mega()))
-    done = subprocess.run(["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout
