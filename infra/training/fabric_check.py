@@ -74,8 +74,8 @@ def measure(args: argparse.Namespace) -> tuple[int, float]:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     timeout = timedelta(seconds=args.timeout)
     if args.backend == "xla":
-        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]  # torch-neuronx's XLA
-        import torch_xla.distributed.xla_backend  # type: ignore[import-not-found]  # noqa: F401  registers "xla"
+        import torch_xla.core.xla_model as xm  # torch-neuronx's XLA (on the Neuron image only)
+        import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" backend
 
         dist.init_process_group("xla", init_method="xla://", timeout=timeout)
         device = xm.xla_device()

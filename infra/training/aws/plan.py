@@ -107,7 +107,7 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
     image = node_image(itype)
     availability_zone = chosen_az(spec, region)
     assert availability_zone is not None, "the meaning checks refuse a region with no AZ for the type"
-    backend = "xla" if itype.accelerator_kind == "neuron" else "nccl"
+    backend: Literal["nccl", "xla"] = "xla" if itype.accelerator_kind == "neuron" else "nccl"
     return TrainingPlan(
         run_id=spec.run_id,
         region=region,
