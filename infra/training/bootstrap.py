@@ -1,12 +1,20 @@
 """The training node's bootstrap, shared by both clouds: one bash template, filled by a pure function.
 
 Every node of a run runs the same script and learns its rank from a rendezvous on the shared Lustre file
-system: mount Lustre at /fsx; check the fabric devices; read the node's private IP from the metadata
-service, write it to /fsx/runs/<run-id>/hosts/<ip>, wait (bounded) for `node_count` hosts and sort them
-(a node's rank is its index; rank 0 hosts the torchrun c10d rendezvous); run torchrun; on any exit, rank 0
-waits (bounded) for the checkpoints' export and writes `runs/<run-id>/_SUCCESS` or `_FAILED`; every node then
-powers off. With an expiry, every node sends SIGTERM to the workers at expires-at minus the grace period,
-and at boot schedules its own power-off a few minutes after expires-at.
+system: check that the image has what the script relies on; mount Lustre at /fsx; check the fabric devices;
+read the node's private IP from the metadata service, write it to /fsx/runs/<run-id>/hosts/<generation>/<ip>
+and keep touching it, wait (bounded) for `node_count` live hosts of the same launch generation and sort them (a
+node's rank is its index; rank 0 is torchrun's static-rendezvous master); prove the fabric with a short
+all-reduce across every node (the fabric gate, `fabric_check.py`); run torchrun with the same static
+rendezvous; on any exit, rank 0 waits (bounded) for the checkpoints' export and writes `runs/<run-id>/_SUCCESS`
+or `_FAILED` (with the reason), unless the instance itself is being terminated; every node then powers off.
+With an expiry, every node sends SIGTERM to the workers at expires-at minus the grace period, and at boot
+schedules its own power-off a few minutes after expires-at.
+
+Launch generations: a new fleet (another node count, type, zone or capacity) gets a new generation id, so its
+nodes meet in their own directory and the addresses of the nodes they replaced never count; within one
+generation a registration counts only while its node touches it (a later launch of the same shape does not
+count nodes that died without leaving).
 
 The cloud's parts (`Platform`: metadata service, fabric devices check, export, marker upload) are in
 `aws/userdata.py` and `gcp/startup.py`. The template is filled in one pass and every value from the spec is
@@ -18,6 +26,7 @@ own shell, which pins its PATH; the keys and values a job may use are in `job_en
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -25,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from infra.core.naming import bucket_name_problem
 from infra.registry.layout import runs_prefix
@@ -36,8 +45,37 @@ MOUNT_POINT = "/fsx"
 # Directories under MOUNT_POINT that the file system links to the registry (data repository associations).
 DATASETS_PATH = "/datasets"
 CHECKPOINTS_PATH = "/checkpoints"
-RDZV_PORT = 29500
+RDZV_PORT = 29500  # torchrun's static rendezvous on rank 0; the fabric gate uses the next port
+HEARTBEAT_SECONDS = 10  # how often a node touches its registration
+HOST_STALE_SECONDS = 120  # a registration untouched this long is a node that is gone
+FABRIC_GATE_TIMEOUT_SECONDS = 900  # the whole gate, NCCL (or Neuron) initialisation across every node included
+GENERATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 _MARKER = re.compile(r"@@([A-Z][A-Z0-9_]*)@@")
+_PROGRAM_END = "MLINFRA_FABRIC_CHECK"  # the here-document delimiter around the fabric gate's program
+
+
+@dataclass(frozen=True)
+class FabricGate:
+    """The all-reduce every node runs before the job (`fabric_check.py` under torchrun), and its floor.
+    `skipped` says why no gate runs (one node, or `job.fabricGate.skip`); the floor is then not used."""
+
+    backend: Literal["nccl", "xla"]
+    min_bus_bandwidth_gbps: float
+    message_bytes: int
+    timeout_seconds: int = FABRIC_GATE_TIMEOUT_SECONDS
+    skipped: str | None = None
+
+    def problems(self) -> list[str]:
+        problems = []
+        if self.backend not in ("nccl", "xla"):
+            problems.append(f"fabric_gate.backend must be 'nccl' or 'xla' (got {self.backend!r})")
+        floor = self.min_bus_bandwidth_gbps
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not math.isfinite(floor) or floor < 0:
+            problems.append(f"fabric_gate.min_bus_bandwidth_gbps must be a number >= 0 (got {floor!r})")
+        for name in ("message_bytes", "timeout_seconds"):
+            if not positive_int(getattr(self, name)):
+                problems.append(f"fabric_gate.{name} must be a whole number >= 1 (got {getattr(self, name)!r})")
+        return problems
 
 
 @dataclass(frozen=True)
@@ -46,7 +84,7 @@ class Platform:
     marker JSON, the Lustre mount, the rendezvous and ranks, the job environment, torchrun and the grace
     period - is the one shared template, so both clouds run the same logic."""
 
-    variables_a: str  # MLINFRA_* assignments after MLINFRA_NPROC_PER_NODE
+    variables_a: str  # MLINFRA_* assignments after MLINFRA_GENERATION
     variables_b: str  # ... after MLINFRA_MARKER_URI
     export_functions: str  # defines wait_for_export: 0 once the checkpoints are in the registry
     marker_upload: str  # the pipe stage that stores the marker JSON (stdin) as ${MLINFRA_MARKER_URI}/_${status}
@@ -85,6 +123,8 @@ class RunBootstrap:
 
     run_id: str
     node_count: int
+    # The launch generation (what replaces every node when it changes); names the rendezvous directory.
+    generation: str
     checkpoints_dir: str = MOUNT_POINT + CHECKPOINTS_PATH
     datasets_dir: str = MOUNT_POINT + DATASETS_PATH
     command: tuple[str, ...] = ()  # training script and its arguments, as torchrun takes them
@@ -104,6 +144,8 @@ class RunBootstrap:
     # boot, a hard cap that holds even if the run guard never runs; None: no backstop.
     expires_at_epoch: int | None = None
     torchrun: str = "torchrun"  # path of torchrun on the image
+    # The all-reduce that proves the fabric before the job; None: no gate (the script says so).
+    fabric_gate: FabricGate | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
@@ -139,6 +181,13 @@ class RunBootstrap:
             problems.append(f"{self.MARKER_BUCKET_FIELD}: {bucket_name_problem(self.marker_bucket)}")
         if not self.torchrun:
             problems.append("torchrun must not be empty")
+        if not isinstance(self.generation, str) or not GENERATION_PATTERN.fullmatch(self.generation):
+            problems.append(
+                f"generation must be 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit "
+                f"(got {self.generation!r})"
+            )
+        if self.fabric_gate is not None:
+            problems += self.fabric_gate.problems()
         for name in ("checkpoints_dir", "datasets_dir"):
             path = getattr(self, name)
             if not path.startswith(f"{MOUNT_POINT}/") or "/../" in f"{path}/":
@@ -165,6 +214,9 @@ def common_values(spec: RunBootstrap, lustre_source: str, marker_uri: str) -> di
         "CHECKPOINTS_DIR": q(spec.checkpoints_dir),
         "DATASETS_DIR": q(spec.datasets_dir),
         "RUN_DIR": q(f"{MOUNT_POINT}/{runs.rstrip('/')}"),
+        "GENERATION": q(spec.generation),
+        "HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
+        "HOST_STALE_SECONDS": str(HOST_STALE_SECONDS),
         "MARKER_URI": q(marker_uri),
         "TIMEOUT": str(spec.rendezvous_timeout_seconds),
         "EXPORT_TIMEOUT": str(spec.export_timeout_seconds),
@@ -178,7 +230,40 @@ def common_values(spec: RunBootstrap, lustre_source: str, marker_uri: str) -> di
         "JOB_ENV": " ".join(q(f"{k}={v}") for k, v in spec.env.items()),
         "TORCHRUN": q(spec.torchrun),
         "COMMAND": " ".join(q(arg) for arg in spec.command),
+        "FABRIC_GATE": fabric_gate_section(spec.fabric_gate, spec.node_count),
     }
+
+
+def fabric_gate_section(gate: FabricGate | None, node_count: int) -> str:
+    """The script's fabric gate (infra/training/fabric_gate.sh, filled in one pass): `fabric_check.py` written to
+    the node and run by torchrun with the job's static rendezvous; a failure, or a figure below the floor, ends
+    the run with that figure. A comment instead when no gate runs, saying why."""
+    if gate is None:
+        return "# ---- the fabric gate: none configured for this bootstrap ----\n"
+    if gate.skipped:
+        note = f"fabric gate not run: {gate.skipped}"
+        return f"# ---- the fabric gate: not run ({gate.skipped}) ----\nlog {shlex.quote(note)}\n"
+    if node_count < 2:
+        return "# ---- the fabric gate: not run (one node: no collectives between nodes to prove) ----\n"
+    values = {
+        "GATE_PROGRAM": fabric_check_program(),
+        "GATE_BACKEND": gate.backend,
+        "GATE_BYTES": str(gate.message_bytes),
+        "GATE_FLOOR": f"{gate.min_bus_bandwidth_gbps:g}",
+        "GATE_TIMEOUT": str(gate.timeout_seconds),
+        "GATE_COLLECTIVE_TIMEOUT": str(max(gate.timeout_seconds - 60, 60)),
+    }
+    text = _shell_file("fabric_gate.sh").split("\n", 2)[2]  # its first two lines describe the file
+    return _MARKER.sub(lambda m: values[m.group(1)], text)
+
+
+@cache
+def fabric_check_program() -> str:
+    """The fabric gate's program, infra/training/fabric_check.py, as the node writes it."""
+    program = resources.files("infra.training").joinpath("fabric_check.py").read_text()
+    if _PROGRAM_END in program.splitlines() or "@@" in program:
+        raise ValueError(f"fabric_check.py must not contain a line {_PROGRAM_END!r} nor '@@'")
+    return program if program.endswith("\n") else program + "\n"
 
 
 def render_script(platform: Platform, values: Mapping[str, str]) -> str:
@@ -197,7 +282,12 @@ def render_script(platform: Platform, values: Mapping[str, str]) -> str:
 @cache
 def template() -> str:
     """The shared script, infra/training/bootstrap.sh, with its @@SLOT@@ and @@VALUE@@ markers."""
-    return resources.files("infra.training").joinpath("bootstrap.sh").read_text()
+    return _shell_file("bootstrap.sh")
+
+
+@cache
+def _shell_file(name: str) -> str:
+    return resources.files("infra.training").joinpath(name).read_text()
 
 
 def shell_sections(package: str, filename: str) -> dict[str, str]:

@@ -4,8 +4,13 @@ The node's bootstrap runs as root and renders the job's command and env into a b
 the job alone (torchrun's environment), never to the script's own shell, and keys that would still change
 what the script, the dynamic loader or the cloud CLI it calls do are refused: a PATH that hides `aws` or
 `shutdown` leaves nodes billing with no completion marker, a credentials variable sends the marker and the
-checkpoint export to someone else's account. Template markers (`@@NAME@@`) and NUL bytes are refused in
-every value, so no value can be mistaken for a part of the script.
+checkpoint export to someone else's account, and the settings that choose the collective transport belong to
+the fabric gate, which proves that transport before the job starts. Template markers (`@@NAME@@`) and NUL bytes
+are refused in every value, so no value can be mistaken for a part of the script.
+
+Both are bounded, so the bootstrap that carries them always fits its cloud's limit (EC2 user data: 16 KB raw;
+Compute Engine: 256 KiB per metadata value): at most MAX_COMMAND_ARGS arguments and MAX_COMMAND_BYTES
+bytes (UTF-8) of command, MAX_ENV_VARS variables and MAX_ENV_BYTES bytes of `KEY=value`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,15 @@ SCRIPT_OWNED = frozenset(
 CLOUD_ALLOWED = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"})
 # Prefixes of settings that choose credentials, endpoints or the metadata service of a cloud SDK.
 CLOUD_PREFIXES = ("AWS_", "GOOGLE_", "CLOUDSDK_", "GCE_METADATA_", "BOTO_")
+# Settings that choose the collectives' transport: the bootstrap sets them and the fabric gate proves them, so
+# a job cannot move its collectives back to TCP sockets (NCCL_NET=Socket) after the gate passed.
+FABRIC_OWNED = frozenset({"NCCL_NET", "NCCL_NET_PLUGIN", "FI_PROVIDER"})
+# Bounds that keep the rendered bootstrap within EC2's 16 KB user data whatever the values are
+# (tests/infra/training/aws/test_userdata_size.py renders the worst case and measures it).
+MAX_COMMAND_ARGS = 64
+MAX_COMMAND_BYTES = 3072
+MAX_ENV_VARS = 64
+MAX_ENV_BYTES = 3072
 
 
 def env_key_problem(key: object) -> str | None:
@@ -46,6 +60,11 @@ def env_key_problem(key: object) -> str | None:
     if key in SCRIPT_OWNED or key.startswith("BASH_FUNC_"):
         hint = " (set torchrunPath for a torchrun outside the system path)" if key == "PATH" else ""
         return f"env key {key!r} is reserved: the node's bootstrap and its shell own it{hint}"
+    if key in FABRIC_OWNED:
+        return (
+            f"env key {key!r} is reserved: the bootstrap chooses the collectives' transport and proves it before the "
+            "job (job.fabricGate); a job may tune NCCL, not move it off the fabric"
+        )
     if key.startswith(CLOUD_PREFIXES) and key not in CLOUD_ALLOWED:
         return (
             f"env key {key!r} is reserved: it would change the credentials or endpoints the node's cloud CLI "
@@ -70,11 +89,30 @@ def command_problems(command: list[str] | tuple[str, ...]) -> list[str]:
     if not command or not isinstance(command[0], str) or not command[0].strip():
         problems.append("command must name the training script (and its arguments) as torchrun takes them")
     problems += [p for i, arg in enumerate(command) if (p := value_problem(f"command[{i}]", arg))]
+    if len(command) > MAX_COMMAND_ARGS:
+        problems.append(
+            f"command has {len(command)} arguments; at most {MAX_COMMAND_ARGS} (put the rest in a config file)"
+        )
+    size = sum(len(arg.encode()) for arg in command if isinstance(arg, str))
+    if size > MAX_COMMAND_BYTES:
+        problems.append(
+            f"command is {size} bytes (UTF-8) in all; at most {MAX_COMMAND_BYTES}, so the node bootstrap fits the "
+            "cloud's user data limit (put the rest in a config file)"
+        )
     return problems
 
 
 def env_problems(env: dict[str, str]) -> list[str]:
-    return [p for k, v in env.items() if (p := env_key_problem(k) or value_problem(f"env value for {k!r}", v))]
+    problems = [p for k, v in env.items() if (p := env_key_problem(k) or value_problem(f"env value for {k!r}", v))]
+    if len(env) > MAX_ENV_VARS:
+        problems.append(f"env has {len(env)} variables; at most {MAX_ENV_VARS}")
+    size = sum(len(f"{k}={v}".encode()) for k, v in env.items() if isinstance(k, str) and isinstance(v, str))
+    if size > MAX_ENV_BYTES:
+        problems.append(
+            f"env is {size} bytes (UTF-8) of KEY=value in all; at most {MAX_ENV_BYTES}, so the node bootstrap fits "
+            "the cloud's user data limit"
+        )
+    return problems
 
 
 def job_problems(command: list[str] | tuple[str, ...], env: dict[str, str]) -> list[str]:

@@ -9,7 +9,14 @@ from typing import TypeVar
 from pydantic import Field, field_validator
 
 from infra.core.spec import Spec
-from infra.training.job_env import command_problems, env_problems
+from infra.training.job_env import (
+    MAX_COMMAND_ARGS,
+    MAX_COMMAND_BYTES,
+    MAX_ENV_BYTES,
+    MAX_ENV_VARS,
+    command_problems,
+    env_problems,
+)
 from infra.training.limits import DEFAULT_GRACE_MINUTES, MAX_GRACE_MINUTES
 
 KEY = "mlinfra:training."  # config key prefix of every training finding
@@ -20,23 +27,41 @@ EXPIRES_AT_KEY = KEY + "lifecycle.expiresAt"  # fixed once per run by `python -m
 MAX_TTL_HOURS = 336  # two weeks: longer runs checkpoint and start a new run
 
 
+class FabricGateSpec(Spec):
+    skip: bool = Field(
+        False,
+        description="Skip the fabric gate: the short all-reduce across every node that must reach the machine "
+        "type's bus-bandwidth floor (infra/catalog/data/fabric.json) before the job starts. Skipped, a run whose "
+        "collectives do not use the fabric runs (up to 10x slower) instead of failing at once; ask for it only "
+        "to debug the gate itself.",
+    )
+
+
 class JobSpec(Spec):
     command: list[str] = Field(
         default_factory=lambda: ["/opt/job/train.py"],
         min_length=1,
         description="Training script and its arguments, as torchrun takes them on every node (torchrun starts "
-        "Python itself, so no leading `python`).",
+        f"Python itself, so no leading `python`); at most {MAX_COMMAND_ARGS} arguments and {MAX_COMMAND_BYTES} "
+        "bytes (UTF-8) in all.",
     )
     env: dict[str, str] = Field(
         default_factory=dict,
         description="Extra environment variables for the job's processes (not the bootstrap's shell); PATH, "
-        "LD_PRELOAD, MLINFRA_* and cloud credential settings are refused (docs/training.md).",
+        "LD_PRELOAD, MLINFRA_*, cloud credential settings and the collectives' transport (NCCL_NET, "
+        f"NCCL_NET_PLUGIN, FI_PROVIDER) are refused (docs/training.md); at most {MAX_ENV_VARS} variables and "
+        f"{MAX_ENV_BYTES} bytes (UTF-8) of KEY=value in all.",
     )
     torchrun_path: str | None = Field(
         None,
         pattern=r"^/[A-Za-z0-9._/-]+$",
+        max_length=256,
         description="Absolute path of torchrun on the AMI; default: the path on the Deep Learning AMI in use "
         "(set it together with amiId when the AMI is your own).",
+    )
+    fabric_gate: FabricGateSpec = Field(
+        default_factory=FabricGateSpec,
+        description="The all-reduce every node runs before the job to prove the fabric (on by default).",
     )
 
     @field_validator("command")

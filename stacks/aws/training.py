@@ -167,6 +167,9 @@ def _bootstrap(
     return NodeBootstrap(
         run_id=plan.run_id,
         node_count=plan.node_count,
+        generation=plan.generation,
+        fabric_gate=plan.fabric_gate,
+        image=plan.image.facts,
         accelerator_kind=plan.accelerator_kind,
         devices_per_node=plan.devices_per_node,
         processes_per_node=plan.processes_per_node,

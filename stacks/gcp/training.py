@@ -11,6 +11,7 @@ from components.training.gcp.filesystem import GcpRunFileSystem, GcpRunFileSyste
 from components.training.gcp.network import GcpTrainingNetwork, GcpTrainingNetworkArgs
 from components.training.gcp.node_account import GcpNodeAccount, GcpNodeAccountArgs
 from components.training.gcp.nodes import GcpTrainingNodes, GcpTrainingNodesArgs
+from infra.catalog.fabric import gcp_net_plugin
 from infra.core.labels import account_id
 from infra.training.gcp.config import GcpTrainingStackConfig
 from infra.training.gcp.plan import GcpTrainingPlan, lustre_instance_name, plan_gcp_training, run_resource_prefix
@@ -107,8 +108,13 @@ def _bootstrap(plan: GcpTrainingPlan, spec, mount_point: str) -> GcpNodeBootstra
     return GcpNodeBootstrap(
         run_id=plan.run_id,
         node_count=plan.node_count,
+        generation=plan.generation,
+        fabric_gate=plan.fabric_gate,
         gpus_per_node=plan.processes_per_node,
         gpu_nics=len(plan.gpu_nics),
+        machine_type=plan.mtype.name,
+        gpu_subnets=tuple(n.cidr for n in plan.gpu_nics),
+        net_plugin=gcp_net_plugin(plan.mtype.name),
         lustre_mount_point=mount_point,
         bucket=plan.data_bucket,
         command=tuple(spec.job.command),

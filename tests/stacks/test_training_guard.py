@@ -2,6 +2,7 @@
 expiry schedule at expires-at, the function and its run-scoped role, and the lifecycle settings."""
 
 import base64
+import gzip
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -119,7 +120,9 @@ def test_nodes_wait_for_the_guard_and_nothing_is_protected(demo):
 
 def test_grace_period_reaches_the_nodes(demo):
 
-    script = base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
+    script = gzip.decompress(
+        base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"])
+    ).decode()
     stop_at = int(EXPIRES.timestamp()) - 15 * 60  # the default grace period
     assert f"MLINFRA_STOP_AT={stop_at}\n" in script and "MLINFRA_POWER_OFF=1\n" in script
 
@@ -141,7 +144,9 @@ def test_keeping_nodes_and_skipping_export_change_guard_nodes_and_file_system():
     ]
     assert links == ["/datasets"]
 
-    script = base64.b64decode(one(result, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
+    script = gzip.decompress(
+        base64.b64decode(one(result, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"])
+    ).decode()
     assert "MLINFRA_POWER_OFF=0\n" in script and "MLINFRA_EXPORT=0\n" in script
 
 
@@ -198,5 +203,7 @@ def test_everything_that_bills_is_destroyed_before_the_guard(demo):
 
 
 def test_nodes_power_themselves_off_after_expiry(demo):
-    script = base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"]).decode()
+    script = gzip.decompress(
+        base64.b64decode(one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs["userData"])
+    ).decode()
     assert f"MLINFRA_EXPIRES_AT={int(EXPIRES.timestamp())}\n" in script

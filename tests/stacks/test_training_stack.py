@@ -1,6 +1,7 @@
 """The training stack through the offline preview: the real program, its config, its outputs."""
 
 import base64
+import gzip
 import json
 
 import pytest
@@ -84,7 +85,7 @@ def test_launch_template_is_imdsv2_encrypted_and_ssm_imaged(demo):
 
 def test_user_data_runs_the_job_and_writes_the_marker(demo):
     template = one(demo, "aws:ec2/launchTemplate:LaunchTemplate").inputs
-    script = base64.b64decode(template["userData"]).decode()
+    script = gzip.decompress(base64.b64decode(template["userData"])).decode()
     assert script.startswith("#!/bin/bash")
     assert "MLINFRA_MARKER_URI=s3://mlinfra-registry-123456789012-us-east-1/runs/demo-llama-7b-001\n" in script
     assert f"@tcp:/{demo.outputs['lustreMountName']}" in script and demo.outputs["lustreDnsName"] in script

@@ -3,7 +3,6 @@ launches all `nodeCount` nodes or none, in one AZ, in a cluster placement group 
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.training.aws.plan import TrainingPlan
+from infra.training.aws.userdata import user_data_base64
 
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 
@@ -99,9 +99,8 @@ class TrainingNodes(pulumi.ComponentResource):
                 if plan.reservation_id
                 else None
             ),
-            user_data=pulumi.Output.from_input(args.user_data).apply(
-                lambda text: base64.b64encode(text.encode()).decode()
-            ),
+            # gzip-compressed (cloud-init decompresses it) to fit EC2's 16 KB user data limit
+            user_data=pulumi.Output.from_input(args.user_data).apply(user_data_base64),
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(
                     resource_type=kind, tags={**tags, "Name": f"{name}-{plan.run_id}"}

@@ -16,6 +16,8 @@ from infra.training.aws.checks import chosen_az, training_findings
 from infra.training.aws.config import TrainingSpec
 from infra.training.aws.efa import Interface, bandwidth_fraction, efa_device_count, efa_layout
 from infra.training.aws.images import NodeImage, node_image
+from infra.training.bootstrap import FabricGate
+from infra.training.launch import launch_generation, plan_fabric_gate
 from infra.training.lifetime import RunLifetime, checked_expiry
 from infra.training.spec import LifecycleSpec
 
@@ -41,6 +43,10 @@ class TrainingPlan(RunLifetime):
     expires_at_provisional: bool
     lifecycle: LifecycleSpec
     tags: dict[str, str]
+    # The launch generation: changes exactly when the fleet is replaced (type, size, zone, capacity), and keys
+    # the nodes' rendezvous on Lustre, so a replaced fleet's registrations never count for the new one.
+    generation: str
+    fabric_gate: FabricGate  # the all-reduce the nodes must pass before the job
 
     @property
     def placement_strategy(self) -> str | None:
@@ -101,6 +107,7 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
     image = node_image(itype)
     availability_zone = chosen_az(spec, region)
     assert availability_zone is not None, "the meaning checks refuse a region with no AZ for the type"
+    backend: Literal["nccl", "xla"] = "xla" if itype.accelerator_kind == "neuron" else "nccl"
     return TrainingPlan(
         run_id=spec.run_id,
         region=region,
@@ -117,4 +124,6 @@ def plan_training(spec: TrainingSpec, region: str, stack: str, now: datetime, dr
         expires_at_provisional=provisional,
         lifecycle=spec.lifecycle,
         tags=contract_tags("training", stack, run_id=spec.run_id, expires_at=expires_at),
+        generation=launch_generation(itype.name, spec.node_count, availability_zone, spec.capacity.mode),
+        fabric_gate=plan_fabric_gate("aws", itype.name, spec.node_count, backend, spec.job.fabric_gate.skip),
     )

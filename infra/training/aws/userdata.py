@@ -1,29 +1,46 @@
 """The AWS training node's bootstrap (bash user data): the shared template of `infra/training/bootstrap.py`
 with AWS's parts.
 
+- before anything else, the node checks the image has what the script relies on (the AWS CLI, the Lustre
+  client and lfs, libfabric's EFA provider, the aws-ofi-nccl plugin on GPU nodes: infra/catalog/data/
+  aws_node_images.json); a fact that does not hold ends the run with a _FAILED marker naming it;
 - the node checks it exposes the EFA devices its launch template attached;
 - the private IP comes from IMDSv2 (token, then meta-data/local-ipv4);
 - FSx for Lustre exports /fsx/checkpoints to the registry through its data repository association, so rank 0
-  waits (bounded) until Lustre's HSM state says every checkpoint is archived, and writes the marker with
+  waits (bounded) until Lustre's HSM state says every checkpoint file is archived, and writes the marker with
   `aws s3 cp --sse aws:kms` and the registry's key;
 - powering off terminates the node (the launch template's shutdown behaviour).
 
-NCCL needs no NCCL_* settings on EFA with aws-ofi-nccl >= 1.7 and libfabric >= 1.18 (docs/reference.md);
-FI_EFA_USE_HUGE_PAGE=0 avoids ENOMEM on fork. Neuron (from the Neuron multi-node recipes):
-FI_EFA_FORK_SAFE=1 and NEURON_RT_ROOT_COMM_ID=<rank-0 ip>:<port>, a port distinct from torchrun's.
+Collectives over EFA, never silently over TCP: on GPU nodes NCCL_NET=OFI makes NCCL use the aws-ofi-nccl plugin
+or fail (NCCL matches NCCL_NET against each network's name and falls back to nothing, NCCL v2.27.7
+src/plugin/net.cc; aws-ofi-nccl v1.17.1 answers to "OFI"), NCCL_NET_PLUGIN names the plugin library the image
+check found, and FI_PROVIDER=efa keeps libfabric on EFA; then the fabric gate measures it. aws-ofi-nccl >= 1.7
+with libfabric >= 1.18 needs no other NCCL_* tuning (the plugin's doc/efa-env-var.md); FI_EFA_USE_HUGE_PAGE=0
+avoids ENOMEM on fork. Neuron (from the Neuron multi-node recipes): FI_EFA_FORK_SAFE=1 and
+NEURON_RT_ROOT_COMM_ID=<rank-0 ip>:<port>, a port distinct from torchrun's; rank 0 is torchrun's rank 0 because
+the rendezvous is static.
+
+EC2 takes at most 16 KB of user data, counted before base64 (EC2 user guide, "Work with instance user data"; the
+API's base64 form is at most 21,847 characters, so 16,383 raw bytes): the script goes gzip-compressed, which
+cloud-init recognises and decompresses ("User-data formats: gzip compressed content").
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from infra.catalog.aws.node_images import DlamiFacts, ImageFact
 from infra.core.naming import is_region_name
 from infra.registry.layout import runs_prefix
 from infra.training.bootstrap import Platform, RunBootstrap, common_values, positive_int, render_script
 
 NEURON_ROOT_COMM_PORT = 41000
+USER_DATA_MAX_BYTES = 16383  # 16 KB raw, and 21,847 base64 characters: the stricter of EC2's two limits
+NCCL_NET_PLUGIN_VAR = "MLINFRA_NCCL_NET_PLUGIN"  # set by the image check to the plugin library it found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +56,8 @@ class NodeBootstrap(RunBootstrap):
     lustre_mount_name: str
     registry_bucket: str
     registry_region: str
+    # What the script relies on in the image, checked on the node first (infra.training.aws.images).
+    image: DlamiFacts | None = None
     # torchrun --nproc-per-node; defaults to devices_per_node. On Neuron, pass one per NeuronCore.
     processes_per_node: int | None = None
     efa_device_rdma: bool = True  # FI_EFA_USE_DEVICE_RDMA=1; every training type supports RDMA read
@@ -65,6 +84,9 @@ class NodeBootstrap(RunBootstrap):
         for name in ("lustre_dns_name", "lustre_mount_name"):
             if not getattr(self, name):
                 problems.append(f"{name} must not be empty")
+        gate, backends = self.fabric_gate, {"gpu": "nccl", "neuron": "xla"}
+        if gate is not None and self.accelerator_kind in backends and gate.backend != backends[self.accelerator_kind]:
+            problems.append(f"fabric_gate.backend {gate.backend!r} does not run on {self.accelerator_kind} nodes")
         return problems
 
 
@@ -82,9 +104,50 @@ def render_user_data(spec: NodeBootstrap) -> str:
         "EFA_DEVICES": str(spec.efa_devices),
         "REGION": q(spec.registry_region),
         "KMS_ARGS": kms,
+        "NODE_CHECKS": _node_checks(spec),
         "FABRIC_ENV": _fabric_env(spec),
     }
     return render_script(AWS_PLATFORM, values)
+
+
+def user_data_bytes(script: str) -> bytes:
+    """The launch template's user data before base64: the script gzip-compressed (deterministic: no name, no
+    time), which cloud-init decompresses. ValueError when it does not fit EC2's limit."""
+    data = gzip.compress(script.encode(), compresslevel=9, mtime=0)
+    if len(data) > USER_DATA_MAX_BYTES:
+        raise ValueError(
+            f"the node bootstrap is {len(data)} bytes of user data (gzip), over EC2's {USER_DATA_MAX_BYTES}-byte "
+            "limit; shorten job.command and job.env"
+        )
+    return data
+
+
+def user_data_base64(script: str) -> str:
+    """What the launch template's userData takes: base64 of `user_data_bytes`."""
+    return base64.b64encode(user_data_bytes(script)).decode()
+
+
+def _node_checks(spec: NodeBootstrap) -> str:
+    """Shell lines that prove the image's facts on the node (the template defines the require_* helpers)."""
+    if spec.image is None:
+        return "# (no image facts given: only torchrun is checked)\n"
+    q = shlex.quote
+    lines = [f"# {spec.image.description}: infra/catalog/data/aws_node_images.json"]
+    for fact in spec.image.facts:
+        if fact.check == "library" and spec.accelerator_kind != "gpu":
+            continue  # the NCCL plugin: GPU nodes only (Neuron collectives bring their own)
+        if fact.check == "command-ok" and spec.efa_devices == 0:
+            continue  # libfabric's EFA provider: only where EFA devices are attached
+        lines.append(_check_line(fact, q))
+    return "\n".join(lines) + "\n"
+
+
+def _check_line(fact: ImageFact, q) -> str:
+    if fact.check == "command":
+        return f"require_command {q(fact.what)} {q(fact.values[0])}"
+    if fact.check == "command-ok":
+        return f"require_ok {q(fact.what)} {' '.join(q(word) for word in shlex.split(fact.values[0]))}"
+    return f"find_library {NCCL_NET_PLUGIN_VAR} {q(fact.what)} {' '.join(q(path) for path in fact.values)}"
 
 
 def _fabric_env(spec: NodeBootstrap) -> str:
@@ -99,10 +162,20 @@ def _fabric_env(spec: NodeBootstrap) -> str:
     else:
         lines.append("# no EFA devices: collectives use TCP sockets")
     if spec.accelerator_kind == "gpu":
-        lines.append("# NCCL: aws-ofi-nccl >= 1.7 with libfabric >= 1.18 needs no NCCL_* tuning")
+        if spec.efa_devices and spec.image is not None:
+            lines += [
+                "# NCCL over EFA only: the aws-ofi-nccl plugin the image check found, and NCCL_NET=OFI so NCCL fails",
+                "# instead of falling back to TCP sockets; aws-ofi-nccl >= 1.7 with libfabric >= 1.18 needs no other",
+                "# NCCL_* tuning",
+                f'export NCCL_NET_PLUGIN="${{{NCCL_NET_PLUGIN_VAR}}}"',
+                "export NCCL_NET=OFI",
+            ]
+        else:
+            lines.append("# NCCL: aws-ofi-nccl >= 1.7 with libfabric >= 1.18 needs no NCCL_* tuning")
     else:
         lines += [
-            "# Neuron runtime: collectives bootstrap through rank 0; compiled graphs shared on Lustre",
+            "# Neuron runtime: collectives bootstrap through rank 0 (torchrun's rank 0: static rendezvous);",
+            "# compiled graphs shared on Lustre",
             *(["export FI_EFA_FORK_SAFE=1"] if spec.efa_devices else []),
             f'export NEURON_RT_ROOT_COMM_ID="${{MLINFRA_RENDEZVOUS_HOST}}:{NEURON_ROOT_COMM_PORT}"',
             'export NEURON_COMPILE_CACHE_URL="${MLINFRA_RUN_DIR}/neuron-cache"',

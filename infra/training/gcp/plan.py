@@ -18,9 +18,11 @@ from infra.catalog.gcp import GcpMachineType, machine_type
 from infra.core.labels import gcp_labels, label_value
 from infra.core.tags import RUN_ID, contract_tags
 from infra.registry.layout import checkpoints_prefix
+from infra.training.bootstrap import FabricGate
 from infra.training.gcp.checks import chosen_zone, gcp_training_findings, lustre_intent
 from infra.training.gcp.config import GcpTrainingSpec
 from infra.training.gcp.lustre import ManagedLustrePlan, pinned_tier, size_managed_lustre
+from infra.training.launch import launch_generation, plan_fabric_gate
 from infra.training.lifetime import RunLifetime, checked_expiry
 from infra.training.spec import LifecycleSpec
 
@@ -53,6 +55,8 @@ class GcpTrainingPlan(RunLifetime):
     expires_at_provisional: bool
     lifecycle: LifecycleSpec
     tags: dict[str, str]
+    generation: str  # keys the nodes' rendezvous: machine type, node count and zone (infra/training/launch.py)
+    fabric_gate: FabricGate  # the all-reduce over the GPU NICs the nodes must pass before the job
 
     @property
     def labels(self) -> dict[str, str]:
@@ -147,4 +151,6 @@ def plan_gcp_training(spec: GcpTrainingSpec, region: str, stack: str, now: datet
         expires_at_provisional=provisional,
         lifecycle=spec.lifecycle,
         tags=contract_tags("training", stack, run_id=spec.run_id, expires_at=expires_at),
+        generation=launch_generation(mtype.name, spec.node_count, zone),
+        fabric_gate=plan_fabric_gate("gcp", mtype.name, spec.node_count, "nccl", spec.job.fabric_gate.skip),
     )

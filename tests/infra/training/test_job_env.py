@@ -14,7 +14,7 @@ from infra.cli import main
 from infra.training.aws.userdata import AWS_PLATFORM, render_user_data
 from infra.training.bootstrap import render_script
 from infra.training.job_env import env_key_problem, job_problems, value_problem
-from tests.infra.training.aws.test_userdata import training_spec
+from tests.infra.training.aws.bootstrap_sim import training_spec
 
 BASH = shutil.which("bash")
 JOB_ENV_OPEN = "mlinfra_job_env=("

@@ -9,7 +9,7 @@ from infra.catalog.roles import types_for
 from infra.core.errors import InputError
 from infra.core.tags import EXPIRES_AT, RUN_ID
 from infra.training.aws.config import TrainingSpec
-from infra.training.aws.images import GPU_IMAGE, NEURON_IMAGE
+from infra.training.aws.images import image_for
 from infra.training.aws.network import cidr_problem, subnet_cidrs
 from infra.training.aws.plan import plan_training
 
@@ -52,7 +52,11 @@ def test_every_training_type_gets_its_whole_fabric_with_one_ip(name):
 
 @pytest.mark.parametrize(
     "name, image, workers",
-    [("p5.48xlarge", GPU_IMAGE, 8), ("trn1.32xlarge", NEURON_IMAGE, 32), ("trn2.48xlarge", NEURON_IMAGE, 64)],
+    [
+        ("p5.48xlarge", image_for("gpu"), 8),
+        ("trn1.32xlarge", image_for("neuron"), 32),
+        ("trn2.48xlarge", image_for("neuron"), 64),
+    ],
 )
 def test_image_and_workers_follow_the_accelerators(name, image, workers):
     p = plan(region=region_for(name), instanceType=name)

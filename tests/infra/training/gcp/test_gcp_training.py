@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.catalog.fabric import gcp_net_plugin
 from infra.core.errors import InputError
 from infra.core.labels import gcp_labels
 from infra.kinds import load
@@ -16,6 +17,7 @@ from infra.training.gcp.config import GcpTrainingSpec
 from infra.training.gcp.lustre import size_managed_lustre
 from infra.training.gcp.plan import expires_at_from_label, plan_gcp_training
 from infra.training.gcp.startup import GcpNodeBootstrap, render_startup_script
+from infra.training.launch import plan_fabric_gate
 from infra.training.lustre import LustreIntent
 
 P = "mlinfra:training."
@@ -211,8 +213,13 @@ def bootstrap(**changes):
     values = dict(
         run_id="demo-llama-7b-gcp-001",
         node_count=2,
+        generation="a3-highgpu-8g-x2-us-central1-a",
+        fabric_gate=plan_fabric_gate("gcp", "a3-highgpu-8g", 2, "nccl", False),
         gpus_per_node=8,
         gpu_nics=4,
+        machine_type="a3-highgpu-8g",
+        gpu_subnets=("10.128.0.0/20", "10.128.16.0/20", "10.128.32.0/20", "10.128.48.0/20"),
+        net_plugin=gcp_net_plugin("a3-highgpu-8g"),
         lustre_mount_point="192.0.2.20@tcp:/mlinfra",
         bucket="mlinfra-training-demo",
         command=("/fsx/datasets/code/train.py", "--config", "/fsx/datasets/code/llama-7b.yaml"),
@@ -242,7 +249,7 @@ def test_startup_script_uses_gcp_parts_and_shares_the_rest():
         "MLINFRA_LUSTRE_SOURCE=192.0.2.20@tcp:/mlinfra",
     ):
         assert gcp_part in script
-    for shared in ("--rdzv-backend=c10d", "trap on_exit EXIT", "mount -t lustre", "--nproc-per-node"):
+    for shared in ("--rdzv-backend=static", "trap on_exit EXIT", "mount -t lustre", "--nproc-per-node"):
         assert shared in script
     for aws_only in ("169.254.169.254", "aws s3", "EFA", "launch template", "FI_PROVIDER"):
         assert aws_only not in script
@@ -257,9 +264,22 @@ def test_bootstrap_rejects_bad_values():
         bootstrap(env={"MLINFRA_X": "1"})
 
 
+def mega():
+    """The same run on a3-megagpu-8g: 8 GPU NICs with GPUDirect-TCPXO."""
+    return bootstrap(
+        generation="a3-megagpu-8g-x2-us-central1-a",
+        gpu_nics=8,
+        machine_type="a3-megagpu-8g",
+        gpu_subnets=tuple(f"10.128.{16 * i}.0/20" for i in range(8)),
+        net_plugin=gcp_net_plugin("a3-megagpu-8g"),
+        fabric_gate=plan_fabric_gate("gcp", "a3-megagpu-8g", 2, "nccl", False),
+    )
+
+
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
-def test_startup_script_passes_shellcheck(tmp_path):
+@pytest.mark.parametrize("spec", [bootstrap, mega], ids=["a3-highgpu-8g", "a3-megagpu-8g"])
+def test_startup_script_passes_shellcheck(tmp_path, spec):
     path = tmp_path / "startup.sh"
-    path.write_text(render_startup_script(bootstrap()))
+    path.write_text(render_startup_script(spec()))
     done = subprocess.run(["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout

@@ -12,6 +12,9 @@ MLINFRA_RUN_ID=demo-001
 MLINFRA_RUN_ID_JSON='"demo-001"'
 MLINFRA_NODE_COUNT=4
 MLINFRA_NPROC_PER_NODE=32
+# The launch generation: what replaces every node when it changes (the fleet's type, size, zone, capacity).
+# Each generation meets in its own directory, so the addresses of nodes that were replaced never count.
+MLINFRA_GENERATION=trn1.32xlarge-x4-us-east-1a-on-demand
 MLINFRA_EFA_DEVICES=8
 MLINFRA_LUSTRE_SOURCE=fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh
 MLINFRA_MOUNT_POINT=/fsx
@@ -27,15 +30,30 @@ MLINFRA_EXPORT=1
 MLINFRA_STOP_AT=0
 MLINFRA_EXPIRES_AT=0
 MLINFRA_RDZV_PORT=29500
+MLINFRA_TORCHRUN=/opt/aws_neuronx_venv_pytorch_2_8/bin/torchrun
+MLINFRA_STATE_DIR=/var/lib/mlinfra
+# A registration counts while its node keeps touching it: a node that died without leaving stops counting.
+MLINFRA_HEARTBEAT_SECONDS=10
+MLINFRA_HOST_STALE_SECONDS=120
 
 MLINFRA_STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 MLINFRA_NODE_RANK=""
 MLINFRA_PRIVATE_IP=""
 MLINFRA_HOSTS=()
+MLINFRA_HOST_FILE=""
 MLINFRA_JOB_PID=""
 MLINFRA_STOPPER_PID=""
+MLINFRA_HEARTBEAT_PID=""
+MLINFRA_REASON=""
+MLINFRA_TERMINATED=0
 
 log() { printf 'mlinfra %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# fail REASON: end the run here, with REASON in the _FAILED marker (call it from the script's top level).
+fail() {
+  MLINFRA_REASON="$*"
+  log "$*"
+  exit 1
+}
 
 # The node's own hard cap, set first so it holds whatever fails later (the run guard included):
 # power off a few minutes after expires-at; the launch template turns that into termination.
@@ -59,22 +77,56 @@ retry() {
   done
 }
 
-# pending_exports: checkpoint files Lustre has not yet exported to the registry (HSM state dirty or
-# not archived); the checkpoints association exports new and changed files asynchronously.
-pending_exports() {
-  find "$MLINFRA_CHECKPOINTS_DIR" -type f -print0 2>/dev/null \
-    | xargs -0 -r lfs hsm_state 2>/dev/null \
-    | awk '/dirty/ || !/archived/ {n++} END {print n+0}'
+# json_string TEXT: TEXT as a JSON string literal.
+json_string() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\r'/\\r}
+  s=${s//$'\t'/\\t}
+  printf '"%s"' "$s"
 }
 
-# wait_for_export: 0 once every checkpoint is in the registry, 1 after MLINFRA_EXPORT_TIMEOUT seconds.
+# export_state: "<files> <exported>" for the checkpoint files, from Lustre's HSM state (lfs hsm_state prints
+# "<path>: (0x<flags>) <words>"; exported = HS_ARCHIVED (0x8) set, HS_DIRTY (0x2) and HS_LOST (0x40) clear, read
+# from the hex flags after the last ": (0x", never from words a path could contain). Returns non-zero when the
+# files cannot be listed or lfs fails: a state that cannot be read is never "exported".
+export_state() {
+  local files states
+  files="$(find "$MLINFRA_CHECKPOINTS_DIR" -type f -printf x | wc -c)" || return 1
+  if (( files == 0 )); then echo "0 0"; return 0; fi
+  states="$(find "$MLINFRA_CHECKPOINTS_DIR" -type f -print0 | xargs -0 -r lfs hsm_state)" || return 1
+  awk -v files="$files" '
+    match($0, /: \(0x[0-9a-fA-F]+\)( [a-z_]+)*(, archive_id:[0-9]+)?$/) {
+      flags = substr($0, RSTART + 5); sub(/\).*/, "", flags)
+      mask = 0
+      for (i = 1; i <= length(flags); i++) mask = mask * 16 + index("0123456789abcdef", tolower(substr(flags, i, 1))) - 1
+      records++
+      if (int(mask / 8) % 2 == 1 && int(mask / 2) % 2 == 0 && int(mask / 64) % 2 == 0) exported++
+    }
+    END { if (records != files) exit 1; print files, exported + 0 }' <<<"$states"
+}
+
+# wait_for_export: 0 once every checkpoint file is exported to the registry; 1 after MLINFRA_EXPORT_TIMEOUT
+# seconds, or when the state cannot be read. The checkpoints association exports new and changed files
+# asynchronously, so a file not yet archived is waited for.
 wait_for_export() {
-  local deadline=$((SECONDS + MLINFRA_EXPORT_TIMEOUT)) pending
+  local deadline=$((SECONDS + MLINFRA_EXPORT_TIMEOUT)) state files exported
   while :; do
-    pending="$(pending_exports)"
-    if [[ "$pending" == 0 ]]; then return 0; fi
+    if state="$(export_state)"; then
+      read -r files exported <<<"$state"
+      if (( exported == files )); then
+        log "checkpoints exported: ${exported} of ${files} files"
+        return 0
+      fi
+      log "checkpoints not yet exported: ${exported} of ${files} files"
+    else
+      log "could not read the checkpoints' export state (find or lfs hsm_state failed)"
+      exported="?" files="?"
+    fi
     if (( SECONDS >= deadline )); then
-      log "${pending} checkpoint files still not exported after ${MLINFRA_EXPORT_TIMEOUT}s"
+      log "checkpoints not exported after ${MLINFRA_EXPORT_TIMEOUT}s: ${exported} of ${files} files"
       return 1
     fi
     sleep 15
@@ -88,20 +140,33 @@ write_marker() {
   if (( code != 0 )) || [[ "$MLINFRA_EXPORT" == 1 && "$exported" != true ]]; then status=FAILED; fi
   if [[ -n "$MLINFRA_NODE_RANK" ]]; then rank=$MLINFRA_NODE_RANK; fi
   # expires_at (Unix time, 0: none) names the deployment: a marker counts only for the one that wrote it.
-  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s","expires_at":%d}\n' \
+  printf '{"run_id":%s,"status":"%s","exit_code":%d,"checkpoints_exported":%s,"started_at":"%s","ended_at":"%s","node_count":%d,"rank":%s,"host":"%s","expires_at":%d,"generation":%s,"reason":%s}\n' \
     "$MLINFRA_RUN_ID_JSON" "$status" "$code" "$exported" "$MLINFRA_STARTED_AT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     "$MLINFRA_NODE_COUNT" "$rank" "$MLINFRA_PRIVATE_IP" "$MLINFRA_EXPIRES_AT" \
+    "$(json_string "$MLINFRA_GENERATION")" "$(json_string "$MLINFRA_REASON")" \
     | aws s3 cp - "${MLINFRA_MARKER_URI}/_${status}" --sse aws:kms --sse-kms-key-id arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab \
         --region "$MLINFRA_REGISTRY_REGION" --content-type application/json --only-show-errors
 }
 
 on_exit() {
-  local code=$? exported=false
+  local code=$? exported=false pid
   trap - EXIT
   set +e  # the marker is attempted whatever else has failed
-  if [[ -n "$MLINFRA_STOPPER_PID" ]]; then pkill -P "$MLINFRA_STOPPER_PID" 2>/dev/null; kill "$MLINFRA_STOPPER_PID" 2>/dev/null; fi
+  for pid in "$MLINFRA_STOPPER_PID" "$MLINFRA_HEARTBEAT_PID"; do
+    if [[ -n "$pid" ]]; then pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; fi
+  done
   if [[ -n "$MLINFRA_JOB_PID" ]]; then kill -TERM "$MLINFRA_JOB_PID" 2>/dev/null && wait "$MLINFRA_JOB_PID"; fi
-  if [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
+  # A node that is being terminated, or leaves before its rendezvous formed, leaves the rendezvous, so a later
+  # launch of the same generation does not count it. One that ends on its own after the rendezvous stays listed
+  # (nodes still looking must see every node that formed it) and goes stale once its heartbeat has stopped.
+  if [[ -n "$MLINFRA_HOST_FILE" ]] && { (( MLINFRA_TERMINATED )) || [[ -z "$MLINFRA_NODE_RANK" ]]; }; then
+    rm -f "$MLINFRA_HOST_FILE"
+  fi
+  if (( MLINFRA_TERMINATED )); then
+    # What stops the instance (teardown, the run guard, a fleet replacement, the end of its capacity) owns the
+    # run's end: a marker from here would end a replacement generation's run too.
+    log "terminated from outside: no completion marker from this node"
+  elif [[ "$MLINFRA_NODE_RANK" == 0 ]] || [[ -z "$MLINFRA_NODE_RANK" && $code -ne 0 ]]; then
     if [[ -n "$MLINFRA_NODE_RANK" && "$MLINFRA_EXPORT" == 1 ]] && wait_for_export; then exported=true; fi
     retry 5 5 write_marker "$code" "$exported" || log "could not write the completion marker under ${MLINFRA_MARKER_URI}"
   fi
@@ -113,17 +178,45 @@ on_exit() {
   exit "$code"
 }
 trap on_exit EXIT
-trap 'exit 143' TERM
+trap 'MLINFRA_TERMINATED=1; exit 143' TERM
 trap 'exit 130' INT
+
+# ---- the image: what this script relies on is checked before anything else runs ----
+# require_command WHAT COMMAND / require_ok WHAT COMMAND... / find_library VAR WHAT CANDIDATE...
+require_command() {
+  command -v "$2" >/dev/null 2>&1 || fail "the node image lacks $1: no '$2' on PATH ($PATH)"
+}
+require_ok() {
+  local what=$1
+  shift
+  "$@" >/dev/null 2>&1 || fail "the node image lacks $what: '$*' failed"
+}
+find_library() {
+  local var=$1 what=$2 candidate
+  shift 2
+  for candidate in "$@"; do
+    if [[ -f "$candidate" ]]; then
+      printf -v "$var" '%s' "$candidate"
+      return 0
+    fi
+  done
+  fail "the node image lacks $what: none of $*"
+}
+# Deep Learning AMI Neuron PyTorch 2.8 (Ubuntu 22.04): infra/catalog/data/aws_node_images.json
+require_command 'the AWS CLI (writes the completion marker)' aws
+require_command 'the Lustre client (mounts FSx for Lustre)' mount.lustre
+require_command 'lfs (reads the HSM state that says the checkpoints are exported)' lfs
+require_ok 'the EFA provider of libfabric' /opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM
+require_command "torchrun (set job.torchrunPath for another image)" "$MLINFRA_TORCHRUN"
 
 # ---- Lustre ----
 mount_lustre() {
   mountpoint -q "$MLINFRA_MOUNT_POINT" \
     || mount -t lustre -o relatime,flock "$MLINFRA_LUSTRE_SOURCE" "$MLINFRA_MOUNT_POINT"
 }
-mkdir -p "$MLINFRA_MOUNT_POINT"
+mkdir -p "$MLINFRA_MOUNT_POINT" "$MLINFRA_STATE_DIR"
 log "mounting ${MLINFRA_LUSTRE_SOURCE} at ${MLINFRA_MOUNT_POINT}"
-retry 30 10 mount_lustre
+retry 30 10 mount_lustre || fail "could not mount Lustre ${MLINFRA_LUSTRE_SOURCE} at ${MLINFRA_MOUNT_POINT}"
 
 # ---- EFA: the launch template attached one device per card; all of them must be here ----
 mlinfra_efa_found=0
@@ -131,63 +224,234 @@ if [[ -d /sys/class/infiniband ]]; then
   mlinfra_efa_found=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 | wc -l)
 fi
 if (( mlinfra_efa_found < MLINFRA_EFA_DEVICES )); then
-  log "expected ${MLINFRA_EFA_DEVICES} EFA devices, found ${mlinfra_efa_found}: check the launch template's network interfaces"
-  exit 1
+  fail "expected ${MLINFRA_EFA_DEVICES} EFA devices, found ${mlinfra_efa_found}: check the launch template's network interfaces"
 fi
 
-# ---- rendezvous through Lustre: rank = index of this node's IP among the sorted IPs ----
+# ---- rendezvous through Lustre: rank = index of this node's IP among the generation's sorted IPs ----
 imds_token() {
   curl -sSf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token
 }
-mlinfra_token="$(retry 10 3 imds_token)"
+mlinfra_token="$(retry 10 3 imds_token)" || fail "IMDS gave no session token"
 MLINFRA_PRIVATE_IP="$(curl -sSf -H "X-aws-ec2-metadata-token: ${mlinfra_token}" \
-  http://169.254.169.254/latest/meta-data/local-ipv4)"
+  http://169.254.169.254/latest/meta-data/local-ipv4)" || fail "IMDS gave no private IPv4 address"
 if [[ ! "$MLINFRA_PRIVATE_IP" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
-  log "IMDS returned no usable private IPv4 address: '${MLINFRA_PRIVATE_IP}'"
+  mlinfra_bad_ip=$MLINFRA_PRIVATE_IP
   MLINFRA_PRIVATE_IP=""
-  exit 1
+  fail "IMDS returned no usable private IPv4 address: '${mlinfra_bad_ip}'"
 fi
 
-mlinfra_hosts_dir="${MLINFRA_RUN_DIR}/hosts"
+mlinfra_hosts_dir="${MLINFRA_RUN_DIR}/hosts/${MLINFRA_GENERATION}"
 mkdir -p "$mlinfra_hosts_dir" "$MLINFRA_CHECKPOINTS_DIR"
-printf '%s\n' "$MLINFRA_PRIVATE_IP" > "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp"
-mv -f "${MLINFRA_RUN_DIR}/.${MLINFRA_PRIVATE_IP}.tmp" "${mlinfra_hosts_dir}/${MLINFRA_PRIVATE_IP}"
+printf '%s\n' "$MLINFRA_PRIVATE_IP" > "${mlinfra_hosts_dir}/.${MLINFRA_PRIVATE_IP}.tmp"
+mv -f "${mlinfra_hosts_dir}/.${MLINFRA_PRIVATE_IP}.tmp" "${mlinfra_hosts_dir}/${MLINFRA_PRIVATE_IP}"
+MLINFRA_HOST_FILE="${mlinfra_hosts_dir}/${MLINFRA_PRIVATE_IP}"
+( while sleep "$MLINFRA_HEARTBEAT_SECONDS"; do touch "$MLINFRA_HOST_FILE" 2>/dev/null; done ) &
+MLINFRA_HEARTBEAT_PID=$!
+# live_hosts: the generation's registrations touched within MLINFRA_HOST_STALE_SECONDS, in byte order.
+live_hosts() {
+  find "$mlinfra_hosts_dir" -mindepth 1 -maxdepth 1 -type f -name '[0-9]*' \
+    -newermt "@$(( $(date -u +%s) - MLINFRA_HOST_STALE_SECONDS ))" -printf '%f\n' | LC_ALL=C sort
+}
 log "waiting for ${MLINFRA_NODE_COUNT} nodes in ${mlinfra_hosts_dir}"
 mlinfra_deadline=$((SECONDS + MLINFRA_RENDEZVOUS_TIMEOUT))
 while :; do
-  mapfile -t MLINFRA_HOSTS < <(find "$mlinfra_hosts_dir" -mindepth 1 -maxdepth 1 -type f -printf '%f\n' | LC_ALL=C sort)
+  mapfile -t MLINFRA_HOSTS < <(live_hosts)
   if (( ${#MLINFRA_HOSTS[@]} >= MLINFRA_NODE_COUNT )); then break; fi
   if (( SECONDS >= mlinfra_deadline )); then
-    log "rendezvous timed out after ${MLINFRA_RENDEZVOUS_TIMEOUT}s: ${#MLINFRA_HOSTS[@]} of ${MLINFRA_NODE_COUNT} nodes checked in"
-    exit 1
+    fail "rendezvous timed out after ${MLINFRA_RENDEZVOUS_TIMEOUT}s: ${#MLINFRA_HOSTS[@]} of ${MLINFRA_NODE_COUNT} nodes of generation ${MLINFRA_GENERATION} checked in"
   fi
   sleep 5
 done
 if (( ${#MLINFRA_HOSTS[@]} > MLINFRA_NODE_COUNT )); then
-  log "${#MLINFRA_HOSTS[@]} hosts in ${mlinfra_hosts_dir}, expected ${MLINFRA_NODE_COUNT}: a node was replaced; start the run again with a new run id"
-  exit 1
+  fail "${#MLINFRA_HOSTS[@]} live nodes in ${mlinfra_hosts_dir}, expected ${MLINFRA_NODE_COUNT}: more nodes run this generation than it launched"
 fi
 for mlinfra_i in "${!MLINFRA_HOSTS[@]}"; do
   if [[ "${MLINFRA_HOSTS[$mlinfra_i]}" == "$MLINFRA_PRIVATE_IP" ]]; then MLINFRA_NODE_RANK=$mlinfra_i; fi
 done
 if [[ -z "$MLINFRA_NODE_RANK" ]]; then
-  log "this node (${MLINFRA_PRIVATE_IP}) is not among the rendezvous hosts"
-  exit 1
+  fail "this node (${MLINFRA_PRIVATE_IP}) is not among the rendezvous hosts"
 fi
 MLINFRA_RENDEZVOUS_HOST="${MLINFRA_HOSTS[0]}"
-log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rendezvous host ${MLINFRA_RENDEZVOUS_HOST}"
+log "node rank ${MLINFRA_NODE_RANK} of ${MLINFRA_NODE_COUNT}; rank 0 (master) ${MLINFRA_RENDEZVOUS_HOST}"
+# torchrun's static rendezvous: this script already knows every rank and rank 0's address, so torchrun's
+# ranks are these ranks (c10d would assign its own, and rank 0 could be another node than the one named here).
+mlinfra_static_rdzv=(
+  --nnodes="$MLINFRA_NODE_COUNT"
+  --nproc-per-node="$MLINFRA_NPROC_PER_NODE"
+  --node-rank="$MLINFRA_NODE_RANK"
+  --rdzv-backend=static
+  --master-addr="$MLINFRA_RENDEZVOUS_HOST"
+)
 
 # ---- job environment ----
 export MLINFRA_RUN_ID MLINFRA_NODE_RANK MLINFRA_NODE_COUNT MLINFRA_RENDEZVOUS_HOST MLINFRA_STOP_AT MLINFRA_EXPIRES_AT
-export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR
+export MLINFRA_CHECKPOINTS_DIR MLINFRA_DATASETS_DIR MLINFRA_GENERATION
 # libfabric over EFA (aws-ofi-nccl / Neuron collectives pick it up)
 export FI_PROVIDER=efa
 export FI_EFA_USE_DEVICE_RDMA=1
 export FI_EFA_USE_HUGE_PAGE=0
-# Neuron runtime: collectives bootstrap through rank 0; compiled graphs shared on Lustre
+# Neuron runtime: collectives bootstrap through rank 0 (torchrun's rank 0: static rendezvous);
+# compiled graphs shared on Lustre
 export FI_EFA_FORK_SAFE=1
 export NEURON_RT_ROOT_COMM_ID="${MLINFRA_RENDEZVOUS_HOST}:41000"
 export NEURON_COMPILE_CACHE_URL="${MLINFRA_RUN_DIR}/neuron-cache"
+
+# ---- the fabric gate: an all-reduce across every node before the job (infra/training/fabric_check.py) ----
+# torchrun runs it with the job's static rendezvous (on the next port) and the fabric settings above. Below
+# 25 GB/s of bus bandwidth, or with no collectives across the nodes at all, the run fails here: the
+# _FAILED marker's reason carries the figure and the floor.
+MLINFRA_FABRIC_RESULT="${MLINFRA_STATE_DIR}/fabric-result.txt"
+rm -f "$MLINFRA_FABRIC_RESULT"
+cat > "${MLINFRA_STATE_DIR}/fabric_check.py" <<'MLINFRA_FABRIC_CHECK'
+"""The fabric gate: a short all-reduce across every rank of a run, before its job, that fails below a floor.
+
+The node bootstrap writes this file on every node and runs it with torchrun and the job's own static
+rendezvous, so it exercises the same fabric, plugin and environment the job will use. Bus bandwidth is what
+nccl-tests reports for all-reduce: algbw = bytes / time, busbw = algbw * 2 * (n - 1) / n (GB/s, 1e9 bytes),
+over 5 warm-up and 20 timed iterations, with the slowest rank's time. Below `--min-busbw` the check fails.
+
+Standard library and torch only: it runs on the node's image, not in mlinfra's environment. Every rank exits
+with the same code (0 passed, 2 below the floor, 3 could not run collectives at all), and the first process
+on each node writes one line for the bootstrap (`--result`): what was measured, against which floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import timedelta
+
+PASSED, BELOW_FLOOR, NO_COLLECTIVES = 0, 2, 3
+BACKENDS = ("nccl", "xla", "gloo")  # GPUs, Trainium (torch-neuronx), CPU (this program's own tests)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=BACKENDS, required=True)
+    parser.add_argument("--bytes", type=int, required=True, help="message size of each all-reduce, bytes")
+    parser.add_argument("--min-busbw", type=float, required=True, help="floor, GB/s")
+    parser.add_argument("--result", required=True, help="file the node's first process writes its verdict to")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--timeout", type=int, default=600, help="seconds a collective may take")
+    args = parser.parse_args(argv)
+    if args.bytes < 4 or args.iters < 1 or args.warmup < 0 or args.min_busbw < 0:
+        parser.error("--bytes must be >= 4, --iters >= 1, --warmup >= 0, --min-busbw >= 0")
+    return args
+
+
+def bus_bandwidth(nbytes: int, seconds: float, world: int) -> float:
+    """nccl-tests' all-reduce bus bandwidth in GB/s (0 for a single rank, which moves nothing)."""
+    if world < 2 or seconds <= 0:
+        return 0.0
+    return nbytes / seconds / 1e9 * 2 * (world - 1) / world
+
+
+def verdict(busbw: float, floor: float, world: int, nbytes: int, seconds: float) -> tuple[int, str]:
+    measured = (
+        f"all-reduce bus bandwidth {busbw:.2f} GB/s across {world} ranks "
+        f"({nbytes} bytes, {seconds * 1e3:.2f} ms per all-reduce)"
+    )
+    if busbw >= floor:
+        return PASSED, f"{measured}, at or above the floor of {floor:g} GB/s"
+    return BELOW_FLOOR, (
+        f"{measured}, below the floor of {floor:g} GB/s: collectives are not using the fabric as they should "
+        "(see the node's log for NCCL's network and plugin lines)"
+    )
+
+
+def write_result(path: str, line: str) -> None:
+    if os.environ.get("LOCAL_RANK", "0") != "0":
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(line.replace("\n", " ") + "\n")
+    os.replace(tmp, path)
+
+
+def measure(args: argparse.Namespace) -> tuple[int, float]:
+    """(world size, the slowest rank's seconds per all-reduce), after joining the process group."""
+    import torch
+    import torch.distributed as dist
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    timeout = timedelta(seconds=args.timeout)
+    if args.backend == "xla":
+        import torch_xla.core.xla_model as xm  # torch-neuronx's XLA (on the Neuron image only)
+        import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" backend
+
+        dist.init_process_group("xla", init_method="xla://", timeout=timeout)
+        device = xm.xla_device()
+
+        def sync() -> None:
+            xm.mark_step()
+            xm.wait_device_ops()
+
+    elif args.backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", local_rank))
+        device = torch.device("cuda", local_rank)
+
+        def sync() -> None:
+            torch.cuda.synchronize(device)
+
+    else:
+        dist.init_process_group("gloo", timeout=timeout)
+        device = torch.device("cpu")
+
+        def sync() -> None:
+            return None
+
+    world = dist.get_world_size()
+    data = torch.ones(args.bytes // 4, dtype=torch.float32, device=device)
+    for _ in range(args.warmup):
+        dist.all_reduce(data)
+    sync()
+    dist.barrier()
+    started = time.perf_counter()
+    for _ in range(args.iters):
+        dist.all_reduce(data)
+    sync()
+    seconds = torch.tensor([(time.perf_counter() - started) / args.iters], dtype=torch.float64, device=device)
+    dist.all_reduce(seconds, op=dist.ReduceOp.MAX)  # every rank judges by the slowest one
+    sync()
+    slowest = float(seconds.cpu().item())
+    dist.destroy_process_group()
+    return world, slowest
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    nbytes = args.bytes // 4 * 4
+    try:
+        world, seconds = measure(args)
+    except Exception as error:  # any failure to run collectives is the gate's answer, not a traceback
+        reason = f"no all-reduce across the nodes ({args.backend}): {type(error).__name__}: {error}"
+        write_result(args.result, reason[:2000])
+        print(f"mlinfra fabric check: {reason}", file=sys.stderr)
+        return NO_COLLECTIVES
+    code, line = verdict(bus_bandwidth(nbytes, seconds, world), args.min_busbw, world, nbytes, seconds)
+    write_result(args.result, line)
+    print(f"mlinfra fabric check: {line}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+MLINFRA_FABRIC_CHECK
+log "fabric gate: all-reduce of 1073741824 bytes across ${MLINFRA_NODE_COUNT} nodes, floor 25 GB/s"
+mlinfra_fabric_code=0
+timeout 900 "$MLINFRA_TORCHRUN" "${mlinfra_static_rdzv[@]}" --master-port="$((MLINFRA_RDZV_PORT + 1))" \
+  "${MLINFRA_STATE_DIR}/fabric_check.py" --backend xla --bytes 1073741824 --min-busbw 25 \
+  --timeout 840 --result "$MLINFRA_FABRIC_RESULT" || mlinfra_fabric_code=$?
+mlinfra_fabric_line=""
+if [[ -s "$MLINFRA_FABRIC_RESULT" ]]; then mlinfra_fabric_line="$(head -n 1 "$MLINFRA_FABRIC_RESULT")"; fi
+if (( mlinfra_fabric_code != 0 )); then
+  fail "fabric gate failed (exit ${mlinfra_fabric_code}): ${mlinfra_fabric_line:-no result within 900s: a node could not start the check or join its collectives}"
+fi
+log "fabric gate passed: ${mlinfra_fabric_line}"
 
 # ---- the job: same command on every node; checkpoints go to MLINFRA_CHECKPOINTS_DIR ----
 # The run's env, for the job's processes only (it may override the settings above); never this shell's.
@@ -195,13 +459,8 @@ mlinfra_job_env=(NEURON_CC_FLAGS=--model-type=transformer)
 mlinfra_command=(/opt/mlinfra/train.py --config configs/llama-8b.yaml --save-every=1000)
 log "starting torchrun on ${MLINFRA_NPROC_PER_NODE} processes"
 # ${a[@]+"${a[@]}"}: an empty array under `set -u` on bash 4.2 (Amazon Linux 2) is not an error.
-env ${mlinfra_job_env[@]+"${mlinfra_job_env[@]}"} torchrun \
-  --nnodes="$MLINFRA_NODE_COUNT" \
-  --nproc-per-node="$MLINFRA_NPROC_PER_NODE" \
-  --node-rank="$MLINFRA_NODE_RANK" \
-  --rdzv-backend=c10d \
-  --rdzv-endpoint="${MLINFRA_RENDEZVOUS_HOST}:${MLINFRA_RDZV_PORT}" \
-  --rdzv-id="$MLINFRA_RUN_ID" \
+env ${mlinfra_job_env[@]+"${mlinfra_job_env[@]}"} "$MLINFRA_TORCHRUN" "${mlinfra_static_rdzv[@]}" \
+  --master-port="$MLINFRA_RDZV_PORT" \
   "${mlinfra_command[@]}" &
 MLINFRA_JOB_PID=$!
 # The grace period: at MLINFRA_STOP_AT, SIGTERM goes to the workers themselves, not to torchrun (whose
@@ -217,4 +476,7 @@ fi
 mlinfra_job_code=0
 wait "$MLINFRA_JOB_PID" || mlinfra_job_code=$?
 MLINFRA_JOB_PID=""
-if (( mlinfra_job_code != 0 )); then exit "$mlinfra_job_code"; fi
+if (( mlinfra_job_code != 0 )); then
+  MLINFRA_REASON="the job exited ${mlinfra_job_code}"
+  exit "$mlinfra_job_code"
+fi
