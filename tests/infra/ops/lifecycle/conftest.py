@@ -185,8 +185,8 @@ def gcp(gcs_url):
 def gcp_cloud(gcp):
     import requests
 
-    from infra.ops.lifecycle.gcp.api import GcpApi
     from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
+    from run_guard_gcp.api import GcpApi
 
     return GcpRunCloud(
         gcp_world.PROJECT, gcp_world.BUCKET, api=GcpApi(requests.Session(), gcp.endpoints), sleep=lambda s: None

@@ -12,10 +12,10 @@ import requests
 
 from infra.core.errors import InputError
 from infra.core.project import load_project, stack_config
-from infra.ops.lifecycle.gcp.api import GcpApi
 from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 from infra.ops.lifecycle.reap import StackFacts, plan_reap
 from infra.ops.lifecycle.teardown import AuditRetry, teardown
+from run_guard_gcp.api import GcpApi
 from tests.helpers import run_cli
 from tests.infra.ops.lifecycle.gcp_world import BUCKET, LABEL, PROJECT, RUN, ZONE, put_object, seed_run
 from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, StackState, World, printed, runtime

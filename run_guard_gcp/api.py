@@ -1,5 +1,6 @@
-"""A thin client of the Google Cloud REST APIs the GCP lifecycle needs (Compute Engine, Cloud Storage, Managed
-Lustre, Cloud Asset Inventory), over an authorized `requests` session.
+"""A thin client of the Google Cloud REST APIs the GCP run guard and the GCP lifecycle need (Compute Engine, Cloud
+Storage, Managed Lustre, Cloud Asset Inventory), over an authorized `requests` session. It lives in the guard's
+package because the guard is deployed as-is; the lifecycle (infra/ops/lifecycle/gcp/) imports it from here.
 
 REST rather than four generated client libraries: a handful of calls, one error type, and endpoints that a
 test can point at a local emulator (`STORAGE_EMULATOR_HOST` for Cloud Storage, as Google's own clients read
