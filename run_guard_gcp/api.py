@@ -22,6 +22,7 @@ DEFAULT_ENDPOINTS = {
     "upload": "https://storage.googleapis.com/upload/storage/v1",
     "lustre": "https://lustre.googleapis.com/v1",
     "asset": "https://cloudasset.googleapis.com/v1",
+    "scheduler": "https://cloudscheduler.googleapis.com/v1",
 }
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_SECONDS = 60
@@ -51,7 +52,11 @@ def endpoints_from_environment(environ: Mapping[str, str] = os.environ) -> dict[
     base = environ.get("MLINFRA_GCP_API_ENDPOINT", "").rstrip("/")
     if base:
         endpoints.update(
-            compute=f"{base}/compute/v1", iam=f"{base}/iam/v1", lustre=f"{base}/lustre/v1", asset=f"{base}/asset/v1"
+            compute=f"{base}/compute/v1",
+            iam=f"{base}/iam/v1",
+            lustre=f"{base}/lustre/v1",
+            asset=f"{base}/asset/v1",
+            scheduler=f"{base}/scheduler/v1",
         )
     storage = environ.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
     if storage:

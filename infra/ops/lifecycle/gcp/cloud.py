@@ -25,9 +25,11 @@ from infra.ops.lifecycle.ports import (
     iso_precise,
     parse_marker,
 )
+from infra.training.gcp.guard import tick_job_name
 from infra.training.gcp.plan import checkpoints_uri, run_label, run_resource_name, run_resource_prefix
 from run_guard_gcp import compute, lustre
 from run_guard_gcp.api import GcpApi, GcpApiError
+from run_guard_gcp.guard import DONE as GUARD_DONE
 
 STOP_WAIT_SECONDS = 900  # deleting an A3 VM takes minutes; longer means something is wrong
 STOP_POLL_SECONDS = 10
@@ -61,8 +63,9 @@ class GcpRunCloud:
         api: GcpApi | None = None,
         sleep: Callable[[float], None] = time.sleep,
         lustre_instances: Sequence[str] = (),
+        region: str | None = None,
     ):
-        self.project, self.data_bucket = project, data_bucket
+        self.project, self.data_bucket, self.region = project, data_bucket, region
         self.api = api or GcpApi()
         self.sleep = sleep
         self.lustre_instances = tuple(lustre_instances)
@@ -149,6 +152,8 @@ class GcpRunCloud:
         transfer of the file system runs; done when an export of exactly that, with no file failed, created
         at/after `since` (or started by this object) succeeded; otherwise start one."""
         file_systems = self.file_systems(run_id)
+        if not file_systems and self.named_by_outputs and (deleted := self._deleted_by_guard(run_id)):
+            return ExportStatus("no-filesystem", deleted)
         if not file_systems and self.named_by_outputs:
             return ExportStatus(
                 "missing",
@@ -187,6 +192,20 @@ class GcpRunCloud:
         operation = lustre.start_export(self.api, instance, destination, since)
         self._own_operations.append(operation["name"])
         return ExportStatus("started", f"export of {instance} to {destination}", operation["name"])
+
+    def _deleted_by_guard(self, run_id: str) -> str | None:
+        """Why the file systems the stack names are gone, when the run guard's record (runs/<run-id>/guard/done.json)
+        says it deleted them after their checkpoints were out (exported, copied by the nodes, or not wanted)."""
+        body = self.api.object_media(self.data_bucket, f"runs/{run_id}/guard/{GUARD_DONE}")
+        try:
+            done = json.loads(body) if body is not None else None
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(done, dict) or done.get("file_system_deletion") not in ("deleting", "already-deleted"):
+            return None
+        if done.get("file_system") not in self.named_by_outputs or len(self.named_by_outputs) != 1:
+            return None
+        return f"{done['file_system']} deleted by the run guard: {done.get('outcome', 'no outcome recorded')}"
 
     # ---- audit ------------------------------------------------------------------------------------------
     def audit(self, run_id: str) -> list[Leftover]:
@@ -232,7 +251,7 @@ class GcpRunCloud:
             for kind, item in listed
             if named.match(str(item.get("name", "")))
         ]
-        found += self._service_account(run_id)
+        found += self._service_accounts(run_id) + self._tick_job(run_id)
         for page in self.api.pages(
             "asset", f"projects/{self.project}:searchAllResources", {"query": f'labels.{key}="{value}"'}
         ):
@@ -243,15 +262,30 @@ class GcpRunCloud:
             ]
         return found
 
-    def _service_account(self, run_id: str) -> list[Leftover]:
-        email = f"{account_id('train', run_id)}@{self.project}.iam.gserviceaccount.com"
+    def _service_accounts(self, run_id: str) -> list[Leftover]:
+        """The nodes' and the run guard's service accounts (found by their ids: accounts take no labels)."""
+        found = []
+        for prefix in ("train", "guard"):
+            email = f"{account_id(prefix, run_id)}@{self.project}.iam.gserviceaccount.com"
+            if self._exists("iam", f"projects/{self.project}/serviceAccounts/{email}"):
+                found.append(Leftover("iam:service-account", email, "iam"))
+        return found
+
+    def _tick_job(self, run_id: str) -> list[Leftover]:
+        """The run guard's Cloud Scheduler job, by its name in the stack's region (jobs take no labels)."""
+        if not self.region:
+            return []
+        name = f"projects/{self.project}/locations/{self.region}/jobs/{tick_job_name(run_id)}"
+        return [Leftover("cloudscheduler:job", name, "scheduler")] if self._exists("scheduler", name) else []
+
+    def _exists(self, service: str, path: str) -> bool:
         try:
-            self.api.get("iam", f"projects/{self.project}/serviceAccounts/{email}")
+            self.api.get(service, path)
         except GcpApiError as error:
             if error.status == 404:
-                return []
+                return False
             raise
-        return [Leftover("iam:service-account", email, "iam")]
+        return True
 
     def _global(self, collection: str) -> list[dict[str, Any]]:
         path = f"projects/{self.project}/global/{collection}"

@@ -172,6 +172,7 @@ def gcp(gcs_url):
         "iam": f"{base}/iam/v1",
         "lustre": f"{base}/lustre/v1",
         "asset": f"{base}/asset/v1",
+        "scheduler": f"{base}/scheduler/v1",
         "storage": f"{gcs_url}/storage/v1",
         "upload": f"{gcs_url}/upload/storage/v1",
     }

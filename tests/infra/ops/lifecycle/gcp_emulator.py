@@ -62,6 +62,7 @@ class GcpEmulator:
         self.export = Export()
         self.assets: list[dict[str, Any]] = []
         self.service_accounts: set[str] = set()  # emails
+        self.scheduler_jobs: set[str] = set()  # full names: projects/P/locations/L/jobs/J
         self.unreachable_zones: list[str] = []  # aggregated lists say these could not be read
         self.failing_deletes: dict[str, str] = {}  # instance name -> the error its delete operation ends with
         self.fail_next: list[tuple[int, str, str]] = []  # (status, reason, message) for the next requests
@@ -210,6 +211,7 @@ class GcpEmulator:
                 ("GET", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/operations/[\w-]+)$", self._lustre_operation),
                 ("GET", rf"^/iam/v1/projects/{p}/serviceAccounts/([^/]+)$", self._service_account),
                 ("GET", rf"^/asset/v1/projects/{p}:searchAllResources$", self._assets),
+                ("GET", rf"^/scheduler/v1/(projects/{p}/locations/[\w-]+/jobs/[\w-]+)$", self._scheduler_job),
             ]
             for verb, pattern, handler in routes:
                 match = re.match(pattern, path)
@@ -377,6 +379,11 @@ class GcpEmulator:
         if email not in self.service_accounts:
             return 404, _error(404, "NOT_FOUND", f"Unknown service account {email}")
         return 200, {"email": email, "name": f"projects/{self.project}/serviceAccounts/{email}"}
+
+    def _scheduler_job(self, name: str, query: Any, body: Any) -> tuple[int, Any]:
+        if name not in self.scheduler_jobs:
+            return 404, _error(404, "NOT_FOUND", f"Job not found: {name}")
+        return 200, {"name": name, "schedule": "* * * * *", "state": "ENABLED"}
 
     def _assets(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         wanted = re.match(r'^labels\.([a-z0-9_-]+)=(?:"([^"]*)"|(\S+))$', query.get("query", [""])[0])
