@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.training.gcp.node_account import object_prefix_condition
+from components.training.gcp.node_account import prefix_grant
 from infra.registry.layout import runs_prefix
 from infra.training.gcp import guard
 
@@ -89,15 +89,8 @@ class GcpRunGuard(pulumi.ComponentResource):
             ("write", guard.REPORT_WRITER, runs_prefix(run_id) + "guard/"),
         ):
             grants.append(
-                gcp.storage.BucketIAMMember(
-                    f"{name}-{what}",
-                    bucket=args.data_bucket,
-                    role=role_name,
-                    member=member,
-                    condition=gcp.storage.BucketIAMMemberConditionArgs(
-                        title=f"mlinfra-guard-{what}", expression=object_prefix_condition(args.data_bucket, (prefix,))
-                    ),
-                    opts=within,
+                prefix_grant(
+                    f"{name}-{what}", args.data_bucket, role_name, member, (prefix,), f"mlinfra-guard-{what}", within
                 )
             )
 

@@ -45,20 +45,18 @@ def test_training_gcp_demo_cost_prices_the_a3_nodes_and_their_idle_tail(capsys):
     ]
 
 
+AT_125 = [
+    "cost",
+    "--stack",
+    "training-gcp-demo",
+    "--json",
+    "-c",
+    "mlinfra:training.lustre.perUnitStorageThroughput=125",
+]
+
+
 def test_managed_lustre_at_125_mb_s_per_tib_is_priced_per_gib_month(capsys):
-    assert (
-        main(
-            [
-                "cost",
-                "--stack",
-                "training-gcp-demo",
-                "--json",
-                "-c",
-                "mlinfra:training.lustre.perUnitStorageThroughput=125",
-            ]
-        )
-        == 0
-    )
+    assert main(AT_125) == 0
     cost = json.loads(capsys.readouterr().out)
     lustre = next(line for line in cost["lines"] if line["type"] == "gcp:lustre/instance:Instance")
     capacity = int(lustre["what"].split()[2])
@@ -70,15 +68,7 @@ def test_the_run_guard_bounds_the_gcp_idle_tail_and_prices_itself(capsys):
     GCP_GUARD_EXPIRY_TO_DELETE_SECONDS after expires-at (before the guard: the same per hour, without a bound)."""
     from infra.training.limits import GCP_GUARD_EXPIRY_TO_DELETE_SECONDS
 
-    args = [
-        "cost",
-        "--stack",
-        "training-gcp-demo",
-        "--json",
-        "-c",
-        "mlinfra:training.lustre.perUnitStorageThroughput=125",
-    ]
-    assert main(args) == 0
+    assert main(AT_125) == 0
     cost = json.loads(capsys.readouterr().out)
     standing = sum(
         line["maxUsdPerHour"] for line in cost["lines"] if line["basis"] == "hourly" and line["group"] != "compute"
