@@ -97,7 +97,7 @@ def idle_tail(
         standing_usd * until_expiry / 3600,
         "if nobody tears down, storage and network bill until expires-at",
     )
-    guard_seconds = COMPLETION_TO_TERMINATE_WORST_SECONDS
+    guard_seconds: float = COMPLETION_TO_TERMINATE_WORST_SECONDS
     guard_what = "if a node's own power-off fails, the run guard stops it (worst case by design)"
     guarded = any(line.type == tokens.GCP_CLOUDFUNCTIONSV2_FUNCTION for line in lines)
     if gcp and guarded:
