@@ -46,7 +46,8 @@ def classify(data: Any, config: GuardConfig) -> tuple[str, str]:
     message = data.get("message") if isinstance(data, dict) else None
     if not isinstance(message, dict):
         return "ignore", "not a Pub/Sub message"
-    attributes = message.get("attributes") if isinstance(message.get("attributes"), dict) else {}
+    raw = message.get("attributes")
+    attributes: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if attributes.get(TICK_ATTRIBUTE[0]) == TICK_ATTRIBUTE[1]:
         return "tick", "the scheduler's tick"
     name, bucket = str(attributes.get("objectId", "")), attributes.get("bucketId")

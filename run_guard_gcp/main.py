@@ -7,5 +7,5 @@ from run_guard_gcp.handler import handle_event
 
 
 @functions_framework.cloud_event
-def guard(cloud_event):  # type: ignore[no-untyped-def]
+def guard(cloud_event):
     handle_event(cloud_event.data)

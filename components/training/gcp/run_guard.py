@@ -71,7 +71,7 @@ class GcpRunGuard(pulumi.ComponentResource):
             permissions=list(guard.UNSCOPED_PERMISSIONS),
             opts=within,
         )
-        grants = [
+        grants: list[pulumi.Resource] = [
             gcp.projects.IAMMember(f"{name}-unscoped", project=project, role=role.name, member=member, opts=within),
             gcp.projects.IAMMember(
                 f"{name}-nodes",
