@@ -57,6 +57,7 @@ from policies.rules.training import (
     gcp_training_nodes_have_every_gpu_nic,
     gcp_training_nodes_in_compact_placement,
     gcp_training_resources_labelled_with_run,
+    gcp_training_stack_has_run_guard,
     guard_role_scoped_to_run,
     lustre_capacity_allowed_step,
     lustre_data_repository_paths_in_s3,
@@ -110,6 +111,7 @@ RULES: list[Rule] = [
     gcp_training_nodes_have_every_gpu_nic.RULE,
     gcp_training_nodes_end_by_expiry.RULE,
     gcp_training_resources_labelled_with_run.RULE,
+    gcp_training_stack_has_run_guard.RULE,
     gcp_instances_without_public_ip.RULE,
     # registry
     registry_bucket_versioned.RULE,

@@ -68,7 +68,7 @@ def cloud_error(error: BaseException) -> str | None:
 def _gcp_error(error: BaseException) -> str | None:
     from google.auth.exceptions import GoogleAuthError
 
-    from infra.ops.lifecycle.gcp.api import GcpApiError
+    from run_guard_gcp.api import GcpApiError
 
     if isinstance(error, GcpApiError):
         return f"GCP: {error}"

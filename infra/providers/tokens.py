@@ -46,6 +46,9 @@ AWS_VPC_SECURITY_GROUP_EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGr
 AWS_VPC_SECURITY_GROUP_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 # Google Cloud (pulumi-gcp)
+GCP_CLOUDFUNCTIONSV2_FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+GCP_CLOUDRUNV2_SERVICE_IAM_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
+GCP_CLOUDSCHEDULER_JOB = "gcp:cloudscheduler/job:Job"
 GCP_COMPUTE_INSTANCE = "gcp:compute/instance:Instance"
 GCP_COMPUTE_NETWORK = "gcp:compute/network:Network"
 GCP_COMPUTE_RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
@@ -57,10 +60,16 @@ GCP_CONTAINER_NODE_POOL = "gcp:container/nodePool:NodePool"
 GCP_KMS_CRYPTO_KEY = "gcp:kms/cryptoKey:CryptoKey"
 GCP_KMS_KEY_RING = "gcp:kms/keyRing:KeyRing"
 GCP_LUSTRE_INSTANCE = "gcp:lustre/instance:Instance"
+GCP_PROJECTS_IAM_CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+GCP_PROJECTS_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+GCP_PUBSUB_TOPIC = "gcp:pubsub/topic:Topic"
+GCP_PUBSUB_TOPIC_IAM_MEMBER = "gcp:pubsub/topicIAMMember:TopicIAMMember"
 GCP_SERVICEACCOUNT_ACCOUNT = "gcp:serviceaccount/account:Account"
 GCP_STORAGE_BUCKET = "gcp:storage/bucket:Bucket"
 GCP_STORAGE_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 GCP_STORAGE_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+GCP_STORAGE_BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+GCP_STORAGE_NOTIFICATION = "gcp:storage/notification:Notification"
 GCP_STORAGE_TRANSFER_JOB = "gcp:storage/transferJob:TransferJob"
 
 # Kubernetes (pulumi-kubernetes; KEDA and Karpenter are custom resources)

@@ -34,3 +34,18 @@ COMPLETION_TO_TERMINATE_WORST_SECONDS = GUARD_RETRY_WINDOW_SECONDS + EC2_SHUTDOW
 # After expires-at, compute is terminating within this time even if the guard never runs: each node's
 # own backstop shutdown (the guard usually stops it within seconds of expires-at).
 HARD_CAP_OVERRUN_SECONDS = NODE_BACKSTOP_SECONDS + EC2_SHUTDOWN_SECONDS
+
+# GCP (run_guard_gcp/, components/training/gcp/run_guard.py). Compute Engine deletes the nodes itself at
+# expires-at (scheduling.terminationTime); the guard stops the rest. A Cloud Scheduler job publishes a tick every
+# GCP_GUARD_TICK_SECONDS (cron's finest grain) and each tick takes one short step; the completion marker reaches
+# the guard within seconds through the bucket's Pub/Sub notification.
+GCP_GUARD_TICK_SECONDS = 60
+GCP_NODE_DELETE_SECONDS = 900  # deleting an A3 VM takes minutes (the lifecycle's STOP_WAIT_SECONDS bound)
+GCP_GUARD_EXPORT_MAX_SECONDS = 21600  # the guard gives up an export still running after this (keeping the data)
+# From expires-at until the guard has asked Managed Lustre to delete the file system, when the export takes at most
+# EXPORT_WAIT_SECONDS (the design's bound for the last checkpoints; a larger /checkpoints takes longer): a tick to
+# start, the nodes' deletion, the export, a tick to see it done. Cloud Scheduler's own delivery delay and Managed
+# Lustre's deletion time come on top and are not bounded by the design (docs/lifecycle.md).
+GCP_GUARD_EXPIRY_TO_DELETE_SECONDS = (
+    GCP_GUARD_TICK_SECONDS + GCP_NODE_DELETE_SECONDS + EXPORT_WAIT_SECONDS + GCP_GUARD_TICK_SECONDS
+)

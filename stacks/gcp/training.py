@@ -11,6 +11,7 @@ from components.training.gcp.filesystem import GcpRunFileSystem, GcpRunFileSyste
 from components.training.gcp.network import GcpTrainingNetwork, GcpTrainingNetworkArgs
 from components.training.gcp.node_account import GcpNodeAccount, GcpNodeAccountArgs
 from components.training.gcp.nodes import GcpTrainingNodes, GcpTrainingNodesArgs
+from components.training.gcp.run_guard import GcpRunGuard, GcpRunGuardArgs
 from infra.catalog.fabric import gcp_net_plugin
 from infra.core.labels import account_id
 from infra.training.gcp.config import GcpTrainingStackConfig
@@ -28,7 +29,26 @@ def build(config: GcpTrainingStackConfig) -> None:
     _explain(plan)
     labels, name, prefix = plan.labels, f"run-{plan.run_id}", run_resource_prefix(plan.run_id)
 
-    network = GcpTrainingNetwork(name, GcpTrainingNetworkArgs(plan=plan, prefix=prefix, labels=labels))
+    lustre_instance = lustre_instance_name(project, plan.zone, plan.run_id)
+    # First, so a run that ends (or expires) early is always watched; everything that bills depends on it, so a
+    # destroy removes the guard last.
+    run_guard = GcpRunGuard(
+        f"{name}-guard",
+        GcpRunGuardArgs(
+            run_id=plan.run_id,
+            project=project,
+            region=region,
+            zone=plan.zone,
+            data_bucket=plan.data_bucket,
+            lustre_instance=lustre_instance,
+            expires_at=plan.expires_at,
+            teardown_on_completion=plan.lifecycle.teardown_on_completion,
+            export_checkpoints=plan.lifecycle.export_checkpoints,
+            labels=labels,
+        ),
+    )
+    guarded = pulumi.ResourceOptions(depends_on=[run_guard])
+    network = GcpTrainingNetwork(name, GcpTrainingNetworkArgs(plan=plan, prefix=prefix, labels=labels), opts=guarded)
     prefixes = plan.prefixes
     account = GcpNodeAccount(
         name,
@@ -45,7 +65,7 @@ def build(config: GcpTrainingStackConfig) -> None:
         GcpRunFileSystemArgs(
             plan=plan.lustre, instance_id=prefix, zone=plan.zone, network_id=network.network.id, labels=labels
         ),
-        opts=pulumi.ResourceOptions(depends_on=[network.peering]),
+        opts=pulumi.ResourceOptions(depends_on=[network.peering, run_guard]),
     )
     script = filesystem.mount_point.apply(lambda mount: render_startup_script(_bootstrap(plan, spec, mount)))
     nodes = GcpTrainingNodes(
@@ -59,7 +79,7 @@ def build(config: GcpTrainingStackConfig) -> None:
             startup_script=script,
             labels=labels,
         ),
-        opts=pulumi.ResourceOptions(depends_on=[filesystem]),
+        opts=pulumi.ResourceOptions(depends_on=[filesystem, run_guard]),
     )
 
     pulumi.export("runId", plan.run_id)
@@ -73,6 +93,7 @@ def build(config: GcpTrainingStackConfig) -> None:
             "exportCheckpoints": plan.lifecycle.export_checkpoints,
             "terminationTime": plan.termination_time,
             "terminationAction": "DELETE",
+            "guardFunction": run_guard.function.name,
         },
     )
     pulumi.export("machineType", plan.mtype.name)
@@ -90,7 +111,7 @@ def build(config: GcpTrainingStackConfig) -> None:
     pulumi.export("nodePrivateIps", nodes.private_ips)
     pulumi.export("rendezvousHost", nodes.private_ips.apply(lambda ips: ips[0] if ips else None))
     pulumi.export("lustreMountPoint", filesystem.mount_point)
-    pulumi.export("lustreInstanceId", lustre_instance_name(project, plan.zone, plan.run_id))
+    pulumi.export("lustreInstanceId", lustre_instance)
     pulumi.export(
         "lustre",
         {

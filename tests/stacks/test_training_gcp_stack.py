@@ -100,6 +100,7 @@ def test_node_account_reads_datasets_and_writes_run_prefixes_only(demo):
     grants = {
         g.inputs["role"]: g.inputs["condition"]["expression"]
         for g in by_type(demo, "gcp:storage/bucketIAMMember:BucketIAMMember")
+        if g.inputs["member"].startswith("serviceAccount:train-")
     }
     base = "resource.name.startsWith('projects/_/buckets/mlinfra-training-demo/objects/"
     assert grants["roles/storage.objectCreator"] == (

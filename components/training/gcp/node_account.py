@@ -19,6 +19,28 @@ def object_prefix_condition(bucket: str, prefixes: tuple[str, ...]) -> str:
     return " || ".join(f"resource.name.startsWith('projects/_/buckets/{bucket}/objects/{p}')" for p in prefixes)
 
 
+def prefix_grant(
+    resource_name: str,
+    bucket: str,
+    role: str,
+    member: pulumi.Input[str],
+    prefixes: tuple[str, ...],
+    title: str,
+    opts: pulumi.ResourceOptions,
+) -> gcp.storage.BucketIAMMember:
+    """`role` on `bucket`'s objects under `prefixes` only (an IAM condition on the object name)."""
+    return gcp.storage.BucketIAMMember(
+        resource_name,
+        bucket=bucket,
+        role=role,
+        member=member,
+        condition=gcp.storage.BucketIAMMemberConditionArgs(
+            title=title, expression=object_prefix_condition(bucket, prefixes)
+        ),
+        opts=opts,
+    )
+
+
 @dataclass(frozen=True)
 class GcpNodeAccountArgs:
     account_id: str
@@ -46,15 +68,14 @@ class GcpNodeAccount(pulumi.ComponentResource):
             "write": ("roles/storage.objectCreator", args.write_prefixes),
         }
         for what, (role, prefixes) in grants.items():
-            gcp.storage.BucketIAMMember(
+            prefix_grant(
                 f"{name}-{what}",
-                bucket=args.bucket,
-                role=role,
-                member=member,
-                condition=gcp.storage.BucketIAMMemberConditionArgs(
-                    title=f"mlinfra-{what}-run-prefixes", expression=object_prefix_condition(args.bucket, prefixes)
-                ),
-                opts=pulumi.ResourceOptions(parent=self.account),
+                args.bucket,
+                role,
+                member,
+                prefixes,
+                f"mlinfra-{what}-run-prefixes",
+                pulumi.ResourceOptions(parent=self.account),
             )
         for role in PROJECT_ROLES:
             gcp.projects.IAMMember(

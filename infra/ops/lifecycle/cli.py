@@ -153,4 +153,6 @@ def _gcp_run_cloud(config: dict[str, Any]):
     spec = loaded.training
     zone = chosen_zone(spec, region) if isinstance(region, str) else spec.zone
     names = [lustre_instance_name(project, zone, spec.run_id)] if zone else []
-    return GcpRunCloud(project, spec.data_bucket, lustre_instances=names)
+    return GcpRunCloud(
+        project, spec.data_bucket, lustre_instances=names, region=region if isinstance(region, str) else None
+    )

@@ -9,6 +9,7 @@ from infra.catalog.gcp import UnknownMachineType, machine_type
 from infra.catalog.services import service_price
 from infra.core.shapes import dict_at, list_at
 from infra.providers import tokens
+from infra.tools.cost.gcp_guard import GCP_GUARD_PRICERS
 from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.managed import Priced
 from infra.tools.cost.resources import Resources, whole
@@ -233,4 +234,5 @@ GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
     tokens.GCP_STORAGE_BUCKET: gcs_bucket,
     tokens.GCP_KMS_CRYPTO_KEY: kms_key,
     tokens.GCP_STORAGE_TRANSFER_JOB: transfer_job,
+    **GCP_GUARD_PRICERS,
 }

@@ -3,6 +3,7 @@ it. Every duration comes from infra/training/limits.py, so the cost follows the 
 
 from __future__ import annotations
 
+from infra.providers import tokens
 from infra.tools.cost.compute import COMPUTE_TYPES
 from infra.tools.cost.gcp import COMPUTE_INSTANCE as GCP_INSTANCE
 from infra.tools.cost.model import IdleTail, IdleTerm, Line
@@ -11,6 +12,7 @@ from infra.training.limits import (
     COMPLETION_TO_TERMINATE_WORST_SECONDS,
     EC2_SHUTDOWN_SECONDS,
     EXPORT_WAIT_SECONDS,
+    GCP_GUARD_EXPIRY_TO_DELETE_SECONDS,
     HARD_CAP_OVERRUN_SECONDS,
     NODE_POWER_OFF_DELAY_SECONDS,
 )
@@ -95,24 +97,34 @@ def idle_tail(
         standing_usd * until_expiry / 3600,
         "if nobody tears down, storage and network bill until expires-at",
     )
-    if gcp:  # no run guard: the file system and networks bill until someone runs the teardown
+    guard_seconds: float = COMPLETION_TO_TERMINATE_WORST_SECONDS
+    guard_what = "if a node's own power-off fails, the run guard stops it (worst case by design)"
+    guarded = any(line.type == tokens.GCP_CLOUDFUNCTIONSV2_FUNCTION for line in lines)
+    if gcp and guarded:
+        seconds = until_expiry + GCP_GUARD_EXPIRY_TO_DELETE_SECONDS
+        unattended_usd, unattended_what = (
+            standing_usd * seconds / 3600,
+            f"if nobody tears down, Managed Lustre bills until the run guard deletes it, at most "
+            f"{GCP_GUARD_EXPIRY_TO_DELETE_SECONDS} s after expires-at (GCP_GUARD_EXPIRY_TO_DELETE_SECONDS, an export "
+            "of at most EXPORT_WAIT_SECONDS); without nodes the networks cost nothing and the guard next to nothing",
+        )
+        guard_what = (
+            "if a node's own power-off fails, the run guard deletes it on the completion marker (worst case by "
+            "design: the marker's retry window, after which its minute ticks go on)"
+        )
+    elif gcp:  # no run guard: the file system and networks bill until someone runs the teardown
         unattended_usd, unattended_what = (
             standing_usd,
             (
                 "if nobody tears down, storage and network bill until `teardown` or `reap --execute` runs, "
-                "with no bound "
-                "on GCP (no run guard), per hour"
+                "with no bound on GCP (no run guard), per hour"
             ),
         )
-    if gcp:  # no cloud-side guard: a node whose power-off fails runs until the teardown or terminationTime
         guard_seconds = max(until_expiry, COMPLETION_TO_TERMINATE_WORST_SECONDS)
         guard_what = (
             "if a node's own power-off fails and nobody runs the teardown, it bills until Compute Engine "
-            "deletes it at expires-at (GCP has no run guard; `run` tears down on the completion marker)"
+            "deletes it at expires-at (no run guard; `run` tears down on the completion marker)"
         )
-    else:
-        guard_seconds = COMPLETION_TO_TERMINATE_WORST_SECONDS
-        guard_what = "if a node's own power-off fails, the run guard stops it (worst case by design)"
     return IdleTail(
         terms=tuple(terms),
         guard_path_usd=nodes_usd * guard_seconds / 3600,

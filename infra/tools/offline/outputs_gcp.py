@@ -93,6 +93,32 @@ def gcp_outputs(token: str, name: str, inputs: dict[str, Any], config: dict[str,
             url=f"gs://{physical}",
             selfLink=f"https://www.googleapis.com/storage/v1/b/{physical}",
         )
+    elif token == tokens.GCP_PUBSUB_TOPIC:
+        out.update(name=physical, id=f"{base}/topics/{physical}")
+    elif token == tokens.GCP_PROJECTS_IAM_CUSTOM_ROLE:
+        role = f"{base}/roles/{inputs.get('roleId') or physical}"
+        out.update(name=role, id=role, deleted=False)
+    elif token == tokens.GCP_CLOUDFUNCTIONSV2_FUNCTION:  # a Cloud Run function: its service carries its name
+        location = inputs.get("location") or region
+        url = f"https://{location}-{project}.cloudfunctions.net/{physical}"
+        out.update(
+            name=physical,
+            id=f"{base}/locations/{location}/functions/{physical}",
+            url=url,
+            state="ACTIVE",
+            environment="GEN_2",
+            serviceConfig={
+                **(inputs.get("serviceConfig") or {}),
+                "service": f"{base}/locations/{location}/services/{physical}",
+                "uri": url,
+            },
+        )
+    elif token == tokens.GCP_CLOUDSCHEDULER_JOB:
+        out.update(name=physical, id=f"{base}/locations/{region}/jobs/{physical}", state="ENABLED")
+    elif token == tokens.GCP_STORAGE_NOTIFICATION:
+        out.update(notificationId=str(int(_hash(token + name, 4), 16)))
+    elif token == tokens.GCP_STORAGE_BUCKET_OBJECT:
+        out.update(name=physical, id=f"{inputs.get('bucket')}-{physical}", generation=1)
     elif token == tokens.GCP_STORAGE_TRANSFER_JOB:
         out.update(name=f"transferJobs/{int(_hash(token + name, 12), 16)}")
     else:

@@ -188,9 +188,15 @@ class OfflineMocks(mocks.Mocks):
             target = str(args.inputs.get("name") or args.resource_id)
             return target, {"name": target, "outputs": self.resolve_stack(target), "secretOutputNames": []}
         outputs = {**args.inputs, **computed_outputs(args.typ, args.name, args.inputs, self.config)}
-        if args.typ.startswith("gcp:kms/") and outputs.get("id"):
-            return outputs["id"], outputs  # KMS ids are resource paths other resources name (a bucket's CMEK)
+        if args.typ in RESOURCE_PATH_IDS and outputs.get("id"):
+            return outputs["id"], outputs  # ids other resources name as resource paths (a CMEK, a topic)
         return _offline_id(args), outputs
+
+
+# Resources whose id is the resource path that other resources name (a bucket's CMEK, a notification's topic).
+RESOURCE_PATH_IDS = frozenset(
+    {tokens.GCP_KMS_KEY_RING, tokens.GCP_KMS_CRYPTO_KEY, tokens.GCP_PUBSUB_TOPIC, tokens.GCP_CLOUDFUNCTIONSV2_FUNCTION}
+)
 
 
 def _short_hash(text: str, length: int = 7) -> str:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from infra.core.labels import account_id
-from infra.ops.lifecycle.gcp.api import GcpApi, GcpApiError
 from infra.ops.lifecycle.ports import (
     ExportStatus,
     Leftover,
@@ -27,19 +25,14 @@ from infra.ops.lifecycle.ports import (
     iso_precise,
     parse_marker,
 )
+from infra.training.gcp.guard import tick_job_name
 from infra.training.gcp.plan import checkpoints_uri, run_label, run_resource_name, run_resource_prefix
+from run_guard_gcp import compute, lustre
+from run_guard_gcp.api import GcpApi, GcpApiError
+from run_guard_gcp.guard import DONE as GUARD_DONE
 
-# Compute Engine bills vCPUs and GPUs in these states (stopping ones included: the guest is still shutting down).
-BILLING_STATES = frozenset(
-    {"PENDING", "PROVISIONING", "STAGING", "RUNNING", "PENDING_STOP", "STOPPING", "SUSPENDING", "REPAIRING"}
-)
 STOP_WAIT_SECONDS = 900  # deleting an A3 VM takes minutes; longer means something is wrong
 STOP_POLL_SECONDS = 10
-CHECKPOINTS_PATH = "/checkpoints"  # in the file system (the nodes mount its root at /fsx)
-# DELETE answers these while another operation (Compute Engine's own deletion at terminationTime, a stop)
-# runs on the instance: the instance is on its way out, so keep waiting for it to be gone.
-ALREADY_GOING = ("resourceNotReady", "RESOURCE_NOT_READY")
-REQUEST_IDS = uuid.UUID("6f1d2a4e-9c1b-4a53-9a0e-3f5c2d1b7e10")  # namespace of our exportData request ids
 # What the audit lists directly (authoritative, no index lag); Cloud Asset Inventory adds only other types.
 LISTED_ASSET_TYPES = frozenset(
     {
@@ -70,8 +63,9 @@ class GcpRunCloud:
         api: GcpApi | None = None,
         sleep: Callable[[float], None] = time.sleep,
         lustre_instances: Sequence[str] = (),
+        region: str | None = None,
     ):
-        self.project, self.data_bucket = project, data_bucket
+        self.project, self.data_bucket, self.region = project, data_bucket, region
         self.api = api or GcpApi()
         self.sleep = sleep
         self.lustre_instances = tuple(lustre_instances)
@@ -96,30 +90,16 @@ class GcpRunCloud:
 
     def nodes(self, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         """(zone, instance) of every instance labelled with the run, whatever its status."""
-        key, value = run_label(run_id)
-        return [
-            (scope.rsplit("/", 1)[-1], instance)
-            for scope, instance in self._aggregated("instances", {"filter": _label_filter(run_id)})
-            if (instance.get("labels") or {}).get(key) == value
-        ]
+        return compute.run_nodes(self.api, self.project, run_label(run_id))
 
     def active_nodes(self, run_id: str) -> int:
-        return sum(1 for _, instance in self.nodes(run_id) if instance.get("status") in BILLING_STATES)
+        return sum(1 for _, instance in self.nodes(run_id) if instance.get("status") in compute.BILLING_STATES)
 
     def stop_compute(self, run_id: str) -> StoppedCompute:
         """Delete every node of the run and return once none is listed; with when the last deletion ended,
         by Compute Engine's clock. A deletion that fails is an error at once, not after the wait."""
-        operations = []
-        for zone, instance in self.nodes(run_id):
-            try:
-                operations.append(
-                    self.api.call(
-                        "DELETE", "compute", f"projects/{self.project}/zones/{zone}/instances/{instance['name']}"
-                    )
-                )
-            except GcpApiError as error:
-                if error.status != 404 and error.reason not in ALREADY_GOING:
-                    raise
+        deleting = (compute.delete_node(self.api, self.project, zone, i["name"]) for zone, i in self.nodes(run_id))
+        operations = [op for op in deleting if op is not None]
         names = tuple(op.get("targetLink", "").rsplit("/", 1)[-1] for op in operations)
         ends: dict[str, datetime] = {}  # delete operation -> when it ended
         for _ in range(STOP_WAIT_SECONDS // STOP_POLL_SECONDS):
@@ -153,7 +133,7 @@ class GcpRunCloud:
                 str(first.get("code", "OPERATION_FAILED")),
                 f"deleting {done.get('targetLink', 'an instance')}: {first.get('message', '')}",
             )
-        return _parse_time(done.get("endTime"))
+        return lustre.parse_time(done.get("endTime"))
 
     # ---- checkpoints ------------------------------------------------------------------------------------
     def expect_file_systems(self, file_system_ids: Sequence[str], bucket: str | None = None) -> None:
@@ -163,28 +143,17 @@ class GcpRunCloud:
     def file_systems(self, run_id: str) -> list[dict[str, Any]]:
         """Managed Lustre instances labelled with the run or carrying its name (in any location), and the ones
         the stack names, once each. Listed without a server-side filter (a project holds few), matched here."""
-        key, value = run_label(run_id)
-        own_id = run_resource_prefix(run_id)
-        found = {
-            fs["name"]: fs
-            for page in self.api.pages("lustre", f"projects/{self.project}/locations/-/instances")
-            for fs in page.get("instances", [])
-            if (fs.get("labels") or {}).get(key) == value or fs["name"].rsplit("/", 1)[-1] == own_id
-        }
-        for name in self.lustre_instances:
-            if name not in found:
-                try:
-                    found[name] = self.api.get("lustre", name)
-                except GcpApiError as error:
-                    if error.status != 404:
-                        raise
-        return list(found.values())
+        return lustre.find_instances(
+            self.api, self.project, run_label(run_id), run_resource_prefix(run_id), self.lustre_instances
+        )
 
     def export_checkpoints(self, run_id: str, since: str | None = None) -> ExportStatus:
         """One step of exporting /checkpoints to gs://<dataBucket>/checkpoints/<run-id>/: wait while a
         transfer of the file system runs; done when an export of exactly that, with no file failed, created
         at/after `since` (or started by this object) succeeded; otherwise start one."""
         file_systems = self.file_systems(run_id)
+        if not file_systems and self.named_by_outputs and (deleted := self._deleted_by_guard(run_id)):
+            return ExportStatus("no-filesystem", deleted)
         if not file_systems and self.named_by_outputs:
             return ExportStatus(
                 "missing",
@@ -212,51 +181,31 @@ class GcpRunCloud:
                 f"{instance} is {state}: Managed Lustre exports only from an ACTIVE instance; nothing was destroyed",
             )
         destination = checkpoints_uri(self.data_bucket, run_id)
-        transfers = self._transfers(instance)
-        running = [op for op in transfers if not op.get("done")]  # one transfer per instance at a time
-        if running:
-            kind = "export" if _transfer_type(running[0]) == "EXPORT" else "import"
-            return ExportStatus("running", f"{kind} of {instance} in progress", running[0]["name"])
-        cutoff = _parse_time(since)
-        counted = [
-            op
-            for op in transfers
-            if op["name"] in self._own_operations or (_exports(op, destination) and _created_at_or_after(op, cutoff))
-        ]
-        good = [op for op in counted if "error" not in op and not _failed_files(op)]
-        if good:
-            return ExportStatus("succeeded", f"exported to {destination}", good[-1]["name"])
-        failed = [op for op in counted if op["name"] in self._own_operations]
-        if failed:
-            return ExportStatus("failed", _failure(failed[-1]), failed[-1]["name"])
-        operation = self.api.call(
-            "POST",
-            "lustre",
-            f"{instance}:exportData",
-            body={
-                "lustrePath": {"path": CHECKPOINTS_PATH},
-                "gcsPath": {"uri": destination},  # a path in the bucket ends with "/"
-                # the same request id for the same export, so a retried POST (after a lost answer) is not a second one
-                "requestId": str(uuid.uuid5(REQUEST_IDS, f"{instance}|{destination}|{since}")),
-            },
+        decision = lustre.decide_export(
+            lustre.transfers(self.api, instance, self._own_operations),
+            destination,
+            lustre.parse_time(since),
+            self._own_operations,
         )
+        if decision.state != "start":
+            return ExportStatus(decision.state, decision.detail, decision.operation)
+        operation = lustre.start_export(self.api, instance, destination, since)
         self._own_operations.append(operation["name"])
         return ExportStatus("started", f"export of {instance} to {destination}", operation["name"])
 
-    def _transfers(self, instance: str) -> list[dict[str, Any]]:
-        """The import and export operations of `instance`, oldest first; this object's own exports are read
-        by name (a list may lag, or name the target another way)."""
-        location, _, instance_id = instance.partition("/instances/")
-        suffix = f"/locations/{location.rsplit('/', 1)[-1]}/instances/{instance_id}"
-        listed = {
-            op["name"]: op
-            for page in self.api.pages("lustre", f"{location}/operations")
-            for op in page.get("operations", [])
-            if str(_metadata(op).get("target", "")).endswith(suffix) and _transfer_type(op) is not None
-        }
-        for name in self._own_operations:
-            listed[name] = self.api.get("lustre", name)
-        return sorted(listed.values(), key=lambda op: _parse_time(_metadata(op).get("createTime")) or _EPOCH)
+    def _deleted_by_guard(self, run_id: str) -> str | None:
+        """Why the file systems the stack names are gone, when the run guard's record (runs/<run-id>/guard/done.json)
+        says it deleted them after their checkpoints were out (exported, copied by the nodes, or not wanted)."""
+        body = self.api.object_media(self.data_bucket, f"runs/{run_id}/guard/{GUARD_DONE}")
+        try:
+            done = json.loads(body) if body is not None else None
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(done, dict) or done.get("file_system_deletion") not in ("deleting", "already-deleted"):
+            return None
+        if done.get("file_system") not in self.named_by_outputs or len(self.named_by_outputs) != 1:
+            return None
+        return f"{done['file_system']} deleted by the run guard: {done.get('outcome', 'no outcome recorded')}"
 
     # ---- audit ------------------------------------------------------------------------------------------
     def audit(self, run_id: str) -> list[Leftover]:
@@ -268,7 +217,9 @@ class GcpRunCloud:
         found = [Leftover("compute:instance", i["selfLink"], "compute-labels") for _, i in self.nodes(run_id)]
         found += [
             Leftover("compute:disk", d["selfLink"], "compute-labels")
-            for _, d in self._aggregated("disks", {"filter": _label_filter(run_id)})
+            for _, d in compute.aggregated(
+                self.api, self.project, "disks", {"filter": compute.label_filter(run_label(run_id))}
+            )
             if (d.get("labels") or {}).get(key) == value
         ]
         found += [
@@ -293,14 +244,14 @@ class GcpRunCloud:
                 ("router", "routers"),
                 ("resource-policy", "resourcePolicies"),
             )
-            for _, item in self._aggregated(collection)
+            for _, item in compute.aggregated(self.api, self.project, collection)
         ]
         found += [
             Leftover(f"compute:{kind}", item["selfLink"], "compute-names")
             for kind, item in listed
             if named.match(str(item.get("name", "")))
         ]
-        found += self._service_account(run_id)
+        found += self._service_accounts(run_id) + self._tick_job(run_id)
         for page in self.api.pages(
             "asset", f"projects/{self.project}:searchAllResources", {"query": f'labels.{key}="{value}"'}
         ):
@@ -311,99 +262,31 @@ class GcpRunCloud:
             ]
         return found
 
-    def _service_account(self, run_id: str) -> list[Leftover]:
-        email = f"{account_id('train', run_id)}@{self.project}.iam.gserviceaccount.com"
+    def _service_accounts(self, run_id: str) -> list[Leftover]:
+        """The nodes' and the run guard's service accounts (found by their ids: accounts take no labels)."""
+        found = []
+        for prefix in ("train", "guard"):
+            email = f"{account_id(prefix, run_id)}@{self.project}.iam.gserviceaccount.com"
+            if self._exists("iam", f"projects/{self.project}/serviceAccounts/{email}"):
+                found.append(Leftover("iam:service-account", email, "iam"))
+        return found
+
+    def _tick_job(self, run_id: str) -> list[Leftover]:
+        """The run guard's Cloud Scheduler job, by its name in the stack's region (jobs take no labels)."""
+        if not self.region:
+            return []
+        name = f"projects/{self.project}/locations/{self.region}/jobs/{tick_job_name(run_id)}"
+        return [Leftover("cloudscheduler:job", name, "scheduler")] if self._exists("scheduler", name) else []
+
+    def _exists(self, service: str, path: str) -> bool:
         try:
-            self.api.get("iam", f"projects/{self.project}/serviceAccounts/{email}")
+            self.api.get(service, path)
         except GcpApiError as error:
             if error.status == 404:
-                return []
+                return False
             raise
-        return [Leftover("iam:service-account", email, "iam")]
+        return True
 
     def _global(self, collection: str) -> list[dict[str, Any]]:
         path = f"projects/{self.project}/global/{collection}"
         return [item for page in self.api.pages("compute", path) for item in page.get("items", [])]
-
-    def _aggregated(self, collection: str, params: dict[str, str] | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """(scope, item) of an aggregated list; scopes with nothing carry only a warning."""
-        path = f"projects/{self.project}/aggregated/{collection}"
-        return [
-            (scope, item)
-            for page in self.api.pages("compute", path, params)
-            for scope, listed in (page.get("items") or {}).items()
-            for item in (listed or {}).get(collection, [])
-        ]
-
-
-def _label_filter(run_id: str) -> str:
-    key, value = run_label(run_id)
-    return f'labels.{key} = "{value}"'
-
-
-def _metadata(operation: dict[str, Any]) -> dict[str, Any]:
-    metadata = operation.get("metadata")
-    return metadata if isinstance(metadata, dict) else {}
-
-
-def _transfer(operation: dict[str, Any]) -> dict[str, Any]:
-    transfer = _metadata(operation).get("operationMetadata")
-    return transfer if isinstance(transfer, dict) else {}
-
-
-def _transfer_type(operation: dict[str, Any]) -> str | None:
-    """ "EXPORT" or "IMPORT" for a data transfer (its ExportDataMetadata/ImportDataMetadata), else None."""
-    declared = _transfer(operation).get("transferType")
-    if declared in ("EXPORT", "IMPORT"):
-        return declared
-    kind = str(_metadata(operation).get("@type", ""))
-    return (
-        "EXPORT" if kind.endswith(".ExportDataMetadata") else "IMPORT" if kind.endswith(".ImportDataMetadata") else None
-    )
-
-
-def _exports(operation: dict[str, Any], destination: str) -> bool:
-    """An export of exactly /checkpoints to `destination` (someone else's export of other data does not count)."""
-    transfer = _transfer(operation)
-    source = str((transfer.get("sourceLustrePath") or {}).get("path", "")).rstrip("/")
-    target = str((transfer.get("destinationGcsPath") or {}).get("uri", "")).rstrip("/")
-    return _transfer_type(operation) == "EXPORT" and source == CHECKPOINTS_PATH and target == destination.rstrip("/")
-
-
-def _created_at_or_after(operation: dict[str, Any], cutoff: datetime | None) -> bool:
-    created = _parse_time(_metadata(operation).get("createTime"))
-    return cutoff is not None and created is not None and created >= cutoff
-
-
-def _failed_files(operation: dict[str, Any]) -> int:
-    counters = _transfer(operation).get("counters") or {}
-    try:
-        return int(counters.get("objectsFailedCount") or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _failure(operation: dict[str, Any]) -> str:
-    if "error" in operation:
-        error = operation["error"]
-        return str(error.get("message") or error) if isinstance(error, dict) else str(error)
-    return f"{_failed_files(operation)} file(s) failed to copy (the operation's errorSummaries name them)"
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _parse_time(text: Any) -> datetime | None:
-    """An RFC 3339 time as Google writes them (`2026-03-01T12:00:00.123456789Z`, or with an offset), to the
-    microsecond (Python reads at most 6 fractional digits)."""
-    if not isinstance(text, str) or not text:
-        return None
-    head, dot, rest = text.partition(".")
-    if dot:
-        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
-        text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}"
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -172,6 +172,7 @@ def gcp(gcs_url):
         "iam": f"{base}/iam/v1",
         "lustre": f"{base}/lustre/v1",
         "asset": f"{base}/asset/v1",
+        "scheduler": f"{base}/scheduler/v1",
         "storage": f"{gcs_url}/storage/v1",
         "upload": f"{gcs_url}/upload/storage/v1",
     }
@@ -185,8 +186,8 @@ def gcp(gcs_url):
 def gcp_cloud(gcp):
     import requests
 
-    from infra.ops.lifecycle.gcp.api import GcpApi
     from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
+    from run_guard_gcp.api import GcpApi
 
     return GcpRunCloud(
         gcp_world.PROJECT, gcp_world.BUCKET, api=GcpApi(requests.Session(), gcp.endpoints), sleep=lambda s: None

@@ -43,8 +43,11 @@ class GcpEmulator:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
+        self.accepted: list[tuple[str, str]] = []  # (method, path) of every change the emulator accepted
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
         self.deleting: dict[tuple[str, str], int] = {}  # lists left before a deleted instance is gone
+        self.delete_lists = 2  # how many lists a deleted instance stays listed (STOPPING)
+        self.lustre_deleted_at: dict[str, datetime] = {}  # file system -> when its deletion was asked
         self.operations: dict[str, dict[str, Any]] = {}  # compute zonal operations by name
         self.disks: dict[str, dict[str, Any]] = {}
         self.global_items: dict[str, list[dict[str, Any]]] = {"networks": [], "firewalls": [], "addresses": []}
@@ -59,6 +62,7 @@ class GcpEmulator:
         self.export = Export()
         self.assets: list[dict[str, Any]] = []
         self.service_accounts: set[str] = set()  # emails
+        self.scheduler_jobs: set[str] = set()  # full names: projects/P/locations/L/jobs/J
         self.unreachable_zones: list[str] = []  # aggregated lists say these could not be read
         self.failing_deletes: dict[str, str] = {}  # instance name -> the error its delete operation ends with
         self.fail_next: list[tuple[int, str, str]] = []  # (status, reason, message) for the next requests
@@ -202,15 +206,20 @@ class GcpEmulator:
                 ("GET", rf"^/lustre/v1/projects/{p}/locations/-/instances$", self._lustre_list),
                 ("GET", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/instances/[\w-]+)$", self._lustre_get),
                 ("POST", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/instances/[\w-]+):exportData$", self._export),
+                ("DELETE", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/instances/[\w-]+)$", self._lustre_delete),
                 ("GET", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+)/operations$", self._lustre_operations),
                 ("GET", rf"^/lustre/v1/(projects/{p}/locations/[\w-]+/operations/[\w-]+)$", self._lustre_operation),
                 ("GET", rf"^/iam/v1/projects/{p}/serviceAccounts/([^/]+)$", self._service_account),
                 ("GET", rf"^/asset/v1/projects/{p}:searchAllResources$", self._assets),
+                ("GET", rf"^/scheduler/v1/(projects/{p}/locations/[\w-]+/jobs/[\w-]+)$", self._scheduler_job),
             ]
             for verb, pattern, handler in routes:
                 match = re.match(pattern, path)
                 if match and verb == method:
-                    return handler(*match.groups(), query=query, body=body)
+                    status, answer = handler(*match.groups(), query=query, body=body)
+                    if method != "GET" and status < 400:
+                        self.accepted.append((method, path))
+                    return status, answer
             return 404, _error(404, "NOT_FOUND", f"no route {method} {path}")
 
     def _paged(
@@ -283,7 +292,7 @@ class GcpEmulator:
                 "status": "RUNNING",
             }
         self.instances[key]["status"] = "STOPPING"
-        self.deleting.setdefault(key, 2)
+        self.deleting.setdefault(key, self.delete_lists)
         self._ids += 1
         op = f"operation-{self._ids}"
         self.operations[op] = {
@@ -320,6 +329,15 @@ class GcpEmulator:
         if name not in self.file_systems:
             return 404, _error(404, "NOT_FOUND", f"Resource '{name}' was not found")
         return 200, self.file_systems[name]
+
+    def _lustre_delete(self, name: str, query: Any, body: Any) -> tuple[int, Any]:
+        """DELETE an instance: DELETING from then on (as Managed Lustre lists it while it goes), the time recorded."""
+        if name not in self.file_systems:
+            return 404, _error(404, "NOT_FOUND", f"Resource '{name}' was not found")
+        self.file_systems[name]["state"] = "DELETING"
+        self.lustre_deleted_at.setdefault(name, self.clock())
+        operation = self._lustre_operation_name(name)
+        return 200, {"name": operation, "done": False, "metadata": {"target": name, "verb": "delete"}}
 
     def _export(self, instance: str, query: Any, body: Any) -> tuple[int, Any]:
         if instance not in self.file_systems:
@@ -361,6 +379,11 @@ class GcpEmulator:
         if email not in self.service_accounts:
             return 404, _error(404, "NOT_FOUND", f"Unknown service account {email}")
         return 200, {"email": email, "name": f"projects/{self.project}/serviceAccounts/{email}"}
+
+    def _scheduler_job(self, name: str, query: Any, body: Any) -> tuple[int, Any]:
+        if name not in self.scheduler_jobs:
+            return 404, _error(404, "NOT_FOUND", f"Job not found: {name}")
+        return 200, {"name": name, "schedule": "* * * * *", "state": "ENABLED"}
 
     def _assets(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         wanted = re.match(r'^labels\.([a-z0-9_-]+)=(?:"([^"]*)"|(\S+))$', query.get("query", [""])[0])

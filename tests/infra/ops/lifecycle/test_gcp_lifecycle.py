@@ -12,10 +12,10 @@ import requests
 
 from infra.core.errors import InputError
 from infra.core.project import load_project, stack_config
-from infra.ops.lifecycle.gcp.api import GcpApi
 from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
 from infra.ops.lifecycle.reap import StackFacts, plan_reap
 from infra.ops.lifecycle.teardown import AuditRetry, teardown
+from run_guard_gcp.api import GcpApi
 from tests.helpers import run_cli
 from tests.infra.ops.lifecycle.gcp_world import BUCKET, LABEL, PROJECT, RUN, ZONE, put_object, seed_run
 from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, StackState, World, printed, runtime
@@ -223,3 +223,39 @@ def test_run_on_gcp_deploys_watches_the_nodes_and_tears_down_on_the_marker(gcp, 
     assert f"up: deployed run {RUN} (2 x a3-highgpu-8g), expires-at 2026-03-02T10:00:00Z" in lines
     assert lines[-1].startswith(f"run {RUN}: job succeeded; 1h 0") and "at the on-demand list price" in lines[-1]
     assert gcp.instances == {} and stack not in world.stacks
+
+
+def test_teardown_after_the_guard_deleted_the_file_system_goes_on(gcp, gcp_cloud, deployed):
+    """The guard exported and deleted the file system at expires-at; the stack's outputs still name it. Its record
+    says why it is gone, so the teardown destroys the rest instead of stopping on a "missing" file system."""
+    world, stacks = deployed
+    name = world.stacks[STACK].outputs["lustreInstanceId"]
+    done = {"file_system": name, "file_system_deletion": "deleting", "outcome": "checkpoints exported"}
+    put_object(gcp.storage, f"runs/{RUN}/guard/done.json", json.dumps(done).encode())
+    gcp.file_systems.clear()
+    rt = runtime(FakeClock())
+    assert teardown(STACK, stacks, gcp_cloud, rt, audit_retry=AuditRetry(pauses=())) == 0
+    assert STACK not in world.stacks
+    assert "checkpoints: no file system left to export from" in printed(rt)
+
+
+def test_without_the_guards_record_a_missing_file_system_stops_the_teardown(gcp, gcp_cloud, deployed):
+    world, stacks = deployed
+    gcp.file_systems.clear()
+    rt = runtime(FakeClock())
+    assert teardown(STACK, stacks, gcp_cloud, rt) == 1
+    assert STACK in world.stacks and "destroy" not in world.names()
+
+
+def test_the_audit_lists_the_guards_account_and_tick_job(gcp):
+    from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
+
+    cloud = GcpRunCloud(PROJECT, BUCKET, api=GcpApi(requests.Session(), gcp.endpoints), region="us-central1")
+    gcp.service_accounts.add(f"guard-{RUN}@{PROJECT}.iam.gserviceaccount.com")
+    job = f"projects/{PROJECT}/locations/us-central1/jobs/mlinfra-{RUN}-guard-tick"
+    gcp.scheduler_jobs.add(job)
+    found = {(leftover.kind, leftover.identifier) for leftover in cloud.audit(RUN)}
+    assert found == {
+        ("iam:service-account", f"guard-{RUN}@{PROJECT}.iam.gserviceaccount.com"),
+        ("cloudscheduler:job", job),
+    }

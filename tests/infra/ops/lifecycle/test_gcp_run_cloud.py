@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from infra.ops.lifecycle.gcp.api import GcpApiError
+from run_guard_gcp.api import GcpApiError
 from tests.infra.ops.lifecycle.gcp_world import BUCKET, LABEL, OTHER, PROJECT, RUN, ZONE, put_object, seed_run
 
 
@@ -242,8 +242,8 @@ def test_a_failed_delete_is_reported_at_once_with_googles_words(gcp, gcp_cloud):
 def test_the_file_system_named_for_the_run_is_found_even_without_its_label(gcp):
     import requests
 
-    from infra.ops.lifecycle.gcp.api import GcpApi
     from infra.ops.lifecycle.gcp.cloud import GcpRunCloud
+    from run_guard_gcp.api import GcpApi
 
     name = gcp.add_file_system(ZONE, f"mlinfra-{RUN}", {})
     cloud = GcpRunCloud(
@@ -255,7 +255,7 @@ def test_the_file_system_named_for_the_run_is_found_even_without_its_label(gcp):
 def test_throttling_and_server_errors_are_retried_on_the_default_session(gcp):
     import requests
 
-    from infra.ops.lifecycle.gcp.api import GcpApi, with_retries
+    from run_guard_gcp.api import GcpApi, with_retries
 
     gcp.fail_next += [(503, "UNAVAILABLE", "try again"), (429, "RESOURCE_EXHAUSTED", "rate limit")]
     api = GcpApi(with_retries(requests.Session()), gcp.endpoints)

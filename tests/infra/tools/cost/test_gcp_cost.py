@@ -45,21 +45,43 @@ def test_training_gcp_demo_cost_prices_the_a3_nodes_and_their_idle_tail(capsys):
     ]
 
 
+AT_125 = [
+    "cost",
+    "--stack",
+    "training-gcp-demo",
+    "--json",
+    "-c",
+    "mlinfra:training.lustre.perUnitStorageThroughput=125",
+]
+
+
 def test_managed_lustre_at_125_mb_s_per_tib_is_priced_per_gib_month(capsys):
-    assert (
-        main(
-            [
-                "cost",
-                "--stack",
-                "training-gcp-demo",
-                "--json",
-                "-c",
-                "mlinfra:training.lustre.perUnitStorageThroughput=125",
-            ]
-        )
-        == 0
-    )
+    assert main(AT_125) == 0
     cost = json.loads(capsys.readouterr().out)
     lustre = next(line for line in cost["lines"] if line["type"] == "gcp:lustre/instance:Instance")
     capacity = int(lustre["what"].split()[2])
     assert lustre["basis"] == "hourly" and lustre["maxUsdPerHour"] == pytest.approx(capacity * 0.145 / 730, abs=0.01)
+
+
+def test_the_run_guard_bounds_the_gcp_idle_tail_and_prices_itself(capsys):
+    """With a priced Lustre tier, nobody tearing down costs Lustre until the guard deletes it: at most
+    GCP_GUARD_EXPIRY_TO_DELETE_SECONDS after expires-at (before the guard: the same per hour, without a bound)."""
+    from infra.training.limits import GCP_GUARD_EXPIRY_TO_DELETE_SECONDS
+
+    assert main(AT_125) == 0
+    cost = json.loads(capsys.readouterr().out)
+    standing = sum(
+        line["maxUsdPerHour"] for line in cost["lines"] if line["basis"] == "hourly" and line["group"] != "compute"
+    )
+    idle = cost["run"]["idleTail"]
+    assert idle["unattendedUntilExpiryUsd"] == pytest.approx(
+        standing * GCP_GUARD_EXPIRY_TO_DELETE_SECONDS / 3600, abs=0.01
+    )
+    assert "until the run guard deletes it, at most 4620 s after expires-at" in idle["unattendedWhat"]
+    guard = {line["resource"].rsplit("-", 1)[-1]: line for line in cost["lines"] if line["group"] == "guard"}
+    assert guard["tick"]["maxUsdPerHour"] == pytest.approx(0.10 / (31 * 24), abs=1e-6)  # $0.10 per job per 31 days
+    # one instance at most (0.167 vCPU, 256 MiB) busy all hour, plus 60 requests
+    assert guard["function"]["maxUsdPerHour"] == pytest.approx(
+        60 * 4e-7 + 3600 * (0.167 * 2.4e-5 + 0.25 * 2.5e-6), abs=1e-6
+    )
+    assert guard["topic"]["basis"] == guard["code"]["basis"] == "usage"

@@ -1,5 +1,6 @@
-"""A thin client of the Google Cloud REST APIs the GCP lifecycle needs (Compute Engine, Cloud Storage, Managed
-Lustre, Cloud Asset Inventory), over an authorized `requests` session.
+"""A thin client of the Google Cloud REST APIs the GCP run guard and the GCP lifecycle need (Compute Engine, Cloud
+Storage, Managed Lustre, Cloud Asset Inventory), over an authorized `requests` session. It lives in the guard's
+package because the guard is deployed as-is; the lifecycle (infra/ops/lifecycle/gcp/) imports it from here.
 
 REST rather than four generated client libraries: a handful of calls, one error type, and endpoints that a
 test can point at a local emulator (`STORAGE_EMULATOR_HOST` for Cloud Storage, as Google's own clients read
@@ -21,6 +22,7 @@ DEFAULT_ENDPOINTS = {
     "upload": "https://storage.googleapis.com/upload/storage/v1",
     "lustre": "https://lustre.googleapis.com/v1",
     "asset": "https://cloudasset.googleapis.com/v1",
+    "scheduler": "https://cloudscheduler.googleapis.com/v1",
 }
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_SECONDS = 60
@@ -50,7 +52,11 @@ def endpoints_from_environment(environ: Mapping[str, str] = os.environ) -> dict[
     base = environ.get("MLINFRA_GCP_API_ENDPOINT", "").rstrip("/")
     if base:
         endpoints.update(
-            compute=f"{base}/compute/v1", iam=f"{base}/iam/v1", lustre=f"{base}/lustre/v1", asset=f"{base}/asset/v1"
+            compute=f"{base}/compute/v1",
+            iam=f"{base}/iam/v1",
+            lustre=f"{base}/lustre/v1",
+            asset=f"{base}/asset/v1",
+            scheduler=f"{base}/scheduler/v1",
         )
     storage = environ.get("STORAGE_EMULATOR_HOST", "").rstrip("/")
     if storage:
