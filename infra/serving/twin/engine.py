@@ -131,6 +131,7 @@ class Simulation:
                 ready[int(rng() * len(ready))].replica.arrive(t, prompt, out)  # type: ignore[union-attr]
             else:
                 tally.refused += 1
+                tally.unserved_tokens += out
         while events and events[0][0] <= seconds:
             self._handle(heapq.heappop(events))
         return self._finish(seconds)

@@ -34,6 +34,7 @@ class Tally:
     refused: int = 0  # no ready replica to route to
     killed: int = 0  # stopped mid-request: a replica ended (drain, spot reclaim) before its last token
     output_tokens: int = 0  # of completed requests
+    unserved_tokens: int = 0  # output tokens of the requests not completed (timed out, refused, killed)
     over_slo: int = 0  # completed with TTFT or TPOT over its target
     ttft_ms: dict[int, int] = field(default_factory=dict)
     tpot_ms10: dict[int, int] = field(default_factory=dict)
@@ -93,6 +94,8 @@ class Replica:
         return self.running + len(self.joins) + len(self.waiting)
 
     def kv_tokens(self) -> float:
+        if not self.running:
+            return 0.0  # exactly: the running sums would leave a rounding residue
         return self.kv_prompt + self.running * self.clock - self.kv_start
 
     def metrics(self, now: float) -> tuple[float, float, float]:
@@ -134,6 +137,7 @@ class Replica:
             arrival, prompt, out = waiting.popleft()
             if now - arrival > self.timeout:
                 self.tally.timed_out += 1
+                self.tally.unserved_tokens += out
                 continue
             self._admit(now, arrival, prompt, out)
 
@@ -191,6 +195,9 @@ class Replica:
         """The replica stops now: every request it still holds is lost. Returns how many."""
         lost = self.in_flight
         self.tally.killed += lost
+        self.tally.unserved_tokens += (
+            sum(entry[3] for entry in self.heap) + sum(j[3] for j in self.joins) + sum(w[2] for w in self.waiting)
+        )
         self.heap.clear()
         self.joins.clear()
         self.waiting.clear()
