@@ -2,12 +2,12 @@
 
 A trace is a sequence of (arrival seconds, prompt tokens, output tokens), arrivals non-decreasing.
 
-- **Shapes.** Arrivals are a Poisson process whose rate follows the shape over time (drawn by thinning a
-  process at the peak rate): `steady` (the mean rate throughout), `diurnal` (a day's sine between 20% and 180% of
-  the mean, lowest at 04:00, highest at 16:00), `burst` (the mean rate, with 10x the mean for one minute every
-  20 minutes, the rest lower so that the mean holds), `ramp` (from 10% to 190% of the mean, linearly).
-  Token lengths are lognormal through a mean and a p95 (the same parameterisation as queueing.Lengths),
-  at least 1, at most the context left.
+- **Shapes.** Arrivals are a Poisson process whose rate follows the shape over time (a unit-rate process
+  mapped through the inverse of the cumulative rate): `steady` (the mean rate throughout), `diurnal` (a day's
+  sine between 20% and 180% of the mean, lowest at 04:00, highest at 16:00), `burst` (10x the mean for one
+  minute every 20 minutes, the rest lower so that the mean holds), `ramp` (from 10% to 190% of the mean,
+  linearly). Token lengths are lognormal through a mean and a p95 (the same parameterisation as
+  queueing.Lengths), at least 1, at most the context left.
 - **Replay.** A CSV with a header naming `timestamp`, `prompt_tokens` and `output_tokens`, or JSON lines with
   those keys; timestamps are seconds (any origin; the trace starts at the first) or ISO-8601.
 """
@@ -55,10 +55,6 @@ class Shape:
             return mean * 10 if t % 1200 < 60 else mean * 600 / 1140  # 1 min at 10x, the rest keeps the mean
         return mean * (0.1 + 1.8 * min(1.0, t / self.seconds))
 
-    @property
-    def peak(self) -> float:
-        return {"steady": 1.0, "diurnal": 1.8, "burst": 10.0, "ramp": 1.9}[self.name] * self.mean_rate
-
 
 def _sigma(lengths: Lengths) -> float:
     """The lognormal's sigma through mean and p95 (0 when fixed)."""
@@ -74,22 +70,29 @@ def generate(shape: Shape) -> Iterator[tuple[float, int, int]]:
     if shape.name not in SHAPES:
         raise ValueError(f"{shape.name!r} is not a trace shape; one of {', '.join(SHAPES)}")
     rng = random.Random(shape.seed)
-    expo, uniform, gauss, exp = rng.expovariate, rng.random, rng.gauss, math.exp
-    peak, end = shape.peak, shape.seconds
-    # The rate once per second (the shapes change over minutes), as acceptance probabilities for thinning.
-    accept = [shape.rate(second + 0.5) / peak for second in range(math.ceil(end) + 1)]
+    expo, gauss, exp = rng.expovariate, rng.gauss, math.exp
+    end = shape.seconds
+    # Time rescaling: a unit-rate Poisson process mapped through the inverse of the cumulative rate, the rate
+    # taken once per second (the shapes change over minutes). No draw is thrown away, whatever the shape.
+    rates = [shape.rate(second + 0.5) for second in range(math.ceil(end) + 1)]
     ps, os_ = _sigma(shape.prompt), _sigma(shape.output)
     pmu, omu = math.log(shape.prompt.mean) - ps * ps / 2, math.log(shape.output.mean) - os_ * os_ / 2
     fixed_prompt, fixed_out = round(shape.prompt.mean), round(shape.output.mean)
     cap = shape.max_tokens
-    constant = shape.name == "steady"
-    t = 0.0
+    second, rate, floor = 0, rates[0], 0.0  # the current second, its rate, the cumulative rate at its start
+    last = len(rates) - 1
+    s = 0.0
     while True:
-        t += expo(peak)
+        s += expo(1.0)
+        while s >= floor + rate:
+            floor += rate
+            second += 1
+            if second > last:
+                return
+            rate = rates[second]
+        t = second + (s - floor) / rate
         if t >= end:
             return
-        if not constant and uniform() > accept[int(t)]:
-            continue
         prompt = round(exp(pmu + ps * gauss())) if ps else fixed_prompt
         prompt = 1 if prompt < 1 else cap - 1 if prompt > cap - 1 else prompt
         out = round(exp(omu + os_ * gauss())) if os_ else fixed_out
