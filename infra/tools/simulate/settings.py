@@ -237,7 +237,11 @@ def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: 
             )
         if perf is None:
             raise InputError(
-                Problem(where, f"no EKS node group labelled {ACCELERATOR_LABEL}={accelerator} holds a pod")
+                Problem(
+                    where,
+                    f"no EKS node group labelled {ACCELERATOR_LABEL}={accelerator} holds a pod (the twin reads EKS "
+                    "node groups; GKE node pools are not read yet)",
+                )
             )
         readiness = container.get("readinessProbe") or {}
         found.append(
