@@ -168,14 +168,20 @@ def lines(f: Figures) -> list[str]:
 
 
 def comparison(base: Figures, other: Figures) -> str:
+    """One line: the other configuration's figures -> this one's."""
+
     def change(a: float | None, b: float | None, unit: str) -> str:
         return f"{_fmt(a, unit)} -> {_fmt(b, unit)}"
 
-    cost = change(other.cost_usd, base.cost_usd, "")
+    def money(value: float | None) -> str:
+        return "-" if value is None else f"${value:,.2f}"
+
     return (
         f"{base.model}: p95 TTFT {change(other.ttft_ms['p95'], base.ttft_ms['p95'], ' ms')}, p95 TPOT "
-        f"{change(other.tpot_ms['p95'], base.tpot_ms['p95'], ' ms')}, over the SLO {other.over_slo_share:.2%} -> "
-        f"{base.over_slo_share:.2%}, cost ${cost}"
+        f"{change(other.tpot_ms['p95'], base.tpot_ms['p95'], ' ms')}, over the SLO or lost "
+        f"{other.over_slo_share:.2%} -> {base.over_slo_share:.2%}, cost {money(other.cost_usd)} -> "
+        f"{money(base.cost_usd)}, per million output tokens {money(other.usd_per_million_tokens)} -> "
+        f"{money(base.usd_per_million_tokens)}"
     )
 
 
