@@ -87,6 +87,7 @@ class Simulation:
         self.nodes: list[Node] = []
         self.pods: list[Pod] = []
         self.ready: list[Pod] = []
+        self.routes: list[Replica] = []  # the ready pods' replicas, in the same order (the router's list)
         self.desired = 0
         scaled = twin.scaled
         self.hpa = Hpa(scaled.hpa_min, scaled.max_replicas, scaled.behavior)
@@ -118,20 +119,22 @@ class Simulation:
             ("sample", SAMPLE_SECONDS),
         ):
             self.at(period, kind, period)
-        events, ready, rng, tally = self.events, self.ready, self.rng.random, self.tally
+        events, routes, rng, tally = self.events, self.routes, self.rng.random, self.tally
         next_event = events[0][0]
+        arrived = 0
         for t, prompt, out in trace:
             if t > seconds:
                 break
             while next_event <= t:
                 self._handle(heapq.heappop(events))
                 next_event = events[0][0]
-            tally.arrived += 1
-            if ready:
-                ready[int(rng() * len(ready))].replica.arrive(t, prompt, out)  # type: ignore[union-attr]
+            arrived += 1
+            if routes:
+                routes[int(rng() * len(routes))].arrive(t, prompt, out)
             else:
                 tally.refused += 1
                 tally.unserved_tokens += out
+        tally.arrived += arrived
         while events and events[0][0] <= seconds:
             self._handle(heapq.heappop(events))
         return self._finish(seconds)
@@ -204,18 +207,11 @@ class Simulation:
         twin = self.twin
         pod.state, pod.ready_at = "ready", now
         pod.replica = Replica(
-            self.step_of, self.prefill, self.limit, self.kv_capacity, twin.timeout_seconds,
-            (twin.ttft_slo_seconds, twin.tpot_slo_seconds), self.tally, now,
+            self.twin.perf.decode_step_seconds, self.prefill, self.limit, self.kv_capacity, twin.timeout_seconds,
+            (twin.ttft_slo_seconds, twin.tpot_slo_seconds), self.tally, now, self.steps,
         )  # fmt: skip
         self.ready.append(pod)
-
-    def step_of(self, running: int, kv_tokens: float) -> float:
-        """The decode step time, cached with the KV cache rounded to 64 tokens (the figure varies slowly)."""
-        key = running << 24 | int(kv_tokens) >> 6
-        found = self.steps.get(key)
-        if found is None:
-            found = self.steps[key] = self.twin.perf.decode_step_seconds(running, (int(kv_tokens) >> 6) * 64.0)
-        return found
+        self.routes.append(pod.replica)
 
     def _live(self) -> list[Pod]:
         return [p for p in self.pods if p.state in ("pending", "starting", "ready")]
@@ -252,6 +248,7 @@ class Simulation:
         if pod.state != "ready":
             return
         pod.state = "stopping"
+        self.routes.pop(self.ready.index(pod))
         self.ready.remove(pod)
         drain = self.twin.drain
         deadline = now + deadline_seconds

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,8 +36,8 @@ class Tally:
     output_tokens: int = 0  # of completed requests
     unserved_tokens: int = 0  # output tokens of the requests not completed (timed out, refused, killed)
     over_slo: int = 0  # completed with TTFT or TPOT over its target
-    ttft_ms: dict[int, int] = field(default_factory=dict)
-    tpot_ms10: dict[int, int] = field(default_factory=dict)
+    ttft_ms: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    tpot_ms10: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
 
     @property
     def accounted(self) -> int:
@@ -64,6 +64,7 @@ class Replica:
         "kv_prompt",
         "kv_start",
         "kv_capacity",
+        "steps",
     )
 
     def __init__(
@@ -76,8 +77,11 @@ class Replica:
         slo: tuple[float, float],
         tally: Tally,
         now: float,
+        steps: dict[int, float] | None = None,
     ):
         self.step, self.prefill, self.limit, self.kv_capacity = step, prefill, limit, kv_capacity
+        # step times by (running, KV held rounded down to 64 tokens), shared between replicas of one model
+        self.steps = {} if steps is None else steps
         self.timeout, self.slo, self.tally = timeout, slo, tally
         self.t = now
         self.clock = 0.0  # decode steps run so far
@@ -105,9 +109,14 @@ class Replica:
         return float(waiting), float(self.running + prefilling), min(1.0, self.kv_tokens() / self.kv_capacity)
 
     def arrive(self, now: float, prompt: int, out: int) -> None:
-        self.advance(now)
-        if self.running + len(self.joins) < self.limit:
-            self._admit(now, now, prompt, out)
+        if now > self.t:
+            self.advance(now)
+        joins = self.joins
+        if self.running + len(joins) < self.limit:
+            free = self.prefill_free
+            start = now if now > free else free
+            end = self.prefill_free = start + self.prefill(prompt)
+            joins.append((start, end, now, out, prompt))
         else:
             self.waiting.append((now, prompt, out))
 
@@ -125,10 +134,8 @@ class Replica:
         tally.output_tokens += out
         if ttft > self.slo[0] or tpot > self.slo[1]:
             tally.over_slo += 1
-        key = int(ttft * 1000)
-        tally.ttft_ms[key] = tally.ttft_ms.get(key, 0) + 1
-        key = int(tpot * 10000)
-        tally.tpot_ms10[key] = tally.tpot_ms10.get(key, 0) + 1
+        tally.ttft_ms[int(ttft * 1000)] += 1
+        tally.tpot_ms10[int(tpot * 10000)] += 1
 
     def _fill(self, now: float) -> None:
         """Admit waiting requests into free slots; those that waited past the timeout are dropped."""
@@ -143,7 +150,7 @@ class Replica:
 
     def advance(self, to: float) -> None:
         """Run the replica from its time to `to`: prefills, joins, decode steps and completions in order."""
-        t, joins, heap, step_of = self.t, self.joins, self.heap, self.step
+        t, joins, heap, step_of, steps = self.t, self.joins, self.heap, self.step, self.steps
         if to <= t:
             return
         while True:
@@ -171,7 +178,10 @@ class Replica:
                     break
                 continue
             clock = self.clock
-            step = step_of(running, self.kv_prompt + running * clock - self.kv_start)
+            kv = int(self.kv_prompt + running * clock - self.kv_start) >> 6
+            step = steps.get(running << 24 | kv)
+            if step is None:
+                step = steps[running << 24 | kv] = step_of(running, kv * 64.0)
             last = heap[0][0]
             at = t + (last - clock) * step
             if at <= horizon:
