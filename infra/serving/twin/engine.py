@@ -31,6 +31,7 @@ import random
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from infra.serving.twin.hpa import SYNC_SECONDS, Hpa
 from infra.serving.twin.keda import activation
@@ -75,6 +76,8 @@ class Outcome:
     cost: float | None  # USD over the trace, None when a type has no price
     scale_changes: int  # times the HPA or KEDA changed the replicas
     direction_changes: int  # times it reversed direction (flapping)
+    nodes_launched: int  # over the run, the nodes at the start included
+    reclaims: int  # Spot interruptions
 
 
 class Simulation:
@@ -258,8 +261,8 @@ class Simulation:
             self.at(min(deadline, now + drain.prestop_sleep_seconds), "end_pod", pod)
 
     def _drain_check(self, now: float, payload: object) -> None:
-        pod, deadline = payload  # type: ignore[misc]
-        if pod.state != "stopping":
+        pod, deadline = cast(tuple[Pod, float], payload)
+        if pod.state != "stopping" or pod.replica is None:
             return
         pod.replica.advance(now)
         if not pod.replica.in_flight or now >= deadline:
@@ -302,7 +305,8 @@ class Simulation:
         for pod in self.pods:
             if pod.node is node and pod.state == "stopping":
                 self._end_pod(now, pod)
-        node.gone = now
+        if node.gone is None:  # the autoscaler may have removed it first, once its pods had drained
+            node.gone = now
 
     # -- periodic -------------------------------------------------------------------------------------------
     def _scrape(self, now: float) -> None:
@@ -388,7 +392,11 @@ class Simulation:
             price = node.group.price_per_hour
             cost = None if cost is None or price is None else cost + held / 3600 * price
         flips = sum(1 for a, b in zip(self.changes, self.changes[1:], strict=False) if (a > 0) != (b > 0))
-        return Outcome(self.twin, self.tally, seconds, self.series, node_seconds, cost, len(self.changes), flips)
+        reclaims = sum(1 for n in self.nodes if n.reclaimed)
+        return Outcome(
+            self.twin, self.tally, seconds, self.series, node_seconds, cost, len(self.changes), flips, len(self.nodes),
+            reclaims,
+        )  # fmt: skip
 
 
 def simulate(twin: Twin, trace: Iterable[tuple[float, int, int]], seconds: float, seed: int = 0) -> Outcome:

@@ -87,3 +87,15 @@ def test_nodes_running_replicas_are_never_removed():
     assert outcome.series[-1][2] == 2  # both replicas still ready
     assert outcome.tally.killed == 0
     assert round(sum(outcome.node_seconds.values())) == 2 * 3600 + 600
+
+
+def test_spot_reclaims_drain_within_the_notice_and_the_pods_come_back():
+    trace = _trace("steady", 2.0, 7200)
+    spot = twin(node_groups=(group(spot=True),), spot_interruptions_per_node_hour=1.0)
+    outcome = simulate(spot, trace, 7200, 2)
+    assert outcome.reclaims >= 2
+    assert outcome.nodes_launched >= 2 + outcome.reclaims  # each reclaimed node replaced
+    assert outcome.series[-1][2] == 2  # the replicas are back
+    assert outcome.tally.accounted == len(trace)
+    calm = simulate(twin(node_groups=(group(spot=True),)), trace, 7200, 2)
+    assert (calm.reclaims, calm.nodes_launched) == (0, 2)
