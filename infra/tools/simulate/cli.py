@@ -84,6 +84,10 @@ def check_numbers(args: argparse.Namespace) -> None:
         )
         if not value > 0
     ]
+    if args.compare_config and args.preview_json:
+        problems.append(
+            Problem("--compare-config", "overrides need --stack (a preview document is fixed); use --compare")
+        )
     if args.spot_interruptions_per_node_hour < 0:
         problems.append(Problem("--spot-interruptions-per-node-hour", "must be 0 or more"))
     if problems:

@@ -88,3 +88,20 @@ def test_a_stack_without_models_to_scale_exits_2(capsys, tmp_path):
         2,
         "error: --stack: no model scaled by a KEDA ScaledObject in the preview: not a serving stack",
     )
+
+
+def test_a_preview_document_is_simulated_as_the_stack(capsys, tmp_path):
+    from infra.tools.offline.digest import to_digest
+    from infra.tools.offline.engine import preview
+
+    document = tmp_path / "main.json"
+    document.write_text(json.dumps(to_digest(preview("serving-demo")), default=str))
+    args = ("--trace", "steady", "--hours", "0.25", "--model", "mistral-7b", "--json")
+    from_file = json.loads(_run(capsys, "--preview-json", str(document), *args, "--picture", str(tmp_path / "a"))[1])
+    from_stack = json.loads(_run(capsys, "--stack", "serving-demo", *args, "--picture", str(tmp_path / "a"))[1])
+    assert from_file["models"] == from_stack["models"]
+    code, _, err = _run(capsys, "--preview-json", str(document), "--compare-config", "a=b", *args)
+    assert (code, err.strip()) == (
+        2,
+        "error: --compare-config: overrides need --stack (a preview document is fixed); use --compare",
+    )
