@@ -61,7 +61,7 @@ def _panel(outcome: Outcome, top: float) -> list[str]:
 
 def svg(outcomes: list[Outcome], title: str) -> str:
     """The picture of every model's run, one panel each."""
-    height = TOP + PANEL * len(outcomes) + 10
+    height = TOP + 30 + PANEL * len(outcomes)  # each panel: plot, hour labels, legend
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif">',
