@@ -11,7 +11,10 @@ pkg/controller/podautoscaler: replica_calculator.go for external metrics, horizo
   the scale-up window, a scale-down the *highest* of the scale-down window.
 - **Policies.** Each policy bounds the change over its period, counted from the replicas at the period's start
   (Pods: that many; Percent: that share, rounded up on the way up, down on the way down); selectPolicy Max takes
-  the policy allowing the most change, Min the least, Disabled none.
+  the policy allowing the most change, Min the least, Disabled none. The period's start is the current count
+  less the replicas added and plus those removed within the period (calculateScaleUpLimitWithScalingRules and
+  calculateScaleDownLimitWithBehaviors take both directions' events in current horizontal.go, as Karmada's
+  copy of it shows; older releases counted one direction only).
 """
 
 from __future__ import annotations
@@ -129,10 +132,11 @@ class Hpa:
 
     def _bound(self, rules: Rules, now: float, current: int, up: bool) -> int:
         """The most (up) or fewest (down) replicas the selected policy allows now: each policy counts from the
-        replicas at the start of its period (current less the changes made in it)."""
+        replicas at the start of its period, current - added + deleted within it (horizontal.go since the scale
+        limits take both the scale-up and the scale-down events)."""
         proposals = []
         for policy in rules.policies:
-            changed = sum(c for t, c in self.events if t > now - policy.period_seconds and (c > 0) == up)
+            changed = sum(c for t, c in self.events if t > now - policy.period_seconds)  # added less deleted
             proposals.append(_limit(policy, current - changed, up))
         most_change = max(proposals) if up else min(proposals)
         least_change = min(proposals) if up else max(proposals)

@@ -117,3 +117,11 @@ def test_scale_up_window_takes_the_lowest_recommendation():
 def test_min_and_max_bound_the_result():
     assert Hpa(2, 5).decide(0, 4, 50) == 5
     assert Hpa(2, 5, Behavior(down=Rules(0, DEFAULT_DOWN.policies))).decide(0, 4, 0) == 2
+
+
+def test_a_period_counts_both_directions_changes():
+    # horizontal.go: periodStartReplicas = current - added + deleted in the period (both event lists)
+    hpa = Hpa(1, 100, Behavior(Rules(0, (Policy("Pods", 4, 60),)), Rules(0, (Policy("Pods", 4, 60),))))
+    assert hpa.decide(0, 10, 4) == 6  # down 4
+    # the period began at 10 (6 now, 4 removed in it): up to 10 + 4 = 14, not 6 + 4 as one direction would give
+    assert hpa.decide(15, 6, 30) == 14
