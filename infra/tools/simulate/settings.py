@@ -4,20 +4,23 @@ stack file: what the twin runs is what the program declared (docs/simulate.md).
 Per model: its KEDA ScaledObject (triggers, pollingInterval, cooldownPeriod, min/max, the HPA behaviour under
 advanced.horizontalPodAutoscalerConfig), the Deployment it scales (the model's architecture and precision
 annotations, the vLLM arguments, accelerators, CPU and memory requested, readiness probe, preStop, grace period),
-the EKS node groups its nodeSelector matches (instance type, Spot or on demand, min/max/desired), the
-cluster-autoscaler release's extraArgs and the Prometheus release's scrape interval. A setting the twin cannot
-read is an InputError naming the resource and the key.
+the EKS node groups or GKE node pools its nodeSelector matches (instance or machine type, Spot or on demand,
+min/max and the nodes at the start: desiredSize on EKS, the autoscaler's total minimum on GKE), the
+cluster-autoscaler release's extraArgs (GKE runs its own autoscaler: its documented defaults) and the
+Prometheus release's scrape interval. A setting the twin cannot read is an InputError naming the resource and
+the key.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from infra.catalog.accelerators import UnknownAcceleratorFact, precision, serving_offer
 from infra.catalog.aws import instance_type as instance_facts
+from infra.catalog.gcp import machine_type as gcp_machine
 from infra.core.errors import InputError, Problem
 from infra.providers import tokens
 from infra.serving.model_shape import ModelShape
@@ -162,13 +165,72 @@ def _shape(annotations: dict[str, Any], where: str) -> ModelShape:
     return ModelShape(**{k: v for k, v in data.items() if k in known})
 
 
+@dataclass(frozen=True)
+class Pool:
+    """A node group (EKS) or node pool (GKE) as the twin needs it."""
+
+    name: str
+    cloud: str
+    labels: dict[str, Any]
+    instance_type: str
+    spot: bool
+    min_size: int
+    max_size: int
+    desired: int
+    network_gbps: float | None  # the catalog's figure, None where it has none
+
+
+def _aws_gbps(instance_type: str) -> float | None:
+    try:
+        return instance_facts(instance_type).total_bandwidth_gbps
+    except LookupError:
+        return None  # not a serving type the catalog holds (a system pool): it never holds a replica
+
+
+def _pools(document: PreviewDocument) -> list[Pool]:
+    """Every EKS node group and GKE node pool of the document."""
+    pools = []
+    for r in document.resources:
+        props = r.props
+        if r.type == tokens.AWS_EKS_NODE_GROUP:
+            scaling = props.get("scalingConfig") or {}
+            instance_type = props["instanceTypes"][0]
+            pools.append(
+                Pool(
+                    f"NodeGroup {r.name}", "aws", props.get("labels") or {}, instance_type,
+                    props.get("capacityType") == "SPOT", int(scaling.get("minSize", 0)), int(scaling.get("maxSize", 0)),
+                    int(scaling.get("desiredSize", scaling.get("minSize", 0))),
+                    _aws_gbps(instance_type),
+                )
+            )  # fmt: skip
+        elif r.type == tokens.GCP_CONTAINER_NODE_POOL:
+            node = props.get("nodeConfig") or {}
+            auto = props.get("autoscaling") or {}
+            zones = len(props.get("nodeLocations") or []) or 1
+            fixed = int(props.get("nodeCount", props.get("initialNodeCount", 0))) * zones
+            low = auto.get("totalMinNodeCount", int(auto.get("minNodeCount", fixed // zones)) * zones)
+            high = auto.get("totalMaxNodeCount", int(auto.get("maxNodeCount", fixed // zones)) * zones)
+            machine = node.get("machineType", "")
+            try:
+                bandwidth = gcp_machine(machine).max_bandwidth_gbps
+            except LookupError:
+                bandwidth = None
+            pools.append(
+                Pool(
+                    f"NodePool {r.name}", "gcp", node.get("labels") or {}, machine,
+                    bool(node.get("spot") or node.get("preemptible")), int(low), int(high), int(low), bandwidth,
+                )
+            )  # fmt: skip
+    return pools
+
+
 def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: float, spot_rate: float) -> list[Twin]:
     """One Twin per ScaledObject of the document whose target is a Deployment of the document."""
     facts = startup_facts()
     deployments = {
         (r.props.get("metadata") or {}).get("name"): r for r in document.resources if r.type == tokens.K8S_DEPLOYMENT
     }
-    groups = [r for r in document.resources if r.type == tokens.AWS_EKS_NODE_GROUP]
+    pools = _pools(document)
     autoscaler, scrape = _autoscaler(document), _scrape_seconds(document)
     pull = facts["imagePull"]["value"]
     found = []
@@ -192,14 +254,13 @@ def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: 
         precision_name = (metadata.get("annotations") or {}).get("mlinfra.io/precision", "bf16")
         node_groups = []
         perf = None
-        for group in groups:
-            if (group.props.get("labels") or {}).get(ACCELERATOR_LABEL) != accelerator:
+        for group in pools:
+            if group.labels.get(ACCELERATOR_LABEL) != accelerator:
                 continue
-            instance_type = group.props["instanceTypes"][0]
             try:
-                offer = serving_offer("aws", instance_type)
+                offer = serving_offer(group.cloud, group.instance_type)
             except UnknownAcceleratorFact as error:
-                raise InputError(Problem(f"NodeGroup {group.name}: instanceTypes", str(error))) from None
+                raise InputError(Problem(f"{group.name}: instance type", str(error))) from None
             fit = min(
                 offer.devices // per_pod,
                 int((offer.vcpus - RESERVED_CPU) // _quantity(requests.get("cpu", 1))),
@@ -218,17 +279,17 @@ def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: 
                 )
             except ReplicaDoesNotFit as error:
                 raise InputError(Problem(where, str(error))) from None
-            scaling = group.props.get("scalingConfig") or {}
-            bandwidth = instance_facts(instance_type).total_bandwidth_gbps * 1e9 / 8
-            load = perf.fit.weights / (bandwidth * facts["weightLoad"]["value"]["networkShare"])
+            load_facts = facts["weightLoad"]["value"]
+            gbps = group.network_gbps or load_facts["fallbackGbps"]
+            load = perf.fit.weights / (gbps * 1e9 / 8 * load_facts["networkShare"])
             node_groups.append(
                 NodeGroup(
                     group.name,
-                    instance_type,
-                    group.props.get("capacityType") == "SPOT",
-                    int(scaling.get("minSize", 0)),
-                    int(scaling.get("maxSize", 0)),
-                    int(scaling.get("desiredSize", scaling.get("minSize", 0))),
+                    group.instance_type,
+                    group.spot,
+                    group.min_size,
+                    group.max_size,
+                    group.desired,
                     offer.price_per_hour,
                     fit,
                     float(facts["nodeReadySeconds"]["value"][offer.device.kind]),
@@ -239,8 +300,7 @@ def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: 
             raise InputError(
                 Problem(
                     where,
-                    f"no EKS node group labelled {ACCELERATOR_LABEL}={accelerator} holds a pod (the twin reads EKS "
-                    "node groups; GKE node pools are not read yet)",
+                    f"no EKS node group or GKE node pool labelled {ACCELERATOR_LABEL}={accelerator}",
                 )
             )
         readiness = container.get("readinessProbe") or {}

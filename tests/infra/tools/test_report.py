@@ -92,9 +92,6 @@ def test_serving_reports_carry_the_twins_headline_figures(capsys):
     assert text.count("#### Simulation") == 1  # the registry has none
 
 
-def test_a_gke_serving_stack_says_why_it_is_not_simulated(capsys):
+def test_a_gke_serving_stack_is_simulated_on_its_node_pools(capsys):
     text = report(capsys, "--stack", "serving-gcp-demo")[1]
-    assert (
-        "Not simulated: Deployment model-llama-3-8b-l4-deployment: no EKS node group labelled "
-        "mlinfra.io/accelerator=l4 holds a pod (the twin reads EKS node groups; GKE node pools are not read yet)"
-    ) in text
+    assert "| `llama-3-8b-l4` |" in text.split("#### Simulation", 1)[1]

@@ -102,3 +102,19 @@ def test_a_duration_of_two_units_is_refused():
     assert str(error.value.problems[0]) == (
         "values.extraArgs.scan-interval: '1m30s' is not a duration the twin reads (a number and ms, s, m or h)"
     )
+
+
+def test_gke_node_pools_are_read():
+    document = to_digest(preview("serving-gcp-demo"))
+    (twin,) = _twins(document).values()
+    (pool,) = twin.node_groups
+    assert (pool.instance_type, pool.spot, pool.min_size, pool.max_size, pool.desired, pool.pods_per_node) == (
+        "g2-standard-8",
+        False,
+        1,
+        3,
+        1,
+        1,
+    )
+    assert twin.perf.device.name == "L4"
+    assert pool.price_per_hour == 0.853624
