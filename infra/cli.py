@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     from infra.tools.size import add_size_parser
 
     add_size_parser(verbs)
+    from infra.tools.simulate.cli import add_simulate_parser
+
+    add_simulate_parser(verbs)
     from infra.tools.report import add_report_parser
 
     add_report_parser(verbs)

@@ -74,6 +74,7 @@ GCP_STORAGE_TRANSFER_JOB = "gcp:storage/transferJob:TransferJob"
 
 # Kubernetes (pulumi-kubernetes; KEDA and Karpenter are custom resources)
 K8S_DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+K8S_HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 K8S_HORIZONTAL_POD_AUTOSCALER_V1 = "kubernetes:autoscaling/v1:HorizontalPodAutoscaler"
 K8S_HORIZONTAL_POD_AUTOSCALER_V2 = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
 K8S_HORIZONTAL_POD_AUTOSCALER_V2BETA2 = "kubernetes:autoscaling/v2beta2:HorizontalPodAutoscaler"

@@ -1,5 +1,6 @@
 """`python -m infra report`: one pull-request comment per change, in markdown: the offline preview's
-summary, the policy pack's results (infra.tools.policy_runner.runner) and the cost (infra.tools.cost). Stable output: no
+summary, the policy pack's results (infra.tools.policy_runner.runner), the cost (infra.tools.cost) and, for a
+serving stack, the twin's headline figures (infra.tools.simulate.report). Stable output: no
 timestamps or durations, so a golden file pins it and the sticky PR comment only changes with the code.
 """
 
@@ -23,6 +24,7 @@ class StackReport:
     preview: Any  # infra.tools.offline.engine.Preview
     policy: Any  # infra.tools.policy_runner.runner.PolicyRun
     cost: Any  # infra.tools.cost.model.StackCost
+    simulation: list[str] | None = None  # the twin's headline lines, serving stacks only
 
     @property
     def failed(self) -> bool:
@@ -73,10 +75,13 @@ def build(
     from infra.tools.offline.digest import to_digest
     from infra.tools.offline.engine import preview
     from infra.tools.policy_runner import runner
+    from infra.tools.simulate.report import for_report
 
     result = preview(stack, overrides)
     document = preview_json.parse(to_digest(result), f"offline preview of {stack}")
-    return StackReport(result, runner.run(document, policy_config), estimate(document, load(result.config), hours))
+    cost = estimate(document, load(result.config), hours)
+    simulation = for_report(document) if cost.kind == "serving" and not result.errors else None
+    return StackReport(result, runner.run(document, policy_config), cost, simulation)
 
 
 def markdown(reports: list[StackReport]) -> str:
@@ -107,6 +112,7 @@ def _section(r: StackReport) -> list[str]:
         "#### Cost",
         "",
         cost_markdown(r.cost),
+        *(["", *r.simulation] if r.simulation else []),
     ]
 
 

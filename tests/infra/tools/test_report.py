@@ -83,3 +83,15 @@ def test_report_reuses_the_policy_runner_results(capsys):
 def test_bad_input_exits_2(capsys, args, message):
     assert main(["report", *args]) == 2
     assert capsys.readouterr().err.startswith(message)
+
+
+def test_serving_reports_carry_the_twins_headline_figures(capsys):
+    text = report(capsys, "--stack", "serving-demo", "--stack", "registry")[1]
+    section = text.split("#### Simulation", 1)[1]
+    assert "| `llama-3-8b-neuron` |" in section and "| `mistral-7b` |" in section
+    assert text.count("#### Simulation") == 1  # the registry has none
+
+
+def test_a_gke_serving_stack_is_simulated_on_its_node_pools(capsys):
+    text = report(capsys, "--stack", "serving-gcp-demo")[1]
+    assert "| `llama-3-8b-l4` |" in text.split("#### Simulation", 1)[1]

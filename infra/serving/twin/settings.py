@@ -1,0 +1,83 @@
+"""What the twin simulates, as data: one model's autoscaling chain and the nodes under it (pure).
+
+`infra/tools/simulate/settings.py` reads these from a stack's offline preview; tests build them directly.
+The start-up facts (node boot, image pull, weight load, engine start) are infra/catalog/data/serving_startup.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any
+
+from infra.serving.performance import ReplicaPerformance
+from infra.serving.twin.keda import ScaledObject
+
+# cluster-autoscaler defaults (FAQ, "What are the parameters to CA?", cluster-autoscaler-chart 9.51.0's app
+# v1.34): --scan-interval 10s, --scale-down-unneeded-time 10m, --scale-down-delay-after-add 10m,
+# --scale-down-utilization-threshold 0.5.
+CA_SCAN_SECONDS = 10.0
+CA_UNNEEDED_SECONDS = 600.0
+CA_DELAY_AFTER_ADD_SECONDS = 600.0
+
+
+@functools.cache
+def startup_facts() -> Mapping[str, Any]:
+    """infra/catalog/data/serving_startup.json: each fact's value, basis, source and date."""
+    text = (files("infra.catalog") / "data" / "serving_startup.json").read_text(encoding="utf-8")
+    loaded: Mapping[str, Any] = json.loads(text)
+    return loaded
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    name: str
+    instance_type: str
+    spot: bool
+    min_size: int
+    max_size: int
+    desired: int  # nodes at the start
+    price_per_hour: float | None  # USD list price, on demand (a spot node is billed at most this)
+    pods_per_node: int  # replicas of the model one node holds
+    ready_seconds: float  # launch to a Ready node
+    pod_start_seconds: float  # image pull excluded: weights streamed, engine started
+
+
+@dataclass(frozen=True)
+class Autoscaler:
+    scan_seconds: float = CA_SCAN_SECONDS
+    unneeded_seconds: float = CA_UNNEEDED_SECONDS
+    delay_after_add_seconds: float = CA_DELAY_AFTER_ADD_SECONDS
+
+
+@dataclass(frozen=True)
+class Drain:
+    """How a stopping replica ends: preStop, then SIGTERM, within terminationGracePeriodSeconds."""
+
+    grace_seconds: float
+    prestop_sleep_seconds: float  # the preStop's first sleep (endpoints removed meanwhile)
+    waits_for_idle: bool  # the preStop waits until vLLM runs and queues nothing
+
+
+@dataclass(frozen=True)
+class Twin:
+    """One model of a serving stack, as deployed."""
+
+    model: str
+    perf: ReplicaPerformance
+    scaled: ScaledObject
+    node_groups: tuple[NodeGroup, ...]
+    drain: Drain
+    scrape_seconds: float
+    readiness_period_seconds: float
+    image_pull_seconds: float
+    autoscaler: Autoscaler = Autoscaler()
+    initial_replicas: int | None = None  # default: the ScaledObject's minimum (at least 1)
+    ttft_slo_seconds: float = 2.0
+    tpot_slo_seconds: float = 0.1
+    timeout_seconds: float = 60.0  # a client gives up on a request not started within this
+    spot_interruptions_per_node_hour: float = 0.0
+    spot_notice_seconds: float = 120.0

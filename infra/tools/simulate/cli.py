@@ -1,0 +1,231 @@
+"""`python -m infra simulate`: the serving fleet's twin run under a trace (docs/simulate.md).
+
+Settings come from the stack's offline preview (or a preview document), the trace from a built-in shape or a
+request log; the figures are printed (or --json), the replicas and nodes over time written as an SVG. --compare
+runs the same trace through another configuration (a preview document, e.g. the main branch's, or -c overrides)
+and prints both and the change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from infra.core.errors import InputError, Problem
+from infra.serving.queueing import Lengths
+from infra.serving.twin.engine import Outcome, simulate
+from infra.serving.twin.figures import Figures, figures
+from infra.serving.twin.picture import svg
+from infra.serving.twin.settings import Twin
+from infra.serving.twin.traces import SHAPES, Shape, TraceError, generate, load_log
+
+DEFAULT_RATE = 2.0
+DEFAULT_PROMPT, DEFAULT_OUTPUT = "512:1536", "256:768"
+
+
+def add_simulate_parser(verbs: Any) -> None:
+    sim = verbs.add_parser(
+        "simulate",
+        help="run a serving stack's twin (autoscalers, nodes, batching) under a trace: latency, losses, cost",
+        description="A deterministic simulation of each model of a serving stack as its preview declares it "
+        "(docs/simulate.md).",
+    )
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", "-s", help="stack name: stacks/Pulumi.<stack>.yaml (its offline preview)")
+    source.add_argument("--preview-json", type=Path, metavar="PATH", help="a `pulumi preview --json` document")
+    sim.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE", help="as `preview -c`")
+    sim.add_argument(
+        "--trace", default="diurnal", metavar="SHAPE|PATH",
+        help=f"{', '.join(SHAPES)} (default diurnal), or a request log: CSV or JSON lines with timestamp, "
+        "prompt_tokens, output_tokens",
+    )  # fmt: skip
+    sim.add_argument("--rate", type=float, default=DEFAULT_RATE, help="a shape's mean requests/s per model (2)")
+    sim.add_argument("--hours", type=float, help="a shape's length in hours (default 24; a log: its own length)")
+    sim.add_argument("--seed", type=int, default=0, help="the shape's and the router's seed (default 0)")
+    sim.add_argument("--prompt-tokens", default=DEFAULT_PROMPT, metavar="MEAN:P95", help="a shape's prompts")
+    sim.add_argument("--output-tokens", default=DEFAULT_OUTPUT, metavar="MEAN:P95", help="a shape's outputs")
+    sim.add_argument("--ttft-slo-ms", type=float, default=2000.0, help="TTFT target of the SLO share (2000)")
+    sim.add_argument("--tpot-slo-ms", type=float, default=100.0, help="TPOT target of the SLO share (100)")
+    sim.add_argument("--timeout-s", type=float, default=60.0, help="a client gives up unstarted requests (60)")
+    sim.add_argument(
+        "--spot-interruptions-per-node-hour", type=float, default=0.0, help="Spot reclaims per node-hour (0)"
+    )
+    sim.add_argument("--model", action="append", default=[], help="simulate only this model (repeatable)")
+    sim.add_argument("--picture", type=Path, help="SVG to write (default simulate-<stack>.svg)")
+    sim.add_argument("--compare", type=Path, metavar="PATH", help="another configuration's preview document")
+    sim.add_argument(
+        "--compare-config", action="append", default=[], metavar="KEY=VALUE",
+        help="another configuration: the stack with these overrides (repeatable)",
+    )  # fmt: skip
+    sim.add_argument("--json", action="store_true", help="print a JSON document")
+    sim.set_defaults(handler=run)
+
+
+def _lengths(flag: str, text: str) -> Lengths:
+    mean, _, p95 = text.partition(":")
+    try:
+        lengths = Lengths(float(mean), float(p95 or mean))
+    except ValueError:
+        raise InputError(Problem(flag, f"{text!r} is not MEAN:P95 tokens with 0 < MEAN <= P95")) from None
+    return lengths
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    problems = [
+        Problem(flag, f"{value:g} must be positive")
+        for flag, value in (
+            ("--rate", args.rate),
+            ("--ttft-slo-ms", args.ttft_slo_ms),
+            ("--tpot-slo-ms", args.tpot_slo_ms),
+            ("--timeout-s", args.timeout_s),
+            ("--hours", args.hours if args.hours is not None else 1.0),
+        )
+        if not value > 0
+    ]
+    if args.compare_config and args.preview_json:
+        problems.append(
+            Problem("--compare-config", "overrides need --stack (a preview document is fixed); use --compare")
+        )
+    if args.spot_interruptions_per_node_hour < 0:
+        problems.append(Problem("--spot-interruptions-per-node-hour", "must be 0 or more"))
+    if problems:
+        raise InputError(problems)
+
+
+def document_twins(args: argparse.Namespace, overrides: list[tuple[str, str]], path: Path | None) -> list[Twin]:
+    """The twins of the stack's preview (with `overrides`) or of the preview document at `path`."""
+    from infra.tools import preview_json
+    from infra.tools.simulate.settings import twins
+
+    if path is not None:
+        document = preview_json.load(path)
+    else:
+        from infra.tools.offline.digest import to_digest
+        from infra.tools.offline.engine import preview
+
+        result = preview(args.stack, overrides)
+        if result.errors:
+            raise InputError(Problem(f"--stack {args.stack}", "the preview has errors: run `python -m infra preview`"))
+        document = preview_json.parse(to_digest(result), f"offline preview of {args.stack}")
+    found = twins(
+        document,
+        args.ttft_slo_ms / 1000,
+        args.tpot_slo_ms / 1000,
+        args.timeout_s,
+        args.spot_interruptions_per_node_hour,
+    )
+    if args.model:
+        unknown = sorted(set(args.model) - {t.model for t in found})
+        if unknown:
+            known = ", ".join(t.model for t in found) or "none"
+            raise InputError(Problem("--model", f"{', '.join(unknown)} not in the preview; its models: {known}"))
+        found = [t for t in found if t.model in args.model]
+    if not found:
+        raise InputError(
+            Problem("--stack", "no model scaled by a KEDA ScaledObject in the preview: not a serving stack")
+        )
+    return found
+
+
+def run_twins(twins: list[Twin], args: argparse.Namespace) -> list[Outcome]:
+    """Each twin under the trace of `args` (the same requests for each, by seed)."""
+    outcomes = []
+    log = None
+    if args.trace not in SHAPES:
+        try:
+            log = load_log(Path(args.trace))
+        except TraceError as error:
+            raise InputError(Problem("--trace", str(error))) from None
+    prompt, output = _lengths("--prompt-tokens", args.prompt_tokens), _lengths("--output-tokens", args.output_tokens)
+    for twin in twins:
+        if log is not None:
+            seconds = args.hours * 3600 if args.hours else log[-1][0] + 1
+            outcomes.append(simulate(twin, log, seconds, args.seed))
+            continue
+        seconds = (args.hours or 24.0) * 3600
+        shape = Shape(args.trace, args.rate, seconds, prompt, output, twin.perf.max_model_len, args.seed)
+        outcomes.append(simulate(twin, generate(shape), seconds, args.seed))
+    return outcomes
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:,.1f}{unit}"
+
+
+def lines(f: Figures) -> list[str]:
+    money = "no public price" if f.cost_usd is None else f"${f.cost_usd:,.2f}"
+    per_m = "-" if f.usd_per_million_tokens is None else f"${f.usd_per_million_tokens:,.3f}"
+    return [
+        f"{f.model}: {f.requests:,} requests over {f.seconds / 3600:g} h",
+        f"  completed {f.completed:,}, timed out {f.timed_out:,}, refused {f.refused:,}, "
+        f"killed mid-request {f.killed:,}",
+        f"  TTFT p50/p95/p99: {_fmt(f.ttft_ms['p50'])} / {_fmt(f.ttft_ms['p95'])} / {_fmt(f.ttft_ms['p99'])} ms",
+        f"  TPOT p50/p95/p99: {_fmt(f.tpot_ms['p50'])} / {_fmt(f.tpot_ms['p95'])} / {_fmt(f.tpot_ms['p99'])} ms",
+        f"  over the SLO or not served: {f.over_slo_share:.2%}",
+        f"  replicas mean {f.replicas_mean:.2f}, max {f.replicas_max}; nodes max {f.nodes_max}; "
+        f"{f.scale_changes} scale changes ({f.direction_changes} reversals)",
+        "  node hours: " + ", ".join(f"{k} {v:,.2f}" for k, v in sorted(f.node_hours.items()))
+        + f"; cost {money}; per million output tokens {per_m}",
+    ]  # fmt: skip
+
+
+def comparison(base: Figures, other: Figures) -> str:
+    """One line: the other configuration's figures -> this one's."""
+
+    def change(a: float | None, b: float | None, unit: str) -> str:
+        return f"{_fmt(a, unit)} -> {_fmt(b, unit)}"
+
+    def money(value: float | None) -> str:
+        return "-" if value is None else f"${value:,.2f}"
+
+    return (
+        f"{base.model}: p95 TTFT {change(other.ttft_ms['p95'], base.ttft_ms['p95'], ' ms')}, p95 TPOT "
+        f"{change(other.tpot_ms['p95'], base.tpot_ms['p95'], ' ms')}, over the SLO or lost "
+        f"{other.over_slo_share:.2%} -> {base.over_slo_share:.2%}, cost {money(other.cost_usd)} -> "
+        f"{money(base.cost_usd)}, per million output tokens {money(other.usd_per_million_tokens)} -> "
+        f"{money(base.usd_per_million_tokens)}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from infra.core.paths import parse_override
+
+    check_numbers(args)
+    overrides = [parse_override(text) for text in args.config]
+    twins = document_twins(args, overrides, args.preview_json)
+    other_twins = None
+    if args.compare or args.compare_config:
+        other = [*overrides, *(parse_override(text) for text in args.compare_config)]
+        other_twins = document_twins(args, other, args.compare)
+    outcomes = run_twins(twins, args)
+    results = [figures(o) for o in outcomes]
+    others = [figures(o) for o in run_twins(other_twins, args)] if other_twins else []
+    name = args.stack or args.preview_json.stem
+    picture = args.picture or Path(f"simulate-{name}.svg")
+    trace = args.trace if args.trace in SHAPES else Path(args.trace).name
+    picture.write_text(svg(outcomes, f"{name}: {trace} trace, seed {args.seed}"), encoding="utf-8")
+    by_model = {f.model: f for f in others}
+    if args.json:
+        doc: dict[str, Any] = {
+            "stack": name,
+            "trace": trace,
+            "seed": args.seed,
+            "models": [f.as_json() for f in results],
+        }
+        if others:
+            doc["compare"] = [f.as_json() for f in others]
+        doc["picture"] = str(picture)
+        print(json.dumps(doc, indent=2))
+        return 0
+    out = []
+    for f in results:
+        out += [*lines(f), ""]
+    if others:
+        out.append("compared with the other configuration (other -> this):")
+        out += [comparison(f, by_model[f.model]) for f in results if f.model in by_model]
+        out.append("")
+    out.append(f"picture: {picture}")
+    print("\n".join(out))
+    return 0

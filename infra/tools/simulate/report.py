@@ -1,0 +1,72 @@
+"""The twin's headline figures for the PR report: each model of a serving stack under a short, fixed trace
+(steady REPORT_RATE requests/s for REPORT_HOURS, seed 0), so the comment shows what a change does to latency and
+cost (docs/simulate.md). Deterministic: the same code and config give the same lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.core.errors import InputError
+from infra.serving.queueing import Lengths
+from infra.serving.twin.engine import simulate
+from infra.serving.twin.figures import Figures, figures
+from infra.serving.twin.traces import Shape, generate
+from infra.tools import preview_json
+
+REPORT_RATE, REPORT_HOURS, REPORT_SEED = 2.0, 1.0, 0
+REPORT_PROMPT, REPORT_OUTPUT = Lengths(512, 1536), Lengths(256, 768)
+TTFT_SLO, TPOT_SLO, TIMEOUT = 2.0, 0.1, 60.0
+
+
+def headline(document: preview_json.PreviewDocument) -> list[Figures] | str:
+    """Each model's figures, or why the stack's models cannot be simulated."""
+    from infra.tools.simulate.settings import twins
+
+    try:
+        found = twins(document, TTFT_SLO, TPOT_SLO, TIMEOUT, 0.0)
+    except InputError as error:
+        return "; ".join(str(p) for p in error.problems)
+    seconds = REPORT_HOURS * 3600
+    results = []
+    for twin in found:
+        shape = Shape(
+            "steady", REPORT_RATE, seconds, REPORT_PROMPT, REPORT_OUTPUT, twin.perf.max_model_len, REPORT_SEED
+        )
+        results.append(figures(simulate(twin, generate(shape), seconds, REPORT_SEED)))
+    return results
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def markdown(result: list[Figures] | str) -> list[str]:
+    out = ["#### Simulation", ""]
+    if isinstance(result, str):
+        return [*out, f"Not simulated: {result}"]
+    if not result:
+        return [*out, "No model scaled by a KEDA ScaledObject: nothing to simulate."]
+    out += [
+        f"The twin (`python -m infra simulate`), steady {REPORT_RATE:g} req/s per model for {REPORT_HOURS:g} h, "
+        f"prompts {REPORT_PROMPT.mean:g} (p95 {REPORT_PROMPT.p95:g}) and outputs {REPORT_OUTPUT.mean:g} "
+        f"(p95 {REPORT_OUTPUT.p95:g}) tokens, seed {REPORT_SEED}; SLO TTFT {TTFT_SLO * 1000:g} ms, TPOT "
+        f"{TPOT_SLO * 1000:g} ms. Node start-up times are assumptions a real cloud confirms (docs/simulate.md).",
+        "",
+        "| model | TTFT p50 / p95 / p99 ms | TPOT p95 ms | over SLO or lost | lost | replicas max | node hours "
+        "| cost | $ / M output tokens |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for f in result:
+        lost = f.timed_out + f.refused + f.killed
+        cost = "-" if f.cost_usd is None else f"${f.cost_usd:,.2f}"
+        per_m = "-" if f.usd_per_million_tokens is None else f"${f.usd_per_million_tokens:,.2f}"
+        out.append(
+            f"| `{f.model}` | {_ms(f.ttft_ms['p50'])} / {_ms(f.ttft_ms['p95'])} / {_ms(f.ttft_ms['p99'])} "
+            f"| {_ms(f.tpot_ms['p95'])} | {f.over_slo_share:.1%} | {lost:,} of {f.requests:,} | {f.replicas_max} "
+            f"| {sum(f.node_hours.values()):,.1f} | {cost} | {per_m} |"
+        )
+    return out
+
+
+def for_report(document: Any) -> list[str]:
+    return markdown(headline(document))

@@ -1,0 +1,107 @@
+"""`python -m infra simulate`: the figures printed and the picture written, the same for the same seed; bad
+input exits 2 with one line naming the flag."""
+
+from __future__ import annotations
+
+import json
+import xml.dom.minidom
+
+import pytest
+
+from infra.cli import main
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_same_seed_prints_the_same_figures_and_writes_the_picture(capsys, tmp_path):
+    picture = tmp_path / "demo.svg"
+    args = ("--stack", "serving-demo", "--trace", "burst", "--hours", "0.5", "--model", "mistral-7b", "--json")
+    code, first, err = _run(capsys, *args, "--picture", str(picture))
+    assert (code, err) == (0, "")
+    again = _run(capsys, *args, "--picture", str(picture))[1]
+    assert first == again
+    document = json.loads(first)
+    (model,) = document["models"]
+    assert model["model"] == "mistral-7b"
+    assert model["requests"] == model["completed"] + model["timedOut"] + model["refused"] + model["killedMidRequest"]
+    assert set(model["ttftMs"]) == {"p50", "p95", "p99"}
+    assert model["costUsd"] > 0 and model["usdPerMillionOutputTokens"] > 0
+    svg = xml.dom.minidom.parse(str(picture))
+    assert svg.documentElement.tagName == "svg"
+    assert len(svg.getElementsByTagName("polyline")) == 3
+
+
+def test_text_output_names_each_figure(capsys, tmp_path):
+    code, out, _ = _run(
+        capsys, "--stack", "serving-demo", "--trace", "steady", "--hours", "0.25", "--model", "mistral-7b",
+        "--picture", str(tmp_path / "p.svg"),
+    )  # fmt: skip
+    assert code == 0
+    assert "TTFT p50/p95/p99:" in out and "TPOT p50/p95/p99:" in out and "per million output tokens" in out
+    assert out.rstrip().endswith(f"picture: {tmp_path / 'p.svg'}")
+
+
+def test_compare_against_another_configuration(capsys, tmp_path):
+    code, out, _ = _run(
+        capsys, "--stack", "serving-demo", "--trace", "steady", "--hours", "0.25", "--model", "mistral-7b",
+        "--compare-config", "mlinfra:serving.models[1].minReplicas=4", "--picture", str(tmp_path / "p.svg"),
+    )  # fmt: skip
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("mistral-7b: p95 TTFT"))
+    assert " -> " in line and "cost $" in line
+
+
+def test_a_request_log_is_replayed(capsys, tmp_path):
+    log = tmp_path / "requests.csv"
+    log.write_text("timestamp,prompt_tokens,output_tokens\n" + "".join(f"{i},200,50\n" for i in range(120)))
+    code, out, _ = _run(
+        capsys, "--stack", "serving-demo", "--trace", str(log), "--model", "mistral-7b", "--json",
+        "--picture", str(tmp_path / "p.svg"),
+    )  # fmt: skip
+    assert code == 0
+    (model,) = json.loads(out)["models"]
+    assert (model["requests"], model["completed"]) == (120, 120)
+    assert model["outputTokens"] == 120 * 50
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("--rate", "0"), "error: --rate: 0 must be positive"),
+        (("--model", "gpt"), "error: --model: gpt not in the preview; its models: llama-3-8b-neuron, mistral-7b"),
+        (("--trace", "nowhere.csv"), "error: --trace: nowhere.csv: No such file or directory"),
+        (("--prompt-tokens", "9:3"), "error: --prompt-tokens: '9:3' is not MEAN:P95 tokens with 0 < MEAN <= P95"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, args, error):
+    code, out, err = _run(capsys, "--stack", "serving-demo", "--hours", "0.1", "--picture", str(tmp_path / "p"), *args)
+    assert (code, out, err.strip()) == (2, "", error)
+
+
+def test_a_stack_without_models_to_scale_exits_2(capsys, tmp_path):
+    code, _, err = _run(capsys, "--stack", "registry", "--picture", str(tmp_path / "p.svg"))
+    assert (code, err.strip()) == (
+        2,
+        "error: --stack: no model scaled by a KEDA ScaledObject in the preview: not a serving stack",
+    )
+
+
+def test_a_preview_document_is_simulated_as_the_stack(capsys, tmp_path):
+    from infra.tools.offline.digest import to_digest
+    from infra.tools.offline.engine import preview
+
+    document = tmp_path / "main.json"
+    document.write_text(json.dumps(to_digest(preview("serving-demo")), default=str))
+    args = ("--trace", "steady", "--hours", "0.25", "--model", "mistral-7b", "--json")
+    from_file = json.loads(_run(capsys, "--preview-json", str(document), *args, "--picture", str(tmp_path / "a"))[1])
+    from_stack = json.loads(_run(capsys, "--stack", "serving-demo", *args, "--picture", str(tmp_path / "a"))[1])
+    assert from_file["models"] == from_stack["models"]
+    code, _, err = _run(capsys, "--preview-json", str(document), "--compare-config", "a=b", *args)
+    assert (code, err.strip()) == (
+        2,
+        "error: --compare-config: overrides need --stack (a preview document is fixed); use --compare",
+    )

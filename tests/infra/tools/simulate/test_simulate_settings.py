@@ -1,0 +1,120 @@
+"""The twin reads its settings from the stack's offline preview: what serving-demo declares is what it runs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from infra.core.errors import InputError
+from infra.serving.twin.hpa import Behavior, Policy, Rules
+from infra.tools import preview_json
+from infra.tools.offline.digest import to_digest
+from infra.tools.offline.engine import preview
+from infra.tools.simulate.settings import duration_seconds, twins
+
+
+@pytest.fixture(scope="module")
+def digest() -> dict:
+    return to_digest(preview("serving-demo"))
+
+
+def _twins(document: dict):
+    return {t.model: t for t in twins(preview_json.parse(document, "demo"), 2.0, 0.1, 60.0, 0.0)}
+
+
+def test_serving_demo_models_as_declared(digest):
+    found = _twins(digest)
+    assert sorted(found) == ["llama-3-8b-neuron", "mistral-7b"]
+    mistral = found["mistral-7b"]
+    scaled = mistral.scaled
+    assert (scaled.min_replicas, scaled.max_replicas, scaled.polling_seconds, scaled.cooldown_seconds) == (
+        2,
+        6,
+        15,
+        300,
+    )
+    assert [(t.name, t.query.series, t.metric_type, t.threshold) for t in scaled.triggers] == [
+        ("queue-depth", "waiting", "AverageValue", 8.0),
+        ("kv-cache", "kv", "Value", 0.75),
+    ]
+    assert scaled.behavior == Behavior(Rules(0, (Policy("Pods", 2, 60),)), Rules(600, (Policy("Pods", 1, 120),)))
+    assert (mistral.perf.device.name, mistral.perf.max_model_len, mistral.perf.configured_max_num_seqs) == (
+        "A10G",
+        4096,
+        256,
+    )
+    assert (mistral.drain.grace_seconds, mistral.drain.prestop_sleep_seconds, mistral.drain.waits_for_idle) == (
+        630.0,
+        15.0,
+        True,
+    )
+    assert mistral.scrape_seconds == 15.0
+    assert (mistral.autoscaler.unneeded_seconds, mistral.autoscaler.delay_after_add_seconds) == (300.0, 300.0)
+    groups = {(g.instance_type, g.spot, g.min_size, g.max_size, g.pods_per_node) for g in mistral.node_groups}
+    assert groups == {("g5.xlarge", False, 1, 1, 1), ("g5.xlarge", True, 1, 6, 1), ("g5.2xlarge", True, 0, 6, 1)}
+
+
+def test_a_node_type_the_pod_does_not_fit_holds_no_replica(digest):
+    llama = _twins(digest)["llama-3-8b-neuron"]
+    fits = {g.instance_type: g.pods_per_node for g in llama.node_groups}
+    assert fits == {"inf2.xlarge": 0, "inf2.8xlarge": 1}  # 4 CPUs and 24 GiB asked: more than inf2.xlarge has
+    assert llama.scaled.triggers[1].query.divisor == 8.0  # running / maxNumSeqs 8
+
+
+def _scaler(document: dict) -> dict:
+    return next(
+        s["newState"]["inputs"]
+        for s in document["steps"]
+        if s["newState"]["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject" and "mistral" in s["urn"]
+    )
+
+
+def test_an_unknown_query_is_refused_naming_the_trigger(digest):
+    document = copy.deepcopy(digest)
+    _scaler(document)["spec"]["triggers"][0]["metadata"]["query"] = "sum(rate(http_requests_total[1m]))"
+    with pytest.raises(InputError) as error:
+        _twins(document)
+    assert [str(p) for p in error.value.problems] == [
+        "ScaledObject model-mistral-7b-scaler: spec.triggers[0].metadata.query: not an avg_over_time query: "
+        "'sum(rate(http_requests_total[1m]))'"
+    ]
+
+
+def test_a_trigger_of_another_type_is_refused(digest):
+    document = copy.deepcopy(digest)
+    _scaler(document)["spec"]["triggers"][1]["type"] = "cpu"
+    with pytest.raises(InputError) as error:
+        _twins(document)
+    assert [str(p) for p in error.value.problems] == [
+        "ScaledObject model-mistral-7b-scaler: spec.triggers[1]: type 'cpu': the twin reads prometheus triggers only"
+    ]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("15s", 15.0), ("5m", 300.0), ("1h", 3600.0), ("250ms", 0.25)])
+def test_durations(text, seconds):
+    assert duration_seconds(text, "x") == seconds
+
+
+def test_a_duration_of_two_units_is_refused():
+    with pytest.raises(InputError) as error:
+        duration_seconds("1m30s", "values.extraArgs.scan-interval")
+    assert str(error.value.problems[0]) == (
+        "values.extraArgs.scan-interval: '1m30s' is not a duration the twin reads (a number and ms, s, m or h)"
+    )
+
+
+def test_gke_node_pools_are_read():
+    document = to_digest(preview("serving-gcp-demo"))
+    (twin,) = _twins(document).values()
+    (pool,) = twin.node_groups
+    assert (pool.instance_type, pool.spot, pool.min_size, pool.max_size, pool.desired, pool.pods_per_node) == (
+        "g2-standard-8",
+        False,
+        1,
+        3,
+        1,
+        1,
+    )
+    assert twin.perf.device.name == "L4"
+    assert pool.price_per_hour == 0.853624
