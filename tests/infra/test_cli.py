@@ -6,6 +6,7 @@ import jsonschema
 import pytest
 import yaml
 
+from infra.cli import build_parser
 from infra.tools.stack_schema import stack_file_schema
 from tests.helpers import ROOT, run_cli
 
@@ -70,6 +71,13 @@ def test_unknown_stack_exits_2():
 def test_bad_flags_exit_2_with_usage():
     done = run_cli("preview", "--stack")
     assert done.returncode == 2 and "usage:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_flag_is_never_taken_for_a_longer_one():
+    # argparse's prefix matching took `simulate --out x.svg` for `--output-tokens x.svg`
+    done = run_cli("simulate", "--stack", "serving-demo", "--out", "x.svg")
+    assert done.returncode == 2 and "unrecognized arguments: --out x.svg" in done.stderr
+    assert build_parser().parse_args(["preview", "--stack", "registry"]).stack == "registry"
 
 
 def test_catalog_unknown_type_lists_close_names():
