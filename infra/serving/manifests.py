@@ -7,6 +7,7 @@ what the component declares against the Kubernetes and CRD schemas.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +17,11 @@ from infra.serving import engine, fit, servers
 from infra.serving.aws.config import ModelSpec
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
+from infra.serving.spec import SloSpec
 
 Manifest = dict[str, Any]
 PROMETHEUS_URL = "http://prometheus-server.monitoring.svc.cluster.local"
+SLO_ANNOTATION = "mlinfra.io/slo"
 
 
 @dataclass(frozen=True)
@@ -72,13 +75,36 @@ def metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
 
 
 def deployment_metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
-    """The Deployment's metadata, with the architecture and precision the fit policy checks (on the object,
-    not the pod template: changing them never restarts a replica)."""
+    """The Deployment's metadata, with the architecture and precision the fit policy checks and the model's SLO
+    (on the object, not the pod template: changing them never restarts a replica)."""
     meta = metadata(model, ns)
     found = fit.deployment_annotations(model)
+    if model.slo is not None:
+        found[SLO_ANNOTATION] = slo_annotation(model.slo)
     if found:
         meta["annotations"] = found
     return meta
+
+
+def slo_annotation(slo: SloSpec) -> str:
+    """The model's latency targets on its Deployment, for tools that read a preview (`simulate`)."""
+    return json.dumps({"ttftP95Ms": slo.ttft_p95_ms, "tpotP95Ms": slo.tpot_p95_ms}, sort_keys=True)
+
+
+def slo_from_annotations(annotations: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(TTFT p95, TPOT p95) in ms from a Deployment's annotations; None without the annotation; ValueError
+    when it is not one mlinfra wrote."""
+    raw = annotations.get(SLO_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        value = json.loads(str(raw))
+        ttft, tpot = float(value["ttftP95Ms"]), float(value["tpotP95Ms"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise ValueError(f"{SLO_ANNOTATION} is not an SLO written by mlinfra: {raw!r}") from None
+    if not (ttft > 0 and tpot > 0):
+        raise ValueError(f"{SLO_ANNOTATION} is not an SLO written by mlinfra: {raw!r}")
+    return ttft, tpot
 
 
 def namespace(name: str) -> Manifest:

@@ -31,6 +31,7 @@ class Figures:
     refused: int
     killed: int
     over_slo_share: float  # of all requests: completed over a target, or not served at all
+    slo_ms: tuple[float, float]  # the targets of that share: TTFT p95, TPOT p95
     ttft_ms: dict[str, float | None]  # p50, p95, p99
     tpot_ms: dict[str, float | None]
     output_tokens: int
@@ -53,6 +54,7 @@ class Figures:
             "refused": self.refused,
             "killedMidRequest": self.killed,
             "overSloShare": round(self.over_slo_share, 6),
+            "sloMs": {"ttft": self.slo_ms[0], "tpot": self.slo_ms[1]},
             "ttftMs": self.ttft_ms,
             "tpotMs": self.tpot_ms,
             "outputTokens": self.output_tokens,
@@ -85,6 +87,7 @@ def figures(outcome: Outcome) -> Figures:
         refused=tally.refused,
         killed=tally.killed,
         over_slo_share=(tally.over_slo + lost) / tally.arrived if tally.arrived else 0.0,
+        slo_ms=(outcome.twin.ttft_slo_seconds * 1000, outcome.twin.tpot_slo_seconds * 1000),
         ttft_ms=ttft,
         tpot_ms=tpot,
         output_tokens=tally.output_tokens,

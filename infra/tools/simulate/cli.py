@@ -46,8 +46,14 @@ def add_simulate_parser(verbs: Any) -> None:
     sim.add_argument("--seed", type=int, default=0, help="the shape's and the router's seed (default 0)")
     sim.add_argument("--prompt-tokens", default=DEFAULT_PROMPT, metavar="MEAN:P95", help="a shape's prompts")
     sim.add_argument("--output-tokens", default=DEFAULT_OUTPUT, metavar="MEAN:P95", help="a shape's outputs")
-    sim.add_argument("--ttft-slo-ms", type=float, default=2000.0, help="TTFT target of the SLO share (2000)")
-    sim.add_argument("--tpot-slo-ms", type=float, default=100.0, help="TPOT target of the SLO share (100)")
+    sim.add_argument(
+        "--ttft-slo-ms", type=float,
+        help="TTFT target of the SLO share (default: the model's slo.ttftP95Ms, else 2000)",
+    )  # fmt: skip
+    sim.add_argument(
+        "--tpot-slo-ms", type=float,
+        help="TPOT target of the SLO share (default: the model's slo.tpotP95Ms, else 100)",
+    )  # fmt: skip
     sim.add_argument("--timeout-s", type=float, default=60.0, help="a client gives up unstarted requests (60)")
     sim.add_argument(
         "--spot-interruptions-per-node-hour", type=float, default=0.0, help="Spot reclaims per node-hour (0)"
@@ -77,8 +83,8 @@ def check_numbers(args: argparse.Namespace) -> None:
         Problem(flag, f"{value:g} must be positive")
         for flag, value in (
             ("--rate", args.rate),
-            ("--ttft-slo-ms", args.ttft_slo_ms),
-            ("--tpot-slo-ms", args.tpot_slo_ms),
+            ("--ttft-slo-ms", args.ttft_slo_ms if args.ttft_slo_ms is not None else 1.0),
+            ("--tpot-slo-ms", args.tpot_slo_ms if args.tpot_slo_ms is not None else 1.0),
             ("--timeout-s", args.timeout_s),
             ("--hours", args.hours if args.hours is not None else 1.0),
         )
@@ -111,8 +117,8 @@ def document_twins(args: argparse.Namespace, overrides: list[tuple[str, str]], p
         document = preview_json.parse(to_digest(result), f"offline preview of {args.stack}")
     found = twins(
         document,
-        args.ttft_slo_ms / 1000,
-        args.tpot_slo_ms / 1000,
+        None if args.ttft_slo_ms is None else args.ttft_slo_ms / 1000,
+        None if args.tpot_slo_ms is None else args.tpot_slo_ms / 1000,
         args.timeout_s,
         args.spot_interruptions_per_node_hour,
     )
@@ -163,7 +169,8 @@ def lines(f: Figures) -> list[str]:
         f"killed mid-request {f.killed:,}",
         f"  TTFT p50/p95/p99: {_fmt(f.ttft_ms['p50'])} / {_fmt(f.ttft_ms['p95'])} / {_fmt(f.ttft_ms['p99'])} ms",
         f"  TPOT p50/p95/p99: {_fmt(f.tpot_ms['p50'])} / {_fmt(f.tpot_ms['p95'])} / {_fmt(f.tpot_ms['p99'])} ms",
-        f"  over the SLO or not served: {f.over_slo_share:.2%}",
+        f"  over the SLO (TTFT {_fmt(f.slo_ms[0])} ms, TPOT {_fmt(f.slo_ms[1])} ms) or not served: "
+        f"{f.over_slo_share:.2%}",
         f"  replicas mean {f.replicas_mean:.2f}, max {f.replicas_max}; nodes max {f.nodes_max}; "
         f"{f.scale_changes} scale changes ({f.direction_changes} reversals)",
         "  node hours: " + ", ".join(f"{k} {v:,.2f}" for k, v in sorted(f.node_hours.items()))

@@ -23,6 +23,7 @@ from infra.catalog.aws import instance_type as instance_facts
 from infra.catalog.gcp import machine_type as gcp_machine
 from infra.core.errors import InputError, Problem
 from infra.providers import tokens
+from infra.serving.manifests import slo_from_annotations
 from infra.serving.model_shape import ModelShape
 from infra.serving.performance import ReplicaDoesNotFit, replica_performance
 from infra.serving.twin.hpa import DEFAULT_DOWN, DEFAULT_UP, Behavior, Policy, Rules
@@ -37,6 +38,7 @@ _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 # What a node keeps for the kubelet and the system (EKS bootstrap reserves ~0.1 vCPU and ~10% of memory on
 # these sizes); a pod that asks for more than the rest does not fit the type.
 RESERVED_CPU, MEMORY_SHARE = 0.1, 0.9
+DEFAULT_SLO = (2.0, 0.1)  # TTFT and TPOT p95 (s) of a model that declares none
 
 
 def duration_seconds(text: str, where: str) -> float:
@@ -224,8 +226,12 @@ def _pools(document: PreviewDocument) -> list[Pool]:
     return pools
 
 
-def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: float, spot_rate: float) -> list[Twin]:
-    """One Twin per ScaledObject of the document whose target is a Deployment of the document."""
+def twins(
+    document: PreviewDocument, ttft_slo: float | None, tpot_slo: float | None, timeout: float, spot_rate: float
+) -> list[Twin]:
+    """One Twin per ScaledObject of the document whose target is a Deployment of the document. The SLO of the
+    share over it: `ttft_slo`/`tpot_slo` (seconds) where given, else the model's own (`models[i].slo`, which
+    its Deployment carries), else DEFAULT_SLO."""
     facts = startup_facts()
     deployments = {
         (r.props.get("metadata") or {}).get("name"): r for r in document.resources if r.type == tokens.K8S_DEPLOYMENT
@@ -304,6 +310,11 @@ def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: 
                 )
             )
         readiness = container.get("readinessProbe") or {}
+        try:
+            declared = slo_from_annotations(metadata.get("annotations") or {})
+        except ValueError as error:
+            raise InputError(Problem(where, str(error))) from None
+        own = (declared[0] / 1000, declared[1] / 1000) if declared else DEFAULT_SLO
         found.append(
             Twin(
                 model=str(metadata.get("name") or target),
@@ -315,8 +326,8 @@ def twins(document: PreviewDocument, ttft_slo: float, tpot_slo: float, timeout: 
                 readiness_period_seconds=float(readiness.get("periodSeconds", 10)),
                 image_pull_seconds=pull["imageBytes"] / pull["bytesPerSecond"],
                 autoscaler=autoscaler,
-                ttft_slo_seconds=ttft_slo,
-                tpot_slo_seconds=tpot_slo,
+                ttft_slo_seconds=own[0] if ttft_slo is None else ttft_slo,
+                tpot_slo_seconds=own[1] if tpot_slo is None else tpot_slo,
                 timeout_seconds=timeout,
                 spot_interruptions_per_node_hour=spot_rate,
                 spot_notice_seconds=float(facts["spotNoticeSeconds"]["value"]),

@@ -192,6 +192,15 @@ def test_the_autoscaler_alone_owns_the_replica_count():
         assert "replicas" not in manifests.deployment(model, "models", REGISTRY)["spec"]
 
 
+def test_the_deployment_carries_the_models_slo_for_tools_reading_a_preview():
+    with_slo = ModelSpec.model_validate(
+        {**G5.model_dump(by_alias=True, exclude_unset=True), "slo": {"ttftP95Ms": 800, "tpotP95Ms": 50}}
+    )
+    meta = manifests.deployment(with_slo, "models", REGISTRY)["metadata"]
+    assert manifests.slo_from_annotations(meta["annotations"]) == (800.0, 50.0)
+    assert "mlinfra.io/slo" not in (manifests.deployment(G5, "models", REGISTRY)["metadata"].get("annotations") or {})
+
+
 def test_a_stopping_replica_finishes_its_requests():
     pod_spec = pod(G5)
     server = pod_spec["containers"][0]

@@ -118,3 +118,31 @@ def test_gke_node_pools_are_read():
     )
     assert twin.perf.device.name == "L4"
     assert pool.price_per_hour == 0.853624
+
+
+def _with_slo(digest: dict, value: str) -> dict:
+    document = copy.deepcopy(digest)
+    for step in document["steps"]:
+        props = step["newState"]["inputs"]
+        if step["newState"]["type"] == "kubernetes:apps/v1:Deployment" and props["metadata"]["name"] == "mistral-7b":
+            props["metadata"].setdefault("annotations", {})["mlinfra.io/slo"] = value
+    return document
+
+
+def test_a_model_is_judged_by_its_own_slo_unless_a_flag_says_otherwise(digest):
+    document = preview_json.parse(_with_slo(digest, '{"tpotP95Ms": 50, "ttftP95Ms": 800}'), "demo")
+    own = {t.model: t for t in twins(document, None, None, 60.0, 0.0)}
+    assert (own["mistral-7b"].ttft_slo_seconds, own["mistral-7b"].tpot_slo_seconds) == (0.8, 0.05)
+    # a model without slo: the defaults
+    assert (own["llama-3-8b-neuron"].ttft_slo_seconds, own["llama-3-8b-neuron"].tpot_slo_seconds) == (2.0, 0.1)
+    flagged = {t.model: t for t in twins(document, 1.5, None, 60.0, 0.0)}
+    assert (flagged["mistral-7b"].ttft_slo_seconds, flagged["mistral-7b"].tpot_slo_seconds) == (1.5, 0.05)
+
+
+def test_an_slo_annotation_mlinfra_did_not_write_names_the_deployment(digest):
+    document = preview_json.parse(_with_slo(digest, '{"ttftP95Ms": -1}'), "demo")
+    with pytest.raises(InputError) as error:
+        twins(document, None, None, 60.0, 0.0)
+    assert str(error.value.problems[0]) == (
+        "Deployment model-mistral-7b-deployment: mlinfra.io/slo is not an SLO written by mlinfra: '{\"ttftP95Ms\": -1}'"
+    )
