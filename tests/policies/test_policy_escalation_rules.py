@@ -366,3 +366,67 @@ def test_jobs_and_cron_jobs_are_read_where_their_pods_are(pack):
 
 def test_every_new_rule_has_corpus_entries():
     assert sorted({e.rule for e in ENTRIES} & set(NEW_RULES)) == sorted(NEW_RULES)
+
+
+def test_not_resource_grants_every_other_resource(pack):
+    statement = {**ALLOW, "Action": "s3:GetObject", "NotResource": "arn:aws:s3:::secret/*"}
+    assert analyzed(pack, tokens.AWS_IAM_ROLE_POLICY, policy_of(statement), ESCALATION) == [
+        "policy statement S allows s3:GetObject on every resource but arn:aws:s3:::secret/* (NotResource), new ones "
+        "included; name the resources in Resource"
+    ]
+
+
+def _guard_stack(permission: dict, permission_deps: dict[str, tuple[str, ...]]) -> list[PolicyResource]:
+    tags = {"mlinfra:role": "training", "mlinfra:stack": "training-demo", "mlinfra:run-id": "r1"}
+    fn_urn = urn("training-demo", tokens.AWS_LAMBDA_FUNCTION, "guard")
+    rule_urn = urn("training-demo", tokens.AWS_CLOUDWATCH_EVENT_RULE, "completion")
+    pattern = {"detail": {"bucket": {"name": ["reg"]}}}
+    env = {"variables": {"MLINFRA_RUN_ID": "r1", "MLINFRA_REGISTRY_BUCKET": "reg"}}
+    return [
+        PolicyResource(
+            fn_urn, tokens.AWS_LAMBDA_FUNCTION, "guard", True, {"name": "g", "tags": tags, "environment": env}
+        ),
+        PolicyResource(
+            rule_urn,
+            tokens.AWS_CLOUDWATCH_EVENT_RULE,
+            "completion",
+            True,
+            {"name": "c", "tags": tags, "eventPattern": json.dumps(pattern)},
+        ),
+        PolicyResource(
+            urn("training-demo", tokens.AWS_CLOUDWATCH_EVENT_TARGET, "target"),
+            tokens.AWS_CLOUDWATCH_EVENT_TARGET,
+            "target",
+            True,
+            {"rule": "c", "arn": "arn:aws:lambda:us-east-1:1:function:g"},
+            dependencies=(rule_urn, fn_urn),
+            property_dependencies={"rule": (rule_urn,), "arn": (fn_urn,)},
+        ),
+        PolicyResource(
+            urn("training-demo", tokens.AWS_LAMBDA_PERMISSION, "permission"),
+            tokens.AWS_LAMBDA_PERMISSION,
+            "permission",
+            True,
+            permission,
+            dependencies=tuple(u for v in permission_deps.values() for u in v),
+            property_dependencies=permission_deps,
+        ),
+    ]
+
+
+def test_a_permission_may_name_the_function_and_rule_by_literal_values(pack):
+    literal = {
+        "action": "lambda:InvokeFunction",
+        "function": "arn:aws:lambda:us-east-1:1:function:g",
+        "principal": "events.amazonaws.com",
+        "sourceArn": "arn:aws:events:us-east-1:1:rule/c",
+    }
+    found = lambda stack: [d.message for d in pack.analyze_stack(stack) if d.policy == "run-guard-wired"]  # noqa: E731
+    assert found(_guard_stack(literal, {})) == []
+    assert found(_guard_stack({**literal, "function": "g"}, {})) == []
+    assert found(_guard_stack({**literal, "function": "another-g"}, {})) == [
+        "event rule 'completion' targets guard function 'guard', but no aws:lambda/permission:Permission lets "
+        "events.amazonaws.com invoke it from this rule, so EventBridge's calls are refused; add one with action "
+        "'lambda:InvokeFunction', principal 'events.amazonaws.com' and sourceArn the rule's ARN"
+    ]
+    assert len(found(_guard_stack({**literal, "principal": "s3.amazonaws.com"}, {}))) == 1

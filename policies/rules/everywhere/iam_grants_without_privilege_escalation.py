@@ -1,7 +1,8 @@
 """No identity policy of the stack lets its holder become more than it is (IAM Service Authorization
 Reference; the escalation paths security reviews list, as of 2026-11):
 
-- `NotAction` in an Allow grants every action of every service but the ones named, new ones included;
+- `NotAction` (or `NotResource`) in an Allow grants every action (or resource) but the ones named, new ones
+  included;
 - `iam:PassRole` on any role hands any role (an administrator's included) to a service the holder starts;
 - `lambda:UpdateFunctionCode`/`UpdateFunctionConfiguration` run code of the holder's choosing with a function's
   role (the stacks deploy code; no role of theirs rewrites a function at run time);
@@ -68,6 +69,12 @@ def _statement(st: Statement) -> list[str]:
             "Action"
         ]
     problems, reported = [], set()
+    if "NotResource" in st.raw:
+        excluded = ", ".join(str(r) for r in as_list(st.raw.get("NotResource")))
+        problems.append(
+            f"allows {', '.join(st.actions) or 'its actions'} on every resource but {excluded} (NotResource), new "
+            "ones included; name the resources in Resource"
+        )
     pattern = granted(st, "iam:PassRole")
     if pattern and any(r == "*" or r.endswith(":role/*") for r in st.resources):
         reported.add(pattern)

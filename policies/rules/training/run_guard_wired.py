@@ -120,10 +120,11 @@ def _completion_permission(stack: Stack, function: Resource) -> list[Finding]:
     for rule in _rules_invoking(stack, function):
         allowed = [
             p
-            for p in stack.referring(function, "function", PERMISSION)
-            if (p.get("principal") == "events.amazonaws.com" or is_unknown(p.get("principal")))
+            for p in stack.of_type(PERMISSION)
+            if _names(p, "function", function, *_literals(function.get("name"), "", ":function:"))
+            and (p.get("principal") == "events.amazonaws.com" or is_unknown(p.get("principal")))
             and (p.get("action") == INVOKE or is_unknown(p.get("action")))
-            and rule.urn in p.property_dependencies.get("sourceArn", ())
+            and _names(p, "sourceArn", rule, *_literals(rule.get("name"), ":rule/"))
         ]
         if not allowed:
             findings.append(
@@ -135,6 +136,21 @@ def _completion_permission(stack: Stack, function: Resource) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _names(resource: Resource, prop: str, target: Resource, *literals: str) -> bool:
+    """Whether `prop` names `target`: by dependency, by a value the preview cannot know, or by a literal value
+    (equal to one of `literals`, or an ARN ending with one that starts with ':')."""
+    value = resource.get(prop)
+    if target.urn in resource.property_dependencies.get(prop, ()) or is_unknown(value):
+        return True
+    return isinstance(value, str) and any(
+        value == lit or (lit.startswith(":") and value.endswith(lit)) for lit in literals if lit
+    )
+
+
+def _literals(name: Any, *prefixes: str) -> tuple[str, ...]:
+    return tuple(prefix + name for prefix in prefixes) if isinstance(name, str) and name else ()
 
 
 def _schedule_role(stack: Stack, function: Resource) -> list[Finding]:
