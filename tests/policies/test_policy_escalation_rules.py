@@ -430,3 +430,22 @@ def test_a_permission_may_name_the_function_and_rule_by_literal_values(pack):
         "'lambda:InvokeFunction', principal 'events.amazonaws.com' and sourceArn the rule's ARN"
     ]
     assert len(found(_guard_stack({**literal, "principal": "s3.amazonaws.com"}, {}))) == 1
+
+
+def test_a_whole_project_policy_is_read_binding_by_binding(pack):
+    policy = {
+        "bindings": [
+            {"role": "roles/logging.logWriter", "members": ["serviceAccount:a@p.iam.gserviceaccount.com"]},
+            {"role": "roles/owner", "members": ["user:admin@example.com"]},
+            {"role": "roles/viewer", "members": ["allUsers"]},
+        ]
+    }
+    props = {"project": "p", "policyData": json.dumps(policy)}
+    assert analyzed(pack, tokens.GCP_PROJECTS_IAM_POLICY, props, PROJECT_GRANTS) == [
+        "roles/owner is granted on the whole project; grant a predefined role on the one resource it is for (a "
+        "bucket, a topic, a service account), or a narrower role under an IAM condition",
+        "roles/viewer is granted on the project to allUsers; grant it to the service accounts that need it instead",
+    ]
+    assert (
+        analyzed(pack, tokens.GCP_PROJECTS_IAM_POLICY, {"project": "p", "policyData": "not json"}, PROJECT_GRANTS) == []
+    )

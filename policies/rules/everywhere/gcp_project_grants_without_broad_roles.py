@@ -10,8 +10,11 @@ anything; iam.serviceAccountUser and iam.serviceAccountTokenCreator let it act a
 
 from __future__ import annotations
 
+import json
+
 from policies.model import Resource, ResourceRule, is_unknown
-from policies.readers.gcp import PROJECT_IAM_TYPES
+from policies.readers.aws import as_list
+from policies.readers.gcp import PROJECT_IAM_POLICY, PROJECT_IAM_TYPES
 from policies.readers.gcs import PUBLIC_MEMBERS
 
 NAME = "gcp-project-grants-without-broad-roles"
@@ -29,21 +32,39 @@ BROAD_ROLES = frozenset(
 )
 
 
-def check(resource: Resource) -> list[str]:
-    role = resource.get("role")
+def grants(resource: Resource) -> list[tuple[object, list[object]]]:
+    """(role, members) of a project IAM member or binding, or of every binding of a whole project policy (its
+    policyData JSON); values a preview cannot know are left out."""
+    if resource.type == PROJECT_IAM_POLICY:
+        data = resource.get("policyData")
+        try:
+            document = json.loads(data) if isinstance(data, str) else None
+        except ValueError:
+            document = None
+        bindings = document.get("bindings") if isinstance(document, dict) else None
+        return [
+            (b.get("role"), [m for m in as_list(b.get("members")) if not is_unknown(m)])
+            for b in as_list(bindings)
+            if isinstance(b, dict)
+        ]
     members = resource.get("members")
-    members = [m for m in (members if isinstance(members, list) else [resource.get("member")]) if not is_unknown(m)]
+    members = members if isinstance(members, list) else [resource.get("member")]
+    return [(resource.get("role"), [m for m in members if not is_unknown(m)])]
+
+
+def check(resource: Resource) -> list[str]:
     problems = []
-    if isinstance(role, str) and role in BROAD_ROLES:
-        problems.append(
-            f"{role} is granted on the whole project; grant a predefined role on the one resource it is for "
-            "(a bucket, a topic, a service account), or a narrower role under an IAM condition"
-        )
-    problems += [
-        f"{role} is granted on the project to {m}; grant it to the service accounts that need it instead"
-        for m in members
-        if m in PUBLIC_MEMBERS
-    ]
+    for role, members in grants(resource):
+        if isinstance(role, str) and role in BROAD_ROLES:
+            problems.append(
+                f"{role} is granted on the whole project; grant a predefined role on the one resource it is for "
+                "(a bucket, a topic, a service account), or a narrower role under an IAM condition"
+            )
+        problems += [
+            f"{role} is granted on the project to {m}; grant it to the service accounts that need it instead"
+            for m in members
+            if m in PUBLIC_MEMBERS
+        ]
     return problems
 
 
