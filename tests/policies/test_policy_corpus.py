@@ -17,7 +17,7 @@ from infra.tools.policy_runner import pack_config, runner
 from infra.tools.preview_json import PreviewDocument
 from policies.pack import RULES
 from tests.helpers import ROOT
-from tests.policies.corpus import ENTRIES
+from tests.policies.corpus import ENTRIES, VALID_MUTATIONS
 
 # Stacks that must pass, as they are and with valid values a user may choose (0 findings each).
 VALID = [
@@ -46,7 +46,8 @@ def _document(stack: str, overrides: tuple[tuple[str, str], ...] = ()) -> Previe
 def outcomes() -> dict[str, list[runner.Violation]]:
     """Violations per corpus entry id and per valid stack ('valid:<stack>[:n]'), one pack per stack."""
     found: dict[str, list[runner.Violation]] = {}
-    stacks = sorted({e.stack for e in ENTRIES} | {s for s, _ in VALID})
+    mutations = ENTRIES + VALID_MUTATIONS
+    stacks = sorted({e.stack for e in mutations} | {s for s, _ in VALID})
     for stack in stacks:
         base = _document(stack)
         variants = [o for s, o in VALID if s == stack]
@@ -56,7 +57,7 @@ def outcomes() -> dict[str, list[runner.Violation]]:
             for n, overrides in enumerate(variants):
                 document = base if not overrides else _document(stack, overrides)
                 found[f"valid:{stack}:{n}"] = runner.analyze(client, info, document).violations
-            for entry in (e for e in ENTRIES if e.stack == stack):
+            for entry in (e for e in mutations if e.stack == stack):
                 mutated = PreviewDocument(
                     base.project, base.stack, base.config, entry.mutate(list(base.resources)), base.providers
                 )
@@ -66,7 +67,7 @@ def outcomes() -> dict[str, list[runner.Violation]]:
 
 def test_entries_are_many_distinct_and_name_real_rules():
     names = {r.name for r in RULES} | RUNNER_RULES
-    ids = [e.id for e in ENTRIES]
+    ids = [e.id for e in ENTRIES + VALID_MUTATIONS]
     assert len(ENTRIES) >= 60
     assert [i for i, n in Counter(ids).items() if n > 1] == []
     assert [e.rule for e in ENTRIES if e.rule not in names] == []
@@ -75,6 +76,11 @@ def test_entries_are_many_distinct_and_name_real_rules():
 @pytest.mark.parametrize("stack, n", [(s, i) for s in dict(VALID) for i, _ in enumerate(o for t, o in VALID if t == s)])
 def test_valid_stacks_give_no_finding(outcomes, stack, n):
     assert [(v.policy, v.urn, v.message) for v in outcomes[f"valid:{stack}:{n}"]] == []
+
+
+@pytest.mark.parametrize("entry", VALID_MUTATIONS, ids=lambda e: e.id)
+def test_valid_mutations_give_no_finding(outcomes, entry):
+    assert [(v.policy, v.urn, v.message) for v in outcomes[entry.id]] == [], entry.why
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
