@@ -196,25 +196,25 @@ def credentials_script(arn: str, name: str, policy_json: str) -> str:
     """The Job's credentials sidecar: write the assume command and the S3 steps' CLI config, assume once and
     prove the session (`get-caller-identity`), mark the result, then re-assume every REFRESH_SECONDS until the
     pod ends. A first assume that fails is written to FAILED_FILE, which makes `fetch` fail the pod at once."""
-    session = f"{SESSION_FILE}.new"
+    new = f"{SESSION_FILE}.new"
+    assume = f"/bin/sh {PROCESS_FILE} > {new} && mv {new} {SESSION_FILE}"
     return (
         "set -u\numask 077\ntrap 'exit 0' TERM\n"
         f"cat > {PROCESS_FILE} <<'MLINFRA_EOF'\n{credential_process(arn, name, policy_json)}\nMLINFRA_EOF\n"
         f"cat > {CONFIG_FILE} <<'MLINFRA_EOF'\n[default]\ncredential_process = /bin/cat {SESSION_FILE}\n"
         "MLINFRA_EOF\n"
-        f"assume() {{ /bin/sh {PROCESS_FILE} > {session} && mv {session} {SESSION_FILE}; }}\n"
-        'pause() { sleep "$1" & wait $!; }\n'
-        'if assume && arn="$(env -u AWS_CONTAINER_CREDENTIALS_FULL_URI -u AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '
+        f'if {assume} && arn="$(env -u AWS_CONTAINER_CREDENTIALS_FULL_URI -u AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '
         f'AWS_CONFIG_FILE={CONFIG_FILE} aws sts get-caller-identity --output text --query Arn)"; then\n'
         '  echo "registry access: $arn"\n'
         "else\n"
-        f'  echo "cannot assume {arn} with the promotion\'s session policy" > {FAILED_FILE}\n'
+        f"  echo 'cannot assume {arn} with the session policy of this promotion' > {FAILED_FILE}\n"
         f"  cat {FAILED_FILE} >&2\n"
         "fi\n"
         f": > {READY_FILE}\n"
-        f"if [ -e {FAILED_FILE} ]; then while :; do pause 3600; done; fi\n"
-        f"while :; do\n  pause ${{MLINFRA_REFRESH_SECONDS:-{REFRESH_SECONDS}}}\n"
-        f"  until assume; do echo 'refresh failed; retrying' >&2; pause {RETRY_SECONDS}; done\n"
+        "while :; do\n"
+        f"  if [ -e {FAILED_FILE} ]; then sleep 3600 & wait $!; continue; fi\n"
+        f"  sleep ${{MLINFRA_REFRESH_SECONDS:-{REFRESH_SECONDS}}} & wait $!\n"
+        f"  until {assume}; do echo 'refresh failed; retrying' >&2; sleep {RETRY_SECONDS} & wait $!; done\n"
         "done\n"
     )
 
