@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from infra.catalog.gcp.regions import region_problem
 from infra.core.errors import InputError, Problem
 from infra.core.namespace import NAMESPACE, namespace_values
 from infra.core.problems import problems_from
@@ -92,7 +93,19 @@ STACK_KINDS: tuple[StackKind, ...] = (
 )
 KINDS = tuple(dict.fromkeys(k.kind for k in STACK_KINDS))
 CLOUDS = ("aws", "gcp")  # `mlinfra:cloud`, default aws
-PROVIDER_FINDINGS = {"aws": aws_provider_findings, "gcp": gcp_provider_findings}
+
+
+def _gcp_provider_findings(flat: dict[str, Any]) -> list[Problem]:
+    """The provider keys' shape (infra.core.providers), then a well-formed gcp:region against the catalog."""
+    problems = gcp_provider_findings(flat)
+    region = flat.get("gcp:region")
+    if isinstance(region, str) and not any(p.path == "gcp:region" for p in problems):
+        problem = region_problem(region)
+        problems += [Problem("gcp:region", problem)] if problem else []
+    return problems
+
+
+PROVIDER_FINDINGS = {"aws": aws_provider_findings, "gcp": _gcp_provider_findings}
 REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region"}
 _TABLE = {(k.kind, k.cloud): k for k in STACK_KINDS}
 

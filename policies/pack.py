@@ -11,12 +11,15 @@ from policies.rules.cost import instance_types_have_catalog_price, stack_hourly_
 from policies.rules.everywhere import (
     block_devices_encrypted,
     gcp_instances_without_public_ip,
+    gcp_project_grants_without_broad_roles,
+    iam_grants_without_privilege_escalation,
     ingress_not_open_to_the_internet,
     instance_metadata_requires_imdsv2,
     log_groups_have_retention,
     nodes_without_public_ip,
     resource_policies_grant_no_one_outside,
     roles_without_broad_managed_policies,
+    security_groups_not_open_across_rules,
     trust_policies_name_their_principals,
 )
 from policies.rules.registry import (
@@ -46,6 +49,7 @@ from policies.rules.serving import (
     model_servers_fit_their_devices,
     model_servers_scale_on_inference_signals,
     node_pools_have_limits,
+    pods_without_host_access,
     serving_pools_use_serving_types,
     serving_registry_access_read_only,
 )
@@ -69,6 +73,7 @@ from policies.rules.training import (
     multi_interface_instances_without_public_ip,
     placement_group_matches_capacity_mode,
     placement_groups_use_cluster_strategy,
+    run_guard_wired,
     training_compute_ends_with_the_run,
     training_expiry_within_max_lifetime,
     training_launch_templates_tag_what_they_launch,
@@ -106,6 +111,7 @@ RULES: list[Rule] = [
     training_stack_has_run_guard.RULE,
     training_compute_ends_with_the_run.RULE,
     guard_role_scoped_to_run.RULE,
+    run_guard_wired.RULE,
     # training on GCP
     gcp_training_nodes_in_compact_placement.RULE,
     gcp_training_nodes_have_every_gpu_nic.RULE,
@@ -139,6 +145,7 @@ RULES: list[Rule] = [
     autoscalers_have_replica_bounds.RULE,
     model_servers_scale_on_inference_signals.RULE,
     model_servers_fit_their_devices.RULE,
+    pods_without_host_access.RULE,
     # role separation
     serving_pools_use_serving_types.RULE,
     training_nodes_use_training_types.RULE,
@@ -149,10 +156,13 @@ RULES: list[Rule] = [
     trust_policies_name_their_principals.RULE,
     resource_policies_grant_no_one_outside.RULE,
     roles_without_broad_managed_policies.RULE,
+    iam_grants_without_privilege_escalation.RULE,
+    gcp_project_grants_without_broad_roles.RULE,
     # everywhere
     instance_metadata_requires_imdsv2.RULE,
     block_devices_encrypted.RULE,
     ingress_not_open_to_the_internet.RULE,
+    security_groups_not_open_across_rules.RULE,
     nodes_without_public_ip.RULE,
     # cost
     stack_hourly_cost_under_ceiling.RULE,

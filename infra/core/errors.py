@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Control characters and line breaks as their escapes: a value that carries a newline must not end the line or
+# forge another `error:` line, and no byte of it may reach the terminal as a control sequence.
+_ESCAPED = {code: ascii(chr(code))[1:-1] for code in (*range(32), 127, 0x85, 0x2028, 0x2029)}
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -11,7 +15,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        line = f"{self.path}: {self.message}" if self.path else self.message
+        return line.translate(_ESCAPED)
 
 
 class InputError(Exception):

@@ -1,4 +1,4 @@
-"""Names that AWS constrains, computed and checked without the cloud."""
+"""Names that AWS and Google Cloud constrain, computed and checked without the cloud."""
 
 from __future__ import annotations
 
@@ -23,6 +23,22 @@ def bucket_name_problem(name: str) -> str | None:
     for suffix in ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"):
         if name.endswith(suffix):
             return f"must not end with '{suffix}'"
+    return None
+
+
+# Cloud Storage bucket naming (cloud.google.com/storage/docs/buckets#naming, as of 2026-11-27): names cannot begin
+# with the "goog" prefix, and cannot contain "google" or close misspellings such as "g00gle".
+_GOOGLE = re.compile(r"g[o0][o0]g[l1]e")
+
+
+def gcs_bucket_name_problem(name: str) -> str | None:
+    """Why Cloud Storage refuses a bucket `name` for its reserved words, or None (the character rules are each
+    field's pattern)."""
+    if name.startswith("goog"):
+        return "must not begin with 'goog' (Cloud Storage reserves the prefix)"
+    found = _GOOGLE.search(name)
+    if found:
+        return f"must not contain '{found.group(0)}' (Cloud Storage refuses 'google' and close misspellings)"
     return None
 
 

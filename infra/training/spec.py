@@ -80,6 +80,7 @@ class LifecycleSpec(Spec):
         24,
         gt=0,
         le=MAX_TTL_HOURS,
+        allow_inf_nan=False,
         description=f"Hard maximum lifetime of the run, hours (at most {MAX_TTL_HOURS}); expiresAt = start + ttlHours. "
         "At expiresAt the run guard terminates the nodes, exports the checkpoints and deletes the file system.",
     )

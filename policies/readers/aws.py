@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -174,6 +175,31 @@ def iam_documents(resource: Resource) -> list[tuple[str, dict | None]]:
             for i, p in enumerate(as_list(resource.get("inlinePolicies")))
         ]
     return []
+
+
+def covers(pattern: str, action: str) -> bool:
+    """Whether an IAM action pattern (`*`, `?` wildcards, any case) matches `action`."""
+    regex = ".*".join(re.escape(part) for part in pattern.split("*")).replace(r"\?", ".")
+    return re.fullmatch(regex, action, re.IGNORECASE) is not None
+
+
+def granted(st: Statement, action: str) -> str | None:
+    """How an Allow statement grants `action`: the pattern in Action that covers it, 'NotAction' when the
+    statement's NotAction leaves it out, None when the statement does not grant it."""
+    if st.effect != "Allow":
+        return None
+    if "NotAction" in st.raw:
+        excluded = [str(a) for a in as_list(st.raw.get("NotAction"))]
+        return None if any(covers(p, action) for p in excluded) else "NotAction"
+    return next((p for p in st.actions if covers(p, action)), None)
+
+
+def condition_keys(st: Statement) -> set[str]:
+    """The condition keys of a statement, lower-cased, whatever their operators."""
+    condition = st.raw.get("Condition")
+    if not isinstance(condition, dict):
+        return set()
+    return {str(k).lower() for test in condition.values() if isinstance(test, dict) for k in test}
 
 
 def service_of(action: str) -> str:

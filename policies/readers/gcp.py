@@ -9,6 +9,8 @@ from policies.model import Resource, is_unknown
 
 GKE_CLUSTER = tokens.GCP_CONTAINER_CLUSTER
 GKE_NODE_POOL = tokens.GCP_CONTAINER_NODE_POOL
+PROJECT_IAM_POLICY = tokens.GCP_PROJECTS_IAM_POLICY
+PROJECT_IAM_TYPES = (tokens.GCP_PROJECTS_IAM_MEMBER, tokens.GCP_PROJECTS_IAM_BINDING, tokens.GCP_PROJECTS_IAM_POLICY)
 
 
 def flag(value: Any) -> bool | None:

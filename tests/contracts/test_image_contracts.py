@@ -25,8 +25,9 @@ IMAGES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "images.js
 SHELL_WORDS = {
     "set", "unset", "umask", "echo", "exit", "exec", "export", "case", "esac", "for", "in", "done", "do",
     "if", "then", "else", "fi", "[", "test", "true", "false", ":", "{", "}", "!", "while", "break", "return",
+    "until", "continue", "trap", "wait",
 }  # fmt: skip
-KEYWORDS = re.compile(r"^(?:(?:then|do|else|exec|if|while|!|\{)\s+)+")
+KEYWORDS = re.compile(r"^(?:(?:then|do|else|exec|if|while|until|!|\{)\s+)+")
 ASSIGNMENTS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
 HEREDOC = re.compile(r"<<'?(\w+)'?\n(.*?)\n\1\n", re.S)
 IMPORT_LINES = re.compile(r"(?:^|[;'\"])\s*(?:from\s+([A-Za-z_]\w*)|import\s+([\w., ]+))", re.M)

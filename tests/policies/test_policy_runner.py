@@ -144,6 +144,8 @@ def misconfigured_guard():
             "training-demo",
             {
                 ("guard-role-scoped-to-run", "guard-policy"),
+                # the unscoped terminate is also a write on Resource '*' with no condition
+                ("iam-grants-without-privilege-escalation", "guard-policy"),
                 ("training-stack-has-run-guard", "guard-expiry"),
             },
         ),

@@ -2,10 +2,11 @@
 
 A Job runs as the serving stack's `model-converter` service account, on the hardware its variant is for
 (neuron on an inf2 node, cuda on a g5 node), in the image of the model server that will serve it:
-  1. init `credentials` (aws-cli)   writes the AWS CLI config of the S3 steps: its credential_process
-                                    assumes the converter role with this promotion's session policy
-                                    (read checkpoints/<run-id>/, write models/<name>/<version>/<variant>/;
-                                    see access.py), and proves it once before anything is read;
+  1. sidecar `credentials` (aws-cli) the only step with the pod's own credentials: assumes the converter role
+                                    with this promotion's session policy (read checkpoints/<run-id>/, write
+                                    models/<name>/<version>/<variant>/; see converter_access.py), proves it
+                                    once before anything is read, and re-assumes before each session ends;
+                                    the S3 steps' CLI config prints its latest session;
   2. init `fetch`   (aws-cli)       copies the checkpoint to /work/checkpoint;
   3. init `convert` (server image)  builds /work/out (Neuron: compiles it on the devices for the server's
                                     engine shape; cuda: re-saves it on the CPU);
@@ -15,7 +16,8 @@ A Job runs as the serving stack's `model-converter` service account, on the hard
                                     writes /work/conversion.json: versions, node, the check's figures, and
                                     size + sha256 of every file;
   5. `upload`       (aws-cli)       copies /work/out to models/<name>/<version>/<variant>/, the report last.
-`convert` and `check` get no AWS credentials at all (see CONVERT_HAS_NO_CREDENTIALS).
+`fetch` and `upload` get only the down-scoped session, `convert` and `check` no AWS credentials at all (see
+CONVERT_HAS_NO_CREDENTIALS).
 
 The `convert` and `check` steps are sized from the checkpoint (sizing.py) and the work volume holds
 checkpoint, intermediates and artefact. The pod holds its accelerators from start to end (Kubernetes sizes a
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from infra.core.naming import slug
@@ -51,7 +54,8 @@ BACKOFF_LIMIT = 2  # retries of a failed fetch/upload (S3 hiccups); node loss is
 # (SkipContainersAnnotation = "skip-containers", under the "eks.amazonaws.com" prefix) and its test pod
 # pkg/handler/testdata/containercredentials/rawPodSkip.pod.yaml (Pod Identity's container credentials).
 SKIP_CREDENTIALS_ANNOTATION = "eks.amazonaws.com/skip-containers"
-CONVERT_HAS_NO_CREDENTIALS = {SKIP_CREDENTIALS_ANNOTATION: "convert,check"}
+# Only the `credentials` sidecar holds the pod's own (full-role) credentials; the S3 steps read its session.
+CONVERT_HAS_NO_CREDENTIALS = {SKIP_CREDENTIALS_ANNOTATION: "fetch,convert,check,upload"}
 # The cluster autoscaler never removes a node to consolidate while a conversion runs on it.
 SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 
@@ -165,8 +169,11 @@ def conversion_job(
     env = [{"name": "AWS_REGION", "value": region}]
     mount = [{"name": "work", "mountPath": "/work"}]
     secure = {"allowPrivilegeEscalation": False}
-    # The S3 steps read the down-scoped credentials through the config `credentials` writes.
-    s3_env = env + [{"name": "AWS_CONFIG_FILE", "value": access.CONFIG_FILE}]
+    # The S3 steps read the down-scoped credentials through the config `credentials` writes, nothing else.
+    s3_env = env + [
+        {"name": "AWS_CONFIG_FILE", "value": access.CONFIG_FILE},
+        {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"},
+    ]
     s3_mount = mount + [{"name": "aws", "mountPath": access.CREDENTIALS_DIR, "readOnly": True}]
     credentials = {
         "name": "credentials",
@@ -176,6 +183,14 @@ def conversion_job(
         "command": ["/bin/sh", "-c", access.credentials_script(role_arn, session, policy)],
         "volumeMounts": [{"name": "aws", "mountPath": access.CREDENTIALS_DIR}],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        # A sidecar (Kubernetes 1.29+): it runs beside every later step and stops after `upload`; the next step
+        # starts once its startup probe passes, i.e. once the first assume has succeeded or failed.
+        "restartPolicy": "Always",
+        "startupProbe": {
+            "exec": {"command": ["test", "-e", access.READY_FILE]},
+            "periodSeconds": 2,
+            "failureThreshold": 150,
+        },
     }
     fetch = {
         "name": "fetch",
@@ -183,7 +198,11 @@ def conversion_job(
         "env": s3_env,
         "volumeMounts": s3_mount,
         "securityContext": secure,
-        "command": ["aws", "s3", "sync", "--only-show-errors", f"s3://{bucket}/{checkpoint}", "/work/checkpoint"],
+        "command": [
+            "/bin/sh",
+            "-c",
+            access.s3_step(f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{checkpoint}')} /work/checkpoint"),
+        ],
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
     }
     memory, disk = f"{resources.memory_gib:g}Gi", f"{resources.disk_gib:g}Gi"
@@ -225,8 +244,10 @@ def conversion_job(
         "command": [
             "/bin/sh",
             "-c",
-            f"aws s3 sync --only-show-errors /work/out {target} && "
-            f"aws s3 cp --only-show-errors /work/conversion.json {target}conversion.json",
+            access.s3_step(
+                f"aws s3 sync --only-show-errors /work/out {quote(target)}\n"
+                f"aws s3 cp --only-show-errors /work/conversion.json {quote(target + 'conversion.json')}"
+            ),
         ],
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
     }

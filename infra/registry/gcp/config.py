@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from infra.core.naming import gcs_bucket_name_problem
 from infra.core.spec import Spec
 
 SERVICE_ACCOUNT_EMAIL = re.compile(
@@ -90,6 +91,14 @@ class MirrorSpec(Spec):
     lifecycle: MirrorLifecycleSpec = Field(
         default_factory=MirrorLifecycleSpec, description="Expiry of noncurrent versions."
     )
+
+    @field_validator("bucket_name")
+    @classmethod
+    def _gcs_reserved_words(cls, value: str) -> str:
+        problem = gcs_bucket_name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("role_arn")
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from infra.catalog.eks_versions import version_problem
 from infra.core.network import is_rfc1918
 from infra.core.spec import Spec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX
@@ -66,6 +67,9 @@ class ClusterSpec(Spec):
     @field_validator("kubernetes_version")
     @classmethod
     def _pinned_release(cls, value: str) -> str:
+        problem = version_problem(value)
+        if problem:
+            raise ValueError(f"{problem}; mlinfra pins charts for {', '.join(KUBERNETES_RELEASES)}")
         if value not in KUBERNETES_RELEASES:
             raise ValueError(
                 f"no pinned cluster autoscaler chart and kube-scheduler; one of {', '.join(KUBERNETES_RELEASES)}"

@@ -8,8 +8,10 @@ write models/<name>/<version>/<variant>/. A session's rights are the intersectio
 policies and the session policy, so the Job's effective rights are exactly those two prefixes.
 
 Role chaining caps a session at one hour and a Job may run for hours, so the down-scoped credentials
-are not written once: the AWS CLI config of the Job's S3 steps names a `credential_process` that
-assumes the role again, with the same session policy, whenever the CLI needs fresh credentials.
+are not written once: the Job's `credentials` step is a sidecar (a restartable init container) that holds the
+pod's own credentials and assumes the role again, with the same session policy, every REFRESH_SECONDS into an
+in-memory volume. The S3 steps get no credentials of the pod (Pod Identity skips them): their AWS CLI config
+names a `credential_process` that only prints the sidecar's latest session.
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ SESSION_SECONDS = 3600  # the most a chained role session may last
 CREDENTIALS_DIR = "/aws"  # in-memory volume: the AWS CLI config and its credential process
 CONFIG_FILE = f"{CREDENTIALS_DIR}/config"
 PROCESS_FILE = f"{CREDENTIALS_DIR}/assume-role.sh"
+SESSION_FILE = f"{CREDENTIALS_DIR}/session.json"  # the latest down-scoped session, credential_process JSON
+READY_FILE = f"{CREDENTIALS_DIR}/ready"  # written once the first assume has succeeded or failed
+FAILED_FILE = f"{CREDENTIALS_DIR}/failed"  # why the first assume failed: the S3 steps then fail at once
+# The sidecar re-assumes 40 minutes into each one-hour session: the CLI refreshes credentials that have less
+# than 15 minutes left (botocore's advisory window), and then finds a session with at least 20 to go.
+REFRESH_SECONDS = 2400
+RETRY_SECONDS = 30
 _SESSION_NAME_MAX = 64  # RoleSessionName: 2-64 of [\w+=,.@-]
 _ROLE_NAME_MAX = 64
 
@@ -184,15 +193,39 @@ def credential_process(arn: str, name: str, policy_json: str) -> str:
 
 
 def credentials_script(arn: str, name: str, policy_json: str) -> str:
-    """The Job's first step: write the CLI config whose credential_process down-scopes, then use it once
-    (fails the Job before any S3 call if the role cannot be assumed with that policy)."""
+    """The Job's credentials sidecar: write the assume command and the S3 steps' CLI config, assume once and
+    prove the session (`get-caller-identity`), mark the result, then re-assume every REFRESH_SECONDS until the
+    pod ends. A first assume that fails is written to FAILED_FILE, which makes `fetch` fail the pod at once."""
+    new = f"{SESSION_FILE}.new"
+    assume = f"/bin/sh {PROCESS_FILE} > {new} && mv {new} {SESSION_FILE}"
     return (
-        "set -eu\numask 077\n"
+        "set -u\numask 077\ntrap 'exit 0' TERM\n"
         f"cat > {PROCESS_FILE} <<'MLINFRA_EOF'\n{credential_process(arn, name, policy_json)}\nMLINFRA_EOF\n"
-        f"cat > {CONFIG_FILE} <<'MLINFRA_EOF'\n[default]\ncredential_process = /bin/sh {PROCESS_FILE}\n"
+        f"cat > {CONFIG_FILE} <<'MLINFRA_EOF'\n[default]\ncredential_process = /bin/cat {SESSION_FILE}\n"
         "MLINFRA_EOF\n"
-        f'arn="$(AWS_CONFIG_FILE={CONFIG_FILE} aws sts get-caller-identity --output text --query Arn)"\n'
-        'echo "registry access: $arn"\n'
+        f'if {assume} && arn="$(env -u AWS_CONTAINER_CREDENTIALS_FULL_URI -u AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '
+        f'AWS_CONFIG_FILE={CONFIG_FILE} aws sts get-caller-identity --output text --query Arn)"; then\n'
+        '  echo "registry access: $arn"\n'
+        "else\n"
+        f"  echo 'cannot assume {arn} with the session policy of this promotion' > {FAILED_FILE}\n"
+        f"  cat {FAILED_FILE} >&2\n"
+        "fi\n"
+        f": > {READY_FILE}\n"
+        "while :; do\n"
+        f"  if [ -e {FAILED_FILE} ]; then sleep 3600 & wait $!; continue; fi\n"
+        f"  sleep ${{MLINFRA_REFRESH_SECONDS:-{REFRESH_SECONDS}}} & wait $!\n"
+        f"  until {assume}; do echo 'refresh failed; retrying' >&2; sleep {RETRY_SECONDS} & wait $!; done\n"
+        "done\n"
+    )
+
+
+def s3_step(command: str) -> str:
+    """An S3 step's shell: fail at once when the sidecar could not assume the role; run with no credentials of
+    the pod (Pod Identity skips the step; the unset is a second guard), only the down-scoped session."""
+    return (
+        "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
+        f"if [ -e {FAILED_FILE} ]; then cat {FAILED_FILE} >&2; exit 1; fi\n"
+        f"{command}\n"
     )
 
 

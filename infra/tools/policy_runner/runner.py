@@ -46,18 +46,35 @@ class PolicyRun:
 def run(
     document: PreviewDocument, user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (), pack_dir: Path = PACK_DIR
 ) -> PolicyRun:
-    flat, _ = engine_config(document.config)
-    types = {r.urn: r.type for r in document.resources}
-    with AnalyzerClient(pack_dir, document.project, document.stack, flat) as client:
-        client.handshake()
-        client.configure_stack()
+    with started(document, pack_dir) as client:
         info = client.info()
         client.configure(pack_config.resolve(info, *user_config))
-        found: list[tuple[str, Diagnostic]] = []
-        for resource, diagnostics in client.analyze_each(document.resources, document.providers):
-            # As in the engine, a resource policy's diagnostic is about the resource analyzed.
-            found.extend((d.urn or resource.urn, d) for d in diagnostics)
-        found.extend((d.urn, d) for d in client.analyze_stack(document.resources, document.providers))
+        return analyze(client, info, document)
+
+
+def started(document: PreviewDocument, pack_dir: Path = PACK_DIR) -> AnalyzerClient:
+    """The pack, started for the document's project, stack and config, handshaken and told its stack (a context
+    manager: the pack stops on exit). One client serves many documents of the same stack and config."""
+    flat, _ = engine_config(document.config)
+    client = AnalyzerClient(pack_dir, document.project, document.stack, flat)
+    client.start()
+    try:
+        client.handshake()
+        client.configure_stack()
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def analyze(client: AnalyzerClient, info: PackInfo, document: PreviewDocument) -> PolicyRun:
+    """Every resource, then the stack, through a started and configured pack."""
+    types = {r.urn: r.type for r in document.resources}
+    found: list[tuple[str, Diagnostic]] = []
+    for resource, diagnostics in client.analyze_each(document.resources, document.providers):
+        # As in the engine, a resource policy's diagnostic is about the resource analyzed.
+        found.extend((d.urn or resource.urn, d) for d in diagnostics)
+    found.extend((d.urn, d) for d in client.analyze_stack(document.resources, document.providers))
     violations = [Violation(d.policy, d.enforcement, urn, types.get(urn, ""), d.message) for urn, d in found]
     violations.extend(retained_in_training(document.resources))
     order = {p.name: i for i, p in enumerate(info.policies)}

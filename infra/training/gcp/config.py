@@ -6,15 +6,20 @@ read `runId`, `job` and `lifecycle.ttlHours`/`expiresAt` the same way."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
+from infra.core.naming import gcs_bucket_name_problem
 from infra.core.network import private_cidr
 from infra.core.spec import Spec
 from infra.training.spec import LustreIntentSpec, RunSpec
 
 GCS_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
+# The image forms bootDisk.initializeParams.image takes (image, family, project/..., global/images/...,
+# projects/<p>/global/images/[family/]..., or the API URL): lowercase names, no spaces or control characters.
+GCE_IMAGE_PATTERN = r"^(https://www\.googleapis\.com/compute/(v1|beta)/)?[a-z0-9][a-z0-9._:/-]*[a-z0-9]$"
 ZONE_PATTERN = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"
 
 
@@ -67,8 +72,10 @@ class GcpTrainingSpec(RunSpec):
         "runs/<run-id>/ (markers) to. The AWS registry stays the source of truth.",
     )
     image: str = Field(
-        description="Boot image of the nodes (an image or image family path) with the NVIDIA driver and the "
-        "GPUDirect-TCPX/TCPXO NCCL plugin the machine type needs."
+        max_length=512,
+        description="Boot image of the nodes (an image or image family path, e.g. "
+        "projects/<project>/global/images/family/<family>) with the NVIDIA driver and the GPUDirect-TCPX/TCPXO NCCL "
+        "plugin the machine type needs; lowercase letters, digits and . _ : / - only.",
     )
     boot_disk_gib: int = Field(
         200, ge=100, le=16384, description="Boot disk per node (pd-balanced, Google-encrypted), GiB."
@@ -79,6 +86,25 @@ class GcpTrainingSpec(RunSpec):
     network: GcpTrainingNetworkSpec = Field(
         default_factory=GcpTrainingNetworkSpec, description="Network ranges of the run."
     )
+
+    @field_validator("image")
+    @classmethod
+    def _image_path(cls, value: str) -> str:
+        if not re.fullmatch(GCE_IMAGE_PATTERN, value):
+            raise ValueError(
+                "must be a Compute Engine image or image family path such as "
+                "projects/<project>/global/images/family/<family>: lowercase letters, digits and . _ : / - only, "
+                "no spaces or control characters"
+            )
+        return value
+
+    @field_validator("data_bucket")
+    @classmethod
+    def _gcs_reserved_words(cls, value: str) -> str:
+        problem = gcs_bucket_name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class GcpTrainingStackConfig(Spec):

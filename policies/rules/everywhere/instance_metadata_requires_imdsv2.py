@@ -5,7 +5,7 @@ further) fetch them too."""
 from __future__ import annotations
 
 from policies.model import Resource, ResourceRule, is_unknown
-from policies.readers.aws import INSTANCE, LAUNCH_TEMPLATE
+from policies.readers.aws import INSTANCE, LAUNCH_TEMPLATE, number
 
 NAME = "instance-metadata-requires-imdsv2"
 
@@ -19,7 +19,7 @@ def check(resource: Resource) -> list[str]:
     if options.get("httpEndpoint") == "disabled":
         return []
     findings = []
-    hops = options.get("httpPutResponseHopLimit")
+    hops = number(options.get("httpPutResponseHopLimit"))  # the analyzer protocol carries 2 as 2.0
     if isinstance(hops, int) and not isinstance(hops, bool) and hops > 1:
         findings.append(
             f"metadataOptions.httpPutResponseHopLimit is {hops}, so containers on the node reach the metadata "

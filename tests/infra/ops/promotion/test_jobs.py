@@ -88,9 +88,14 @@ def test_the_job_reads_the_checkpoint_and_writes_only_its_variant_prefix():
     job = conversion("neuron")
     pod = job["spec"]["template"]["spec"]
     fetch, upload = pod["initContainers"][1], pod["containers"][0]
-    assert fetch["command"][-2:] == ["s3://mlinfra-registry-promo/checkpoints/run-7/step-1000/", "/work/checkpoint"]
+    assert fetch["command"][-1].splitlines()[-1] == (
+        "aws s3 sync --only-show-errors s3://mlinfra-registry-promo/checkpoints/run-7/step-1000/ /work/checkpoint"
+    )
     target = "s3://mlinfra-registry-promo/models/mistral-7b/2026-03-01/neuron/"
-    assert target in upload["command"][-1] and upload["command"][-1].endswith(f"{target}conversion.json")
+    assert upload["command"][-1].splitlines()[-2:] == [
+        f"aws s3 sync --only-show-errors /work/out {target}",
+        f"aws s3 cp --only-show-errors /work/conversion.json {target}conversion.json",
+    ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -110,11 +115,20 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
         ARGS["bucket_arn"], KEY_ARN, "run-7", "mistral-7b", "2026-03-01", variant
     )
     script = steps["credentials"]["command"][-1]
-    assert f"credential_process = /bin/sh {access.PROCESS_FILE}" in script
+    assert f"credential_process = /bin/cat {access.SESSION_FILE}" in script
     assert "aws sts get-caller-identity" in script  # proves the down-scoped session before any S3 call
+    # A sidecar: it keeps refreshing the session beside the later steps; they start once its probe passes.
+    assert steps["credentials"]["restartPolicy"] == "Always"
+    assert steps["credentials"]["startupProbe"]["exec"]["command"] == ["test", "-e", "/aws/ready"]
     for name in ("fetch", "upload"):  # the S3 steps read the down-scoped credentials only
         assert {"name": "AWS_CONFIG_FILE", "value": "/aws/config"} in steps[name]["env"]
+        assert {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"} in steps[name]["env"]
         assert {"name": "aws", "mountPath": "/aws", "readOnly": True} in steps[name]["volumeMounts"]
+        script = steps[name]["command"][-1]
+        assert script.startswith(
+            "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
+            "if [ -e /aws/failed ]; then cat /aws/failed >&2; exit 1; fi\n"
+        )
     for name in ("convert", "check"):
         step = steps[name]
         assert "aws" not in {m["name"] for m in step["volumeMounts"]}
@@ -122,13 +136,14 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_pod_identity_injects_no_credentials_into_the_convert_and_check_steps(variant):
+def test_pod_identity_injects_credentials_into_the_credentials_sidecar_only(variant):
     template = conversion(variant)["spec"]["template"]
     # The EKS Pod Identity webhook reads the pod's annotation (not the Job's): comma-separated container names.
     skipped = set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(","))
     names = [c["name"] for c in template["spec"]["initContainers"] + template["spec"]["containers"]]
-    assert skipped == {"convert", "check"} and skipped <= set(names)  # names containers that exist
-    # The S3 steps keep the pod's credentials (they assume the down-scoped session with them).
+    assert skipped == {"fetch", "convert", "check", "upload"} and skipped <= set(names)  # containers that exist
+    # Only the credentials sidecar keeps the pod's own credentials (it assumes the down-scoped session with them).
+    assert set(names) - skipped == {"credentials"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

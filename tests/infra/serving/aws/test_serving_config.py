@@ -200,6 +200,25 @@ def test_kubernetes_version_needs_a_pinned_autoscaler_chart_and_scheduler():
     )
 
 
+@pytest.mark.parametrize("version", ["1.99", "2.0", "1.27"])
+def test_a_kubernetes_version_eks_never_released_is_named_as_such(version):
+    [message] = problems(serving(cluster={"kubernetesVersion": version}))
+    assert message == (
+        f"mlinfra:serving.cluster.kubernetesVersion: {version} is not a Kubernetes version EKS has released "
+        f"(1.28 to 1.35 as of 2026-02-14); mlinfra pins charts for 1.32, 1.33 (got '{version}')"
+    )
+
+
+def test_every_pinned_release_is_an_eks_version_with_its_dates():
+    from infra.catalog.eks_versions import eks_versions, support_dates
+    from infra.serving.charts import KUBERNETES_RELEASES
+
+    assert set(KUBERNETES_RELEASES) <= set(eks_versions())
+    for version in KUBERNETES_RELEASES:
+        dates = support_dates(version)
+        assert dates["released"] < dates["standardSupportEnds"] < dates["extendedSupportEnds"]
+
+
 def test_unknown_keys_and_duplicate_models():
     value = serving()
     value["models"][0]["replicas"] = 2

@@ -1,0 +1,355 @@
+"""Crafted misconfigurations of the serving stacks (serving-demo on EKS, serving-gcp-demo on GKE), the registry and
+its GCS mirror."""
+
+from __future__ import annotations
+
+from infra.providers import tokens as t
+from tests.policies.corpus.mutations import DELETE, Entry, drop, in_document, option, set_, with_statement
+
+EKS, GKE, REGISTRY, MIRROR = "serving-demo", "serving-gcp-demo", "registry", "registry-gcp-mirror"
+DEPLOYMENT, SCALER, POOL = t.K8S_DEPLOYMENT, t.K8S_KEDA_SCALED_OBJECT, t.AWS_EKS_NODE_GROUP
+CLUSTER, ROLE, POLICY = t.AWS_EKS_CLUSTER, t.AWS_IAM_ROLE, t.AWS_IAM_ROLE_POLICY
+SERVER = (DEPLOYMENT, "model-mistral-7b-deployment")
+POD = "spec.template.spec"
+MISTRAL_READ = (POLICY, "cuda-cd2b95")
+BUCKET = "mlinfra-registry-123456789012-us-east-1"
+
+
+def allow(action: object, resource: object = "*", sid: str = "Corpus") -> dict:
+    return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource}
+
+
+def _privileged(pod: dict) -> dict:
+    pod["containers"][0]["securityContext"] = {"privileged": True}
+    return pod
+
+
+ENTRIES = [
+    # EKS
+    Entry(
+        "eks-endpoint-internet",
+        EKS,
+        "eks-api-endpoint-restricted",
+        set_(CLUSTER, "serving-eks-cluster", "vpcConfig.publicAccessCidrs", ["0.0.0.0/0"]),
+        "the API on the internet",
+    ),
+    Entry(
+        "eks-secrets-plain",
+        EKS,
+        "eks-secrets-encrypted",
+        set_(CLUSTER, "serving-eks-cluster", "encryptionConfig", DELETE),
+        "Secrets without envelope encryption",
+    ),
+    Entry(
+        "gpu-pool-untainted",
+        EKS,
+        "accelerator-node-pools-tainted",
+        set_(POOL, "pool-g5-xlarge-nodes", "taints", DELETE),
+        "any pod lands on GPU nodes",
+    ),
+    Entry(
+        "eks-endpoint-split-internet",
+        EKS,
+        "eks-api-endpoint-restricted",
+        set_(CLUSTER, "serving-eks-cluster", "vpcConfig.publicAccessCidrs", ["0.0.0.0/1", "128.0.0.0/1"]),
+        "the API on the internet, in two halves",
+    ),
+    Entry(
+        "training-type-serving",
+        EKS,
+        "serving-pools-use-serving-types",
+        set_(POOL, "pool-g5-xlarge-nodes", "instanceTypes", ["p4d.24xlarge"]),
+        "training hardware in serving",
+    ),
+    Entry(
+        "pool-imdsv1",
+        EKS,
+        "instance-metadata-requires-imdsv2",
+        set_(t.AWS_EC2_LAUNCH_TEMPLATE, "pool-g5-xlarge-lt", "metadataOptions.httpTokens", "optional"),
+        "IMDSv1",
+    ),
+    Entry(
+        "pool-root-unencrypted",
+        EKS,
+        "block-devices-encrypted",
+        set_(t.AWS_EC2_LAUNCH_TEMPLATE, "pool-g5-xlarge-lt", "blockDeviceMappings.0.ebs.encrypted", "false"),
+        "an unencrypted node volume",
+    ),
+    Entry(
+        "eks-logs-forever",
+        EKS,
+        "log-groups-have-retention",
+        set_(t.AWS_CLOUDWATCH_LOG_GROUP, "serving-eks-logs", "retentionInDays", DELETE),
+        "control plane logs forever",
+    ),
+    Entry(
+        "private-subnet-public-ips",
+        EKS,
+        "nodes-without-public-ip",
+        set_(t.AWS_EC2_SUBNET, "serving-net-private-a", "mapPublicIpOnLaunch", True),
+        "nodes on the internet",
+    ),
+    Entry(
+        "scaler-unbounded",
+        EKS,
+        "autoscalers-have-replica-bounds",
+        set_(SCALER, "model-mistral-7b-scaler", "spec.maxReplicaCount", DELETE),
+        "no replica ceiling",
+    ),
+    Entry(
+        "scaler-on-cpu",
+        EKS,
+        "model-servers-scale-on-inference-signals",
+        set_(
+            SCALER,
+            "model-mistral-7b-scaler",
+            "spec.triggers",
+            [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "70"}}],
+        ),
+        "GPU servers scaled on CPU",
+    ),
+    Entry(
+        "server-host-network",
+        EKS,
+        "pods-without-host-access",
+        set_(*SERVER, f"{POD}.hostNetwork", True),
+        "a model server on the node's network",
+    ),
+    Entry(
+        "server-host-pid",
+        EKS,
+        "pods-without-host-access",
+        set_(*SERVER, f"{POD}.hostPID", True),
+        "a model server sees the node's processes",
+    ),
+    Entry(
+        "server-privileged",
+        EKS,
+        "pods-without-host-access",
+        set_(*SERVER, POD, _privileged),
+        "a privileged model server",
+    ),
+    Entry(
+        "server-docker-socket",
+        EKS,
+        "pods-without-host-access",
+        set_(*SERVER, f"{POD}.volumes", [{"name": "docker", "hostPath": {"path": "/var/run/docker.sock"}}]),
+        "the container runtime's socket in a pod",
+    ),
+    Entry(
+        "server-writes-models",
+        EKS,
+        "serving-registry-access-read-only",
+        set_(*MISTRAL_READ, "policy", with_statement(allow("s3:PutObject", f"arn:aws:s3:::{BUCKET}/models/*"))),
+        "a server overwrites what it serves",
+    ),
+    Entry(
+        "autoscaler-passrole",
+        EKS,
+        "iam-grants-without-privilege-escalation",
+        set_(POLICY, "serving-addons-autoscaler-policy", "policy", with_statement(allow("iam:PassRole"))),
+        "the autoscaler hands out any role",
+    ),
+    Entry(
+        "autoscaler-unconditioned-scale",
+        EKS,
+        "iam-grants-without-privilege-escalation",
+        set_(
+            POLICY,
+            "serving-addons-autoscaler-policy",
+            "policy",
+            in_document(lambda d: d["Statement"][1].pop("Condition")),
+        ),
+        "it scales every group of the account",
+    ),
+    Entry(
+        "server-trust-anyone",
+        EKS,
+        "trust-policies-name-their-principals",
+        set_(
+            ROLE,
+            "model-mistral-7b-role",
+            "assumeRolePolicy",
+            in_document(lambda d: d["Statement"][0].update(Principal="*")),
+        ),
+        "anyone assumes the server's role",
+    ),
+    Entry(
+        "eks-node-s3-full",
+        EKS,
+        "roles-without-broad-managed-policies",
+        set_(
+            t.AWS_IAM_ROLE_POLICY_ATTACHMENT,
+            "serving-eks-node-role-amazonec2containerregistryreadonly",
+            "policyArn",
+            "arn:aws:iam::aws:policy/AmazonS3FullAccess",
+        ),
+        "nodes write every bucket",
+    ),
+    # GKE
+    Entry(
+        "gke-public-nodes",
+        GKE,
+        "gke-nodes-private",
+        set_(t.GCP_CONTAINER_CLUSTER, "serving-gke-cluster", "privateClusterConfig.enablePrivateNodes", False),
+        "nodes with public IPs",
+    ),
+    Entry(
+        "gke-no-workload-identity",
+        GKE,
+        "gke-workload-identity-enabled",
+        set_(t.GCP_CONTAINER_CLUSTER, "serving-gke-cluster", "workloadIdentityConfig", DELETE),
+        "pods use the node's account",
+    ),
+    Entry(
+        "gke-unshielded",
+        GKE,
+        "gke-shielded-nodes",
+        set_(t.GCP_CONTAINER_CLUSTER, "serving-gke-cluster", "enableShieldedNodes", False),
+        "unshielded nodes",
+    ),
+    Entry(
+        "gke-pool-public",
+        GKE,
+        "gke-node-pools-without-public-ip",
+        set_(t.GCP_CONTAINER_NODE_POOL, "pool-l4-pool", "networkConfig.enablePrivateNodes", False),
+        "a pool with public IPs",
+    ),
+    Entry(
+        "gke-server-host-ipc",
+        GKE,
+        "pods-without-host-access",
+        set_(DEPLOYMENT, "model-llama-3-8b-l4-deployment", f"{POD}.hostIPC", True),
+        "shared IPC with the node",
+    ),
+    Entry(
+        "gke-nodes-owner",
+        GKE,
+        "gcp-project-grants-without-broad-roles",
+        set_(t.GCP_PROJECTS_IAM_MEMBER, "serving-gke-nodes-monitoring-viewer", "role", "roles/owner"),
+        "GKE nodes own the project",
+    ),
+    # registry
+    Entry(
+        "registry-unversioned",
+        REGISTRY,
+        "registry-bucket-versioned",
+        set_(t.AWS_S3_BUCKET_VERSIONING, "registry-versioning", "versioningConfiguration.status", "Suspended"),
+        "overwrites lose models",
+    ),
+    Entry(
+        "registry-acls-allowed",
+        REGISTRY,
+        "registry-bucket-public-access-blocked",
+        set_(t.AWS_S3_BUCKET_PUBLIC_ACCESS_BLOCK, "registry-public-access-block", "blockPublicAcls", False),
+        "public ACLs possible",
+    ),
+    Entry(
+        "registry-sse-s3",
+        REGISTRY,
+        "registry-bucket-encrypted-with-kms",
+        set_(
+            t.AWS_S3_BUCKET_SERVER_SIDE_ENCRYPTION_CONFIGURATION,
+            "registry-encryption",
+            "rules.0.applyServerSideEncryptionByDefault",
+            {"sseAlgorithm": "AES256"},
+        ),
+        "no KMS key",
+    ),
+    Entry(
+        "registry-plain-http",
+        REGISTRY,
+        "registry-bucket-tls-only",
+        drop(t.AWS_S3_BUCKET_POLICY, "registry-tls-only"),
+        "requests without TLS",
+    ),
+    Entry(
+        "registry-unprotected",
+        REGISTRY,
+        "registry-bucket-and-key-protected",
+        option(t.AWS_S3_BUCKET, "registry-bucket", protect=False),
+        "one destroy deletes the registry",
+    ),
+    Entry(
+        "registry-no-events",
+        REGISTRY,
+        "registry-bucket-sends-events-to-eventbridge",
+        set_(t.AWS_S3_BUCKET_NOTIFICATION, "registry-events", "eventbridge", False),
+        "guards never hear of markers",
+    ),
+    Entry(
+        "registry-world-readable",
+        REGISTRY,
+        "resource-policies-grant-no-one-outside",
+        set_(
+            t.AWS_S3_BUCKET_POLICY,
+            "registry-tls-only",
+            "policy",
+            with_statement(
+                {
+                    "Sid": "Public",
+                    "Effect": "Allow",
+                    "Principal": "*",
+                    "Action": "s3:GetObject",
+                    "Resource": f"arn:aws:s3:::{BUCKET}/*",
+                }
+            ),
+        ),
+        "anyone reads the registry",
+    ),
+    # the GCS mirror
+    Entry(
+        "mirror-unversioned",
+        MIRROR,
+        "gcs-buckets-versioned",
+        set_(t.GCP_STORAGE_BUCKET, "mirror-bucket", "versioning.enabled", False),
+        "overwrites lose models",
+    ),
+    Entry(
+        "mirror-google-key",
+        MIRROR,
+        "gcs-buckets-encrypted-with-cmek",
+        set_(t.GCP_STORAGE_BUCKET, "mirror-bucket", "encryption", DELETE),
+        "no customer-managed key",
+    ),
+    Entry(
+        "mirror-public-possible",
+        MIRROR,
+        "gcs-buckets-not-public",
+        set_(t.GCP_STORAGE_BUCKET, "mirror-bucket", "publicAccessPrevention", "inherited"),
+        "may be made public",
+    ),
+    Entry(
+        "mirror-public-reader",
+        MIRROR,
+        "gcs-buckets-not-granted-to-the-public",
+        set_(t.GCP_STORAGE_BUCKET_IAM_MEMBER, "mirror-reader-0", "member", "allAuthenticatedUsers"),
+        "any Google account reads the models",
+    ),
+    Entry(
+        "mirror-deletes",
+        MIRROR,
+        "transfer-jobs-never-delete",
+        set_(
+            t.GCP_STORAGE_TRANSFER_JOB,
+            "mirror-transfer",
+            "transferSpec.transferOptions.deleteObjectsUniqueInSink",
+            True,
+        ),
+        "the mirror deletes what S3 lacks",
+    ),
+    Entry(
+        "mirror-copies-checkpoints",
+        MIRROR,
+        "transfer-jobs-copy-models-only",
+        set_(t.GCP_STORAGE_TRANSFER_JOB, "mirror-transfer", "transferSpec.awsS3DataSource.path", ""),
+        "checkpoints and datasets leave AWS",
+    ),
+    Entry(
+        "mirror-transfer-admin",
+        MIRROR,
+        "gcs-buckets-not-granted-to-the-public",
+        set_(t.GCP_STORAGE_BUCKET_IAM_MEMBER, "mirror-transfer-writer", "member", "allUsers"),
+        "anyone writes",
+    ),
+]
