@@ -8,6 +8,7 @@ from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
+from infra.serving.aws.zones import pool_zone_problem
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
 from infra.serving.fit import fit_findings
@@ -66,6 +67,8 @@ def _pool_findings(family: str, pool: NodePoolSpec, region: str | None) -> list[
                     f"{name} is not offered in {region}; regions that offer it: {', '.join(itype.regions)}",
                 )
             )
+    if region and not findings and (zones := pool_zone_problem(region, family, pool.instance_types)):
+        findings.append(zones)
     if len(set(pool.instance_types)) != len(pool.instance_types):
         findings.append(Problem(f"{where}instanceTypes", "lists a type twice; give two or more different sizes"))
     if pool.max_size < pool.min_size:

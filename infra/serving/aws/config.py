@@ -60,7 +60,12 @@ class ClusterSpec(Spec):
         "10.80.0.0/16", description="CIDR of the cluster's VPC (split into public and private subnets)."
     )
     availability_zones: int = Field(
-        2, ge=2, le=3, description="AZs the private node subnets span, 2 or 3 (the first ones of the region)."
+        2,
+        ge=2,
+        le=3,
+        description="AZs the cluster and its private node subnets span, 2 or 3: chosen by zone ID among those "
+        "EKS supports, where the node pools' instance types are offered (each pool uses the ones offering all "
+        "its sizes).",
     )
 
     @field_validator("kubernetes_version")
