@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infra.catalog.aws.zones import (
     eks_unsupported_zone_ids,
@@ -168,3 +170,39 @@ def test_the_eks_zone_facts_name_their_source():
         "us-east-1": ["use1-az3"],
         "us-west-1": ["usw1-az2"],
     }
+
+
+SERVING_TYPES = sorted(
+    {t for by_type in json.loads((ROOT / "infra/catalog/data/aws_zones.json").read_text())["zoneIdOfferings"].values()
+     for t in by_type if t.split(".")[0] in ("inf2", "g4dn", "g5", "g6", "g6e")}
+)  # fmt: skip
+REGIONS = sorted(json.loads((ROOT / "infra/catalog/data/aws_zones.json").read_text())["offlineZones"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    region=st.sampled_from(REGIONS),
+    pools=st.dictionaries(
+        st.sampled_from(["inf2", "g4dn", "g5", "g6", "g6e"]),
+        st.lists(st.sampled_from(SERVING_TYPES), min_size=1, max_size=3, unique=True),
+        min_size=1,
+        max_size=4,
+    ),
+    count=st.sampled_from([2, 3]),
+)
+def test_every_choice_is_in_supported_zones_that_offer_each_pools_types(region, pools, count):
+    try:
+        plan = choose_zones(region, account(region), pools, count)
+    except InputError as error:
+        assert error.problems and all(p.path.startswith(("mlinfra:serving.", "aws:region")) for p in error.problems)
+        return
+    ids = [z.zone_id for z in plan.zones]
+    assert len(ids) == len(set(ids)) == count
+    assert not set(ids) & set(eks_unsupported_zone_ids(region))
+    assert set(ids) <= set(offline_zones(region).values())
+    for pool, types in pools.items():
+        assert plan.slots[pool], pool
+        for zone_id in plan.pool_zone_ids(pool):
+            assert all(zone_id in zone_ids_offering(t, region) for t in types), (pool, zone_id)
+        # Every chosen zone that offers all the pool's types is the pool's.
+        assert set(plan.pool_zone_ids(pool)) == set(ids) & set(pool_zone_ids(region, types))
