@@ -43,14 +43,6 @@ def eks_unsupported_zone_ids(region: str) -> tuple[str, ...]:
     return tuple(_eks()["unsupportedZoneIds"].get(region, ()))
 
 
-def eks_zone_source() -> str:
-    return f"{_eks()['source']} (as of {_eks()['asOf']})"
-
-
 def offline_zones(region: str) -> Mapping[str, str]:
     """Zone name -> zone ID of one fixed account (moto's), in name order: what the offline preview answers."""
     return MappingProxyType(dict(_zones()["offlineZones"].get(region, [])))
-
-
-def zone_table_source() -> str:
-    return f"{_zones()['source']} (as of {_zones()['asOf']})"
