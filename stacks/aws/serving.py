@@ -42,6 +42,7 @@ def build(config: ServingStackConfig) -> None:
         [zones.Zone(name, zone_id) for name, zone_id in zip(found_zones.names, found_zones.zone_ids, strict=True)],
         {zones.SYSTEM_POOL: node_pools.SYSTEM_INSTANCE_TYPES, **{f: p.instance_types for f, p in declared.items()}},
         spec.cluster.availability_zones,
+        pinned=spec.cluster.availability_zone_ids or (),
     )
     pulumi.log.info(
         "zones: "

@@ -313,3 +313,16 @@ def test_an_account_without_the_pools_zones_stops_before_any_resource(monkeypatc
         "sizes offered there"
     ]
     assert [r.type for r in result.resources() if r.type != "pulumi:pulumi:Stack"] == []
+
+
+def test_pinned_zone_ids_keep_a_deployed_clusters_zones_in_slot_order():
+    pins = [
+        ("mlinfra:serving.cluster.availabilityZoneIds[0]", "use1-az6"),
+        ("mlinfra:serving.cluster.availabilityZoneIds[1]", "use1-az2"),
+    ]
+    result = preview("serving-demo", pins)
+    assert [d.message for d in result.errors] == []
+    subnets = {s.name: s.inputs["availabilityZone"] for s in by_type(result, "aws:ec2/subnet:Subnet")}
+    # Slot a (10.80.0.0/19) in use1-az6, which the offline account calls us-east-1a; slot b in use1-az2.
+    assert subnets["serving-net-private-a"] == "us-east-1a" and subnets["serving-net-private-b"] == "us-east-1c"
+    assert all(zones == {"use1-az6", "use1-az2"} for zones in node_group_zones(result, "us-east-1").values())

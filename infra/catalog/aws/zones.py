@@ -33,6 +33,11 @@ def zone_ids_offering(instance_type: str, region: str) -> tuple[str, ...]:
     return tuple(_zones()["zoneIdOfferings"].get(region, {}).get(instance_type, ()))
 
 
+def region_zone_ids(region: str) -> tuple[str, ...]:
+    """Every zone ID of the region that offers one of the data's types, sorted; empty for a region it lacks."""
+    return tuple(sorted({z for ids in _zones()["zoneIdOfferings"].get(region, {}).values() for z in ids}))
+
+
 def general_purpose_types() -> tuple[str, ...]:
     """The non-accelerator types whose zone offerings the data holds."""
     return tuple(_zones()["generalPurposeTypes"])

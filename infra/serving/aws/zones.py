@@ -5,7 +5,8 @@ come with them from DescribeAvailabilityZones. A zone is a candidate when the ac
 cluster interfaces there (catalog: eks_zones.json). A pool may use a zone that offers every one of its
 instance types (catalog: aws_zones.json, DescribeInstanceTypeOfferings by zone ID), so every size of a pool
 can scale in each of the pool's zones. Of the candidates, the cluster takes the `count` zones that give the
-pools the most zones, then the lowest zone IDs: the same zones in every account.
+pools the most zones, then the lowest zone IDs: the same zones in every account. `cluster.availabilityZoneIds`
+pins them instead (a deployed cluster cannot change zones), checked the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from types import MappingProxyType
 
-from infra.catalog.aws.zones import eks_unsupported_zone_ids, zone_ids_offering
+from infra.catalog.aws.zones import eks_unsupported_zone_ids, region_zone_ids, zone_ids_offering
 from infra.core.errors import InputError, Problem
 
 P = "mlinfra:serving."
@@ -66,17 +67,66 @@ def pool_zone_problem(region: str, pool: str, types: Sequence[str]) -> Problem |
     )
 
 
-def choose_zones(region: str, available: Sequence[Zone], pools: Mapping[str, Sequence[str]], count: int) -> ZonePlan:
-    """The cluster's `count` zones and each pool's share of them; InputError naming the pool when none fits."""
+PINNED = f"{P}cluster.availabilityZoneIds"
+
+
+def pinned_zone_problems(region: str, pinned: Sequence[str]) -> list[Problem]:
+    """Pinned zone IDs that are not the region's (as far as the catalog knows its IDs) or that EKS refuses."""
+    known = set(region_zone_ids(region))
+    problems = []
+    foreign = [z for z in pinned if known and z not in known]
+    if foreign:
+        problems.append(
+            Problem(
+                PINNED,
+                f"{', '.join(foreign)}: not zones of {region}, whose zone IDs are "
+                f"{', '.join(sorted(known, key=zone_id_order))}",
+            )
+        )
+    refused = [z for z in pinned if z in eks_unsupported_zone_ids(region)]
+    if refused:
+        problems.append(
+            Problem(PINNED, f"EKS places no cluster in {', '.join(refused)} (UnsupportedAvailabilityZoneException)")
+        )
+    return problems
+
+
+def choose_zones(
+    region: str,
+    available: Sequence[Zone],
+    pools: Mapping[str, Sequence[str]],
+    count: int,
+    pinned: Sequence[str] = (),
+) -> ZonePlan:
+    """The cluster's `count` zones, or the `pinned` zone IDs in their order, and each pool's share of them;
+    InputError naming the pool when none fits."""
     unsupported = set(eks_unsupported_zone_ids(region))
-    candidates = sorted(
-        {z.zone_id: z for z in available if z.zone_id not in unsupported}.values(),
-        key=lambda z: zone_id_order(z.zone_id),
+    by_id = {z.zone_id: z for z in available}
+    if pinned:
+        absent = [z for z in pinned if z not in by_id]
+        has = ", ".join(sorted(by_id, key=zone_id_order)) or "none"
+        problems = pinned_zone_problems(region, pinned) or (
+            [Problem(PINNED, f"{', '.join(absent)}: not available to this account in {region}, which has {has}")]
+            if absent
+            else []
+        )
+        if problems:
+            raise InputError(problems)
+        count = len(pinned)
+    candidates = (
+        [by_id[z] for z in pinned]
+        if pinned
+        else sorted((z for z in by_id.values() if z.zone_id not in unsupported), key=lambda z: zone_id_order(z.zone_id))
     )
     ids = {z.zone_id for z in candidates}
     eligible = {pool: set(pool_zone_ids(region, types)) & ids for pool, types in pools.items()}
     problems = [
-        pool_zone_problem(region, pool, types) or _not_available(region, pool, types, candidates)
+        pool_zone_problem(region, pool, types)
+        or (
+            pinned_pool_problem(region, pool, types, pinned)
+            if pinned
+            else _not_available(region, pool, types, candidates)
+        )
         for pool, types in pools.items()
         if not eligible[pool]
     ]
@@ -96,7 +146,8 @@ def choose_zones(region: str, available: Sequence[Zone], pools: Mapping[str, Seq
         return sum(1 for e in eligible.values() if e & chosen), sum(len(e & chosen) for e in eligible.values())
 
     # combinations() yields in candidate order and max() keeps the first best: the lowest zone IDs win ties.
-    best = max(combinations(candidates, count), key=score)
+    # Pinned zones are the one combination, in their own order: each subnet slot keeps its zone.
+    best = tuple(candidates) if pinned else max(combinations(candidates, count), key=score)
     chosen = {z.zone_id for z in best}
     left_out = [pool for pool, e in eligible.items() if not e & chosen]
     if left_out:
@@ -119,6 +170,15 @@ def zone_id_order(zone_id: str) -> tuple[str, int]:
     """Zone IDs in numeric order (use1-az2 before use1-az10)."""
     prefix, _, number = zone_id.rpartition("-az")
     return (prefix, int(number)) if number.isdigit() else (zone_id, 0)
+
+
+def pinned_pool_problem(region: str, pool: str, types: Sequence[str], pinned: Sequence[str]) -> Problem:
+    """The pinned zones leave a pool out."""
+    return Problem(
+        where(pool),
+        f"none of cluster.availabilityZoneIds ({', '.join(pinned)}) offers every type of the pool; zones of "
+        f"{region} that do: {', '.join(pool_zone_ids(region, types))}",
+    )
 
 
 def _not_available(region: str, pool: str, types: Sequence[str], candidates: Sequence[Zone]) -> Problem:

@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from infra.catalog.aws.zones import (
     eks_unsupported_zone_ids,
@@ -17,7 +18,7 @@ from infra.catalog.aws.zones import (
 from infra.core.errors import InputError, Problem
 from infra.serving.aws import node_pools, zones
 from infra.serving.aws.checks import serving_findings
-from infra.serving.aws.config import ServingSpec
+from infra.serving.aws.config import ClusterSpec, ServingSpec
 from infra.serving.aws.zones import SYSTEM_POOL, Zone, choose_zones, pool_zone_ids
 from tests.helpers import ROOT
 
@@ -206,3 +207,73 @@ def test_every_choice_is_in_supported_zones_that_offer_each_pools_types(region, 
             assert all(zone_id in zone_ids_offering(t, region) for t in types), (pool, zone_id)
         # Every chosen zone that offers all the pool's types is the pool's.
         assert set(plan.pool_zone_ids(pool)) == set(ids) & set(pool_zone_ids(region, types))
+
+
+def test_pinned_zones_are_used_in_their_order():
+    plan = choose_zones("us-east-1", account("us-east-1"), DEMO_POOLS, 3, pinned=["use1-az6", "use1-az2"])
+    assert plan.zones == (Zone("us-east-1a", "use1-az6"), Zone("us-east-1c", "use1-az2"))
+    assert dict(plan.slots) == {SYSTEM_POOL: (0, 1), "inf2": (0, 1), "g5": (0, 1)}
+
+
+@pytest.mark.parametrize(
+    ("pinned", "message"),
+    [
+        (["use1-az3", "use1-az2"], "EKS places no cluster in use1-az3 (UnsupportedAvailabilityZoneException)"),
+        (
+            ["usw2-az1", "use1-az2"],
+            "usw2-az1: not zones of us-east-1, whose zone IDs are use1-az1, use1-az2, use1-az3, use1-az4, use1-az5, "
+            "use1-az6",
+        ),
+        (
+            ["use1-az5", "use1-az2"],
+            "use1-az5: not available to this account in us-east-1, which has use1-az1, use1-az2, use1-az3, "
+            "use1-az4, use1-az6",
+        ),
+    ],
+)
+def test_pinned_zones_the_account_or_eks_cannot_use_are_refused(pinned, message):
+    without_az5 = [z for z in account("us-east-1") if z.zone_id != "use1-az5"]
+    with pytest.raises(InputError) as error:
+        choose_zones("us-east-1", without_az5, DEMO_POOLS, 2, pinned=pinned)
+    assert error.value.problems == [Problem("mlinfra:serving.cluster.availabilityZoneIds", message)]
+
+
+def test_pinned_zones_that_leave_a_pool_out_are_refused_naming_it():
+    with pytest.raises(InputError) as error:
+        choose_zones("eu-west-2", account("eu-west-2"), DEMO_POOLS, 2, pinned=["euw2-az1", "euw2-az3"])
+    assert [str(p) for p in error.value.problems] == [
+        "mlinfra:serving.nodePools.inf2.instanceTypes: none of cluster.availabilityZoneIds (euw2-az1, euw2-az3) "
+        "offers every type of the pool; zones of eu-west-2 that do: euw2-az2"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (["us-east-1a", "us-east-1b"], "'us-east-1a' is not an availability zone ID"),
+        (["use1-az2", "use1-az2"], "lists a zone twice"),
+        (["use1-az2"], "at least 2 items"),
+    ],
+)
+def test_pinned_zone_ids_are_checked_for_shape(ids, message):
+    with pytest.raises(ValidationError) as error:
+        ClusterSpec.model_validate({"availabilityZoneIds": ids})
+    assert message in str(error.value)
+
+
+def test_the_meaning_checks_see_pinned_zones_before_anything_is_declared():
+    spec = ServingSpec.model_validate(
+        {
+            "cluster": {"availabilityZones": 3, "availabilityZoneIds": ["use1-az3", "use1-az1"]},
+            "models": [{"name": "m", "version": "1", "accelerator": "g5", "image": "public.ecr.aws/x/y:1"}],
+        }
+    )
+    findings = [str(p) for p in serving_findings(spec, "us-east-1")]
+    assert findings == [
+        "mlinfra:serving.cluster.availabilityZones: 3, but availabilityZoneIds lists 2; leave availabilityZones out "
+        "or make them agree",
+        "mlinfra:serving.cluster.availabilityZoneIds: EKS places no cluster in use1-az3 "
+        "(UnsupportedAvailabilityZoneException)",
+        "mlinfra:serving.nodePools.inf2.instanceTypes: none of cluster.availabilityZoneIds (use1-az3, use1-az1) "
+        "offers every type of the pool; zones of us-east-1 that do: use1-az2, use1-az4, use1-az5, use1-az6",
+    ]
