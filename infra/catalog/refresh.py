@@ -2,7 +2,8 @@
 
 Source data: `moto/ec2/resources/instance_types.json.gz` (DescribeInstanceTypes) and
 `moto/ec2/resources/instance_type_offerings/availability-zone/<region>.json.gz`
-(DescribeInstanceTypeOfferings). Only ML families are kept. Known errors in the snapshot are
+(DescribeInstanceTypeOfferings). Only ML families are kept. It also writes data/aws_zones.json (offerings by
+zone ID and the offline preview's zone list; refresh_zones.py). Known errors in the snapshot are
 fixed by explicit corrections below, each recorded with its reason in the output.
 
     python infra/catalog/refresh.py           # rewrite the file
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
+
+from infra.catalog import refresh_zones
 
 OUTPUT = Path(__file__).resolve().parent / "data" / "aws_instances.json"
 
@@ -202,7 +205,8 @@ def _as_of(version: str, snapshot: Any) -> tuple[str, str]:
     return mtime.date().isoformat(), "file mtime of instance_types.json.gz (install time, not data time)"
 
 
-def generate() -> str:
+def generate() -> tuple[str, str]:
+    """(aws_instances.json, aws_zones.json) as they should be."""
     version = importlib.metadata.version("moto")
     resources = files("moto.ec2") / "resources"
     snapshot = resources / "instance_types.json.gz"
@@ -235,23 +239,24 @@ def generate() -> str:
         "corrections": corrections,
         "instanceTypes": types,
     }
-    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    zones = refresh_zones.generate(version, as_of, basis, sorted(types))
+    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n", zones
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
     args = parser.parse_args(argv)
-    text = generate()
+    outputs = dict(zip((OUTPUT, refresh_zones.OUTPUT), generate(), strict=True))
     if args.check:
-        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else None
-        if current != text:
-            print(f"{OUTPUT} is stale; run: python infra/catalog/refresh.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUTPUT} ({len(text)} bytes)")
+        stale = [p for p, text in outputs.items() if (p.read_text(encoding="utf-8") if p.exists() else None) != text]
+        for path in stale:
+            print(f"{path} is stale; run: python infra/catalog/refresh.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path} ({len(text)} bytes)")
     return 0
 
 

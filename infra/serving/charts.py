@@ -35,7 +35,10 @@ NVIDIA_DEVICE_PLUGIN = Chart(
     "kube-system",
 )
 # Device plugin and the Neuron scheduler extension (with its own kube-scheduler, `my-scheduler`). 1.0.0 is the
-# newest version whose source is published (github.com/aws-neuron/neuron-helm-charts), so its values are checked.
+# newest version whose whole chart source could be had (github.com/aws-neuron/neuron-helm-charts at 8172e5e), so
+# its values are checked. Re-checked 2026-11-27: the public file index shows Chart.yaml 1.1.2 and its values.yaml
+# at 1a1d41e, but not its templates at that commit, and the repository snapshot still ends at 8172e5e; without
+# the templates' `.Values` reads and ClusterRoles the check would not be the other charts' check, so no bump.
 NEURON = Chart("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart", "1.0.0", None, "kube-system")
 KEDA = Chart("keda", "keda", "2.16.1", "https://kedacore.github.io/charts", "keda")
 PROMETHEUS = Chart(

@@ -19,7 +19,7 @@ from infra.core.naming import slug
 from infra.core.tags import contract_tags
 from infra.serving import manifests
 from infra.serving.aws import converter_access as conversion_access
-from infra.serving.aws import node_pools
+from infra.serving.aws import node_pools, zones
 from infra.serving.aws.config import ServingStackConfig
 
 
@@ -31,10 +31,28 @@ def build(config: ServingStackConfig) -> None:
     found_partition = aws.get_partition()
     partition = found_partition.partition
     account_id = aws.get_caller_identity().account_id
-    azs = aws.get_availability_zones(state="available").names[: spec.cluster.availability_zones]
+    # The account's zones (Local and Wavelength Zones left out), by name and ID: the choice is made on IDs.
+    found_zones = aws.get_availability_zones(
+        state="available",
+        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
+    )
+    declared = spec.node_pools.declared()
+    zone_plan = zones.choose_zones(
+        region,
+        [zones.Zone(name, zone_id) for name, zone_id in zip(found_zones.names, found_zones.zone_ids, strict=True)],
+        {zones.SYSTEM_POOL: node_pools.SYSTEM_INSTANCE_TYPES, **{f: p.instance_types for f, p in declared.items()}},
+        spec.cluster.availability_zones,
+        pinned=spec.cluster.availability_zone_ids or (),
+    )
+    pulumi.log.info(
+        "zones: "
+        + ", ".join(f"{z.zone_id} ({z.name})" for z in zone_plan.zones)
+        + "; "
+        + "; ".join(f"{pool} in {', '.join(zone_plan.pool_zone_ids(pool))}" for pool in zone_plan.slots)
+    )
     cluster_name = f"mlinfra-{slug(stack, 60)}"
 
-    vpc = ServingVpc("serving-net", ServingVpcArgs(cidr=spec.cluster.vpc_cidr, azs=azs, tags=tags))
+    vpc = ServingVpc("serving-net", ServingVpcArgs(cidr=spec.cluster.vpc_cidr, zones=zone_plan.zones, tags=tags))
     cluster = EksCluster(
         "serving-eks",
         EksClusterArgs(
@@ -48,11 +66,7 @@ def build(config: ServingStackConfig) -> None:
     )
     plans = [
         *node_pools.system_plans(),
-        *(
-            plan
-            for family, pool in spec.node_pools.declared().items()
-            for plan in node_pools.accelerator_plans(family, pool)
-        ),
+        *(plan for family, pool in declared.items() for plan in node_pools.accelerator_plans(family, pool)),
     ]
     # Node groups name the cluster, so Pulumi deletes them (draining their nodes) before the cluster.
     pools = [
@@ -62,7 +76,8 @@ def build(config: ServingStackConfig) -> None:
                 plan=plan,
                 cluster_name=cluster.name,
                 node_role_arn=cluster.node_role.arn,
-                subnet_ids=vpc.private_subnet_ids,
+                # Only the zones that offer every size of the pool: a group never waits on a zone without its type.
+                subnet_ids=[vpc.private_subnet_ids[i] for i in zone_plan.slots[plan.family]],
                 tags=tags,
             ),
             opts=pulumi.ResourceOptions(depends_on=cluster.bootstrap_addons),

@@ -137,3 +137,18 @@ def test_every_fact_names_its_dockerfile():
     for name, image in IMAGES.items():
         assert image["source"]["repository"].startswith("https://github.com/") and len(image["source"]["commit"]) == 40
         assert image["source"]["path"].rsplit("/", 1)[-1].startswith("Dockerfile"), name
+
+
+def test_a_tagged_images_facts_name_that_tags_commit():
+    """Facts for an image pinned by tag name the tag and its commit, so a bump of the pin cannot keep the old
+    tag's facts, and facts read elsewhere than at the tag say so in `read`."""
+    for name, image in IMAGES.items():
+        source = image["source"]
+        if "tag" not in source:
+            continue
+        assert name.endswith(":" + source["tag"]), name
+        assert re.fullmatch(r"[0-9a-f]{40}", source["tagCommit"]), name
+        if source["commit"] != source["tagCommit"]:
+            assert source["read"].startswith("NOT the tag"), name
+    vllm = [name for name in IMAGES if re.search(r"(?:^|/)vllm/vllm-openai:v", name)]
+    assert vllm and all("tag" in IMAGES[name]["source"] for name in vllm)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from infra.catalog.aws.zones import eks_unsupported_zone_ids, offline_zones, zone_ids_offering
 from infra.core.tags import missing_contract_tags
 from infra.tools.offline.engine import preview
 from tests.helpers import by_type, one, taggable
@@ -34,6 +35,44 @@ def test_cluster_and_its_network(demo):
     assert len(cluster["vpcConfig"]["subnetIds"]) == 2
     private = [s for s in by_type(demo, "aws:ec2/subnet:Subnet") if "private" in s.name]
     assert len({s.inputs["availabilityZone"] for s in private}) == 2
+
+
+def node_group_zones(result, region: str) -> dict[str, set[str]]:
+    """Instance type of each node group -> zone IDs of its subnets (the offline account's names mapped back)."""
+    ids = offline_zones(region)
+    zone_of = {s.name: ids[s.inputs["availabilityZone"]] for s in by_type(result, "aws:ec2/subnet:Subnet")}
+    found: dict[str, set[str]] = {}
+    for group in by_type(result, "aws:eks/nodeGroup:NodeGroup"):
+        (itype,) = group.inputs["instanceTypes"]
+        found.setdefault(itype, set()).update(zone_of[i.rsplit("-", 1)[0]] for i in group.inputs["subnetIds"])
+    return found
+
+
+def test_zones_are_chosen_by_id_where_every_pool_is_offered_and_eks_places_clusters(demo):
+    # The old choice, the region's first two names, gave us-east-1b (use1-az1), which offers no inf2.
+    private = sorted((s.name, s.inputs["availabilityZone"]) for s in by_type(demo, "aws:ec2/subnet:Subnet"))
+    assert [zone for name, zone in private if "private" in name] == ["us-east-1c", "us-east-1d"]
+    for itype, zone_ids in node_group_zones(demo, "us-east-1").items():
+        assert zone_ids and zone_ids <= set(zone_ids_offering(itype, "us-east-1")), itype
+        assert not zone_ids & set(eks_unsupported_zone_ids("us-east-1"))
+
+
+def test_a_pool_offered_in_fewer_zones_than_the_cluster_spans_gets_only_those():
+    secret = "arn:aws:secretsmanager:eu-west-2:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf"
+    result = preview(
+        "serving-demo",
+        [
+            ("aws:region", "eu-west-2"),
+            ("mlinfra:serving.cluster.availabilityZones", "3"),
+            ("mlinfra:serving.imageMirror.dockerHubCredentialArn", secret),
+        ],
+    )
+    assert [d.message for d in result.errors] == []
+    assert len(one(result, "aws:eks/cluster:Cluster").inputs["vpcConfig"]["subnetIds"]) == 3
+    zones = node_group_zones(result, "eu-west-2")
+    assert zones["inf2.xlarge"] == zones["inf2.8xlarge"] == {"euw2-az2"}
+    assert zones["g5.xlarge"] == zones["g5.2xlarge"] == {"euw2-az2", "euw2-az3"}
+    assert zones["m6i.large"] == {"euw2-az1", "euw2-az2", "euw2-az3"}
 
 
 def test_both_accelerator_pools_with_their_taints(demo):
@@ -257,3 +296,33 @@ def test_images_come_through_the_accounts_pull_through_cache(demo):
         if p.name == "image-mirror-node-pull-through"
     )
     assert policy["Statement"][0]["Action"] == ["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"]
+
+
+def test_an_account_without_the_pools_zones_stops_before_any_resource(monkeypatch):
+    import infra.catalog.aws.zones as catalog_zones
+
+    # An account that has only use1-az1 and EKS's disallowed use1-az3: no zone offers inf2 there.
+    monkeypatch.setattr(
+        catalog_zones, "offline_zones", lambda region: {"us-east-1b": "use1-az1", "us-east-1e": "use1-az3"}
+    )
+    result = preview("serving-demo")
+    assert [d.message for d in result.errors] == [
+        "invalid mlinfra config:\n"
+        "mlinfra:serving.nodePools.inf2.instanceTypes: the zones of us-east-1 that offer every type of the pool "
+        "(use1-az2, use1-az4, use1-az5, use1-az6) are not available to this account, which has use1-az1; list "
+        "sizes offered there"
+    ]
+    assert [r.type for r in result.resources() if r.type != "pulumi:pulumi:Stack"] == []
+
+
+def test_pinned_zone_ids_keep_a_deployed_clusters_zones_in_slot_order():
+    pins = [
+        ("mlinfra:serving.cluster.availabilityZoneIds[0]", "use1-az6"),
+        ("mlinfra:serving.cluster.availabilityZoneIds[1]", "use1-az2"),
+    ]
+    result = preview("serving-demo", pins)
+    assert [d.message for d in result.errors] == []
+    subnets = {s.name: s.inputs["availabilityZone"] for s in by_type(result, "aws:ec2/subnet:Subnet")}
+    # Slot a (10.80.0.0/19) in use1-az6, which the offline account calls us-east-1a; slot b in use1-az2.
+    assert subnets["serving-net-private-a"] == "us-east-1a" and subnets["serving-net-private-b"] == "us-east-1c"
+    assert all(zones == {"use1-az6", "use1-az2"} for zones in node_group_zones(result, "us-east-1").values())

@@ -1,4 +1,7 @@
-"""The serving cluster's network: private node subnets in two or more AZs, NAT egress, no public IPs."""
+"""The serving cluster's network: private node subnets in two or more AZs, NAT egress, no public IPs.
+
+Subnets are named by their slot (a, b, c: the slot's CIDR, eks.subnet_plan), not by the zone's letter, which
+differs per account; each is put in its zone by the name this account gives the chosen zone ID."""
 
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ import pulumi_aws as aws
 
 from components.aliases import aliased
 from infra.serving.aws.eks import subnet_plan
+from infra.serving.aws.zones import Zone
 
 
 @dataclass(frozen=True)
 class ServingVpcArgs:
     cidr: str
-    azs: Sequence[str]
+    zones: Sequence[Zone]  # the cluster's zones, in slot order (zones.choose_zones)
     tags: Mapping[str, str]
 
 
@@ -44,8 +48,8 @@ class ServingVpc(pulumi.ComponentResource):
             opts=child,
         )
         self.private_subnets: list[aws.ec2.Subnet] = []
-        for plan in subnet_plan(args.cidr, list(args.azs)):
-            suffix = plan.az[-1]
+        for slot, plan in enumerate(subnet_plan(args.cidr, [zone.name for zone in args.zones])):
+            suffix = "abcd"[slot]
             public = aws.ec2.Subnet(
                 f"{name}-public-{suffix}",
                 vpc_id=self.vpc.id,
@@ -89,5 +93,5 @@ class ServingVpc(pulumi.ComponentResource):
             )
             self.private_subnets.append(private)
 
-        self.private_subnet_ids = [s.id for s in self.private_subnets]
+        self.private_subnet_ids = [s.id for s in self.private_subnets]  # slot order
         self.register_outputs({"vpcId": self.vpc.id, "privateSubnetIds": self.private_subnet_ids})

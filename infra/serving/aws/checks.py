@@ -8,6 +8,7 @@ from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
+from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
 from infra.serving.fit import fit_findings
@@ -29,7 +30,7 @@ _VARIANT_REASON = {name: FAMILIES[name].variant_reason for name in AWS_FAMILIES}
 
 
 def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
-    findings = endpoint_findings(spec.cluster.endpoint) + _mirror_findings(spec, region)
+    findings = endpoint_findings(spec.cluster.endpoint) + _mirror_findings(spec, region) + _zone_findings(spec, region)
     for family, pool in spec.node_pools.declared().items():
         findings += _pool_findings(family, pool, region)
     for index, model in enumerate(spec.models):
@@ -66,6 +67,8 @@ def _pool_findings(family: str, pool: NodePoolSpec, region: str | None) -> list[
                     f"{name} is not offered in {region}; regions that offer it: {', '.join(itype.regions)}",
                 )
             )
+    if region and not findings and (zones := pool_zone_problem(region, family, pool.instance_types)):
+        findings.append(zones)
     if len(set(pool.instance_types)) != len(pool.instance_types):
         findings.append(Problem(f"{where}instanceTypes", "lists a type twice; give two or more different sizes"))
     if pool.max_size < pool.min_size:
@@ -74,6 +77,29 @@ def _pool_findings(family: str, pool: NodePoolSpec, region: str | None) -> list[
                 f"{where}maxSize", f"{pool.max_size} is below minSize ({pool.min_size}); use at least {pool.min_size}"
             )
         )
+    return findings
+
+
+def _zone_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
+    """Pinned zone IDs: as many as availabilityZones says, the region's, supported by EKS, one for every pool."""
+    cluster, pinned = spec.cluster, spec.cluster.availability_zone_ids
+    if not pinned:
+        return []
+    findings = []
+    if "availability_zones" in cluster.model_fields_set and cluster.availability_zones != len(pinned):
+        findings.append(
+            Problem(
+                f"{P}cluster.availabilityZones",
+                f"{cluster.availability_zones}, but availabilityZoneIds lists {len(pinned)}; leave availabilityZones "
+                "out or make them agree",
+            )
+        )
+    if region:
+        findings += pinned_zone_problems(region, pinned)
+        for family, pool in spec.node_pools.declared().items():
+            offered = pool_zone_ids(region, pool.instance_types)
+            if offered and not set(offered) & set(pinned):
+                findings.append(pinned_pool_problem(region, family, pool.instance_types, pinned))
     return findings
 
 

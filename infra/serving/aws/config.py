@@ -61,7 +61,20 @@ class ClusterSpec(Spec):
         "10.80.0.0/16", description="CIDR of the cluster's VPC (split into public and private subnets)."
     )
     availability_zones: int = Field(
-        2, ge=2, le=3, description="AZs the private node subnets span, 2 or 3 (the first ones of the region)."
+        2,
+        ge=2,
+        le=3,
+        description="AZs the cluster and its private node subnets span, 2 or 3: chosen by zone ID among those "
+        "EKS supports, where the node pools' instance types are offered (each pool uses the ones offering all "
+        "its sizes).",
+    )
+    availability_zone_ids: list[str] | None = Field(
+        None,
+        min_length=2,
+        max_length=3,
+        description="Zone IDs (use1-az2, ...) the cluster uses, in subnet order, instead of choosing them: keeps a "
+        "deployed cluster in the zones it was created in, which EKS cannot change. availabilityZones is then their "
+        "count.",
     )
 
     @field_validator("kubernetes_version")
@@ -75,6 +88,18 @@ class ClusterSpec(Spec):
                 f"no pinned cluster autoscaler chart and kube-scheduler; one of {', '.join(KUBERNETES_RELEASES)}"
             )
         return value
+
+    @field_validator("availability_zone_ids")
+    @classmethod
+    def _zone_ids(cls, values: list[str] | None) -> list[str] | None:
+        for value in values or []:
+            if not re.fullmatch(r"[a-z]{2,6}[0-9]-az[0-9]{1,2}", value):
+                raise ValueError(
+                    f"{value!r} is not an availability zone ID (like use1-az2; names like us-east-1a differ by account)"
+                )
+        if values is not None and len(set(values)) != len(values):
+            raise ValueError("lists a zone twice; give two or three different zone IDs")
+        return values
 
     @field_validator("log_retention_days")
     @classmethod

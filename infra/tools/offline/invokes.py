@@ -52,13 +52,16 @@ def _partition(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _availability_zones(config: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    from infra.catalog.aws import instance_type, known_instance_types
+    """The region's zones as one fixed account names them (the catalog's offline zone list, by name), less
+    those the call excludes: names and zone IDs pair up as DescribeAvailabilityZones pairs them."""
+    from infra.catalog.aws.zones import offline_zones
 
     region = _region(config, args)
-    names = sorted({az for name in known_instance_types() for az in instance_type(name).azs(region)})
+    excluded_names, excluded_ids = set(args.get("excludeNames") or ()), set(args.get("excludeZoneIds") or ())
+    zones = [(n, i) for n, i in offline_zones(region).items() if n not in excluded_names and i not in excluded_ids]
     return {
-        "names": names,
-        "zoneIds": [f"{region[:2]}{region.split('-')[1][:1]}{region[-1]}-az{i + 1}" for i in range(len(names))],
+        "names": [n for n, _ in zones],
+        "zoneIds": [i for _, i in zones],
         "id": region,
         "groupNames": [region],
     }
@@ -106,7 +109,10 @@ ANSWERS: dict[str, tuple[Callable[[dict, dict], dict], str]] = {
     tokens.AWS_GET_CALLER_IDENTITY: (_caller_identity, f"account {OFFLINE_ACCOUNT_ID}"),
     tokens.AWS_GET_REGION: (_region_info, "the configured aws:region"),
     tokens.AWS_GET_PARTITION: (_partition, "the region's partition"),
-    tokens.AWS_GET_AVAILABILITY_ZONES: (_availability_zones, "the catalog's AZs of the region"),
+    tokens.AWS_GET_AVAILABILITY_ZONES: (
+        _availability_zones,
+        "one fixed account's zones of the region (moto's names and zone IDs)",
+    ),
     tokens.AWS_SSM_GET_PARAMETER: (_ssm_parameter, f"a placeholder ({OFFLINE_AMI_PREFIX}... for AMI parameters)"),
     tokens.AWS_EC2_GET_AMI: (_ami, f"a placeholder image id ({OFFLINE_AMI_PREFIX}...) with root device /dev/sda1"),
     tokens.AWS_EC2_GET_INSTANCES: (_instances, "the filtered instance ids with placeholder IPs in 10.255.0.0/16"),

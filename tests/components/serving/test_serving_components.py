@@ -17,6 +17,7 @@ from infra.core.tags import contract_tags, missing_contract_tags
 from infra.serving import manifests
 from infra.serving.aws import node_pools
 from infra.serving.aws.config import ClusterSpec, G5PoolSpec, ModelSpec
+from infra.serving.aws.zones import Zone
 from tests.helpers import by_type, one, taggable
 from tests.k8s_schemas import manifest_of, validate
 
@@ -32,11 +33,16 @@ def assert_tagged(result):
 
 
 def test_vpc_private_subnets_in_two_azs_with_nat_and_no_public_ips(record):
-    result = record(lambda: ServingVpc("net", ServingVpcArgs("10.80.0.0/16", ["us-east-1a", "us-east-1b"], TAGS)))
+    zones = [Zone("us-east-1d", "use1-az4"), Zone("us-east-1a", "use1-az6")]
+    result = record(lambda: ServingVpc("net", ServingVpcArgs("10.80.0.0/16", zones, TAGS)))
     assert result.errors == []
     subnets = by_type(result, "aws:ec2/subnet:Subnet")
     private = [s for s in subnets if "internal-elb" in json.dumps(s.inputs["tags"])]
-    assert {s.inputs["availabilityZone"] for s in private} == {"us-east-1a", "us-east-1b"}
+    # Named by slot (the slot's CIDR), placed by the account's name for the chosen zone.
+    assert [(s.name, s.inputs["availabilityZone"], s.inputs["cidrBlock"]) for s in private] == [
+        ("net-private-a", "us-east-1d", "10.80.0.0/19"),
+        ("net-private-b", "us-east-1a", "10.80.32.0/19"),
+    ]
     assert all(s.inputs["mapPublicIpOnLaunch"] is False for s in subnets)
     assert len(by_type(result, "aws:ec2/natGateway:NatGateway")) == 2
     private_routes = [
