@@ -19,7 +19,7 @@ quantization"): int8 weight-only on Inferentia2. Only a real accelerator confirm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from infra.catalog.accelerators import Device, Precision, device, precision
@@ -172,3 +172,13 @@ def variant_problem(variant: str, pool: str) -> str | None:
     return (
         f"{variant} artefacts cannot be served on {pool}: {why}; pools that can: {describe_pools(pools_for(variant))}"
     )
+
+
+def serving_refusal(found: Device, precision_name: str) -> str | None:
+    """Why no variant of mlinfra serves `precision_name` on `found` (the sizing's check), or None."""
+    kind: Kind = "neuron" if found.kind == "neuron" else "gpu"
+    serving = [v for v in VARIANTS.values() if v.kind == kind and precision_name in v.precisions]
+    if not serving:
+        return f"no variant of mlinfra serves {precision_name} on {kind} devices"
+    reasons = [_device_refusal(found, replace(v, precisions=(precision_name,))) for v in serving]
+    return reasons[0] if all(reasons) else None
