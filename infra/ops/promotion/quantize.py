@@ -174,9 +174,9 @@ def quantise_model(
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS)}")
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.split(".")[-1] not in skip]
-    inputs = _layer_inputs(model, names, calibration) if method == "int4-awq" else {}
     if method == "int4-awq" and not calibration:
         raise ValueError("int4-awq needs calibration batches")
+    inputs = _layer_inputs(model, names, calibration) if method == "int4-awq" else {}
     modules = dict(model.named_modules())
     parameters, weight_bytes, alphas = 0, 0.0, {}
     for name in names:
