@@ -14,10 +14,14 @@ perplexity stays flat (AutoAWQ issue 475: HumanEval 0.67 -> 0.37), hence both.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -170,3 +174,79 @@ def compare(
         task_drop=(sum(ref_em) - sum(var_em)) / n,
         task_drop_ci95=drop_interval(ref_em, var_em, seed),
     )
+
+
+# --- the program: python3 evaluate.py --reference DIR --variant DIR --data DIR --out quality.json -----------
+# The data prefix (datasets/evals/<name>/, fetched from the registry by the Job) holds held-out.jsonl
+# ({"text": ...} per line) and tasks.jsonl ({"prompt": ..., "answer": ...} per line).
+Encode = Callable[[str], list[int]]
+Loader = Callable[[str], tuple[Model, Encode]]
+
+
+class BadEvaluationData(ValueError):
+    pass
+
+
+def read_jsonl(path: Path, keys: tuple[str, ...]) -> list[dict[str, str]]:
+    if not path.is_file():
+        raise BadEvaluationData(f"{path}: no such file")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BadEvaluationData(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k] for k in keys):
+            raise BadEvaluationData(f"{path}:{number}: needs {' and '.join(repr(k) for k in keys)} as text")
+        rows.append(row)
+    if not rows:
+        raise BadEvaluationData(f"{path}: empty")
+    return rows
+
+
+def encoded_tasks(encode: Encode, tasks: list[dict[str, str]]) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, answer ids), the answer as the joint encoding continues the prompt's."""
+    pairs = []
+    for task in tasks:
+        prompt = encode(task["prompt"])
+        joint = encode(task["prompt"] + task["answer"])
+        pairs.append((prompt, joint[len(prompt) :] if joint[: len(prompt)] == prompt else encode(task["answer"])))
+    return pairs
+
+
+def transformers_loader(path: str) -> tuple[Model, Encode]:
+    """A Hugging Face checkpoint on the Job's accelerator (not run here: no transformers, no weights)."""
+    import transformers
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto").to(device).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    return (lambda ids: model(ids.to(device))), (lambda text: list(tokenizer(text).input_ids))
+
+
+def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> int:
+    parser = argparse.ArgumentParser(description="the quality gate's evaluation: reference and variant, one data set")
+    parser.add_argument("--reference", required=True, help="the bf16 reference model (a Hugging Face directory)")
+    parser.add_argument("--variant", required=True, help="the quantised variant (as the server loads it)")
+    parser.add_argument("--data", required=True, type=Path, help="held-out.jsonl and tasks.jsonl")
+    parser.add_argument("--out", required=True, type=Path, help="quality.json to write")
+    args = parser.parse_args(argv)
+    try:
+        held_out = read_jsonl(args.data / "held-out.jsonl", ("text",))
+        tasks = read_jsonl(args.data / "tasks.jsonl", ("prompt", "answer"))
+    except BadEvaluationData as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    reference, encode = load(args.reference)
+    variant, _ = load(args.variant)
+    sequences = [ids for ids in (encode(row["text"]) for row in held_out) if len(ids) > 1]
+    result = compare(reference, variant, sequences, encoded_tasks(encode, tasks))
+    args.out.write_text(json.dumps(result.as_dict(), indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(result.as_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import math
 
 import pytest
@@ -73,3 +74,30 @@ def test_a_variant_quantised_with_a_wrong_scale_fails_the_gate(method, scale_err
 def test_fp8_w8a8_is_evaluated_like_the_others():
     _, comparison = variant("fp8")
     assert math.isfinite(comparison.perplexity_variant) and 0 <= comparison.exact_match_variant <= 1
+
+
+def test_the_program_reads_the_registry_data_layout_and_writes_quality_json(tmp_path, capsys):
+    reference, text = tiny_lm.trained()
+    _, tasks, calibration = evaluation()
+    variant_model = copy.deepcopy(reference)
+    quantize.quantise_model(variant_model, "int4", calibration, scale_error=0.2)  # broken on purpose
+    models = {"ref": reference, "var": variant_model}
+    data = tmp_path / "datasets" / "evals" / "facts"
+    data.mkdir(parents=True)
+    (data / "held-out.jsonl").write_text("".join(json.dumps({"text": "\n" + line}) + "\n" for line in text.held_out))
+    (data / "tasks.jsonl").write_text(
+        "".join(
+            json.dumps({"prompt": "\n" + f.rpartition(" ")[0] + " ", "answer": f.rpartition(" ")[2]}) + "\n"
+            for f in text.facts
+        )
+    )
+    out = tmp_path / "quality.json"
+    argv = ["--reference", "ref", "--variant", "var", "--data", str(data), "--out", str(out)]
+    assert evaluate.main(argv, load=lambda path: (models[path], text.encode)) == 0
+    written = json.loads(out.read_text())
+    assert written == variant("int4", 0.2)[1].as_dict()  # the same figures as the library's comparison
+    verdict = quality.judge(written, quality.Budget())
+    assert not verdict.passed
+    (data / "tasks.jsonl").write_text('{"prompt": "code of amber is"}\n')
+    assert evaluate.main(argv, load=lambda path: (models[path], text.encode)) == 2
+    assert capsys.readouterr().err == f"error: {data / 'tasks.jsonl'}:1: needs 'prompt' and 'answer' as text\n"
