@@ -101,3 +101,25 @@ def test_the_program_reads_the_registry_data_layout_and_writes_quality_json(tmp_
     (data / "tasks.jsonl").write_text('{"prompt": "code of amber is"}\n')
     assert evaluate.main(argv, load=lambda path: (models[path], text.encode)) == 2
     assert capsys.readouterr().err == f"error: {data / 'tasks.jsonl'}:1: needs 'prompt' and 'answer' as text\n"
+
+
+def digits_clipped() -> evaluate.Comparison:
+    """A variant whose quantiser clipped only the lm_head rows of the digits (scale x0.3): the prose the
+    held-out set holds hardly moves, the facts' codes are lost - the AutoAWQ 475 pattern in small."""
+    reference, text = tiny_lm.trained()
+    held_out, tasks, _ = evaluation()
+    model = copy.deepcopy(reference)
+    rows = [text.vocabulary.index(c) for c in "0123456789"]
+    weight = model.lm_head.weight.data
+    values, scale = quantize.int8_weights(weight[rows], scale_error=0.3)
+    weight[rows] = quantize.dequantise(values, scale)
+    return evaluate.compare(reference, model, held_out, tasks)
+
+
+def test_perplexity_alone_would_pass_a_variant_the_task_score_fails():
+    comparison = digits_clipped()
+    assert abs(comparison.perplexity_increase) < 0.01 and comparison.task_drop > 0.2
+    verdict = quality.judge(comparison.as_dict(), quality.Budget())
+    assert [reason.split(" is ")[0] for reason in verdict.reasons] == [
+        f"exact match {comparison.exact_match_variant:.1%}"
+    ]
