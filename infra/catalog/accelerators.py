@@ -56,6 +56,7 @@ class Device:
     vendor: str
     kind: Literal["gpu", "neuron"]
     architecture: str
+    compute_capability: float | None  # CUDA compute capability (kernels name a minimum); None off NVIDIA
     catalog_names: Mapping[str, str]  # cloud -> the name the cloud's instance catalog gives the device
     engine_shards: int  # tensor-parallel shards the engine makes of one device (2 NeuronCores per Inferentia2)
     memory_mib: int  # what a process on one device can address
@@ -138,6 +139,7 @@ def _device(name: str, raw: Mapping[str, Any]) -> Device:
         vendor=raw["vendor"],
         kind=raw["kind"],
         architecture=raw["architecture"],
+        compute_capability=None if raw["computeCapability"] is None else float(raw["computeCapability"]),
         catalog_names=MappingProxyType(dict(raw["catalogNames"])),
         engine_shards=raw["engineShardsPerDevice"],
         memory_mib=raw["memoryMiB"],

@@ -16,6 +16,7 @@ from typing import Any
 from infra.catalog.accelerators import Precision, device, precision
 from infra.serving.families import FAMILIES
 from infra.serving.spec import ModelSpec
+from infra.serving.variants import VARIANTS
 
 DTYPE = "bfloat16"  # the Neuron artefact's (promotion compiles it in bf16)
 # vLLM's --dtype of a precision's 16-bit activation format; 8- and 4-bit precisions compute in the 16-bit
@@ -36,9 +37,13 @@ def tensor_parallel_size(model: ModelSpec) -> int:
 
 
 def precision_of(model: ModelSpec) -> Precision:
-    """The entry's precision, or its pool's 16-bit default: bf16, or fp16 on a device without bf16 (T4)."""
+    """The entry's precision, else its quantised variant's, else its pool's 16-bit default: bf16, or fp16 on a
+    device without bf16 (T4)."""
     if model.precision:
         return precision(model.precision)
+    variant = VARIANTS[model.artefact_variant]
+    if variant.quantised:
+        return variant.precision
     found = device(FAMILIES[model.accelerator].devices[0])
     return precision("bf16" if "bf16" in found.compute_formats else "fp16")
 
@@ -64,6 +69,7 @@ class EngineSettings:
     dtype: str
     device: str | None  # "neuron" on inf2; None lets vLLM pick CUDA
     override_neuron_config: dict[str, Any] | None
+    quantization: str | None = None  # vLLM --quantization of a quantised CUDA variant (variants.py)
 
     def keywords(self) -> dict[str, Any]:
         """EngineArgs keywords, as `vllm.LLM(model, **keywords)` takes them."""
@@ -77,6 +83,8 @@ class EngineSettings:
             values["device"] = self.device
         if self.override_neuron_config is not None:
             values["override_neuron_config"] = self.override_neuron_config
+        if self.quantization is not None:
+            values["quantization"] = self.quantization
         return values
 
     def flags(self) -> list[str]:
@@ -89,11 +97,13 @@ class EngineSettings:
 
 def engine_settings(model: ModelSpec) -> EngineSettings:
     neuron = FAMILIES[model.accelerator].neuron
+    variant = VARIANTS[model.artefact_variant]
     return EngineSettings(
         tensor_parallel_size=tensor_parallel_size(model),
         max_num_seqs=max_num_seqs(model),
         max_model_len=model.max_model_len,
         dtype=DTYPE if neuron else dtype(model),
         device="neuron" if neuron else None,
-        override_neuron_config=dict(NEURON_OVERRIDES) if neuron else None,
+        override_neuron_config={**NEURON_OVERRIDES, **(variant.neuron_quantization or {})} if neuron else None,
+        quantization=variant.quantization,
     )

@@ -21,6 +21,7 @@ from infra.serving.fit import host_memory_gib
 from infra.serving.model_shape import ModelShape
 from infra.serving.performance import ReplicaDoesNotFit, ReplicaPerformance, replica_performance
 from infra.serving.queueing import LoadPrediction, Traffic, predict
+from infra.serving.variants import serving_refusal
 
 TENSOR_PARALLEL = (1, 2, 4, 8)
 HOST_MEMORY_SHARE = 0.9  # of a node's memory, for replicas (the rest: OS, kubelet, daemonsets)
@@ -158,6 +159,9 @@ _Memo = dict[tuple[str, str, int], tuple[ReplicaPerformance | str, tuple[int, Lo
 
 
 def _candidate(request: Request, offer: ServingOffer, precision: Precision, tp: int, memo: _Memo) -> Option | Refusal:
+    unserved = serving_refusal(offer.device, precision.name)
+    if unserved:  # the config would refuse the variant (kernel capability, or no such variant on the device)
+        return Refusal(offer, precision, tp, unserved)
     shards = tp * offer.device.engine_shards
     if request.shape.heads % shards:
         return Refusal(offer, precision, tp, f"{request.shape.heads} attention heads do not split over {shards} shards")

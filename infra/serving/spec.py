@@ -13,15 +13,16 @@ from infra.catalog.accelerators import precision_names
 from infra.core.spec import Spec
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 from infra.serving.families import FAMILIES
+from infra.serving.variants import VARIANTS
 
 MODEL_NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"  # a DNS label with room for suffixes
 
 
-# Variants a model server of mlinfra serves (each has a promotion recipe, infra/ops/promotion/recipes.py).
-Variant = Literal["neuron", "cuda"]
+# Variants a model server of mlinfra serves (facts in infra/serving/variants.py; a test keeps both in step).
+Variant = Literal["neuron", "cuda", "cuda-fp8", "cuda-int4", "cuda-int8", "neuron-int8"]
 # The precisions (infra/catalog/data/accelerators.json) each variant's artefact is served at: the fit check
-# and the sizing key on precision; a quantised variant adds its own precision here.
-VARIANT_PRECISIONS: dict[str, tuple[str, ...]] = {"neuron": ("bf16",), "cuda": ("bf16", "fp16")}
+# and the sizing key on precision.
+VARIANT_PRECISIONS: dict[str, tuple[str, ...]] = {name: v.precisions for name, v in VARIANTS.items()}
 
 
 # The Kubernetes API is never open to the whole internet: the pack's mandatory eks-api-endpoint-restricted
@@ -157,8 +158,10 @@ class ModelSpec(Spec):
     )
     variant: Variant | None = Field(
         None,
-        description="Artefact variant to load (models/<name>/<version>/<variant>/); "
-        "default: neuron on inf2, cuda on the GPU pools.",
+        description="Artefact variant to load (models/<name>/<version>/<variant>/): neuron or cuda (bf16), "
+        "cuda-fp8 (W8A8 FP8: L4, L40S), cuda-int4 (AWQ W4A16, Marlin: A10G, L4, L40S, A100), cuda-int8 "
+        "(W8A8 INT8: T4 and later) or neuron-int8 (int8 weight-only on Inferentia2); the pool's devices must "
+        "run it. Default: neuron on inf2, cuda on the GPU pools.",
     )
     image: str = Field(
         json_schema_extra={"pattern": IMAGE_REFERENCE},

@@ -60,6 +60,6 @@ def test_meaning_errors_exit_2_naming_the_field():
     )
     assert lines[1:] == [
         "error: mlinfra:serving.models[0].variant: cuda artefacts cannot be served on inf2: "
-        "inf2 runs Neuron-compiled artefacts only; use neuron",
+        "inf2 runs Neuron-compiled artefacts only; use neuron, neuron-int8",
         "error: mlinfra:serving.models[1].maxReplicas: 3 is below minReplicas (5); use at least 5",
     ]

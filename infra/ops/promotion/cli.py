@@ -11,8 +11,9 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from infra.ops.promotion.recipes import VARIANTS
+from infra.ops.promotion.quality import DEFAULT_MAX_PERPLEXITY_INCREASE, DEFAULT_MAX_TASK_DROP
 from infra.ops.runtime import terminal_runtime
+from infra.serving.variants import VARIANT_NAMES
 
 
 def add_promotion_parsers(verbs: Any) -> None:
@@ -25,13 +26,37 @@ def add_promotion_parsers(verbs: Any) -> None:
     promote.add_argument("--model", required=True, help="model name in the registry (models/<name>/)")
     promote.add_argument("--version", required=True, help="new, never used version (versions are immutable)")
     promote.add_argument(
-        "--variants", default="neuron,cuda", help=f"comma-separated, from {', '.join(VARIANTS)} (default: neuron,cuda)"
+        "--variants",
+        default="neuron,cuda",
+        help=f"comma-separated, from {', '.join(VARIANT_NAMES)} (default: neuron,cuda); a quantised variant needs "
+        "a node pool of the serving stack whose devices run it",
     )
     promote.add_argument(
         "--checkpoint",
         metavar="PREFIX",
         help="checkpoint to promote, a prefix under checkpoints/<run-id>/ (default: the highest "
         "step-N/checkpoint-N/ckpt-N/global_stepN directory, else the run's root)",
+    )
+    promote.add_argument(
+        "--calibration-data",
+        metavar="PREFIX",
+        help="registry prefix datasets/calibration/<name>/ a calibrated quantiser (cuda-int4, cuda-int8) reads",
+    )
+    promote.add_argument(
+        "--eval-data",
+        metavar="PREFIX",
+        help="registry prefix datasets/evals/<name>/ of the quality gate's fixed evaluation (quantised variants)",
+    )
+    promote.add_argument(
+        "--max-perplexity-increase",
+        type=float,
+        help="quality gate: held-out perplexity at most this much above the bf16 reference's, relative "
+        f"(default {DEFAULT_MAX_PERPLEXITY_INCREASE})",
+    )
+    promote.add_argument(
+        "--max-task-drop",
+        type=float,
+        help=f"quality gate: exact match at most this share below the reference's (default {DEFAULT_MAX_TASK_DROP})",
     )
     _common(promote)
     promote.add_argument("--dry-run", action="store_true", help="check and print the plan; start and write nothing")
@@ -57,7 +82,17 @@ def _promote(args: argparse.Namespace) -> int:
     from infra.ops.promotion import promote, request
 
     req = request.promotion(
-        args.run_id, args.model, args.version, args.variants, args.alias, args.stack, args.checkpoint
+        args.run_id,
+        args.model,
+        args.version,
+        args.variants,
+        args.alias,
+        args.stack,
+        args.checkpoint,
+        calibration=args.calibration_data,
+        evaluation=args.eval_data,
+        max_perplexity_increase=args.max_perplexity_increase,
+        max_task_drop=args.max_task_drop,
     )
     _serving_stack_file(args.stack)
     stacks = _stacks()

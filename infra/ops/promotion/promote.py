@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.ports import StackOps, StackOpsError
 from infra.ops.progress import StatusLine
+from infra.ops.promotion import gate, registry, sizing
 from infra.ops.promotion import jobs as job_objects
-from infra.ops.promotion import registry, sizing
 from infra.ops.promotion.ports import Conflict, Jobs, JobState, ObjectStore
 from infra.ops.promotion.recipes import RECIPES
 from infra.ops.promotion.request import Promotion, Rollback
@@ -49,8 +49,10 @@ def promote(
         raise InputError(
             Problem("--variants", f"stack {req.stack} serves the {served} artefact of {req.model}; include {served}")
         )
+    gate.check_buildable(req, list(target.config.serving.node_pools.declared()))
     role_arn, bucket_arn, key_arn = job_access(target)
     store = store_for(target.bucket, target.region)
+    gate.check_data(store, req)
     marker = registry.check_run(store, req.run_id)
     checkpoint = registry.final_checkpoint(store, req.run_id, req.checkpoint)
     registry.check_version_free(store, req.model, req.version)
@@ -140,7 +142,13 @@ def promote(
             except ValueError as error:
                 failures[variant] = str(error)
                 continue
-            rt.say(f"wrote {registry.write_manifest(store, prefix, manifest)}")
+            block, out_of_budget = gate.judged(store, prefix, variant, req)
+            if block is not None:
+                manifest["quality"] = block  # the figures are kept, passed or not
+            if block is not None or out_of_budget is None:
+                rt.say(f"wrote {registry.write_manifest(store, prefix, manifest)}")
+            if out_of_budget is not None:
+                failures[variant] = out_of_budget
     except BaseException as error:
         why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"error: {error}"
         rt.say(f"{why}: stopping the promotion")

@@ -25,6 +25,7 @@ from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.ops.promotion.ports import Conflict, ObjectStore, StoredObject
+from infra.ops.promotion.quality import QUALITY_FILE
 from infra.registry import layout as registry_layout
 
 REPORT = "conversion.json"  # written by the conversion job, last
@@ -181,7 +182,9 @@ def build_manifest(store: ObjectStore, prefix: str, source: dict[str, Any], reci
     if not isinstance(files, list) or not files:
         raise ValueError(f"{prefix}{REPORT} lists no files")
     stored = {
-        o.key[len(prefix) :]: o for o in store.list(prefix) if o.key[len(prefix) :] not in (REPORT, MANIFEST, FAILED)
+        o.key[len(prefix) :]: o
+        for o in store.list(prefix)
+        if o.key[len(prefix) :] not in (REPORT, MANIFEST, FAILED, QUALITY_FILE)
     }
     if not all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
         raise ValueError(f"{prefix}{REPORT}: every listed file needs a path")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.core.errors import InputError, Problem
-from infra.ops.promotion.recipes import VARIANTS
+from infra.ops.promotion.quality import Budget, budget
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 from infra.serving.spec import MODEL_NAME_PATTERN
+from infra.serving.variants import VARIANT_NAMES, VARIANTS
 from infra.training.spec import RUN_ID_PATTERN
 
 ALIAS_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?"
@@ -23,6 +24,14 @@ class Promotion:
     alias: str = "production"
     stack: str = "serving-demo"
     checkpoint: str | None = None  # a prefix under checkpoints/<run-id>/; None: the run's final checkpoint
+    budget: Budget = field(default_factory=Budget)  # what a quantised variant's quality gate holds it to
+    calibration: str | None = None  # datasets/calibration/<name>/: what a calibrated quantiser reads
+    evaluation: str | None = None  # datasets/evals/<name>/: the fixed evaluation of the quality gate
+
+
+# The registry prefixes of the data a quantised variant is built and judged with (never a hub at run time).
+DATA_PREFIXES = {"--calibration-data": "datasets/calibration/", "--eval-data": "datasets/evals/"}
+DATA_NAME = r"[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?(?:/[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?)*/"
 
 
 @dataclass(frozen=True)
@@ -33,7 +42,18 @@ class Rollback:
 
 
 def promotion(
-    run_id: str, model: str, version: str, variants: str, alias: str, stack: str, checkpoint: str | None = None
+    run_id: str,
+    model: str,
+    version: str,
+    variants: str,
+    alias: str,
+    stack: str,
+    checkpoint: str | None = None,
+    *,
+    calibration: str | None = None,
+    evaluation: str | None = None,
+    max_perplexity_increase: float | None = None,
+    max_task_drop: float | None = None,
 ) -> Promotion:
     problems = _common(model, alias)
     if not re.fullmatch(RUN_ID_PATTERN, run_id):
@@ -52,15 +72,49 @@ def promotion(
         problems.append(
             Problem(
                 "--variants",
-                f"comma-separated, from {', '.join(VARIANTS)}"
+                f"comma-separated, from {', '.join(VARIANT_NAMES)}"
                 + (f" (not {', '.join(map(repr, unknown))})" if unknown else ""),
             )
         )
     elif len(set(names)) != len(names):
         problems.append(Problem("--variants", "each variant once"))
+    limits, budget_problems = budget(max_perplexity_increase, max_task_drop)
+    problems += budget_problems + _data_problems([v for v in names if v in VARIANTS], calibration, evaluation)
     if problems:
         raise InputError(problems)
-    return Promotion(run_id, model, version, tuple(names), alias, stack, checkpoint)
+    return Promotion(run_id, model, version, tuple(names), alias, stack, checkpoint, limits, calibration, evaluation)
+
+
+def _data_problems(variants: list[str], calibration: str | None, evaluation: str | None) -> list[Problem]:
+    """The data flags: registry prefixes under datasets/, given when a requested variant needs them."""
+    problems = []
+    for flag, value in (("--calibration-data", calibration), ("--eval-data", evaluation)):
+        root = DATA_PREFIXES[flag]
+        if value is not None and not re.fullmatch(re.escape(root) + DATA_NAME, value):
+            problems.append(
+                Problem(
+                    flag, f"a registry prefix {root}<name>/ (lowercase letters, digits, '.', '_', '-'), not {value!r}"
+                )
+            )
+    quantised = [v for v in variants if VARIANTS[v].quantised]
+    calibrated = [v for v in variants if VARIANTS[v].calibrated]
+    if quantised and evaluation is None:
+        problems.append(
+            Problem(
+                "--eval-data",
+                f"required for {', '.join(quantised)}: the quality gate's fixed evaluation, a prefix "
+                "datasets/evals/<name>/ of the registry holding held-out.jsonl and tasks.jsonl",
+            )
+        )
+    if calibrated and calibration is None:
+        problems.append(
+            Problem(
+                "--calibration-data",
+                f"required for {', '.join(calibrated)}: the quantiser's calibration samples, a prefix "
+                "datasets/calibration/<name>/ of the registry",
+            )
+        )
+    return problems
 
 
 def rollback(model: str, alias: str, stack: str) -> Rollback:

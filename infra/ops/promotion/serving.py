@@ -46,7 +46,13 @@ class ServingTarget:
                 return entry.model_copy(update={"version": version})
         recipe = RECIPES[variant]
         return ModelSpec.model_validate(
-            {"name": model, "version": version, "accelerator": recipe.accelerator, "image": recipe.default_image}
+            {
+                "name": model,
+                "version": version,
+                "accelerator": recipe.accelerator,
+                "image": recipe.default_image,
+                "variant": variant,
+            }
         )
 
 

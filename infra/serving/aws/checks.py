@@ -12,6 +12,7 @@ from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, p
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
 from infra.serving.fit import fit_findings
+from infra.serving.variants import variant_problem
 
 P = "mlinfra:serving."
 
@@ -25,8 +26,6 @@ def device_of_family(family: str) -> str:
 # The accelerator each pool is built for, as the instance catalog names it (facts, not name prefixes).
 POOL_ACCELERATOR_MODEL = {name: device_of_family(name) for name in AWS_FAMILIES}
 # Artefact variants each pool's model server loads.
-VARIANTS = {name: FAMILIES[name].variants for name in AWS_FAMILIES}
-_VARIANT_REASON = {name: FAMILIES[name].variant_reason for name in AWS_FAMILIES}
 
 
 def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
@@ -143,16 +142,10 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
                 f"{model.accelerator}: {{}} for its default sizes) or use one of: {', '.join(declared)}",
             )
         ]
+    refused = variant_problem(model.artefact_variant, model.accelerator)
+    if refused:  # the fit and the engine need a variant the devices run
+        return [Problem(where + "variant", refused)]
     findings = []
-    if model.artefact_variant not in VARIANTS[model.accelerator]:
-        allowed = ", ".join(VARIANTS[model.accelerator])
-        findings.append(
-            Problem(
-                where + "variant",
-                f"{model.artefact_variant} artefacts cannot be served on "
-                f"{model.accelerator}: {_VARIANT_REASON[model.accelerator]}; use {allowed}",
-            )
-        )
     if model.max_replicas < model.min_replicas:
         findings.append(
             Problem(

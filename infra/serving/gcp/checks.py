@@ -9,6 +9,7 @@ from infra.serving.checks import endpoint_findings
 from infra.serving.families import FAMILIES, GCP_FAMILIES
 from infra.serving.fit import fit_findings
 from infra.serving.gcp.config import GcpModelSpec, GcpServingSpec, GkePoolSpec
+from infra.serving.variants import variant_problem
 
 P = "mlinfra:serving."
 # The GPU types (Compute Engine accelerator names) each pool takes, from the accelerator catalog.
@@ -89,16 +90,10 @@ def _model_findings(index: int, model: GcpModelSpec, largest: dict[str, int]) ->
                 f"{model.accelerator}: {{}} for its default machine type) or use one of: {', '.join(largest)}",
             )
         ]
+    refused = variant_problem(model.artefact_variant, model.accelerator)
+    if refused:  # the fit and the engine need a variant the devices run
+        return [Problem(where + "variant", refused)]
     findings = []
-    family = FAMILIES[model.accelerator]
-    if model.artefact_variant not in family.variants:
-        findings.append(
-            Problem(
-                where + "variant",
-                f"{model.artefact_variant} artefacts cannot be served on {model.accelerator}: "
-                f"{family.variant_reason}; use {', '.join(family.variants)}",
-            )
-        )
     if model.max_replicas < model.min_replicas:
         findings.append(
             Problem(

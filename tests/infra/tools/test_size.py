@@ -136,3 +136,15 @@ def _cheapest(rate: float, ttft: float, tpot: float) -> float:
 )
 def test_a_looser_slo_never_raises_the_cheapest_cost(rate, ttft, tpot, looser):
     assert _cheapest(rate, ttft * looser[0], tpot * looser[1]) <= _cheapest(rate, ttft, tpot)
+
+
+def test_quantised_precisions_are_offered_only_where_a_variant_runs_them(capsys):
+    code, out, _ = size(capsys, *TRAFFIC, *SLO, "--json", "--precision", "int4", "--precision", "fp8")
+    document = json.loads(out)
+    refused = {(r["instanceType"], r["precision"]): r["reason"] for r in document["refused"]}
+    # int4 is Marlin's (cuda-int4): T4 holds int4 weights but lacks the kernel's compute capability.
+    assert refused[("g4dn.xlarge", "int4")] == "T4 (Turing) has compute capability 7.5; Marlin (awq_marlin) needs 8.0"
+    assert refused[("inf2.8xlarge", "fp8")] == "no variant of mlinfra serves fp8 on neuron devices"
+    offered = {(o["instanceType"], o["precision"]) for o in document["options"]}
+    assert ("g5.xlarge", "int4") in offered and ("g6.xlarge", "fp8") in offered
+    assert not {t for t, p in offered if p == "fp8"} & {"g5.xlarge", "g4dn.xlarge"}

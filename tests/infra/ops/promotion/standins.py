@@ -109,6 +109,7 @@ class Cluster:
     applied: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple] = field(default_factory=list)
     existing: set[str] = field(default_factory=set)  # Jobs in the cluster (names)
+    quality: dict[str, Any] = field(default_factory=dict)  # variant -> the quality.json its evaluation writes
     _seen: dict[str, int] = field(default_factory=dict)
 
     def create(self, objects: list[dict[str, Any]]) -> None:
@@ -157,6 +158,8 @@ class Cluster:
                 }
             ],
         }
+        if variant in self.quality:
+            self.store.put(prefix + "quality.json", json.dumps(self.quality[variant]).encode())
         self.store.put(prefix + "conversion.json", json.dumps(report).encode())
         return JobState("succeeded")
 

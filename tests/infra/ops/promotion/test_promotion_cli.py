@@ -97,7 +97,8 @@ def test_bad_flags_exit_2_one_line_each(capsys):
     assert err.splitlines() == [
         "error: --version: '7' would be stored as a number or boolean in the stack config; use e.g. v7 or a "
         "date like 2026-03-01",
-        "error: --variants: comma-separated, from neuron, cuda (not 'rocm')",
+        "error: --variants: comma-separated, from neuron, cuda, cuda-fp8, cuda-int4, cuda-int8, neuron-int8 "
+        "(not 'rocm')",
     ]
 
 

@@ -70,14 +70,17 @@ def test_inf2_model_with_cuda_variant():
     value["models"][0]["variant"] = "cuda"
     assert problems(value) == [
         "mlinfra:serving.models[0].variant: cuda artefacts cannot be served on inf2: "
-        "inf2 runs Neuron-compiled artefacts only; use neuron"
+        "inf2 runs Neuron-compiled artefacts only; use neuron, neuron-int8"
     ]
 
 
 def test_a_variant_without_a_server_is_refused():
     value = serving()
     value["models"][1]["variant"] = "tensorrt"  # no model server of mlinfra loads TensorRT-LLM engines
-    assert problems(value) == ["mlinfra:serving.models[1].variant: must be one of 'neuron', 'cuda' (got 'tensorrt')"]
+    assert problems(value) == [
+        "mlinfra:serving.models[1].variant: must be one of 'neuron', 'cuda', 'cuda-fp8', 'cuda-int4', "
+        "'cuda-int8', 'neuron-int8' (got 'tensorrt')"
+    ]
 
 
 def test_max_replicas_below_min_replicas():
@@ -390,7 +393,8 @@ def test_an_unreadable_model_config_names_the_key_and_the_file():
     value = serving()
     value["models"][1]["precision"] = "fp4"
     assert problems(value) == [
-        "mlinfra:serving.models[1].precision: 'fp4' is not a precision; one of bf16, fp16, fp8, int8, int4 (got 'fp4')"
+        "mlinfra:serving.models[1].precision: 'fp4' is not a precision; one of bf16, fp16, fp8, int8, w8a16, int4 "
+        "(got 'fp4')"
     ]
 
 

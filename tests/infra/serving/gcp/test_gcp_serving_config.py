@@ -84,7 +84,7 @@ def test_gcp_serving_loads():
                 (
                     "mlinfra:serving.models[0].variant",
                     "neuron artefacts cannot be served on l4: the l4 server is vLLM on CUDA, "
-                    "which loads cuda artefacts; use cuda",
+                    "which loads cuda artefacts; use cuda, cuda-fp8, cuda-int4, cuda-int8",
                 )
             ],
         ),

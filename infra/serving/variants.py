@@ -1,0 +1,184 @@
+"""The artefact variants a model is served as, as data: the bf16 builds and the quantised ones (pure).
+
+A variant names how its artefact is made (method), the number formats it is served at (a named precision of
+infra/catalog/data/accelerators.json: weights, activations, KV cache), the kernel the server runs it with and
+that kernel's minimum CUDA compute capability, and how the server is told to load it (vLLM's --quantization,
+or NxD Inference's override_neuron_config on Neuron). Which pools can serve a variant is computed from the
+device facts, never listed by name: a pool serves it when every device its types carry computes in the
+precision's activation format, holds weights and KV cache in its formats and meets the kernel's capability.
+The config check and `promote` refuse a variant on a pool that cannot, naming the pools that can.
+
+Sources (checked 2026-11-27): vLLM's quantization configs and scheme classes (v0.8.5/v0.9.1,
+vllm/model_executor/layers/quantization/): CompressedTensorsW8A8Int8.get_min_capability 75 ("turing and up"),
+Marlin kernels (awq_marlin, check_marlin_supported) 80, compressed-tensors W8A8 FP8 compute 89 (fp8 tensor
+cores, Ada Lovelace and Hopper; below it vLLM falls back to weight-only Marlin, which is not W8A8); the
+--quantization choices of both releases in tests/contracts/data/vllm/. NxD Inference's NeuronConfig
+`quantized`, `quantization_type`, `quantization_dtype` (AWS Neuron SDK 2.25 docs, "NxD Inference features:
+quantization"): int8 weight-only on Inferentia2. Only a real accelerator confirms that a built artefact loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from infra.catalog.accelerators import Device, Precision, device, precision
+from infra.serving.families import FAMILIES, ServingFamily
+
+Kind = Literal["gpu", "neuron"]
+
+
+@dataclass(frozen=True)
+class VariantFacts:
+    name: str
+    kind: Kind  # the device kind it runs on
+    method: str  # how the artefact is made
+    precisions: tuple[str, ...]  # named precisions it is served at, the first by default
+    kernel: str  # what computes with it on the device
+    min_compute_capability: float | None  # the kernel's minimum CUDA compute capability
+    quantization: str | None  # vLLM --quantization; None: unquantised (or configured through Neuron overrides)
+    neuron_quantization: dict[str, Any] | None  # NxD Inference NeuronConfig keys (override_neuron_config)
+    calibrated: bool  # whether building it reads calibration data (datasets/calibration/...)
+
+    @property
+    def quantised(self) -> bool:
+        return self.precisions[0] not in ("bf16", "fp16")
+
+    @property
+    def precision(self) -> Precision:
+        return precision(self.precisions[0])
+
+
+VARIANTS: dict[str, VariantFacts] = {
+    facts.name: facts
+    for facts in (
+        VariantFacts(
+            "neuron", "neuron", "NxD Inference compile, bf16", ("bf16",), "NxD Inference", None, None, None, False
+        ),
+        VariantFacts("cuda", "gpu", "bf16 safetensors re-save", ("bf16", "fp16"), "vLLM CUDA", None, None, None, False),
+        VariantFacts(
+            "cuda-fp8",
+            "gpu",
+            "W8A8 FP8: per-channel fp8 (e4m3) weights, dynamic per-token fp8 activations (llm-compressor FP8_DYNAMIC)",
+            ("fp8",),
+            "CUTLASS fp8 scaled_mm",
+            8.9,
+            "compressed-tensors",
+            None,
+            False,
+        ),
+        VariantFacts(
+            "cuda-int4",
+            "gpu",
+            "AWQ W4A16: group-wise (128) int4 weights with activation-aware scales, fp16 compute",
+            ("int4",),
+            "Marlin (awq_marlin)",
+            8.0,
+            "awq_marlin",
+            None,
+            True,
+        ),
+        VariantFacts(
+            "cuda-int8",
+            "gpu",
+            "W8A8 INT8: SmoothQuant + per-channel int8 weights, dynamic per-token int8 activations",
+            ("int8",),
+            "CUTLASS int8 scaled_mm",
+            7.5,
+            "compressed-tensors",
+            None,
+            True,
+        ),
+        VariantFacts(
+            "neuron-int8",
+            "neuron",
+            "INT8 weight-only, per-channel symmetric (NxD Inference quantized checkpoint), bf16 compute",
+            ("w8a16",),
+            "NxD Inference",
+            None,
+            None,
+            {"quantized": True, "quantization_type": "per_channel_symmetric", "quantization_dtype": "int8"},
+            False,
+        ),
+    )
+}
+VARIANT_NAMES = tuple(VARIANTS)
+
+
+def facts(variant: str) -> VariantFacts:
+    return VARIANTS[variant]
+
+
+def _device_refusal(found: Device, variant: VariantFacts) -> str | None:
+    """Why `found` cannot serve any of the variant's precisions (the default's reason), or None."""
+    reasons = [found.unsupported(precision(name)) for name in variant.precisions]
+    if all(reasons):
+        return reasons[0]
+    need = variant.min_compute_capability
+    if need is not None and (found.compute_capability or 0) < need:
+        return (
+            f"{found.name} ({found.architecture}) has compute capability {found.compute_capability or 'none'}; "
+            f"{variant.kernel} needs {need}"
+        )
+    return None
+
+
+def hardware_refusal(variant: str, pool: str) -> str | None:
+    """Why pool `pool` cannot serve `variant` (its kind or a device's formats/capability), or None."""
+    wanted = VARIANTS[variant]
+    family = FAMILIES[pool]
+    kind: Kind = "neuron" if family.neuron else "gpu"
+    if wanted.kind != kind:
+        return family.variant_reason
+    for name in family.devices:
+        why = _device_refusal(device(name), wanted)
+        if why:
+            return f"{variant} ({precision_label(wanted.precision)}) needs what {pool} lacks: {why}"
+    return None
+
+
+def pools_for(variant: str) -> tuple[str, ...]:
+    """Every pool family (both clouds) whose devices can serve `variant`, in table order."""
+    return tuple(name for name in FAMILIES if hardware_refusal(variant, name) is None)
+
+
+def variants_for(pool: str) -> tuple[str, ...]:
+    """Every variant a pool's devices can serve, its default first."""
+    return tuple(name for name in VARIANTS if hardware_refusal(name, pool) is None)
+
+
+def describe_pools(pools: tuple[str, ...]) -> str:
+    """`g6 (L4), g6e (L40S), l4 (gcp L4)`."""
+    return ", ".join(_pool_label(FAMILIES[p]) for p in pools) or "none"
+
+
+def _pool_label(family: ServingFamily) -> str:
+    cloud = "gcp " if family.cloud == "gcp" else ""
+    return f"{family.name} ({cloud}{'/'.join(family.devices)})"
+
+
+def precision_label(found: Precision) -> str:
+    """`weights int4, activations fp16, KV cache fp16`."""
+    return f"weights {found.weights}, activations {found.activations}, KV cache {found.kv_cache}"
+
+
+def variant_problem(variant: str, pool: str) -> str | None:
+    """The config's and promote's message for a variant its pool cannot serve, naming the pools that can."""
+    why = hardware_refusal(variant, pool)
+    if why is None:
+        return None
+    if VARIANTS[variant].kind != ("neuron" if FAMILIES[pool].neuron else "gpu"):
+        return f"{variant} artefacts cannot be served on {pool}: {why}; use {', '.join(variants_for(pool))}"
+    return (
+        f"{variant} artefacts cannot be served on {pool}: {why}; pools that can: {describe_pools(pools_for(variant))}"
+    )
+
+
+def serving_refusal(found: Device, precision_name: str) -> str | None:
+    """Why no variant of mlinfra serves `precision_name` on `found` (the sizing's check), or None."""
+    kind: Kind = "neuron" if found.kind == "neuron" else "gpu"
+    serving = [v for v in VARIANTS.values() if v.kind == kind and precision_name in v.precisions]
+    if not serving:
+        return f"no variant of mlinfra serves {precision_name} on {kind} devices"
+    reasons = [_device_refusal(found, replace(v, precisions=(precision_name,))) for v in serving]
+    return reasons[0] if all(reasons) else None

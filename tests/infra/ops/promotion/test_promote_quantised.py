@@ -1,0 +1,191 @@
+"""Promoting quantised variants: refused where the serving stack has no pool that runs them, or no recipe builds
+them, or their data is missing; once built, judged by the quality gate (manifest figures, alias moved only
+within budget, a failed gate marking the version), with the in-memory registry and against the moto server."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from infra.core.errors import InputError
+from infra.ops.promotion.evaluate import Comparison
+from infra.ops.promotion.promote import promote
+from infra.ops.promotion.quality import Budget
+from infra.ops.promotion.recipes import RECIPES
+from infra.ops.promotion.request import Promotion, promotion
+from infra.ops.promotion.s3 import S3Store
+from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, printed, runtime
+from tests.infra.ops.promotion.standins import BUCKET, RUN_ID, Cluster, MemoryStore, promotion_world, seed_run
+
+ALIAS = "models/mistral-7b/aliases/production.json"
+EVALS = "datasets/evals/facts/"
+CALIBRATION = "datasets/calibration/prose/"
+
+
+def figures(ppl_variant: float, em_variant: float) -> dict:
+    """quality.json as evaluate.py writes it: 24 tasks, the reference at 0.875 exact match and perplexity 8."""
+    return Comparison(
+        sequences=6,
+        tokens=450,
+        perplexity_reference=8.0,
+        perplexity_variant=ppl_variant,
+        perplexity_increase=ppl_variant / 8.0 - 1,
+        perplexity_increase_ci95=(ppl_variant / 8.0 - 1.01, ppl_variant / 8.0 - 0.99),
+        tasks=24,
+        exact_match_reference=0.875,
+        exact_match_variant=em_variant,
+        exact_match_reference_ci95=(0.69, 0.96),
+        exact_match_variant_ci95=(0.5, 0.9),
+        task_drop=0.875 - em_variant,
+        task_drop_ci95=(0.0, 0.1),
+    ).as_dict()
+
+
+def request(variants=("cuda", "cuda-int4"), version="v2", **more) -> Promotion:
+    data = {"calibration": CALIBRATION, "evaluation": EVALS}
+    return Promotion(RUN_ID, "mistral-7b", version, variants, **{**data, **more})
+
+
+@pytest.fixture
+def int4_recipe(monkeypatch):
+    """A conversion recipe for cuda-int4 on g5 (mlinfra pins none yet): the orchestration around it is real."""
+    monkeypatch.setitem(
+        RECIPES, "cuda-int4", dataclasses.replace(RECIPES["cuda"], variant="cuda-int4", precision="int4")
+    )
+
+
+def world_with(store):
+    seed_run(store.put, RUN_ID)
+    store.put(EVALS + "tasks.jsonl", b'{"prompt": "code of amber is", "answer": "840."}\n')
+    store.put(CALIBRATION + "prose.jsonl", b'{"text": "the registry keeps every version"}\n')
+    world = promotion_world()
+    return Cluster(store), world, RecordingStacks(world), runtime(FakeClock())
+
+
+def run(store, req: Promotion, quality: dict | None = None):
+    cluster, world, stacks, rt = world_with(store)
+    if quality is not None:
+        cluster.quality["cuda-int4"] = quality
+    code = promote(req, stacks, lambda bucket, region: store, lambda stack: cluster, rt)
+    return code, world, rt
+
+
+def test_fp8_is_refused_on_a_stack_whose_pools_cannot_run_it():
+    with pytest.raises(InputError) as caught:
+        run(MemoryStore(), request(("cuda", "cuda-fp8")))
+    assert [str(p) for p in caught.value.problems] == [
+        "--variants: cuda-fp8 (weights fp8, activations fp8, KV cache bf16) cannot run on any node pool of stack "
+        "serving-demo (inf2, g5); pools that can: g6 (L4), g6e (L40S), l4 (gcp L4)"
+    ]
+
+
+def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written():
+    store = MemoryStore()
+    with pytest.raises(InputError) as caught:
+        run(store, request(("cuda", "cuda-int4", "cuda-int8")))
+    assert [str(p) for p in caught.value.problems] == [
+        f"--variants: {v} would run on g5, but this mlinfra has no conversion recipe for it: its quantiser's image "
+        'and command are not pinned yet (docs/registry-and-promotion.md, "Quantised variants"); promote neuron or cuda'
+        for v in ("cuda-int4", "cuda-int8")
+    ]
+    assert not [k for k in store.writes if k.startswith("models/")]
+
+
+def test_quantised_variants_need_registry_data_named_in_the_request():
+    with pytest.raises(InputError) as caught:
+        promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int4", "production", "serving-demo")
+    assert [str(p) for p in caught.value.problems] == [
+        "--eval-data: required for cuda-int4: the quality gate's fixed evaluation, a prefix datasets/evals/<name>/ of "
+        "the registry holding held-out.jsonl and tasks.jsonl",
+        "--calibration-data: required for cuda-int4: the quantiser's calibration samples, a prefix "
+        "datasets/calibration/<name>/ of the registry",
+    ]
+    with pytest.raises(InputError) as caught:
+        promotion(
+            RUN_ID,
+            "mistral-7b",
+            "v2",
+            "cuda",
+            "production",
+            "serving-demo",
+            evaluation="https://huggingface.co/datasets/x",
+            max_task_drop=5,
+        )
+    assert [str(p) for p in caught.value.problems] == [
+        "--max-task-drop: 5 is not a share from 0 to 1 (0.05: exact match at most 5 points below the reference's)",
+        "--eval-data: a registry prefix datasets/evals/<name>/ (lowercase letters, digits, '.', '_', '-'), not "
+        "'https://huggingface.co/datasets/x'",
+    ]
+    made = promotion(RUN_ID, "mistral-7b", "v2", "cuda,neuron-int8", "production", "serving-demo", evaluation=EVALS)
+    assert made.budget == Budget(0.05, 0.05) and made.evaluation == EVALS and made.calibration is None
+
+
+def test_data_the_registry_does_not_hold_is_refused(int4_recipe):
+    store = MemoryStore()
+    with pytest.raises(InputError) as caught:
+        run(store, request(evaluation="datasets/evals/missing/"))
+    assert [str(p) for p in caught.value.problems] == [
+        f"--eval-data: s3://{BUCKET}/datasets/evals/missing/ holds no object; upload the data there first"
+    ]
+
+
+def test_a_variant_within_budget_carries_its_figures_and_the_alias_moves(int4_recipe):
+    store = MemoryStore()
+    code, world, _ = run(store, request(), figures(ppl_variant=8.2, em_variant=0.875))
+    assert code == 0 and store.json(ALIAS)["version"] == "v2"
+    block = store.json("models/mistral-7b/v2/cuda-int4/manifest.json")["quality"]
+    assert block["method"].startswith("AWQ W4A16") and block["passed"] is True
+    assert block["precision"] == {"weights": "int4", "activations": "fp16", "kvCache": "fp16"}
+    assert block["budget"] == {"maxPerplexityIncrease": 0.05, "maxTaskDrop": 0.05}
+    assert block["data"] == {"calibration": CALIBRATION, "evaluation": EVALS}
+    assert block["figures"]["perplexity"]["increase"] == 0.025 and block["figures"]["exactMatch"]["tasks"] == 24
+    assert "quality" not in store.json("models/mistral-7b/v2/cuda/manifest.json")  # bf16: no gate
+
+
+def test_a_variant_out_of_budget_marks_the_version_and_the_alias_stays(int4_recipe):
+    store = MemoryStore()
+    code, world, rt = run(store, request(), figures(ppl_variant=8.1, em_variant=0.625))
+    assert code == 1 and store.get(ALIAS) is None
+    assert store.json("models/mistral-7b/v2/cuda-int4/_FAILED")["reason"] == (
+        "quality gate: exact match 62.5% is 25.0 points below the reference's 87.5% over 24 tasks (budget 5.0 points)"
+    )
+    assert store.get("models/mistral-7b/v2/cuda/_FAILED") is not None  # no variant of a failed version is served
+    assert store.json("models/mistral-7b/v2/cuda-int4/manifest.json")["quality"]["passed"] is False
+    assert not [c for c in world.calls if c[0] in ("set_config", "up")]
+    assert "promotion failed: mistral-7b@production stays at nothing" in "\n".join(printed(rt))
+
+
+def test_a_looser_budget_passes_the_same_figures(int4_recipe):
+    store = MemoryStore()
+    code, _, _ = run(store, request(budget=Budget(0.05, 0.3)), figures(ppl_variant=8.1, em_variant=0.625))
+    assert code == 0 and store.json(ALIAS)["version"] == "v2"
+
+
+def test_a_quantised_variant_without_figures_fails(int4_recipe):
+    store = MemoryStore()
+    code, _, _ = run(store, request(), None)
+    assert code == 1 and store.get(ALIAS) is None
+    assert store.json("models/mistral-7b/v2/cuda-int4/_FAILED")["reason"] == (
+        "quality gate: the evaluation left no models/mistral-7b/v2/cuda-int4/quality.json"
+    )
+
+
+def test_against_moto_a_failed_gate_leaves_the_alias_unmoved(int4_recipe, bucket, aws):
+    store = S3Store(bucket, session=aws.session)
+    code, _, _ = run(store, request(version="v1"), figures(ppl_variant=8.2, em_variant=0.875))
+    assert code == 0
+    code, _, _ = run(store, request(version="v2"), figures(ppl_variant=9.6, em_variant=0.875))
+    assert code == 1
+    alias = aws.s3.get_object(Bucket=bucket, Key=ALIAS)
+    import json
+
+    assert json.loads(alias["Body"].read())["version"] == "v1"
+    failed = json.loads(aws.s3.get_object(Bucket=bucket, Key="models/mistral-7b/v2/cuda-int4/_FAILED")["Body"].read())
+    assert failed["reason"] == (
+        "quality gate: held-out perplexity 9.600 is 20.0% above the reference's 8.000 (budget 5.0%)"
+    )
+    manifest = json.loads(
+        aws.s3.get_object(Bucket=bucket, Key="models/mistral-7b/v1/cuda-int4/manifest.json")["Body"].read()
+    )
+    assert manifest["quality"]["passed"] is True and manifest["quality"]["figures"]["perplexity"]["variant"] == 8.2
