@@ -161,10 +161,10 @@ class Simulation:
         for _ in range(self.desired):  # the fleet as it runs: its minimum ready, on nodes that hold it
             pod = self._new_pod(0.0)
             if not self._bind(pod, 0.0, warm=True):
-                group = next((g for g in self._cheapest_groups() if self._size(g) < g.max_size), None)
-                if group is None:
+                spare = next((g for g in self._cheapest_groups() if self._size(g) < g.max_size), None)
+                if spare is None:
                     continue  # stays pending: no group can hold it
-                node = self._launch(group, 0.0)
+                node = self._launch(spare, 0.0)
                 node.ready, node.has_image = True, True
                 self._bind(pod, 0.0, warm=True)
             self._make_ready(0.0, pod)

@@ -43,11 +43,11 @@ def _panel(outcome: Outcome, top: float) -> list[str]:
         points = []
         previous = None
         for sample in series:
-            value = sample[index + 1]
+            level = sample[index + 1]
             if previous is not None:
                 points.append(f"{x(sample[0]):.1f},{y(previous):.1f}")
-            points.append(f"{x(sample[0]):.1f},{y(value):.1f}")
-            previous = value
+            points.append(f"{x(sample[0]):.1f},{y(level):.1f}")
+            previous = level
         if points:
             dash = ' stroke-dasharray="4 3"' if label == "desired replicas" else ""
             parts.append(
