@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from infra.core import tags as contract
-from infra.core.project import ROOT, engine_config
+from infra.core.project import engine_config
 from infra.tools.policy_runner import pack_config
 from infra.tools.policy_runner.analyzer_client import AnalyzerClient, Diagnostic, PackInfo
+from infra.tools.policy_runner.pack_process import PACK_DIR, PackProcess
 from infra.tools.preview_json import PolicyResource, PreviewDocument
-
-PACK_DIR = ROOT / "policies"
 
 # The analyzer protocol carries `protect` but no retainOnDelete, so no pack can see it; the runner
 # checks it from the preview document itself and reports it like a pack rule.
@@ -44,11 +43,24 @@ class PolicyRun:
 
 
 def run(
-    document: PreviewDocument, user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (), pack_dir: Path = PACK_DIR
+    document: PreviewDocument,
+    user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (),
+    pack_dir: Path = PACK_DIR,
+    started: PackProcess | None = None,
 ) -> PolicyRun:
+    """Check `document` with the pack. `started` (from `pack_process.start_early`) is the pack's process when
+    it was started for this document's project, stack and config; it is stopped at the end either way."""
     flat, _ = engine_config(document.config)
     types = {r.urn: r.type for r in document.resources}
-    with AnalyzerClient(pack_dir, document.project, document.stack, flat) as client:
+    client = AnalyzerClient(pack_dir, document.project, document.stack, flat)
+    if started is not None and started.serves(pack_dir, document.project, document.stack, flat):
+        client.adopt(started)
+    else:
+        if started is not None:  # started for another stack or config than the document's: not this one's pack
+            started.stop()
+        client.spawn()
+    try:
+        client.connect()
         client.handshake()
         client.configure_stack()
         info = client.info()
@@ -58,6 +70,8 @@ def run(
             # As in the engine, a resource policy's diagnostic is about the resource analyzed.
             found.extend((d.urn or resource.urn, d) for d in diagnostics)
         found.extend((d.urn, d) for d in client.analyze_stack(document.resources, document.providers))
+    finally:
+        client.close()
     violations = [Violation(d.policy, d.enforcement, urn, types.get(urn, ""), d.message) for urn, d in found]
     violations.extend(retained_in_training(document.resources))
     order = {p.name: i for i, p in enumerate(info.policies)}
