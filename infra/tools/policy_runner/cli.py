@@ -71,8 +71,8 @@ def run_policy(args: argparse.Namespace) -> int:
 
     overrides = [parse_override(text) for text in args.config]
     project = load_project()
-    # The pack boots (its own interpreter, SDK and rules) on another core while this one previews the stack; a
-    # stack file the preview rejects is rejected here first, before anything starts.
+    # The pack boots (its own interpreter, SDK and rules) on another core while this one previews the stack. A
+    # stack file that cannot be read is rejected before anything starts; config the preview rejects stops it.
     started = start_early(project.name, args.stack, stack_config(project, args.stack, overrides))
     try:
         from infra.tools import preview_json
