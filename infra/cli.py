@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     from infra.tools.docs import add_docs_parser
 
     add_docs_parser(verbs)
-    from infra.tools.size import add_size_parser
+    from infra.tools.size_cli import add_size_parser
 
     add_size_parser(verbs)
     from infra.tools.simulate.cli import add_simulate_parser

@@ -3,6 +3,7 @@ directory, in the virtualenv PulumiPolicy.yaml names, where the project is insta
 facts), and so does `python -m infra policy` offline.
 It only builds the pack; the rules are in policies/rules/, registered in policies/pack.py."""
 
+import gc
 import os
 
 from pulumi_policy import EnforcementLevel, PolicyPack
@@ -11,6 +12,11 @@ from policies import analyzer
 from policies.adapters import to_policy
 from policies.model import ResourceRule
 from policies.pack import PACK_NAME, RULES
+
+# A large stack's AnalyzeStack builds a few objects per property of every resource, all alive until it ends; at
+# the default first threshold (700) the cyclic collector walks them again and again, a quarter of the pack's time
+# on 10,000 resources (benchmarks/RESULTS.md). A larger one makes those passes rare; cycles are still collected.
+gc.set_threshold(50_000, *gc.get_threshold()[1:])
 
 if os.environ.get("MLINFRA_POLICY_SDK_SERVICER") != "1":  # tests compare with the SDK's own servicer
     analyzer.install({rule.name: rule.applies_to for rule in RULES if isinstance(rule, ResourceRule)})

@@ -82,13 +82,21 @@ class _PoliciesForTheRequest(list[Any]):
     def __init__(self, policies: list[Any], reads: Mapping[str, Callable[[str], bool]]):
         super().__init__(policies)
         self._reads = reads
+        self._by_type: dict[str, tuple[Any, ...]] = {}  # resource type -> its policies, in the pack's order
 
     def __iter__(self) -> Iterator[Any]:
         resource_type = getattr(_local, "resource_type", None)
-        for policy in super().__iter__():
-            applies = self._reads.get(policy.name)
-            if resource_type is None or applies is None or applies(resource_type):
-                yield policy
+        if resource_type is None:
+            return super().__iter__()
+        chosen = self._by_type.get(resource_type)
+        if chosen is None:
+            chosen = tuple(
+                policy
+                for policy in super().__iter__()
+                if (applies := self._reads.get(policy.name)) is None or applies(resource_type)
+            )
+            self._by_type[resource_type] = chosen
+        return iter(chosen)
 
 
 class Servicer(sdk._PolicyAnalyzerServicer):

@@ -145,6 +145,7 @@ class Stack:
         self._by_urn = {r.urn: r for r in self.resources if r.urn}
         self._by_type: dict[str, list[Resource]] = {}
         self._referring: dict[tuple[str, str], list[Resource]] = {}
+        self._derived: dict[str, Any] = {}
         for r in self.resources:
             self._by_type.setdefault(r.type, []).append(r)
             for prop, urns in r.property_dependencies.items():
@@ -153,6 +154,13 @@ class Stack:
 
     def get(self, urn: str) -> Resource | None:
         return self._by_urn.get(urn)
+
+    def derived(self, key: str, compute: Callable[[Stack], Any]) -> Any:
+        """`compute(self)`, computed once per stack (for a fact about the whole stack that rules ask for once per
+        resource: asked anew each time, it makes a rule's pass quadratic in the stack's size)."""
+        if key not in self._derived:
+            self._derived[key] = compute(self)
+        return self._derived[key]
 
     def of_type(self, *types: str) -> list[Resource]:
         if len(types) == 1:

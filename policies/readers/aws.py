@@ -56,6 +56,11 @@ def role_of(resource: Resource) -> str | None:
 
 def stack_role(stack: Stack) -> str | None:
     """The stack kind read from its resources' role tags: the one role they carry, else None."""
+    role: str | None = stack.derived("stack_role", _stack_role)
+    return role
+
+
+def _stack_role(stack: Stack) -> str | None:
     roles = {role_of(r) for r in stack.resources} - {None}
     return roles.pop() if len(roles) == 1 else None
 

@@ -11,11 +11,8 @@ once for all of them. This module does the same, with no engine behind the addre
 
 from __future__ import annotations
 
-import json
-import os
 import selectors
 import subprocess
-import sys
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -23,17 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import yaml
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from infra.core.errors import InputError, Problem
+from infra.tools.policy_runner.pack_process import NO_ENGINE, PackProcess
 from infra.tools.preview_json import PolicyResource
 
 # As the engine dials analyzers: large messages (a stack's whole AnalyzeStack request is one message).
 _MAX_MESSAGE = 400 * 1024 * 1024
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", _MAX_MESSAGE), ("grpc.max_send_message_length", _MAX_MESSAGE)]
-_NO_ENGINE = "127.0.0.1:0"  # the engine address argument; Python packs do not dial it
 _START_TIMEOUT_S = 60
 IN_FLIGHT = 16  # Analyze requests outstanding at once (the pack serves them on 4 threads)
 
@@ -78,36 +73,6 @@ class PackInfo:
     initial_config: dict[str, dict[str, Any]]
 
 
-def pack_runtime(pack_dir: Path) -> tuple[list[str], str]:
-    """The command the engine's python shim runs for the pack in `pack_dir`, and the manifest's version."""
-    manifest = pack_dir / "PulumiPolicy.yaml"
-    label = str(manifest)
-    try:
-        project = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    except OSError:
-        raise InputError(Problem(label, "not found; a policy pack directory has a PulumiPolicy.yaml")) from None
-    except yaml.YAMLError as error:
-        raise InputError(Problem(label, f"not valid YAML: {str(error).splitlines()[0]}")) from None
-    runtime = (project or {}).get("runtime")
-    name = runtime.get("name") if isinstance(runtime, dict) else runtime
-    if name != "python":
-        raise InputError(Problem(f"{label}: runtime", f"{name!r} is not supported offline; allowed: python"))
-    options = runtime.get("options") or {} if isinstance(runtime, dict) else {}
-    python = sys.executable
-    virtualenv = options.get("virtualenv")
-    if virtualenv:
-        venv = (pack_dir / str(virtualenv)).resolve()
-        python = str(venv / "bin" / "python")
-        if not Path(python).is_file():
-            raise InputError(
-                Problem(
-                    f"{label}: runtime.options.virtualenv",
-                    f"{venv} is not a virtual environment (run `make test` to create .venv)",
-                )
-            )
-    return [python, "-u", "-m", "pulumi.policy", _NO_ENGINE, "."], str((project or {}).get("version") or "")
-
-
 class AnalyzerClient:
     """A running pack: use as a context manager; the process is stopped on exit."""
 
@@ -119,6 +84,7 @@ class AnalyzerClient:
         self._process: subprocess.Popen | None = None
         self._channel: grpc.Channel | None = None
         self._stub: analyzer_pb2_grpc.AnalyzerStub | None = None
+        self._analyzed: dict[int, tuple[PolicyResource, analyzer_pb2.AnalyzeRequest]] = {}  # by id(resource)
 
     @property
     def stub(self) -> analyzer_pb2_grpc.AnalyzerStub:
@@ -128,34 +94,29 @@ class AnalyzerClient:
         return self._stub
 
     def __enter__(self) -> AnalyzerClient:
-        self.start()
+        if self._process is None:  # `runner.start` hands over a client already started: never a second pack
+            self.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def start(self) -> None:
-        command, self.version = pack_runtime(self.pack_dir)
-        env = dict(os.environ)
-        env.update(
-            {
-                "PULUMI_PROJECT": self.project,
-                "PULUMI_STACK": self.stack,
-                "PULUMI_DRY_RUN": "true",
-                "PULUMI_ORGANIZATION": "organization",
-            }
-        )
-        if self.stack_config:
-            env["PULUMI_CONFIG"] = json.dumps(self.stack_config)
-        env.pop("PYTHONHOME", None)  # as the shim does for a virtualenv
-        self._process = subprocess.Popen(
-            command,
-            cwd=self.pack_dir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-        )
+        self.spawn()
+        self.connect()
+
+    def spawn(self) -> None:
+        """Start the pack's process; it boots (an interpreter, the SDK, the rules) while the caller goes on."""
+        self.adopt(PackProcess.start(self.pack_dir, self.project, self.stack, self.stack_config))
+
+    def adopt(self, pack: PackProcess) -> None:
+        """Talk to a pack started earlier (`PackProcess.start`) for this client's project, stack and config."""
+        if not pack.serves(self.pack_dir, self.project, self.stack, self.stack_config):
+            raise ValueError("the pack was started for another project, stack or config")
+        self.version, self._process = pack.version, pack.process
+
+    def connect(self) -> None:
+        """Wait for the spawned pack to print its port, and dial it."""
         port = self._read_port()
         self._channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=_CHANNEL_OPTIONS)
         grpc.channel_ready_future(self._channel).result(timeout=_START_TIMEOUT_S)
@@ -194,7 +155,7 @@ class AnalyzerClient:
 
     def handshake(self) -> None:
         request = analyzer_pb2.AnalyzerHandshakeRequest(
-            engine_address=_NO_ENGINE, root_directory=str(self.pack_dir), program_directory=str(self.pack_dir)
+            engine_address=NO_ENGINE, root_directory=str(self.pack_dir), program_directory=str(self.pack_dir)
         )
         try:
             self.stub.Handshake(request)
@@ -251,6 +212,7 @@ class AnalyzerClient:
         pending: deque[tuple[PolicyResource, Any]] = deque()
         for resource in resources:
             request = _analyze_request(resource, providers.get(_provider_urn(resource)))
+            self._analyzed[id(resource)] = (resource, request)
             pending.append((resource, self.stub.Analyze.future(request)))
             if len(pending) >= IN_FLIGHT:
                 done, future = pending.popleft()
@@ -264,13 +226,20 @@ class AnalyzerClient:
     ) -> list[Diagnostic]:
         request = analyzer_pb2.AnalyzeStackRequest()
         for resource in resources:
+            # A resource's properties, options and provider as its Analyze request carried them: converted once.
+            analyzed = self._analyzed.get(id(resource))
+            single = (
+                analyzed[1]
+                if analyzed is not None and analyzed[0] is resource
+                else _analyze_request(resource, providers.get(_provider_urn(resource)))
+            )
             entry = request.resources.add(
                 type=resource.type,
-                properties=_struct(resource.props),
+                properties=single.properties,
                 urn=resource.urn,
                 name=resource.name,
-                options=_options(resource),
-                provider=_provider(resource, providers.get(_provider_urn(resource))),
+                options=single.options,
+                provider=single.provider if single.HasField("provider") else None,
                 parent=resource.parent,
                 dependencies=list(resource.dependencies),
             )

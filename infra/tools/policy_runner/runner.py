@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from infra.core import tags as contract
-from infra.core.project import ROOT, engine_config
+from infra.core.project import engine_config
 from infra.tools.policy_runner import pack_config
 from infra.tools.policy_runner.analyzer_client import AnalyzerClient, Diagnostic, PackInfo
+from infra.tools.policy_runner.pack_process import PACK_DIR, PackProcess
 from infra.tools.preview_json import PolicyResource, PreviewDocument
-
-PACK_DIR = ROOT / "policies"
 
 # The analyzer protocol carries `protect` but no retainOnDelete, so no pack can see it; the runner
 # checks it from the preview document itself and reports it like a pack rule.
@@ -44,27 +43,44 @@ class PolicyRun:
 
 
 def run(
-    document: PreviewDocument, user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (), pack_dir: Path = PACK_DIR
+    document: PreviewDocument,
+    user_config: tuple[Mapping[str, Mapping[str, Any]], ...] = (),
+    pack_dir: Path = PACK_DIR,
+    started: PackProcess | None = None,
 ) -> PolicyRun:
-    with started(document, pack_dir) as client:
+    """Check `document` with the pack. `started` (from `pack_process.start_early`) is the pack's process when it
+    was started for this document's project, stack and config; it is stopped at the end either way."""
+    with start(document, pack_dir, started) as client:
         info = client.info()
         client.configure(pack_config.resolve(info, *user_config))
         return analyze(client, info, document)
 
 
-def started(document: PreviewDocument, pack_dir: Path = PACK_DIR) -> AnalyzerClient:
-    """The pack, started for the document's project, stack and config, handshaken and told its stack (a context
-    manager: the pack stops on exit). One client serves many documents of the same stack and config."""
+def start(document: PreviewDocument, pack_dir: Path = PACK_DIR, early: PackProcess | None = None) -> AnalyzerClient:
+    """The pack for the document's project, stack and config (the `early` process when it serves them), handshaken
+    and told its stack: a context manager, the pack stops on exit. One client serves many documents of the same
+    stack and config."""
     flat, _ = engine_config(document.config)
     client = AnalyzerClient(pack_dir, document.project, document.stack, flat)
-    client.start()
     try:
+        if early is not None and early.serves(pack_dir, document.project, document.stack, flat):
+            client.adopt(early)
+        else:
+            if early is not None:  # started for another stack or config than the document's: not this one's pack
+                early.stop()
+            client.spawn()
+        client.connect()
         client.handshake()
         client.configure_stack()
     except BaseException:
         client.close()
         raise
     return client
+
+
+def started(document: PreviewDocument, pack_dir: Path = PACK_DIR) -> AnalyzerClient:
+    """The pack, started now (see `start`)."""
+    return start(document, pack_dir)
 
 
 def analyze(client: AnalyzerClient, info: PackInfo, document: PreviewDocument) -> PolicyRun:
