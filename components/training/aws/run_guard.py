@@ -126,6 +126,7 @@ class RunGuard(pulumi.ComponentResource):
 
         self.completion_rule = aws.cloudwatch.EventRule(
             f"{name}-completion",
+            name=guard.completion_rule_name(run_id),
             description=f"run {run_id}: completion markers in the registry",
             event_pattern=bucket.apply(lambda b: json.dumps(guard.marker_event_pattern(b, run_id))),
             tags=tags,
@@ -149,6 +150,7 @@ class RunGuard(pulumi.ComponentResource):
 
         scheduler_role = aws.iam.Role(
             f"{name}-scheduler-role",
+            name=guard.scheduler_role_name(run_id),
             assume_role_policy=json.dumps(guard.trust_policy("scheduler.amazonaws.com", args.account_id)),
             description=f"mlinfra run guard of run {run_id}: the expiry schedule invokes the guard",
             tags=tags,
