@@ -86,6 +86,7 @@ def build(config: TrainingStackConfig) -> None:
             checkpoints_prefix=prefixes["checkpoints"] if plan.lifecycle.export_checkpoints else None,
             datasets_prefix=prefixes["datasets"],
             tags=tags,
+            port_rules=security.lustre_rules,
         ),
         opts=guarded,
     )
