@@ -99,7 +99,9 @@ class RunGuard(pulumi.ComponentResource):
             memory_size=256,
             environment=aws.lambda_.FunctionEnvironmentArgs(
                 variables=bucket.apply(
-                    lambda b: guard.environment(run_id, b, args.teardown_on_completion, args.export_checkpoints)
+                    lambda b: guard.environment(
+                        run_id, b, args.teardown_on_completion, args.export_checkpoints, args.expires_at
+                    )
                 )
             ),
             logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="JSON", log_group=logs.name),

@@ -58,9 +58,12 @@ def source_files() -> dict[str, Path]:
     }
 
 
-def environment(run_id: str, bucket: str, teardown_on_completion: bool, export_checkpoints: bool) -> dict[str, str]:
+def environment(
+    run_id: str, bucket: str, teardown_on_completion: bool, export_checkpoints: bool, expires_at: str
+) -> dict[str, str]:
     return {
         "MLINFRA_RUN_ID": run_id,
+        "MLINFRA_EXPIRES_AT": expires_at,
         "MLINFRA_REGISTRY_BUCKET": bucket,
         "MLINFRA_TEARDOWN_ON_COMPLETION": str(teardown_on_completion).lower(),
         "MLINFRA_EXPORT_CHECKPOINTS": str(export_checkpoints).lower(),
