@@ -63,6 +63,7 @@ from policies.rules.training import (
     gcp_training_resources_labelled_with_run,
     gcp_training_stack_has_run_guard,
     guard_role_scoped_to_run,
+    lustre_associations_without_automatic_import,
     lustre_capacity_allowed_step,
     lustre_data_repository_paths_in_s3,
     lustre_final_backup_choice_explicit,
@@ -99,6 +100,7 @@ RULES: list[Rule] = [
     lustre_throughput_allowed_value.RULE,
     lustre_linked_through_data_repository_associations.RULE,
     lustre_data_repository_paths_in_s3.RULE,
+    lustre_associations_without_automatic_import.RULE,
     lustre_security_group_allows_lustre_ports.RULE,
     lustre_in_same_az_as_nodes.RULE,
     # teardown safety

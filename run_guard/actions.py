@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError, ParamValidationError
 from run_guard.config import MAX_EXPORT_ATTEMPTS
 
 RUN_TAG = "mlinfra:run-id"
+EXPIRES_TAG = "mlinfra:expires-at"  # names the deployment: a run id deployed again gets a new one
 TERMINABLE_STATES = ("pending", "running", "stopping", "stopped")
 NOT_GONE_STATES = TERMINABLE_STATES + ("shutting-down",)
 BILLING_STATES = ("pending", "running")
@@ -64,28 +65,65 @@ def tag_dict(tags: Iterable[dict[str, str]] | None) -> dict[str, str]:
 # --- compute -----------------------------------------------------------------------------------
 
 
-def _run_instances(ec2: Any, run_id: str, states: tuple[str, ...]) -> list[dict[str, Any]]:
-    filters = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}, {"Name": "instance-state-name", "Values": list(states)}]
+def _run_instances(
+    ec2: Any, run_id: str, states: tuple[str, ...], expires_at: str | None = None
+) -> list[dict[str, Any]]:
+    wanted = {RUN_TAG: run_id, **({EXPIRES_TAG: expires_at} if expires_at else {})}
+    filters = [{"Name": f"tag:{key}", "Values": [value]} for key, value in wanted.items()]
+    filters.append({"Name": "instance-state-name", "Values": list(states)})
     found: dict[str, dict[str, Any]] = {}
     for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
         for reservation in page["Reservations"]:
             for instance in reservation["Instances"]:
-                if tag_dict(instance.get("Tags")).get(RUN_TAG) == run_id and instance["State"]["Name"] in states:
+                tags = tag_dict(instance.get("Tags"))
+                if all(tags.get(key) == value for key, value in wanted.items()) and instance["State"]["Name"] in states:
                     found[instance["InstanceId"]] = instance
     return [found[key] for key in sorted(found)]
 
 
-def run_instances(ec2: Any, run_id: str, states: Iterable[str] = TERMINABLE_STATES) -> list[str]:
-    """Ids of the instances tagged with `run_id` in `states` (the tag is checked again client-side)."""
-    return [i["InstanceId"] for i in _run_instances(ec2, run_id, tuple(states))]
+def run_instances(
+    ec2: Any, run_id: str, states: Iterable[str] = TERMINABLE_STATES, expires_at: str | None = None
+) -> list[str]:
+    """Ids of the instances tagged with `run_id` (and, given, with the deployment's `expires_at`) in `states`
+    (the tags are checked again client-side)."""
+    return [i["InstanceId"] for i in _run_instances(ec2, run_id, tuple(states), expires_at)]
 
 
-def terminate_run_instances(ec2: Any, run_id: str) -> list[str]:
-    """Terminate every instance of the run that is not already shutting down; the ids asked to terminate."""
-    ids = run_instances(ec2, run_id, TERMINABLE_STATES)
+def terminate_run_instances(ec2: Any, run_id: str, expires_at: str | None = None) -> list[str]:
+    """Terminate every instance of the run (of the deployment with `expires_at`, when given) that is not already
+    shutting down; the ids asked to terminate."""
+    ids = run_instances(ec2, run_id, TERMINABLE_STATES, expires_at)
     for start in range(0, len(ids), 500):
         ec2.terminate_instances(InstanceIds=ids[start : start + 500])
     return ids
+
+
+def read_marker(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    """The completion marker's JSON body (as the node bootstrap writes it); None when it is gone or not an object."""
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def written_by(marker: dict[str, Any], expires_at: str) -> bool:
+    """Whether the deployment whose expires-at is `expires_at` (ISO UTC, its tag) wrote `marker`: the bootstrap
+    writes its expires-at as Unix time; a marker without one (older nodes) or another's is not this one's."""
+    written = marker.get("expires_at")
+    if not isinstance(written, int) or isinstance(written, bool) or not expires_at:
+        return False
+    try:
+        moment = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return int(moment.timestamp()) == written
 
 
 # EC2's StateTransitionReason of a stopped or terminated instance: "User initiated (2019-12-05 16:45:41 GMT)".

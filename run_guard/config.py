@@ -19,6 +19,7 @@ SAFETY_MILLIS = 20_000  # stop polling this long before the Lambda times out, to
 
 RUN_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"  # = infra.training.aws.config.RUN_ID_PATTERN
 _BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+_EXPIRES_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"  # = the mlinfra:expires-at tag's form
 _PATH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._=-]*(?:/[A-Za-z0-9][A-Za-z0-9._=-]*)*$"  # no "..", no leading "/"
 
 
@@ -32,6 +33,8 @@ class GuardConfig:
     registry_bucket: str
     teardown_on_completion: bool
     export_checkpoints: bool
+    # The deployment's expires-at (its mlinfra:expires-at tag): only its markers count, only its instances stop.
+    expires_at: str = ""
     checkpoints_path: str = "checkpoints"
 
     @property
@@ -67,6 +70,7 @@ def load_config(env: Mapping[str, str]) -> GuardConfig:
         registry_bucket=text("MLINFRA_REGISTRY_BUCKET", _BUCKET_PATTERN, "an S3 bucket name"),
         teardown_on_completion=flag("MLINFRA_TEARDOWN_ON_COMPLETION"),
         export_checkpoints=flag("MLINFRA_EXPORT_CHECKPOINTS"),
+        expires_at=text("MLINFRA_EXPIRES_AT", _EXPIRES_AT_PATTERN, "the run's expires-at, like 2026-11-22T08:00:00Z"),
         checkpoints_path=text(
             "MLINFRA_CHECKPOINTS_PATH",
             _PATH_PATTERN,

@@ -1,6 +1,10 @@
 """The guard's flows. Both end in the same stop flow, which runs in rounds until the run costs nothing:
-- a completion marker (teardownOnCompletion): terminate the run's instances at once, then stop;
+- a completion marker (teardownOnCompletion) of this deployment (its expires_at is the guard's
+  MLINFRA_EXPIRES_AT; an earlier deployment's marker is ignored): terminate the run's instances at once, then
+  stop; a _SUCCESS whose checkpoints the nodes exported ends there (the file system is teardown's, or the
+  expiry's), so no export task races teardown's destroy;
 - expiry (the schedule at expires-at): stop.
+Only instances tagged with this deployment's expires-at are terminated.
 Stop: wait until no instance is left, export the checkpoints (exportCheckpoints), delete the file
 system only after that export succeeded. Throttling and server-side AWS errors are waited out.
 
@@ -173,16 +177,39 @@ def _completion(
     report: dict[str, Any],
 ) -> None:
     report.update(marker=state.marker, terminated=[])
+    exported_by_nodes = False
+    if state.round == 0:
+        # A marker counts only for the deployment that wrote it: one left by an earlier deployment of the same run
+        # id must never stop this one's nodes.
+        key = f"{config.runs_prefix}_{state.marker}"
+        marker = actions.read_marker(clients.s3, config.registry_bucket, key)
+        if marker is None or not actions.written_by(marker, config.expires_at):
+            written = marker.get("expires_at") if marker else None
+            report["outcome"] = (
+                f"ignored: {key} is not this deployment's (written for expires-at {written}, "
+                f"this one's is {config.expires_at})"
+                if marker
+                else f"ignored: {key} is gone or not a JSON object"
+            )
+            return
+        exported_by_nodes = state.marker == "SUCCESS" and marker.get("checkpoints_exported") is True
     if not config.teardown_on_completion:
         report["outcome"] = "recorded (teardownOnCompletion is false)"
         return
     if state.round == 0:  # first of all, and at once: nothing of the run may bill any longer
         try:
-            report["terminated"] = actions.terminate_run_instances(clients.ec2, config.run_id)
+            deployment = config.expires_at or None
+            report["terminated"] = actions.terminate_run_instances(clients.ec2, config.run_id, deployment)
         except ClientError as error:
-            if not actions.is_transient(error):
-                raise
+            if not actions.is_transient(error) or exported_by_nodes:
+                raise  # a transient error raised here is retried by Lambda
             _note_transient(report, error)  # the stop flow below terminates again on its first look
+    if exported_by_nodes:
+        # The nodes exported the checkpoints before writing _SUCCESS: nothing is left to export, and starting an
+        # export task or deleting the file system here would race `teardown`'s destroy (DeleteFileSystem fails
+        # while a task is pending). The file system is teardown's, or the expiry flow's at expires-at.
+        report["outcome"] = "compute-stopping; checkpoints exported by the nodes; file system left to teardown"
+        return
     _stop(state, config, clients, remaining_millis, now, sleep, report)
 
 
@@ -224,9 +251,10 @@ def _step(
     state: StopState, config: GuardConfig, clients: Clients, now: Callable[[], datetime], report: dict[str, Any]
 ) -> str | None:
     """One look at the run: the final outcome, or None to look again later."""
-    terminated = actions.terminate_run_instances(clients.ec2, config.run_id)
+    deployment = config.expires_at or None  # only this deployment's instances (a later one's are not ours to stop)
+    terminated = actions.terminate_run_instances(clients.ec2, config.run_id, deployment)
     report["terminated"] = sorted(set(report["terminated"]) | set(terminated))
-    if actions.run_instances(clients.ec2, config.run_id, actions.NOT_GONE_STATES):
+    if actions.run_instances(clients.ec2, config.run_id, actions.NOT_GONE_STATES, deployment):
         report["compute"] = "stopping"
         return None
     report["compute"] = "stopped"

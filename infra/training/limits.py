@@ -24,6 +24,13 @@ GUARD_EVENT_MAX_AGE_SECONDS = 21600  # Lambda keeps retrying a failed invocation
 NODE_BACKSTOP_SECONDS = 300  # every node powers itself off this long after expires-at, whatever else happens
 GUARD_TIMEOUT_SECONDS = 900  # guard Lambda timeout (the maximum); export polling re-invokes itself
 EXPORT_POLL_SECONDS = 60  # how often the guard and teardown look at a running export
+# How long `up` waits for the datasets association (and its metadata import of datasets/) to become AVAILABLE.
+# The provider's default is 10 minutes (terraform-provider-aws internal/service/fsx/data_repository_association.go,
+# read 2026-11-27), which a large datasets/ prefix outlasts: the association is then left CREATING, `up` fails and
+# the file system bills on. The import lists objects, so its time grows with the number of objects, which no config
+# field states (lustre.datasetGib is bytes); FSx publishes no import rate. A generous fixed bound instead: only a
+# real account with the team's datasets/ confirms it (docs/training.md).
+DATASETS_IMPORT_TIMEOUT = "2h"
 DEFAULT_GRACE_MINUTES = 15  # SIGTERM to the job this long before expires-at, to save a checkpoint
 MAX_GRACE_MINUTES = 120
 

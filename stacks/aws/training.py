@@ -38,6 +38,7 @@ def build(config: TrainingStackConfig) -> None:
     ).apply(lambda values: _usable_registry(values[0], values[1], values[2], region, config.registry_stack))
     registry_access = RegistryAccess.from_stack_reference(registry)
     partition = aws.get_partition().partition
+    account_id = aws.get_caller_identity().account_id
 
     # First, so a run that ends (or expires) early is always watched.
     run_guard = RunGuard(
@@ -51,7 +52,7 @@ def build(config: TrainingStackConfig) -> None:
             registry_bucket=checked_bucket,
             partition=partition,
             region=region,
-            account_id=aws.get_caller_identity().account_id,
+            account_id=account_id,
             tags=tags,
         ),
     )
@@ -85,6 +86,7 @@ def build(config: TrainingStackConfig) -> None:
             checkpoints_prefix=prefixes["checkpoints"] if plan.lifecycle.export_checkpoints else None,
             datasets_prefix=prefixes["datasets"],
             tags=tags,
+            port_rules=security.lustre_rules,
         ),
         opts=guarded,
     )
@@ -108,6 +110,8 @@ def build(config: TrainingStackConfig) -> None:
             root_volume_gib=spec.root_volume_gib,
             user_data=user_data,
             tags=tags,
+            partition=partition,
+            account_id=account_id,
         ),
         opts=pulumi.ResourceOptions(depends_on=[filesystem, run_guard]),
     )

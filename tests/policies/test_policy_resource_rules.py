@@ -21,6 +21,7 @@ from policies.rules.serving import (
 )
 from policies.rules.training import (
     efa_on_every_network_card,
+    lustre_associations_without_automatic_import,
     lustre_capacity_allowed_step,
     lustre_data_repository_paths_in_s3,
     lustre_final_backup_choice_explicit,
@@ -252,6 +253,17 @@ CASES = [
         "fileSystemPath",
         "datasets",
         ["fileSystemPath 'datasets' is not absolute; use a path such as /datasets"],
+    ),
+    (
+        lustre_associations_without_automatic_import,
+        "datasets",
+        "s3",
+        {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}},
+        [
+            "s3.autoImportPolicy imports NEW, CHANGED, DELETED events automatically, through S3 event notifications "
+            "on the shared registry bucket that a concurrent run's overlap and the registry's BucketNotification "
+            "removes; remove it and import once with batchImportMetaDataOnCreate: true"
+        ],
     ),
     (
         log_groups_have_retention,
@@ -497,3 +509,11 @@ def test_eks_secrets_encrypted():
     assert eks_secrets_encrypted.check(Resource(CLUSTER, {"encryptionConfig": {"resources": []}})) == [
         "encryptionConfig.resources does not include 'secrets'; set it to ['secrets']"
     ]
+
+
+def test_an_association_that_exports_or_imports_nothing_automatically_passes():
+    for s3 in ({"autoExportPolicy": {"events": ["NEW", "CHANGED"]}}, {"autoImportPolicy": {"events": []}}):
+        assert (
+            check(lustre_associations_without_automatic_import, changed(TRAINING, "datasets", "s3", s3), "datasets")
+            == []
+        )

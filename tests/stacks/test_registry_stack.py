@@ -5,6 +5,7 @@ import pulumi_aws as aws
 
 from infra.core.tags import missing_contract_tags
 from infra.tools.offline.digest import to_digest
+from infra.tools.offline.engine import preview
 from tests.helpers import one, taggable
 
 
@@ -139,3 +140,17 @@ def test_registry_key_admits_fsx_data_repository_roles(registry_preview):
         "AccountAdministersThroughIam",
         "FsxLustreDataRepositoriesThroughS3",
     ]
+
+
+def test_the_registrys_notification_is_eventbridge_only_and_training_adds_none(registry_preview):
+    """The registry's BucketNotification replaces the bucket's whole notification configuration on every update,
+    so it must be the only owner: EventBridge only, and no training resource that adds notifications (a data
+    repository association with automatic import puts its own on the bucket)."""
+    training_demo = preview("training-demo")
+    notification = one(registry_preview, "aws:s3/bucketNotification:BucketNotification").inputs
+    assert set(notification) == {"bucket", "eventbridge"} and notification["eventbridge"] is True
+    assert [s for s in training_demo.resources() if s.type == "aws:s3/bucketNotification:BucketNotification"] == []
+    associations = [
+        s for s in training_demo.resources() if s.type == "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+    ]
+    assert associations and not [s for s in associations if (s.inputs.get("s3") or {}).get("autoImportPolicy")]

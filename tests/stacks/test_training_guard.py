@@ -73,6 +73,7 @@ def test_function_ships_the_guard_source_with_its_settings(demo):
         "MLINFRA_TEARDOWN_ON_COMPLETION": "true",
         "MLINFRA_EXPORT_CHECKPOINTS": "true",
         "MLINFRA_CHECKPOINTS_PATH": "checkpoints",
+        "MLINFRA_EXPIRES_AT": EXPIRES_TEXT,  # = the run's mlinfra:expires-at tag: its markers, its instances
     }
     logs = one(demo, "aws:cloudwatch/logGroup:LogGroup")
     assert logs.inputs["name"] == f"/aws/lambda/mlinfra-guard-{RUN}" and logs.inputs["retentionInDays"] > 0

@@ -121,9 +121,30 @@ def test_lustre_is_linked_to_the_registry_in_the_nodes_subnet(demo):
     }
     bucket = "s3://mlinfra-registry-123456789012-us-east-1/"
     assert links["/datasets"]["dataRepositoryPath"] == bucket + "datasets/"
-    assert "autoExportPolicy" not in links["/datasets"]["s3"]
+    # Datasets are read-only in a run: imported once on create, with no automatic import (which would put S3
+    # event notifications on the shared registry bucket, overlapping a concurrent run's) and no export.
+    assert links["/datasets"]["batchImportMetaDataOnCreate"] is True
+    assert "s3" not in links["/datasets"]
     assert links["/checkpoints"]["dataRepositoryPath"] == bucket + "checkpoints/demo-llama-7b-001/"
     assert links["/checkpoints"]["s3"]["autoExportPolicy"]["events"] == ["NEW", "CHANGED"]
+    assert "autoImportPolicy" not in links["/checkpoints"]["s3"]
+
+
+def test_lustre_waits_for_its_port_rules_and_the_datasets_import(demo):
+    fs = one(demo, "aws:fsx/lustreFileSystem:LustreFileSystem")
+    port_rules = [
+        s
+        for s in demo.resources()
+        if s.type == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule" and s.inputs.get("fromPort") == 988
+    ]
+    # FSx refuses to create the file system while 988 is not open to and from its group (aws-parallelcluster #6181).
+    assert len(port_rules) == 3 and all(rule.urn in fs.dependencies for rule in port_rules)
+    datasets = [
+        s
+        for s in by_type(demo, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+        if s.inputs["fileSystemPath"] == "/datasets"
+    ][0]
+    assert datasets.custom_timeouts == {"create": "2h"}  # the provider's 10-minute default is short for datasets/
 
 
 def test_node_role_reaches_the_registry_only_through_its_grants(demo):
@@ -200,6 +221,7 @@ def test_capacity_block_has_market_type_reservation_and_no_placement_group():
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}
     }
     assert "groupName" not in template["placement"]
+    assert by_type(result, "aws:resourcegroups/group:Group") == []  # a block is targeted by its id
     fleet = one(result, "aws:ec2/fleet:Fleet").inputs
     assert fleet["targetCapacitySpecification"]["defaultTargetCapacityType"] == "capacity-block"
     assert "onDemandOptions" not in fleet

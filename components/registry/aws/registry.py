@@ -137,6 +137,10 @@ class ModelRegistry(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
             )
         if spec.event_bridge:
+            # A BucketNotification owns the bucket's whole notification configuration (PutBucketNotification-
+            # Configuration replaces it): an update removes any notification another party added. Nothing else
+            # may add one: training imports datasets/ once, with no automatic import (whose S3 notifications this
+            # would remove); policy lustre-associations-without-automatic-import keeps it so.
             aws.s3.BucketNotification(f"{name}-events", bucket=self.bucket.id, eventbridge=True, opts=child)
 
         self.access = RegistryAccess(self.bucket.arn, self.key.arn)

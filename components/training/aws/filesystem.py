@@ -1,9 +1,9 @@
 """The run's FSx for Lustre file system, sized by infra.training.aws.lustre, linked to the registry: `datasets/`
-imported at /fsx/datasets, /fsx/checkpoints exported to `checkpoints/<run-id>/`."""
+imported once at /fsx/datasets when the run starts, /fsx/checkpoints exported to `checkpoints/<run-id>/`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -11,6 +11,7 @@ import pulumi_aws as aws
 
 from infra.training.aws.lustre import LustrePlan
 from infra.training.bootstrap import CHECKPOINTS_PATH, DATASETS_PATH
+from infra.training.limits import DATASETS_IMPORT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class RunFileSystemArgs:
     checkpoints_prefix: str | None  # "checkpoints/<run-id>/"; None: checkpoints are not exported
     datasets_prefix: str  # "datasets/"
     tags: Mapping[str, str]
+    # The rules that open the Lustre ports on the file system's group: FSx refuses to create it before them.
+    port_rules: Sequence[pulumi.Resource] = ()
 
 
 class RunFileSystem(pulumi.ComponentResource):
@@ -48,7 +51,7 @@ class RunFileSystem(pulumi.ComponentResource):
             automatic_backup_retention_days=0 if persistent else None,
             copy_tags_to_backups=False,
             tags={**tags, "Name": name},
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.port_rules)),
         )
         child = pulumi.ResourceOptions(parent=self)
         bucket = pulumi.Output.from_input(args.registry_bucket)
@@ -57,16 +60,17 @@ class RunFileSystem(pulumi.ComponentResource):
             file_system_id=self.file_system.id,
             file_system_path=DATASETS_PATH,
             data_repository_path=bucket.apply(lambda b: f"s3://{b}/{args.datasets_prefix}"),
+            # Read-only for the run: the listing is imported once, on create, and no automatic import. Automatic
+            # import puts S3 event notifications on the shared registry bucket for datasets/: a second run's
+            # overlap and the association turns MISCONFIGURED, and the registry's own BucketNotification (which
+            # owns the bucket's whole notification configuration) removes them on its next update.
             batch_import_meta_data_on_create=True,
-            # Import only: new and changed datasets appear on Lustre; nothing flows back to the registry.
-            s3=aws.fsx.DataRepositoryAssociationS3Args(
-                auto_import_policy=aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(
-                    events=["NEW", "CHANGED", "DELETED"]
-                ),
-            ),
             delete_data_in_filesystem=False,
             tags=tags,
-            opts=child,
+            # Created only once the import finished: the provider's 10-minute default is short for a large datasets/.
+            opts=pulumi.ResourceOptions(
+                parent=self, custom_timeouts=pulumi.CustomTimeouts(create=DATASETS_IMPORT_TIMEOUT)
+            ),
         )
         if args.checkpoints_prefix is None:
             self.checkpoints = None

@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.training.aws.plan import TrainingPlan
+from infra.training.aws.reservation import POOL_CONFIGURATION, capacity_reservation_arn
 from infra.training.aws.userdata import user_data_base64
 
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
@@ -27,6 +28,8 @@ class TrainingNodesArgs:
     root_volume_gib: int
     user_data: pulumi.Input[str]  # the rendered bootstrap script (plain text)
     tags: Mapping[str, str]
+    partition: str  # for the reservation's ARN (odcr)
+    account_id: str
 
 
 class TrainingNodes(pulumi.ComponentResource):
@@ -42,6 +45,7 @@ class TrainingNodes(pulumi.ComponentResource):
             self.placement_group = aws.ec2.PlacementGroup(
                 f"{name}-placement", strategy=plan.placement_strategy, tags=tags, opts=child
             )
+        self.reservation_group, membership = self._reservation_group(name, args)
         self.launch_template = aws.ec2.LaunchTemplate(
             f"{name}-template",
             description=f"mlinfra training run {plan.run_id}: {plan.itype.name}, EFA on every card",
@@ -93,10 +97,13 @@ class TrainingNodes(pulumi.ComponentResource):
             capacity_reservation_specification=(
                 aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                     capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                        capacity_reservation_id=plan.reservation_id,
+                        capacity_reservation_id=plan.reservation_id if plan.reservation_target == "id" else None,
+                        capacity_reservation_resource_group_arn=(
+                            self.reservation_group.arn if self.reservation_group else None
+                        ),
                     ),
                 )
-                if plan.reservation_id
+                if plan.reservation_target
                 else None
             ),
             # gzip-compressed (cloud-init decompresses it) to fit EC2's 16 KB user data limit
@@ -138,6 +145,8 @@ class TrainingNodes(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(
                 parent=self,
+                # The reservation must be in the group before the fleet asks for it.
+                depends_on=[membership] if membership else None,
                 # EC2 cannot modify an instant fleet: a new node count or type replaces it (old nodes
                 # first). A new template version alone (a newer DLAMI, new user data) leaves running
                 # nodes alone instead of restarting the job.
@@ -155,6 +164,40 @@ class TrainingNodes(pulumi.ComponentResource):
         self.register_outputs(
             {"fleetId": self.fleet.id, "launchTemplateId": self.launch_template.id, "privateIps": self.private_ips}
         )
+
+    def _reservation_group(
+        self, name: str, args: TrainingNodesArgs
+    ) -> tuple[aws.resourcegroups.Group | None, aws.resourcegroups.Resource | None]:
+        """An ODCR's own resource group holding the reservation, which the launch template targets (None
+        for the other capacity modes). Deleting the stack removes the group, never the reservation."""
+        plan = args.plan
+        if plan.reservation_target != "group" or not plan.reservation_id:
+            return None, None
+        child = pulumi.ResourceOptions(parent=self)
+        group = aws.resourcegroups.Group(
+            f"{name}-reservations",
+            description=f"mlinfra training run {plan.run_id}: the capacity reservation its fleet launches into",
+            configurations=[
+                aws.resourcegroups.GroupConfigurationArgs(
+                    type=kind,
+                    parameters=[
+                        aws.resourcegroups.GroupConfigurationParameterArgs(name=key, values=list(values))
+                        for key, values in parameters.items()
+                    ]
+                    or None,
+                )
+                for kind, parameters in POOL_CONFIGURATION
+            ],
+            tags=dict(args.tags),
+            opts=child,
+        )
+        membership = aws.resourcegroups.Resource(
+            f"{name}-reservation",
+            group_arn=group.arn,
+            resource_arn=capacity_reservation_arn(args.partition, plan.region, args.account_id, plan.reservation_id),
+            opts=child,
+        )
+        return group, membership
 
 
 def launched_instances(sets: Sequence[Any] | None, expected: int, dry_run: bool) -> list[str]:

@@ -99,7 +99,9 @@ class RunGuard(pulumi.ComponentResource):
             memory_size=256,
             environment=aws.lambda_.FunctionEnvironmentArgs(
                 variables=bucket.apply(
-                    lambda b: guard.environment(run_id, b, args.teardown_on_completion, args.export_checkpoints)
+                    lambda b: guard.environment(
+                        run_id, b, args.teardown_on_completion, args.export_checkpoints, args.expires_at
+                    )
                 )
             ),
             logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="JSON", log_group=logs.name),
@@ -126,6 +128,7 @@ class RunGuard(pulumi.ComponentResource):
 
         self.completion_rule = aws.cloudwatch.EventRule(
             f"{name}-completion",
+            name=guard.completion_rule_name(run_id),
             description=f"run {run_id}: completion markers in the registry",
             event_pattern=bucket.apply(lambda b: json.dumps(guard.marker_event_pattern(b, run_id))),
             tags=tags,
@@ -149,6 +152,7 @@ class RunGuard(pulumi.ComponentResource):
 
         scheduler_role = aws.iam.Role(
             f"{name}-scheduler-role",
+            name=guard.scheduler_role_name(run_id),
             assume_role_policy=json.dumps(guard.trust_policy("scheduler.amazonaws.com", args.account_id)),
             description=f"mlinfra run guard of run {run_id}: the expiry schedule invokes the guard",
             tags=tags,

@@ -67,6 +67,9 @@ class ClusterSecurity(pulumi.ComponentResource):
             opts=child,
         )
         peers = {"nodes": self.nodes, "lustre": self.lustre}
+        # FSx refuses to create a file system while its group does not yet open the Lustre ports
+        # (aws-parallelcluster #6181): the file system depends on every one of these rules.
+        self.lustre_rules: list[pulumi.Resource] = []
         # (group the rule belongs to, direction, peer): servers and clients talk both ways, and the
         # file servers among themselves (FSx for Lustre guide, "File system access control with Amazon VPC").
         lustre_rules = [
@@ -80,7 +83,7 @@ class ClusterSecurity(pulumi.ComponentResource):
             rule = aws.vpc.SecurityGroupIngressRule if direction == "in" else aws.vpc.SecurityGroupEgressRule
             for low, high in LUSTRE_PORT_RANGES:
                 ports = str(low) if low == high else f"{low}-{high}"
-                rule(
+                created = rule(
                     f"{name}-{group}-{direction}-{peer}-{ports}",
                     security_group_id=peers[group].id,
                     ip_protocol="tcp",
@@ -91,4 +94,5 @@ class ClusterSecurity(pulumi.ComponentResource):
                     tags=tags,
                     opts=child,
                 )
+                self.lustre_rules.append(created)
         self.register_outputs({"nodesSecurityGroupId": self.nodes.id, "lustreSecurityGroupId": self.lustre.id})

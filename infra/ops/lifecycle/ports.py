@@ -125,6 +125,10 @@ class RunCloud(Protocol):
         mismatch cannot pass for "no file system left" and let a destroy skip the export; one that is not
         found is "missing" unless the run's reports in `bucket` show it was exported, then deleted."""
 
+    def file_system_busy(self, run_id: str) -> str | None:
+        """Why the run's file system cannot be destroyed yet (a data repository task pending or running, or the
+        file system being deleted, e.g. by the run guard), or None when a destroy may delete it now."""
+
     def audit(self, run_id: str) -> list[Leftover]: ...
 
 

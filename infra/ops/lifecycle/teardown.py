@@ -148,6 +148,8 @@ def teardown(
     if not _checkpoints_safe(stack, facts, stacks, cloud, since, rt):
         return 1
     on_phase("tearing down")
+    if not _file_system_settled(stack, facts.run_id, cloud, rt):
+        return 1
     if not _destroy(stack, stacks, rt, backoff, engine_output):
         return 1
     if not _audit_clean(stack, cloud, facts.run_id, rt, audit_retry):
@@ -212,6 +214,27 @@ def _checkpoints_safe(stack: str, facts: RunFacts, stacks: StackOps, cloud: RunC
             )
             return False
         rt.say(f"checkpoints: {doing}, {span(waited)} so far")
+        rt.sleep(EXPORT_POLL_SECONDS)
+
+
+def _file_system_settled(stack: str, run_id: str, cloud: RunCloud, rt: Runtime) -> bool:
+    """Wait while the file system cannot be destroyed: a repository task the run guard started is pending or
+    running (FSx refuses DeleteFileSystem with BadRequest, which the destroy does not retry), or the guard is
+    deleting it. True once a destroy may go ahead; False (nothing destroyed) when it still cannot after the
+    export wait."""
+    started = rt.now()
+    while True:
+        busy = cloud.file_system_busy(run_id)
+        if busy is None:
+            return True
+        waited = rt.now() - started
+        if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
+            rt.say(
+                f"file system: {busy}, still after {span(waited)}; nothing was destroyed, "
+                f"run `python -m infra teardown --stack {stack}` again to keep waiting"
+            )
+            return False
+        rt.say(f"file system: {busy}; waiting before the destroy, {span(waited)} so far")
         rt.sleep(EXPORT_POLL_SECONDS)
 
 

@@ -216,6 +216,7 @@ _ARN_FORMATS = {
     tokens.AWS_CLOUDWATCH_LOG_GROUP: "arn:aws:logs:{region}:{account}:log-group:{name}",
     tokens.AWS_SCHEDULER_SCHEDULE: "arn:aws:scheduler:{region}:{account}:schedule/default/{name}",
     tokens.AWS_SQS_QUEUE: "arn:aws:sqs:{region}:{account}:{name}",
+    tokens.AWS_RESOURCEGROUPS_GROUP: "arn:aws:resource-groups:{region}:{account}:group/{name}",
 }
 
 

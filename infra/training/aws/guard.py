@@ -38,6 +38,17 @@ def failure_queue_name(run_id: str) -> str:
     return f"mlinfra-guard-failures-{run_id}"
 
 
+# Named, not auto-named: the component's names (run-<run-id>-guard-completion, ...-scheduler-role) plus Pulumi's
+# 8-character suffix outgrow the 64 characters of an EventBridge rule and an IAM role for run ids of 32 to 40
+# characters (tests/stacks/test_training_names.py checks every name of the longest run id against its limit).
+def completion_rule_name(run_id: str) -> str:
+    return f"mlinfra-guard-done-{run_id}"
+
+
+def scheduler_role_name(run_id: str) -> str:
+    return f"mlinfra-guard-sched-{run_id}"
+
+
 def source_files() -> dict[str, Path]:
     """Archive path -> file, for the Lambda's code: the package's Python files only (no caches)."""
     return {
@@ -47,9 +58,12 @@ def source_files() -> dict[str, Path]:
     }
 
 
-def environment(run_id: str, bucket: str, teardown_on_completion: bool, export_checkpoints: bool) -> dict[str, str]:
+def environment(
+    run_id: str, bucket: str, teardown_on_completion: bool, export_checkpoints: bool, expires_at: str
+) -> dict[str, str]:
     return {
         "MLINFRA_RUN_ID": run_id,
+        "MLINFRA_EXPIRES_AT": expires_at,
         "MLINFRA_REGISTRY_BUCKET": bucket,
         "MLINFRA_TEARDOWN_ON_COMPLETION": str(teardown_on_completion).lower(),
         "MLINFRA_EXPORT_CHECKPOINTS": str(export_checkpoints).lower(),

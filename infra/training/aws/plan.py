@@ -60,6 +60,15 @@ class TrainingPlan(RunLifetime):
         return "capacity-block" if self.capacity_mode == "capacity-block" else None
 
     @property
+    def reservation_target(self) -> Literal["id", "group"] | None:
+        """How the launch template targets the reservation: a Capacity Block by its id; an ODCR through a
+        resource group holding it (EC2 Fleet launches nothing into a reservation named by id; see
+        infra/training/aws/reservation.py); on-demand not at all."""
+        if not self.reservation_id:
+            return None
+        return "id" if self.capacity_mode == "capacity-block" else "group"
+
+    @property
     def fleet_capacity_type(self) -> str:
         return "capacity-block" if self.capacity_mode == "capacity-block" else "on-demand"
 

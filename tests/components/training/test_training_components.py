@@ -35,27 +35,46 @@ def nodes_program(p):
                 root_volume_gib=300,
                 user_data="#!/bin/bash\necho hi\n",
                 tags=p.tags,
+                partition="aws",
+                account_id="123456789012",
             ),
         )
 
     return program
 
 
-def test_odcr_targets_the_reservation_and_uses_it_first(record):
+def test_odcr_targets_the_reservation_through_its_own_resource_group_and_uses_it_first(record):
     az = instance_type("p4d.24xlarge").azs("us-east-1")[2]
     p = plan(availabilityZone=az, capacity={"mode": "odcr", "reservationId": "cr-0123456789abcdef0"})
     result = record(nodes_program(p))
     assert result.errors == []
     assert by_type(result, "aws:ec2/placementGroup:PlacementGroup") == []
+    group = one(result, "aws:resourcegroups/group:Group")
+    assert group.inputs["configurations"] == [
+        {"type": "AWS::EC2::CapacityReservationPool"},
+        {
+            "type": "AWS::ResourceGroups::Generic",
+            "parameters": [{"name": "allowed-resource-types", "values": ["AWS::EC2::CapacityReservation"]}],
+        },
+    ]
+    assert group.inputs["tags"]["mlinfra:run-id"] == "r1"
+    membership = one(result, "aws:resourcegroups/resource:Resource")
+    assert membership.inputs == {
+        "groupArn": group.outputs["arn"],
+        "resourceArn": "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-0123456789abcdef0",
+    }
     template = one(result, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     assert "instanceMarketOptions" not in template
+    # EC2 Fleet launches nothing into a reservation the launch template names by id: the group's ARN only.
     assert template["capacityReservationSpecification"]["capacityReservationTarget"] == {
-        "capacityReservationId": "cr-0123456789abcdef0"
+        "capacityReservationResourceGroupArn": group.outputs["arn"]
     }
+    fleet = one(result, "aws:ec2/fleet:Fleet")
+    assert membership.urn in fleet.dependencies  # the reservation is in the group before the fleet asks
     assert template["placement"] == {"availabilityZone": az}
     assert template["blockDeviceMappings"][0]["deviceName"] == "/dev/xvda"
     assert template["instanceInitiatedShutdownBehavior"] == "terminate"
-    options = one(result, "aws:ec2/fleet:Fleet").inputs["onDemandOptions"]
+    options = fleet.inputs["onDemandOptions"]
     assert options["minTargetCapacity"] == 2
     assert options["capacityReservationOptions"] == {"usageStrategy": "use-capacity-reservations-first"}
 

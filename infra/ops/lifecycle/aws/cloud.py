@@ -115,6 +115,23 @@ class AwsRunCloud:
             self._own_tasks.add(step.task_id)
         return ExportStatus(step.state, step.detail, step.task_id)  # a failure's detail names its report
 
+    def file_system_busy(self, run_id: str) -> str | None:
+        """FSx refuses DeleteFileSystem (BadRequest, which a destroy does not retry) while a data repository task
+        of the file system is pending or running, and a file system being deleted is not deleted again."""
+        fsx = self._client("fsx")
+        file_systems = actions.run_file_systems(fsx, run_id) or actions.file_systems_by_id(fsx, self.file_system_ids)
+        for fs in file_systems:
+            if fs.get("Lifecycle") == actions.DELETING:
+                return f"file system {fs['FileSystemId']} is being deleted"
+            running = actions.running_tasks(fsx, fs["FileSystemId"])
+            if running:
+                task = running[-1]
+                return (
+                    f"data repository task {task['TaskId']} ({task['Type']}) is {task['Lifecycle']} on file system "
+                    f"{fs['FileSystemId']}"
+                )
+        return None
+
     def expect_file_systems(self, file_system_ids: Sequence[str], bucket: str | None = None) -> None:
         self.file_system_ids = tuple(dict.fromkeys((*self.file_system_ids, *file_system_ids)))
         self.reports_bucket = bucket or self.reports_bucket

@@ -147,6 +147,11 @@ class GcpRunCloud:
             self.api, self.project, run_label(run_id), run_resource_prefix(run_id), self.lustre_instances
         )
 
+    def file_system_busy(self, run_id: str) -> str | None:
+        """A Managed Lustre instance being deleted (by the run guard) still holds its network: wait for it."""
+        deleting = [fs["name"] for fs in self.file_systems(run_id) if fs.get("state") == "DELETING"]
+        return f"{', '.join(deleting)} is being deleted" if deleting else None
+
     def export_checkpoints(self, run_id: str, since: str | None = None) -> ExportStatus:
         """One step of exporting /checkpoints to gs://<dataBucket>/checkpoints/<run-id>/: wait while a
         transfer of the file system runs; done when an export of exactly that, with no file failed, created

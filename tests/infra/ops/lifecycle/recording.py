@@ -111,6 +111,7 @@ class World:
     leftovers_for: int | None = None  # the leftovers are listed by this many audits, then gone (None: always)
     node_errors: list[BaseException] = field(default_factory=list)  # raised by the next active_nodes calls
     destroy_failures: list[str] = field(default_factory=list)  # outputs of the next failing destroys
+    busy_plan: list[str] = field(default_factory=list)  # file_system_busy answers, then None
     up_failure: str | None = None
     state_holds_file_system: bool | None = None  # StackOps.holds answer (None: whether the stack has resources)
     deploy_outputs: dict[str, Any] = field(default_factory=deployed_outputs)
@@ -278,6 +279,11 @@ class RecordingCloud:
             self.world.export_detail if state == "failed" else "",
             None if state == "no-filesystem" else "task-0123",
         )
+
+    def file_system_busy(self, run_id: str) -> str | None:
+        self.world.record("file_system_busy", run_id)
+        self.world.step_done()
+        return self.world.busy_plan.pop(0) if self.world.busy_plan else None
 
     def audit(self, run_id: str) -> list[Leftover]:
         self.world.record("audit", run_id)

@@ -293,3 +293,22 @@ def test_a_run_id_is_claimed_once_and_the_first_claim_holds(aws, registry, cloud
     assert cloud.claim(REGISTRY, "run-a", second) == first
     stored = json.loads(aws.s3.get_object(Bucket=REGISTRY, Key="runs/run-a/_CLAIM")["Body"].read())
     assert stored == first
+
+
+def test_a_pending_repository_task_or_a_deletion_keeps_the_file_system_busy(aws, cloud):
+    """The race `run` lost: the guard's export task is pending when the destroy deletes the file system, and FSx
+    refuses that with BadRequest; file_system_busy says so, so teardown waits instead."""
+    run = make_run(aws, "run-a")
+    assert cloud.file_system_busy("run-a") is None
+    task = export_task(aws, run.file_system_id)
+    assert cloud.file_system_busy("run-a") == (
+        f"data repository task {task} (EXPORT_TO_REPOSITORY) is PENDING on file system {run.file_system_id}"
+    )
+    with pytest.raises(Exception, match="BadRequest"):  # what the destroy met
+        aws.fsx.delete_file_system(FileSystemId=run.file_system_id)
+    aws.set_task(task, "SUCCEEDED")
+    assert cloud.file_system_busy("run-a") is None
+    aws.fsx.delete_file_system(FileSystemId=run.file_system_id)
+    assert cloud.file_system_busy("run-a") == f"file system {run.file_system_id} is being deleted"
+    aws.set_file_system(run.file_system_id, "DELETED")
+    assert cloud.file_system_busy("run-a") is None

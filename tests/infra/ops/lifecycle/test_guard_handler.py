@@ -17,6 +17,7 @@ from run_guard import config as guard_config
 from run_guard.handler import handler
 from tests.helpers import ROOT
 from tests.infra.ops.lifecycle.aws_world import (
+    AMI,
     REGISTRY,
     export_task,
     file_system_state,
@@ -26,6 +27,8 @@ from tests.infra.ops.lifecycle.aws_world import (
 )
 
 FUNCTION = "mlinfra-guard-run-a"
+EXPIRES_AT = "2026-11-21T12:00:00Z"  # the expires-at tag aws_world.make_run gives a run
+EXPIRES_EPOCH = int(datetime.fromisoformat("2026-11-21T12:00:00+00:00").timestamp())
 
 
 class Context:
@@ -45,6 +48,7 @@ def env(monkeypatch, registry):
         "MLINFRA_REGISTRY_BUCKET": registry,
         "MLINFRA_TEARDOWN_ON_COMPLETION": "true",
         "MLINFRA_EXPORT_CHECKPOINTS": "true",
+        "MLINFRA_EXPIRES_AT": EXPIRES_AT,
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
@@ -110,12 +114,12 @@ def s3_event(key: str, bucket: str = REGISTRY, detail_type: str = "Object Create
     }
 
 
-def put_marker(aws, run_id: str, status: str) -> None:
-    aws.s3.put_object(
-        Bucket=REGISTRY,
-        Key=f"runs/{run_id}/_{status}",
-        Body=json.dumps({"run_id": run_id, "status": status, "exit_code": 0}).encode(),
-    )
+def put_marker(aws, run_id: str, status: str, expires_at: int | None = EXPIRES_EPOCH, **fields) -> None:
+    """The marker as the node bootstrap writes it, for the deployment whose expires-at is `expires_at` (Unix)."""
+    body = {"run_id": run_id, "status": status, "exit_code": 0, **fields}
+    if expires_at is not None:
+        body["expires_at"] = expires_at
+    aws.s3.put_object(Bucket=REGISTRY, Key=f"runs/{run_id}/_{status}", Body=json.dumps(body).encode())
 
 
 def reports(aws, run_id: str = "run-a") -> list[tuple[str, dict]]:
@@ -182,7 +186,9 @@ def test_completion_terminates_at_once_then_exports_and_deletes_the_file_system_
 
 
 def test_completion_terminates_before_anything_else(aws, env):
+    """Before anything else on EC2 and FSx: the marker is read first, to know it is this deployment's."""
     make_run(aws, "run-a")
+    put_marker(aws, "run-a", "SUCCESS")
     calls = []
     clients = guard.Clients(ec2=aws.session.client("ec2"), fsx=aws.session.client("fsx"), s3=aws.s3)
     for client in (clients.ec2, clients.fsx):
@@ -195,6 +201,7 @@ def test_completion_terminates_before_anything_else(aws, env):
 
 def test_completion_keeps_the_file_system_when_the_export_fails(aws, env, context):
     run_a = make_run(aws, "run-a")
+    put_marker(aws, "run-a", "SUCCESS")
     event = s3_event("runs/run-a/_SUCCESS")
     for _attempt in range(guard_config.MAX_EXPORT_ATTEMPTS):
         result = handler(event, context)
@@ -208,6 +215,7 @@ def test_completion_keeps_the_file_system_when_the_export_fails(aws, env, contex
 def test_completion_only_records_when_teardown_on_completion_is_false(aws, env, context, monkeypatch):
     monkeypatch.setenv("MLINFRA_TEARDOWN_ON_COMPLETION", "false")
     run_a = make_run(aws, "run-a")
+    put_marker(aws, "run-a", "SUCCESS")
     result = handler(s3_event("runs/run-a/_SUCCESS"), context)
     assert set(instance_states(aws, run_a.instance_ids).values()) == {"running"}
     assert result["outcome"] == "recorded (teardownOnCompletion is false)"
@@ -218,11 +226,58 @@ def test_completion_only_records_when_teardown_on_completion_is_false(aws, env, 
 
 def test_completion_twice_is_harmless(aws, env, context):
     run_a = make_run(aws, "run-a")
+    put_marker(aws, "run-a", "SUCCESS")
     first = handler(s3_event("runs/run-a/_SUCCESS"), context)
     second = handler(s3_event("runs/run-a/_SUCCESS"), context)
     assert sorted(first["terminated"]) == sorted(run_a.instance_ids)
     assert second["terminated"] == [] and second["export"]["state"] == "running"
     assert len(tasks(aws, run_a.file_system_id)) == 1 and len({key for key, _ in reports(aws)}) == 2
+
+
+@pytest.mark.parametrize("expires_at", [EXPIRES_EPOCH - 86400, None], ids=["earlier-deployment", "deployment-not-said"])
+def test_a_marker_another_deployment_wrote_stops_nothing(aws, env, context, expires_at):
+    """A run id deployed again finds the earlier deployment's marker still in the registry: it must not end the
+    new fleet."""
+    run_a = make_run(aws, "run-a")
+    put_marker(aws, "run-a", "SUCCESS", expires_at=expires_at, checkpoints_exported=True)
+    result = handler(s3_event("runs/run-a/_SUCCESS"), context)
+    assert result["outcome"].startswith("ignored: runs/run-a/_SUCCESS is not this deployment's (written for expires-at")
+    assert result["terminated"] == [] and result.get("continue") is None
+    assert set(instance_states(aws, run_a.instance_ids).values()) == {"running"}
+    assert tasks(aws, run_a.file_system_id) == [] and file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
+
+
+def test_success_with_checkpoints_exported_by_the_nodes_only_terminates_compute(aws, env, context):
+    """Nothing is left to export: starting an export task or deleting the file system would race teardown's
+    destroy (DeleteFileSystem is refused while a data repository task is pending)."""
+    run_a = make_run(aws, "run-a")
+    put_marker(aws, "run-a", "SUCCESS", checkpoints_exported=True)
+    result = handler(s3_event("runs/run-a/_SUCCESS"), context)
+    assert result["outcome"] == "compute-stopping; checkpoints exported by the nodes; file system left to teardown"
+    assert sorted(result["terminated"]) == sorted(run_a.instance_ids) and result.get("continue") is None
+    assert billing(aws, "run-a") == []
+    assert actions.repository_tasks(aws.fsx, run_a.file_system_id) == []
+    assert file_system_state(aws, run_a.file_system_id) == "AVAILABLE"
+
+
+def test_completion_terminates_only_the_instances_of_its_own_deployment(aws, env, context):
+    run_a = make_run(aws, "run-a")
+    later = [
+        {**tag, "Value": "2026-11-22T12:00:00Z"} if tag["Key"] == "mlinfra:expires-at" else tag for tag in run_a.tags
+    ]
+    other = aws.ec2.run_instances(
+        ImageId=AMI,
+        MinCount=2,
+        MaxCount=2,
+        InstanceType="t3.micro",
+        SubnetId=run_a.subnet_id,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": later}],
+    )["Instances"]
+    put_marker(aws, "run-a", "FAILED")
+    result = handler(s3_event("runs/run-a/_FAILED"), context)
+    assert sorted(result["terminated"]) == sorted(run_a.instance_ids)
+    assert set(instance_states(aws, run_a.instance_ids).values()) == {"terminated"}
+    assert set(instance_states(aws, [i["InstanceId"] for i in other]).values()) == {"running"}
 
 
 @pytest.mark.parametrize(
@@ -482,6 +537,7 @@ def test_throttling_and_server_errors_are_waited_out(aws, env):
 
 def test_throttling_on_the_completions_first_terminate_is_retried_at_once(aws, env):
     run_a = make_run(aws, "run-a")
+    put_marker(aws, "run-a", "SUCCESS")
     aws.inject_faults({"Action": "TerminateInstances", "Code": "RequestLimitExceeded", "Status": 503, "Count": 1})
     result = guard.handle(
         s3_event("runs/run-a/_SUCCESS"), guard_config.load_config(env), no_retries(aws), remaining_millis=lambda: 1_000
@@ -516,6 +572,7 @@ def test_other_errors_are_reported_and_raised(aws, env):
 
 def test_reports_say_what_was_done(aws, env, context):
     run_a = make_run(aws, "run-a")
+    put_marker(aws, "run-a", "FAILED")
     handler(s3_event("runs/run-a/_FAILED"), context)
     handler({"action": "expire"}, context)
     (completion_key, completion), (expiry_key, expiry) = reports(aws)
@@ -584,6 +641,8 @@ def test_a_misconfigured_guard_names_every_bad_variable(monkeypatch):
         "MLINFRA_EXPORT_CHECKPOINTS": "true",
         "MLINFRA_CHECKPOINTS_PATH": "../etc",
     }
+    with pytest.raises(guard_config.ConfigError, match="MLINFRA_EXPIRES_AT='2026-11-21 12:00' is invalid"):
+        guard_config.load_config({**env, "MLINFRA_EXPIRES_AT": "2026-11-21 12:00"})
     with pytest.raises(guard_config.ConfigError) as error:
         guard_config.load_config(env)
     message = str(error.value)
@@ -592,6 +651,7 @@ def test_a_misconfigured_guard_names_every_bad_variable(monkeypatch):
         "MLINFRA_REGISTRY_BUCKET is not set",
         "MLINFRA_TEARDOWN_ON_COMPLETION='yes' is invalid: 'true' or 'false'",
         "MLINFRA_CHECKPOINTS_PATH='../etc' is invalid",
+        "MLINFRA_EXPIRES_AT is not set: the run's expires-at, like 2026-11-22T08:00:00Z",
     ):
         assert expected in message
     assert "MLINFRA_EXPORT_CHECKPOINTS" not in message

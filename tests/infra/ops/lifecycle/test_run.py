@@ -90,7 +90,17 @@ def test_a_whole_run_checks_offline_deploys_waits_and_tears_down():
     assert world.claims[RUN_ID]["stack"] == f"mlinfra/{STACK}"
     waited, teardown_calls = world.names()[7 : 7 + 2 * 122], world.names()[7 + 2 * 122 :]
     assert waited == ["marker", "active_nodes"] * 122
-    assert teardown_calls == ["exists", "config", "outputs", "stop_compute", "marker", "destroy", "audit", "remove"]
+    assert teardown_calls == [
+        "exists",
+        "config",
+        "outputs",
+        "stop_compute",
+        "marker",
+        "file_system_busy",
+        "destroy",
+        "audit",
+        "remove",
+    ]
     assert STACK not in world.stacks
     assert lines[-1] == f"run {RUN_ID}: job succeeded; 1h 00m, 4.00 node-h, about $87.84 at the on-demand list price"
 

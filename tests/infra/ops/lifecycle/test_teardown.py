@@ -47,6 +47,7 @@ def test_a_clean_teardown_stops_exports_destroys_audits_then_removes():
         ("export_checkpoints", RUN_ID, SINCE, "started"),
         ("export_checkpoints", RUN_ID, SINCE, "running"),
         ("export_checkpoints", RUN_ID, SINCE, "succeeded"),
+        ("file_system_busy", RUN_ID),
         ("destroy", STACK),
         ("audit", RUN_ID),
         ("remove", STACK),
@@ -103,7 +104,7 @@ def test_teardown_interrupted_after_any_step_finishes_when_run_again(export_stat
 
 
 def test_resumed_after_destroy_finds_no_file_system_and_finishes():
-    world = deployed_world(interrupt_after=9)  # right after the destroy
+    world = deployed_world(interrupt_after=10)  # right after the destroy
     with pytest.raises(KeyboardInterrupt):
         tear(world)
     world.interrupt_after, world.calls = None, []
@@ -115,6 +116,7 @@ def test_resumed_after_destroy_finds_no_file_system_and_finishes():
         "outputs",
         "stop_compute",
         "export_checkpoints",
+        "file_system_busy",
         "destroy",
         "audit",
         "remove",
@@ -398,3 +400,42 @@ def test_a_missing_file_system_that_the_stack_no_longer_holds_was_destroyed_with
     assert code == 0
     assert "checkpoints: file system fs-0123 already destroyed with the stack" in lines
     assert world.names()[-3:] == ["destroy", "audit", "remove"]
+
+
+def test_a_repository_task_or_a_deleting_file_system_is_waited_for_before_the_destroy():
+    """The nodes exported the checkpoints, so teardown needs no export, but the run guard may still have a task
+    pending (DeleteFileSystem then fails with BadRequest, which the destroy does not retry) or be deleting the
+    file system: the destroy waits for both."""
+    world = deployed_world()
+    world.markers[RUN_ID] = deployment_marker("SUCCESS", exit_code=0, checkpoints_exported=True)
+    world.busy_plan = [
+        "data repository task task-9 (EXPORT_TO_REPOSITORY) is PENDING on file system fs-1",
+        "file system fs-1 is being deleted",
+    ]
+    code, lines, clock = tear(world)
+    assert code == 0
+    assert world.names()[-6:] == [
+        "file_system_busy",
+        "file_system_busy",
+        "file_system_busy",
+        "destroy",
+        "audit",
+        "remove",
+    ]
+    assert clock.sleeps == [EXPORT_POLL_SECONDS, EXPORT_POLL_SECONDS]
+    assert (
+        "file system: data repository task task-9 (EXPORT_TO_REPOSITORY) is PENDING on file system fs-1; "
+        "waiting before the destroy, 0s so far"
+    ) in lines
+
+
+def test_a_file_system_still_busy_past_the_export_wait_destroys_nothing():
+    world = deployed_world()
+    world.markers[RUN_ID] = deployment_marker("SUCCESS", exit_code=0, checkpoints_exported=True)
+    world.busy_plan = ["file system fs-1 is being deleted"] * (EXPORT_WAIT_SECONDS // EXPORT_POLL_SECONDS + 2)
+    code, lines, _ = tear(world)
+    assert code == 1 and "destroy" not in world.names() and STACK in world.stacks
+    assert lines[-1] == (
+        "file system: file system fs-1 is being deleted, still after 1h 00m; nothing was destroyed, "
+        f"run `python -m infra teardown --stack {STACK}` again to keep waiting"
+    )
