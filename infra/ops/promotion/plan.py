@@ -29,6 +29,9 @@ def print_plan(
     servers: dict[str, ModelSpec],
 ) -> None:
     ns = target.config.serving.namespace
+    gated = (
+        " and each quantised one passed its quality gate" if any(VARIANTS[v].quantised for v in req.variants) else ""
+    )
     rt.say(f"promote run {req.run_id} -> {req.model} version {req.version} (registry s3://{target.bucket})")
     rt.say(
         f"  checkpoint: {checkpoint.prefix} ({checkpoint.objects} objects, {checkpoint.size:,} bytes); "
@@ -73,7 +76,7 @@ def print_plan(
         f"  first: claim {registry_layout.model_prefix(req.model, req.version)}{registry.PROMOTION} (only if absent)"
     )
     rt.say(
-        f"  then, only if every variant succeeded: {registry.alias_key(req.model, req.alias)} "
+        f"  then, only if every variant succeeded{gated}: {registry.alias_key(req.model, req.alias)} "
         f"{current or '(new)'} -> {req.version}"
     )
     if target.follower is None:
