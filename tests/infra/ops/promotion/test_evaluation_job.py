@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 
@@ -226,3 +227,21 @@ def test_the_longest_allowed_names_fit_the_session_policy_limit():
         evaluation="datasets/evals/" + "e" * 64 + "/",
     )
     assert len(text) <= access.SESSION_POLICY_LIMIT, len(text)
+
+
+def test_the_shipped_program_runs_on_its_own(tmp_path):
+    """The program as the Job writes it, run alone (no project on the path): bad data exits 2 naming file and line,
+    before any model is loaded."""
+    script = steps()["evaluate"]["command"][-1]
+    program = tmp_path / "evaluate.py"
+    program.write_text(script.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0] + "\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held-out.jsonl").write_text('{"text": "the registry keeps every version"}\n')
+    (data / "tasks.jsonl").write_text('{"prompt": "code of amber is"}\n')
+    argv = ["--reference", "r", "--variant", "v", "--data", str(data), "--out", str(tmp_path / "q.json")]
+    done = subprocess.run(
+        [sys.executable, "-I", str(program), *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == f"error: {data}/tasks.jsonl:1: needs 'prompt' and 'answer' as text"

@@ -84,6 +84,19 @@ def test_an_evaluation_nobody_can_schedule_fails_after_30_minutes_and_is_deleted
     assert "for 30m" in reason or "30m" in reason, reason
 
 
+def test_ctrl_c_while_evaluating_deletes_the_evaluation_job_and_marks_the_version(int4_recipe):
+    store = MemoryStore()
+    cluster, _, stacks, rt = world_with(store)
+    cluster.quality["cuda-int4"] = PASSING
+    cluster.interrupt_after = 5  # 4 state checks convert both variants; the second of the evaluation is Ctrl-C
+    with pytest.raises(KeyboardInterrupt):
+        promote(request(), stacks, lambda bucket, region: store, lambda stack: cluster, rt)
+    assert ("delete", "models", "evaluate-mistral-7b-v2-cuda-int4") in cluster.calls
+    assert not [c for c in cluster.calls if c[0] == "delete" and c[2].startswith("convert-")]  # finished: kept
+    assert store.json(INT4 + "_FAILED")["reason"] == "promotion stopped (interrupted)"
+    assert store.get(ALIAS) is None and store.get(INT4 + "manifest.json") is None
+
+
 def test_a_failed_conversion_is_not_evaluated(int4_recipe):
     store = MemoryStore()
     code, cluster, _, _ = run(store, outcome={"cuda": "failed"})
