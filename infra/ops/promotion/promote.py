@@ -146,7 +146,8 @@ def promote(
                 continue
             block, out_of_budget = gate.judged(store, prefix, variant, req)
             if block is not None:
-                manifest["quality"] = block  # the figures are kept, passed or not
+                # the figures are kept, passed or not, with the Job and hardware that measured them
+                manifest["quality"] = {**block, "job": eval_names[variant], "accelerator": servers[variant].accelerator}
             if block is not None or out_of_budget is None:
                 rt.say(f"wrote {registry.write_manifest(store, prefix, manifest)}")
             if out_of_budget is not None:

@@ -48,7 +48,9 @@ def test_the_evaluation_job_starts_after_the_conversions_and_the_gate_judges_wha
     assert {c[2] for c in conversion_states} == {"convert-mistral-7b-v2-cuda", "convert-mistral-7b-v2-cuda-int4"}
     # quality.json was written by the evaluation Job, before the manifest that carries its figures
     assert store.writes.index(INT4 + "quality.json") < store.writes.index(INT4 + "manifest.json")
-    assert store.json(INT4 + "manifest.json")["quality"]["figures"] == PASSING
+    block = store.json(INT4 + "manifest.json")["quality"]
+    assert block["figures"] == PASSING and block["passed"] is True
+    assert block["job"] == "evaluate-mistral-7b-v2-cuda-int4" and block["accelerator"] == "g5"
     job = cluster.applied[-1]
     assert job["metadata"]["labels"]["app.kubernetes.io/name"] == "model-evaluation"
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
