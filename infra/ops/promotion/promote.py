@@ -202,7 +202,9 @@ def _evaluation_objects(
     servers: dict[str, ModelSpec],
 ) -> dict[str, list[dict[str, Any]]]:
     """Each quantised variant's evaluation Job (built, and its session policy checked, before anything starts)."""
-    ns = target.config.serving.namespace
+    ns, data = target.config.serving.namespace, req.evaluation
+    if data is None:  # the request requires it for a quantised variant: then none is asked for
+        return {}
     try:
         return {
             variant: [
@@ -215,7 +217,7 @@ def _evaluation_objects(
                     ns=ns,
                     checkpoint=checkpoint.prefix,
                     checkpoint_bytes=checkpoint.size,
-                    evaluation=req.evaluation,
+                    evaluation=data,
                     model=req.model,
                     version=req.version,
                     variant=variant,
@@ -225,7 +227,7 @@ def _evaluation_objects(
                 )
             ]
             for variant in req.variants
-            if VARIANTS[variant].quantised and req.evaluation is not None  # the request requires it for these
+            if VARIANTS[variant].quantised
         }
     except ValueError as error:  # a session policy past the size STS allows: the evaluation prefix is too long
         raise InputError(Problem("--eval-data", f"{req.evaluation}: {error}; use a shorter prefix")) from None
