@@ -2,7 +2,8 @@
 
 Promote: check the run, the version and that every Job fits its pool (nothing is written before), claim
 the version (models/<name>/<version>/_PROMOTION, only if absent), create one conversion Job per variant,
-wait for all, write a manifest per artefact. A variant failing (or its pod unschedulable for too long)
+wait for all, then one evaluation Job per quantised variant (evaluation.py: it writes the quality.json the
+gate judges), write a manifest per artefact. A variant failing (or its pod unschedulable for too long)
 stops the others (their Jobs are deleted) and marks every variant prefix and the version _FAILED: alias
 and serving untouched. Ctrl-C does the same. Only when every variant succeeded, and the version still has
 no _FAILED, does the alias move (If-Match on the alias object), and then the serving stack's model entry
@@ -147,7 +148,8 @@ def promote(
             block, out_of_budget = gate.judged(store, prefix, variant, req)
             if block is not None:
                 # the figures are kept, passed or not, with the Job and hardware that measured them
-                manifest["quality"] = {**block, "job": eval_names[variant], "accelerator": servers[variant].accelerator}
+                measured = {"job": eval_names[variant]} if variant in eval_names else {}
+                manifest["quality"] = {**block, **measured, "accelerator": servers[variant].accelerator}
             if block is not None or out_of_budget is None:
                 rt.say(f"wrote {registry.write_manifest(store, prefix, manifest)}")
             if out_of_budget is not None:
