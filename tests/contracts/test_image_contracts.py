@@ -14,7 +14,7 @@ import pytest
 
 from infra.core.project import load_project, stack_config
 from infra.kinds import load
-from infra.ops.promotion import jobs
+from infra.ops.promotion import evaluation, jobs
 from infra.ops.promotion.recipes import RECIPES, VARIANTS
 from infra.ops.promotion.sizing import Resources
 from infra.serving import manifests
@@ -80,7 +80,7 @@ def shell_commands(script: str) -> set[str]:
 
 
 def containers() -> list[tuple[str, dict[str, Any]]]:
-    """Every container of the demo servers and of each variant's conversion Job."""
+    """Every container of the demo servers, of their evaluation Jobs and of each variant's conversion Job."""
     project = load_project(ROOT)
     found = []
     for stack, scheme in (("serving-demo", "s3"), ("serving-gcp-demo", "gs")):
@@ -92,6 +92,17 @@ def containers() -> list[tuple[str, dict[str, Any]]]:
             found += [
                 (f"{stack}:{model.name}:{c['name']}", c) for c in pod.get("initContainers", []) + pod["containers"]
             ]
+            if scheme == "s3":  # the quality gate's evaluation Job runs in the server's image, on its pool
+                job = evaluation.evaluation_job(
+                    bucket="b", bucket_arn="arn:aws:s3:::b", key_arn="arn:aws:kms:us-east-1:123456789012:key/k",
+                    role_arn="arn:aws:iam::123456789012:role/r", region="us-east-1", ns="models",
+                    checkpoint="checkpoints/r/s/", checkpoint_bytes=1 << 30, evaluation="datasets/evals/e/",
+                    model="m", version="1", variant=model.artefact_variant, run_id="r", server=model,
+                )  # fmt: skip
+                pod = job["spec"]["template"]["spec"]
+                found += [
+                    (f"evaluate:{stack}:{model.name}:{c['name']}", c) for c in pod["initContainers"] + pod["containers"]
+                ]
     for variant in VARIANTS:
         server = ModelSpec.model_validate(
             {

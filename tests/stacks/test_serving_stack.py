@@ -204,7 +204,15 @@ def test_the_conversion_jobs_identity_reads_checkpoints_writes_models_and_may_do
         for name, p in policies.items()
         if "-registry-" in name
     }
-    assert grants["read"]["RegistryRead"]["Resource"] == [f"{bucket_arn}/checkpoints/*"]
+    reads = sorted(
+        resource
+        for name, p in policies.items()
+        if "-registry-read-" in name
+        for s in p["Statement"]
+        if s["Sid"] == "RegistryRead"
+        for resource in s["Resource"]
+    )  # the conversion Jobs' checkpoints, the evaluation Jobs' data (one grant each)
+    assert reads == [f"{bucket_arn}/checkpoints/*", f"{bucket_arn}/datasets/evals/*"]
     assert grants["write"]["RegistryWrite"]["Resource"] == [f"{bucket_arn}/models/*"]
     assert policies["model-converter-role-self-assume"]["Statement"][0]["Resource"] == arn
     # Jobs never move aliases nor claim versions: `promote` writes those with its caller's credentials.

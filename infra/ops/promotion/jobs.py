@@ -82,9 +82,9 @@ with open("/work/conversion.json", "w") as handle:
 """
 
 
-def job_name(model: str, version: str, variant: str) -> str:
-    """convert-<model>-<version>-<variant>, a DNS label (<= 63) made unique by a hash when shortened."""
-    full = f"convert-{model}-{version}-{variant}"
+def job_name(model: str, version: str, variant: str, verb: str = "convert") -> str:
+    """<verb>-<model>-<version>-<variant>, a DNS label (<= 63) made unique by a hash when shortened."""
+    full = f"{verb}-{model}-{version}-{variant}"
     name = slug(full, 63)
     if name == full.lower() and len(full) <= 63:
         return name
@@ -169,42 +169,14 @@ def conversion_job(
     env = [{"name": "AWS_REGION", "value": region}]
     mount = [{"name": "work", "mountPath": "/work"}]
     secure = {"allowPrivilegeEscalation": False}
-    # The S3 steps read the down-scoped credentials through the config `credentials` writes, nothing else.
-    s3_env = env + [
-        {"name": "AWS_CONFIG_FILE", "value": access.CONFIG_FILE},
-        {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"},
-    ]
-    s3_mount = mount + [{"name": "aws", "mountPath": access.CREDENTIALS_DIR, "readOnly": True}]
-    credentials = {
-        "name": "credentials",
-        "image": pulled(mirror, AWS_CLI_IMAGE),
-        "env": env,
-        "securityContext": secure,
-        "command": ["/bin/sh", "-c", access.credentials_script(role_arn, session, policy)],
-        "volumeMounts": [{"name": "aws", "mountPath": access.CREDENTIALS_DIR}],
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
-        # A sidecar (Kubernetes 1.29+): it runs beside every later step and stops after `upload`; the next step
-        # starts once its startup probe passes, i.e. once the first assume has succeeded or failed.
-        "restartPolicy": "Always",
-        "startupProbe": {
-            "exec": {"command": ["test", "-e", access.READY_FILE]},
-            "periodSeconds": 2,
-            "failureThreshold": 150,
-        },
-    }
-    fetch = {
-        "name": "fetch",
-        "image": pulled(mirror, AWS_CLI_IMAGE),
-        "env": s3_env,
-        "volumeMounts": s3_mount,
-        "securityContext": secure,
-        "command": [
-            "/bin/sh",
-            "-c",
-            access.s3_step(f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{checkpoint}')} /work/checkpoint"),
-        ],
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
-    }
+    credentials = credentials_container(mirror, env, access.credentials_script(role_arn, session, policy))
+    fetch = s3_container(
+        "fetch",
+        mirror,
+        env,
+        f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{checkpoint}')} /work/checkpoint",
+        mount,
+    )
     memory, disk = f"{resources.memory_gib:g}Gi", f"{resources.disk_gib:g}Gi"
     sized = {"cpu": f"{resources.cpu:g}", "memory": memory, "ephemeral-storage": disk}
     on_devices = {**sized, profile.resource: devices}
@@ -235,22 +207,14 @@ def conversion_job(
         "securityContext": secure,
         "resources": {"requests": on_devices, "limits": {"memory": memory, profile.resource: devices}},
     }
-    upload = {
-        "name": "upload",
-        "image": pulled(mirror, AWS_CLI_IMAGE),
-        "env": s3_env,
-        "volumeMounts": s3_mount,
-        "securityContext": secure,
-        "command": [
-            "/bin/sh",
-            "-c",
-            access.s3_step(
-                f"aws s3 sync --only-show-errors /work/out {quote(target)}\n"
-                f"aws s3 cp --only-show-errors /work/conversion.json {quote(target + 'conversion.json')}"
-            ),
-        ],
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
-    }
+    upload = s3_container(
+        "upload",
+        mirror,
+        env,
+        f"aws s3 sync --only-show-errors /work/out {quote(target)}\n"
+        f"aws s3 cp --only-show-errors /work/conversion.json {quote(target + 'conversion.json')}",
+        mount,
+    )
     pod: dict[str, Any] = {
         "serviceAccountName": access.SERVICE_ACCOUNT,
         "restartPolicy": "Never",
@@ -280,6 +244,47 @@ def conversion_job(
                 "spec": pod,
             },
         },
+    }
+
+
+def credentials_container(mirror: Mirror | None, env: list[dict[str, Any]], script: str) -> dict[str, Any]:
+    """The `credentials` sidecar: the only step with the pod's own credentials (converter_access.py)."""
+    return {
+        "name": "credentials",
+        "image": pulled(mirror, AWS_CLI_IMAGE),
+        "env": env,
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "command": ["/bin/sh", "-c", script],
+        "volumeMounts": [{"name": "aws", "mountPath": access.CREDENTIALS_DIR}],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        # A sidecar (Kubernetes 1.29+): it runs beside every later step and stops after the last; the next step
+        # starts once its startup probe passes, i.e. once the first assume has succeeded or failed.
+        "restartPolicy": "Always",
+        "startupProbe": {
+            "exec": {"command": ["test", "-e", access.READY_FILE]},
+            "periodSeconds": 2,
+            "failureThreshold": 150,
+        },
+    }
+
+
+def s3_container(
+    name: str, mirror: Mirror | None, env: list[dict[str, Any]], command: str, mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """An S3 step (aws-cli): it reads the down-scoped credentials through the config `credentials` writes,
+    nothing else (converter_access.s3_step)."""
+    return {
+        "name": name,
+        "image": pulled(mirror, AWS_CLI_IMAGE),
+        "env": env
+        + [
+            {"name": "AWS_CONFIG_FILE", "value": access.CONFIG_FILE},
+            {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"},
+        ],
+        "volumeMounts": mounts + [{"name": "aws", "mountPath": access.CREDENTIALS_DIR, "readOnly": True}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "command": ["/bin/sh", "-c", access.s3_step(command)],
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
     }
 
 

@@ -2,7 +2,8 @@
 
 Promote: check the run, the version and that every Job fits its pool (nothing is written before), claim
 the version (models/<name>/<version>/_PROMOTION, only if absent), create one conversion Job per variant,
-wait for all, write a manifest per artefact. A variant failing (or its pod unschedulable for too long)
+wait for all, then one evaluation Job per quantised variant (evaluation.py: it writes the quality.json the
+gate judges), write a manifest per artefact. A variant failing (or its pod unschedulable for too long)
 stops the others (their Jobs are deleted) and marks every variant prefix and the version _FAILED: alias
 and serving untouched. Ctrl-C does the same. Only when every variant succeeded, and the version still has
 no _FAILED, does the alias move (If-Match on the alias object), and then the serving stack's model entry
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.ports import StackOps, StackOpsError
 from infra.ops.progress import StatusLine
-from infra.ops.promotion import gate, registry, sizing
+from infra.ops.promotion import evaluation, gate, plan, registry, sizing
 from infra.ops.promotion import jobs as job_objects
 from infra.ops.promotion.ports import Conflict, Jobs, JobState, ObjectStore
 from infra.ops.promotion.recipes import RECIPES
@@ -26,11 +28,8 @@ from infra.ops.promotion.request import Promotion, Rollback
 from infra.ops.promotion.serving import ServingTarget, job_access, serving_target
 from infra.ops.runtime import Runtime, iso, span
 from infra.registry import layout as registry_layout
-from infra.serving import engine
-from infra.serving.aws import converter_access as access
-from infra.serving.aws.mirror import pulled
-from infra.serving.servers import PROFILES
 from infra.serving.spec import ModelSpec
+from infra.serving.variants import VARIANTS
 
 POLL_SECONDS = 30
 WAIT_LIMIT_SECONDS = job_objects.DEADLINE_SECONDS + 600  # the Jobs' own deadline fails them before this
@@ -79,12 +78,14 @@ def promote(
         )
         for variant in req.variants
     }  # all built (and their session policies checked) before any starts
-    _print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
+    evaluations = _evaluation_objects(req, store.bucket, bucket_arn, key_arn, role_arn, target, checkpoint, servers)
+    plan.print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
         rt.say("dry run: nothing was started or written")
         return 0
 
     names = {v: job_objects.job_name(req.model, req.version, v) for v in req.variants}
+    eval_names = {v: evaluation.job_name(req.model, req.version, v) for v in evaluations}
     claim = registry.claim_version(
         store,
         req.model,
@@ -104,6 +105,7 @@ def promote(
         "marker": marker,
     }
     states: dict[str, JobState] = {}  # variants whose Job this promotion created, and their last state
+    eval_states: dict[str, JobState] = {}  # the same for the evaluation Jobs
     failures: dict[str, str] = {}
     cluster: Jobs | None = None
     try:
@@ -122,6 +124,7 @@ def promote(
                 failures[variant] = f"stopped: variant {', '.join(failed)} failed"
         if failures:
             _stop(cluster, ns, names, states, rt, stuck)
+        _evaluate(cluster, ns, evaluations, eval_names, eval_states, failures, rt)
         for variant in req.variants:
             if variant in failures:
                 continue
@@ -144,7 +147,9 @@ def promote(
                 continue
             block, out_of_budget = gate.judged(store, prefix, variant, req)
             if block is not None:
-                manifest["quality"] = block  # the figures are kept, passed or not
+                # the figures are kept, passed or not, with the Job and hardware that measured them
+                measured = {"job": eval_names[variant]} if variant in eval_names else {}
+                manifest["quality"] = {**block, **measured, "accelerator": servers[variant].accelerator}
             if block is not None or out_of_budget is None:
                 rt.say(f"wrote {registry.write_manifest(store, prefix, manifest)}")
             if out_of_budget is not None:
@@ -154,6 +159,7 @@ def promote(
         rt.say(f"{why}: stopping the promotion")
         if cluster is not None:
             _stop(cluster, ns, names, states, rt)
+            _stop(cluster, ns, eval_names, eval_states, rt)
         _mark_version_failed(store, req, rt, {v: failures.get(v, f"promotion stopped ({why})") for v in req.variants})
         raise
     if failures:
@@ -185,6 +191,48 @@ def promote(
         rt,
         undo=f"python -m infra rollback --model {req.model} --alias {req.alias} --stack {req.stack}",
     )
+
+
+def _evaluation_objects(
+    req: Promotion,
+    bucket: str,
+    bucket_arn: str,
+    key_arn: str,
+    role_arn: str,
+    target: ServingTarget,
+    checkpoint: registry.Checkpoint,
+    servers: dict[str, ModelSpec],
+) -> dict[str, list[dict[str, Any]]]:
+    """Each quantised variant's evaluation Job (built, and its session policy checked, before anything starts)."""
+    ns, data = target.config.serving.namespace, req.evaluation
+    if data is None:  # the request requires it for a quantised variant: then none is asked for
+        return {}
+    try:
+        return {
+            variant: [
+                evaluation.evaluation_job(
+                    bucket=bucket,
+                    bucket_arn=bucket_arn,
+                    key_arn=key_arn,
+                    role_arn=role_arn,
+                    region=target.region,
+                    ns=ns,
+                    checkpoint=checkpoint.prefix,
+                    checkpoint_bytes=checkpoint.size,
+                    evaluation=data,
+                    model=req.model,
+                    version=req.version,
+                    variant=variant,
+                    run_id=req.run_id,
+                    server=servers[variant],
+                    mirror=target.image_mirror,
+                )
+            ]
+            for variant in req.variants
+            if VARIANTS[variant].quantised
+        }
+    except ValueError as error:  # a session policy past the size STS allows: the evaluation prefix is too long
+        raise InputError(Problem("--eval-data", f"{req.evaluation}: {error}; use a shorter prefix")) from None
 
 
 def rollback(req: Rollback, stacks: StackOps, store_for: StoreFor, rt: Runtime) -> int:
@@ -278,7 +326,46 @@ def commit_hint(stack: str) -> str:
     )
 
 
-def _wait(cluster: Jobs, ns: str, names: dict[str, str], states: dict[str, JobState], rt: Runtime) -> set[str]:
+def _evaluate(
+    cluster: Jobs,
+    ns: str,
+    evaluations: dict[str, list[dict[str, Any]]],
+    names: dict[str, str],
+    states: dict[str, JobState],
+    failures: dict[str, str],
+    rt: Runtime,
+) -> None:
+    """Once every conversion succeeded, run each quantised variant's evaluation Job (it writes the quality.json
+    the gate judges); a failed, stuck or late one fails its variant like a failed conversion. After a failed
+    conversion nothing is evaluated: the version fails anyway."""
+    if failures:
+        failed = ", ".join(sorted(failures))
+        for variant in evaluations:
+            failures.setdefault(variant, f"not evaluated: variant {failed} failed")
+        return
+    for variant, objects in evaluations.items():
+        cluster.create(objects)
+        states[variant] = JobState("pending")
+        rt.say(f"started job {ns}/{names[variant]} (evaluates {variant} against the bf16 reference)")
+    stuck = _wait(cluster, ns, names, states, rt, doing="evaluating")
+    failed = sorted(v for v, s in states.items() if s.state == "failed")
+    for variant, state in states.items():
+        if state.state == "failed":
+            failures[variant] = f"evaluation job {names[variant]} failed: {state.detail or 'no detail'}"
+        elif state.state != "succeeded":
+            failures[variant] = f"stopped: the evaluation of {', '.join(failed)} failed"
+    if failures:
+        _stop(cluster, ns, names, states, rt, stuck)
+
+
+def _wait(
+    cluster: Jobs,
+    ns: str,
+    names: dict[str, str],
+    states: dict[str, JobState],
+    rt: Runtime,
+    doing: str = "converting",
+) -> set[str]:
     """Poll the Jobs into `states` until all finished, one failed (the rest are then stopped by the caller),
     or the wait limit. A pod unschedulable for UNSCHEDULABLE_LIMIT fails its variant. Returns the variants
     counted as failed here whose Jobs are still in the cluster (to be deleted with the unfinished ones)."""
@@ -307,7 +394,7 @@ def _wait(cluster: Jobs, ns: str, names: dict[str, str], states: dict[str, JobSt
         elapsed = rt.now() - started
         display.show(
             ",".join(s.state + ("!" if s.unschedulable else "") for s in states.values()),
-            f"converting | {span(elapsed)} | " + ", ".join(_shown(v, s) for v, s in states.items()),
+            f"{doing} | {span(elapsed)} | " + ", ".join(_shown(v, s) for v, s in states.items()),
         )
         if all(s.state in FINISHED for s in states.values()) or any(s.state == "failed" for s in states.values()):
             display.end()
@@ -372,54 +459,3 @@ def _mark_version_failed(store: ObjectStore, req: Promotion, rt: Runtime, failur
         runId=req.run_id,
         variants=dict(sorted(failures.items())),
     )
-
-
-def _print_plan(
-    rt: Runtime,
-    req: Promotion,
-    target: ServingTarget,
-    checkpoint: registry.Checkpoint,
-    current: str | None,
-    sizes: dict[str, sizing.Resources],
-    servers: dict[str, ModelSpec],
-) -> None:
-    ns = target.config.serving.namespace
-    rt.say(f"promote run {req.run_id} -> {req.model} version {req.version} (registry s3://{target.bucket})")
-    rt.say(
-        f"  checkpoint: {checkpoint.prefix} ({checkpoint.objects} objects, {checkpoint.size:,} bytes); "
-        f"runs/{req.run_id}/_SUCCESS present"
-    )
-    for variant in req.variants:
-        recipe = RECIPES[variant]
-        prefix = job_objects.artefact_prefix(req.model, req.version, variant)
-        size = sizes[variant]
-        settings = engine.engine_settings(servers[variant]).keywords()
-        image = pulled(target.image_mirror, servers[variant].image)
-        rt.say(
-            f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {recipe.accelerator} "
-            f"({PROFILES[recipe.accelerator].resource}: {size.devices}, cpu {size.cpu:g}, memory "
-            f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {image}; reads "
-            f"{checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
-        )
-        rt.say(
-            "    built and load-checked for the server's engine: "
-            + ", ".join(f"{k}={v}" for k, v in settings.items() if k != "override_neuron_config")
-        )
-    rt.say(
-        f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "
-        "by a session policy to read its checkpoint run and write its variant prefix only"
-    )
-    rt.say(
-        f"  first: claim {registry_layout.model_prefix(req.model, req.version)}{registry.PROMOTION} (only if absent)"
-    )
-    rt.say(
-        f"  then, only if every variant succeeded: {registry.alias_key(req.model, req.alias)} "
-        f"{current or '(new)'} -> {req.version}"
-    )
-    if target.follower is None:
-        rt.say(f"  serving: no model in stack {req.stack} follows {req.model}@{req.alias}; unchanged")
-    else:
-        rt.say(
-            f"  serving: {target.version_path} {target.served_version()} -> {req.version} in stack "
-            f"{req.stack} (rewrites stacks/Pulumi.{req.stack}.yaml), then pulumi up"
-        )

@@ -37,6 +37,7 @@ FAILED_FILE = f"{CREDENTIALS_DIR}/failed"  # why the first assume failed: the S3
 # The sidecar re-assumes 40 minutes into each one-hour session: the CLI refreshes credentials that have less
 # than 15 minutes left (botocore's advisory window), and then finds a session with at least 20 to go.
 REFRESH_SECONDS = 2400
+QUALITY_FILE = "quality.json"  # the one object an evaluation Job writes (infra/ops/promotion/quality.py reads it)
 RETRY_SECONDS = 30
 _SESSION_NAME_MAX = 64  # RoleSessionName: 2-64 of [\w+=,.@-]
 _ROLE_NAME_MAX = 64
@@ -143,6 +144,25 @@ def session_policy(
     )
 
 
+def evaluation_session_policy(
+    bucket_arn: str, key_arn: str, checkpoint: str, model: str, version: str, variant: str, evaluation: str
+) -> dict[str, Any]:
+    """The evaluation Job's session: read the reference checkpoint, the variant's artefact and the evaluation
+    data; write one object, the variant's quality.json (nothing else of its prefix: not the artefact it judges)."""
+    prefix = registry_layout.model_prefix(model, version, variant)
+    read = registry_layout.read_policy(bucket_arn, key_arn, [checkpoint, prefix, evaluation])
+    write = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "RegistryWriteQuality", "Effect": "Allow", "Action": ["s3:PutObject"],
+             "Resource": f"{bucket_arn}/{prefix}{QUALITY_FILE}"},
+            {"Sid": "RegistryKey", "Effect": "Allow", "Action": ["kms:GenerateDataKey"], "Resource": key_arn,
+             "Condition": {"StringEquals": {"kms:EncryptionContext:aws:s3:arn": bucket_arn}}},
+        ],
+    }  # fmt: skip
+    return merge_policies({"Read": read, "Write": write})
+
+
 def packed(policy: dict[str, Any]) -> str:
     """The policy as sent: compact JSON; ValueError past the session policy limit."""
     text = json.dumps(policy, separators=(",", ":"))
@@ -173,6 +193,11 @@ def merge_policies(named: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def session_name(model: str, version: str, variant: str) -> str:
     """promote-<model>-<version>-<variant>, shortened with a hash past the 64 characters STS allows."""
     return _bounded(f"promote-{model}-{version}-{variant}", _SESSION_NAME_MAX)
+
+
+def evaluation_session_name(model: str, version: str, variant: str) -> str:
+    """evaluate-<model>-<version>-<variant>, shortened like session_name."""
+    return _bounded(f"evaluate-{model}-{version}-{variant}", _SESSION_NAME_MAX)
 
 
 def credential_process(arn: str, name: str, policy_json: str) -> str:

@@ -112,9 +112,10 @@ def test_bridge_edges_come_from_grants_and_data_repository_associations(previews
     ) in bridge
     served = {e for e in bridge if e[2] == "serving-demo"}
     assert {(e[3], e[4], e[5]) for e in served} == {("ModelServer", "reads", "reads models/")}
-    # In serving, only the model converter writes to the registry (models/), reading checkpoints/.
+    # In serving, only the model converter writes to the registry (models/), reading checkpoints/ (conversion)
+    # and datasets/evals/ (the quality gate's evaluation), shown under datasets/.
     assert {e[1:] for e in bridge if e[0] == "serving-demo"} == {
-        ("ModelConverter", "registry", "ModelRegistry", "both", "writes models/\nreads checkpoints/")
+        ("ModelConverter", "registry", "ModelRegistry", "both", "writes models/\nreads checkpoints/, datasets/")
     }
 
 

@@ -110,6 +110,7 @@ class Cluster:
     calls: list[tuple] = field(default_factory=list)
     existing: set[str] = field(default_factory=set)  # Jobs in the cluster (names)
     quality: dict[str, Any] = field(default_factory=dict)  # variant -> the quality.json its evaluation writes
+    evaluation: dict[str, str] = field(default_factory=dict)  # variant -> its evaluation Job's outcome, as `outcome`
     _seen: dict[str, int] = field(default_factory=dict)
 
     def create(self, objects: list[dict[str, Any]]) -> None:
@@ -131,6 +132,8 @@ class Cluster:
         self._seen[name] = self._seen.get(name, 0) + 1
         job = next(o for o in self.applied if o["kind"] == "Job" and o["metadata"]["name"] == name)
         variant = job["metadata"]["labels"]["app.kubernetes.io/component"]
+        if job["metadata"]["labels"]["app.kubernetes.io/name"] == "model-evaluation":
+            return self._evaluation(job, variant, self._seen[name])
         if self.outcome.get(variant) == "unschedulable":
             return JobState(
                 "pending",
@@ -158,9 +161,25 @@ class Cluster:
                 }
             ],
         }
-        if variant in self.quality:
-            self.store.put(prefix + "quality.json", json.dumps(self.quality[variant]).encode())
         self.store.put(prefix + "conversion.json", json.dumps(report).encode())
+        return JobState("succeeded")
+
+    def _evaluation(self, job: dict[str, Any], variant: str, seen: int) -> JobState:
+        """An evaluation Job: it reads what its annotations name and uploads the quality.json scripted in
+        `quality` (none when absent) to its target, or fails or never ends as scripted in `evaluation`."""
+        outcome = self.evaluation.get(variant, "succeeded")
+        if outcome == "unschedulable":
+            return JobState("pending", unschedulable="0/3 nodes are available: 3 Insufficient nvidia.com/gpu")
+        if seen < self.polls or outcome == "running":
+            return JobState("running")
+        if outcome == "failed":
+            return JobState("failed", "PodFailurePolicy: Container evaluate for pod models/x exited with code 1")
+        annotations = job["metadata"]["annotations"]
+        for source in ("mlinfra.io/reference", "mlinfra.io/variant", "mlinfra.io/evaluation-data"):
+            assert self.store.list(annotations[source].split("/", 3)[3]), f"{source}: nothing to read"
+        if variant in self.quality:
+            key = annotations["mlinfra.io/target"].split("/", 3)[3]
+            self.store.put(key, json.dumps(self.quality[variant]).encode())
         return JobState("succeeded")
 
 

@@ -117,3 +117,37 @@ def _as_cli_json(answer: dict) -> dict:
 def test_the_credential_process_script_is_valid_shell():
     script = _job(**LONGEST)["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
     assert subprocess.run(["/bin/sh", "-n", "-c", script], capture_output=True).returncode == 0
+
+
+def test_sts_accepts_the_evaluation_jobs_assume_role_request(aws, converter_role):
+    from infra.ops.promotion import evaluation
+
+    job = evaluation.evaluation_job(
+        bucket=BUCKET,
+        bucket_arn=f"arn:aws:s3:::{BUCKET}",
+        key_arn=KEY_ARN,
+        role_arn=ROLE_ARN,
+        region="us-east-1",
+        ns="models",
+        checkpoint=f"checkpoints/{LONGEST['run_id']}/step-9/",
+        checkpoint_bytes=1 << 30,
+        evaluation="datasets/evals/" + "e" * 64 + "/",
+        model=LONGEST["model"],
+        version=LONGEST["version"],
+        variant="cuda-int4",
+        run_id=LONGEST["run_id"],
+        server=ModelSpec.model_validate(
+            {"name": LONGEST["model"], "version": "v1", "accelerator": "g5", "image": RECIPES["cuda"].default_image}
+        ),
+    )
+    argv = credential_process_argv(job)
+    options = dict(zip(argv[7::2], argv[8::2], strict=True))
+    aws.iam.create_policy(PolicyName="evaluation-session-policy-shape", PolicyDocument=options["--policy"])
+    answer = aws.session.client("sts").assume_role(
+        RoleArn=options["--role-arn"],
+        RoleSessionName=options["--role-session-name"],
+        DurationSeconds=int(options["--duration-seconds"]),
+        Policy=options["--policy"],
+    )
+    assert answer["AssumedRoleUser"]["Arn"].endswith(f"/{options['--role-session-name']}")
+    assert options["--role-session-name"].startswith("evaluate-") and len(options["--role-session-name"]) <= 64

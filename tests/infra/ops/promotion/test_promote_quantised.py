@@ -4,15 +4,12 @@ within budget, a failed gate marking the version), with the in-memory registry a
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from infra.core.errors import InputError
 from infra.ops.promotion.evaluate import Comparison
 from infra.ops.promotion.promote import promote
 from infra.ops.promotion.quality import Budget
-from infra.ops.promotion.recipes import RECIPES
 from infra.ops.promotion.request import Promotion, promotion
 from infra.ops.promotion.s3 import S3Store
 from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, printed, runtime
@@ -45,14 +42,6 @@ def figures(ppl_variant: float, em_variant: float) -> dict:
 def request(variants=("cuda", "cuda-int4"), version="v2", **more) -> Promotion:
     data = {"calibration": CALIBRATION, "evaluation": EVALS}
     return Promotion(RUN_ID, "mistral-7b", version, variants, **{**data, **more})
-
-
-@pytest.fixture
-def int4_recipe(monkeypatch):
-    """A conversion recipe for cuda-int4 on g5 (mlinfra pins none yet): the orchestration around it is real."""
-    monkeypatch.setitem(
-        RECIPES, "cuda-int4", dataclasses.replace(RECIPES["cuda"], variant="cuda-int4", precision="int4")
-    )
 
 
 def world_with(store):

@@ -1,0 +1,219 @@
+"""The evaluation Jobs of the quality gate, as whole Kubernetes objects (pure): one Job per quantised variant.
+
+After a quantised variant's conversion Job succeeded, `promote` creates its evaluation Job. It runs as the
+serving stack's `model-converter` service account, on the variant's serving pool (the node selector,
+toleration, scheduler and resources of the model server that will serve it, manifests.py), in that server's
+image:
+  1. sidecar `credentials` (aws-cli) assumes the converter role with this Job's own session policy: read the
+                                    reference checkpoint, the variant's prefix and the evaluation data; write
+                                    models/<name>/<version>/<variant>/quality.json, that one object
+                                    (converter_access.evaluation_session_policy);
+  2. init `fetch`    (aws-cli)      copies the reference checkpoint, the variant artefact and the evaluation
+                                    data to /work/reference, /work/variant, /work/data;
+  3. init `evaluate` (server image) sees them read-only under /in, writes the project's evaluation program
+                                    (evaluate.py, shipped in the command as engine_check.py is) to /out and
+                                    runs it on both models: /out/quality.json; no AWS credentials at all;
+  4. `upload`        (aws-cli)      copies /out/quality.json where gate.py reads it.
+Only then does `promote` judge the variant. An evaluation error fails the Job at once (podFailurePolicy); a
+node lost is retried without counting, as for the conversion Jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from shlex import quote
+from typing import Any
+
+from infra.core.naming import slug
+from infra.ops.promotion import jobs
+from infra.registry import layout as registry_layout
+from infra.serving.aws import converter_access as access
+from infra.serving.aws.mirror import Mirror, pulled
+from infra.serving.scheduling import ACCELERATOR_LABEL, taint
+from infra.serving.servers import PROFILES
+from infra.serving.spec import ModelSpec
+
+Manifest = dict[str, Any]
+VERB = "evaluate"
+DEADLINE_SECONDS = 2 * 3600  # two models, a few hundred sequences and tasks: minutes; loading them dominates
+# The evaluation program, written into the pod by the `evaluate` step (it runs in the server image: Python's
+# standard library and torch, transformers to load the two checkpoints; tests/contracts checks the image).
+EVALUATE = (Path(__file__).parent / "evaluate.py").read_text()
+PROGRAM = "/out/evaluate.py"
+RESULT = f"/out/{access.QUALITY_FILE}"
+_GIB = 1 << 30
+WORK_MARGIN_GIB = 10  # beside the reference and the variant (each at most the checkpoint's size)
+
+
+def job_name(model: str, version: str, variant: str) -> str:
+    return jobs.job_name(model, version, variant, verb=VERB)
+
+
+def quality_key(model: str, version: str, variant: str) -> str:
+    return registry_layout.model_prefix(model, version, variant) + access.QUALITY_FILE
+
+
+def work_gib(checkpoint_bytes: int) -> int:
+    """The work volume: the reference checkpoint and the variant (no larger than it), and a margin."""
+    return math.ceil(2 * checkpoint_bytes / _GIB) + WORK_MARGIN_GIB
+
+
+def labels(model: str, version: str, variant: str, accelerator: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "model-evaluation",
+        "app.kubernetes.io/instance": model,
+        "app.kubernetes.io/version": slug(version, 63),
+        "app.kubernetes.io/component": variant,
+        "app.kubernetes.io/managed-by": "mlinfra",
+        ACCELERATOR_LABEL: accelerator,
+    }
+
+
+def session_policy(
+    *, bucket_arn: str, key_arn: str, checkpoint: str, model: str, version: str, variant: str, evaluation: str
+) -> str:
+    """The Job's session policy as sent to STS (compact JSON, checked against the size limit)."""
+    return access.packed(
+        access.evaluation_session_policy(bucket_arn, key_arn, checkpoint, model, version, variant, evaluation)
+    )
+
+
+def evaluate_script() -> str:
+    # The unset is a second guard beside the pod annotation (Pod Identity injects nothing here).
+    return (
+        "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
+        f"cat > {PROGRAM} <<'PY'\n{EVALUATE}PY\n"
+        f"python3 {PROGRAM} --reference /in/reference --variant /in/variant --data /in/data --out {RESULT}\n"
+    )
+
+
+def evaluation_job(
+    *,
+    bucket: str,
+    bucket_arn: str,
+    key_arn: str,
+    role_arn: str,
+    region: str,
+    ns: str,
+    checkpoint: str,
+    checkpoint_bytes: int,
+    evaluation: str,
+    model: str,
+    version: str,
+    variant: str,
+    run_id: str,
+    server: ModelSpec,
+    mirror: Mirror | None = None,
+) -> Manifest:
+    """`server`: the model entry that will serve this variant (its pool, resources and image); `evaluation`:
+    the registry prefix of the evaluation data (datasets/evals/<name>/)."""
+    profile = PROFILES[server.accelerator]
+    devices = str(server.accelerators_per_replica)
+    prefix = registry_layout.model_prefix(model, version, variant)
+    target = f"s3://{bucket}/{quality_key(model, version, variant)}"
+    session = access.evaluation_session_name(model, version, variant)
+    policy = session_policy(
+        bucket_arn=bucket_arn,
+        key_arn=key_arn,
+        checkpoint=checkpoint,
+        model=model,
+        version=version,
+        variant=variant,
+        evaluation=evaluation,
+    )
+    meta = {
+        "name": job_name(model, version, variant),
+        "namespace": ns,
+        "labels": labels(model, version, variant, server.accelerator),
+        "annotations": {
+            "mlinfra.io/run-id": run_id,
+            "mlinfra.io/reference": f"s3://{bucket}/{checkpoint}",
+            "mlinfra.io/variant": f"s3://{bucket}/{prefix}",
+            "mlinfra.io/evaluation-data": f"s3://{bucket}/{evaluation}",
+            "mlinfra.io/target": target,
+            "mlinfra.io/role-session": session,
+        },
+    }
+    env = [{"name": "AWS_REGION", "value": region}]
+    work = [{"name": "work", "mountPath": "/work"}]
+    copies = "\n".join(
+        f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{source}')} /work/{into}"
+        for source, into in ((checkpoint, "reference"), (prefix, "variant"), (evaluation, "data"))
+    )
+    disk = f"{work_gib(checkpoint_bytes)}Gi"
+    memory = f"{server.memory_gib}Gi"
+    evaluate = {
+        "name": "evaluate",
+        "image": pulled(mirror, server.image),
+        "command": ["/bin/sh", "-c", evaluate_script()],
+        "env": env,
+        # What it judges, read-only; only its result is writable.
+        "volumeMounts": [
+            {"name": "work", "mountPath": "/in", "readOnly": True},
+            {"name": "out", "mountPath": "/out"},
+        ],
+        "securityContext": {"allowPrivilegeEscalation": False},
+        # The server's own requests (manifests.py), and the work volume as ephemeral storage.
+        "resources": {
+            "requests": {
+                "cpu": str(server.cpu),
+                "memory": memory,
+                "ephemeral-storage": disk,
+                profile.resource: devices,
+            },
+            "limits": {"memory": memory, profile.resource: devices},
+        },
+    }
+    pod: dict[str, Any] = {
+        "serviceAccountName": access.SERVICE_ACCOUNT,
+        "restartPolicy": "Never",
+        "nodeSelector": {ACCELERATOR_LABEL: server.accelerator},
+        "tolerations": [taint(server.accelerator).toleration()],
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": [
+            jobs.credentials_container(mirror, env, access.credentials_script(role_arn, session, policy)),
+            jobs.s3_container("fetch", mirror, env, copies, work),
+            evaluate,
+        ],
+        "containers": [
+            jobs.s3_container(
+                "upload",
+                mirror,
+                env,
+                f"aws s3 cp --only-show-errors {RESULT} {quote(target)}",
+                [{"name": "out", "mountPath": "/out", "readOnly": True}],
+            )
+        ],
+        "volumes": [
+            {"name": "work", "emptyDir": {"sizeLimit": disk}},
+            {"name": "out", "emptyDir": {"sizeLimit": "16Mi"}},
+            {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        ],
+    }
+    if profile.scheduler_name:
+        pod["schedulerName"] = profile.scheduler_name
+    skip = {jobs.SKIP_CREDENTIALS_ANNOTATION: "fetch,evaluate,upload"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "backoffLimit": jobs.BACKOFF_LIMIT,
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {"containerName": "evaluate", "operator": "NotIn", "values": [0]},
+                    },
+                ]
+            },
+            "activeDeadlineSeconds": DEADLINE_SECONDS,
+            "ttlSecondsAfterFinished": jobs.KEEP_FINISHED_SECONDS,
+            "template": {
+                "metadata": {"labels": meta["labels"], "annotations": {**skip, **jobs.SAFE_TO_EVICT}},
+                "spec": pod,
+            },
+        },
+    }

@@ -1,0 +1,247 @@
+"""The evaluation Jobs of the quality gate: valid Kubernetes objects, on the variant's serving pool as its server,
+in its image, reading reference, variant and data read-only and writing the one quality.json the gate reads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from infra.ops.promotion import evaluation, quality
+from infra.registry import layout as registry_layout
+from infra.serving import manifests
+from infra.serving.aws import converter_access as access
+from infra.serving.spec import ModelSpec
+from tests.infra.ops.promotion.standins import CONVERTER_ROLE_ARN, KEY_ARN, credential_process_argv
+from tests.infra.ops.promotion.test_access import LONGEST, statements
+from tests.k8s_schemas import validate
+
+BUCKET = "mlinfra-registry-promo"
+BUCKET_ARN = f"arn:aws:s3:::{BUCKET}"
+EVALS = "datasets/evals/facts/"
+CHECKPOINT = "checkpoints/run-7/step-1000/"
+ARGS = dict(
+    bucket=BUCKET,
+    bucket_arn=BUCKET_ARN,
+    key_arn=KEY_ARN,
+    role_arn=CONVERTER_ROLE_ARN,
+    region="us-east-1",
+    ns="models",
+    checkpoint=CHECKPOINT,
+    checkpoint_bytes=15 << 30,
+    evaluation=EVALS,
+    model="mistral-7b",
+    version="2026-03-01",
+    run_id="run-7",
+)
+SERVERS = {
+    "cuda-int4": ModelSpec.model_validate(
+        {
+            "name": "mistral-7b",
+            "version": "2026-03-01",
+            "accelerator": "g5",
+            "image": "vllm/vllm-openai:v0.8.5",
+            "variant": "cuda-int4",
+            "cpu": 6,
+            "memoryGib": 40,
+        }
+    ),
+    "neuron-int8": ModelSpec.model_validate(
+        {
+            "name": "mistral-7b",
+            "version": "2026-03-01",
+            "accelerator": "inf2",
+            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+            "variant": "neuron-int8",
+        }
+    ),
+}
+
+
+def job(variant: str = "cuda-int4", **changes) -> dict:
+    return evaluation.evaluation_job(**{**ARGS, "variant": variant, "server": SERVERS[variant], **changes})
+
+
+def steps(variant: str = "cuda-int4") -> dict[str, dict]:
+    pod = job(variant)["spec"]["template"]["spec"]
+    return {c["name"]: c for c in pod["initContainers"] + pod["containers"]}
+
+
+@pytest.mark.parametrize("variant", SERVERS)
+def test_the_job_validates_against_the_kubernetes_schema(variant):
+    validate(job(variant))
+
+
+@pytest.mark.parametrize("variant", SERVERS)
+def test_the_job_runs_on_the_variants_serving_pool_as_its_server(variant):
+    server = SERVERS[variant]
+    served = manifests.deployment(server, "models", manifests.Registry(BUCKET, "us-east-1", "s3"))["spec"]["template"]
+    pod = job(variant)["spec"]["template"]["spec"]
+    for key in ("nodeSelector", "tolerations"):
+        assert pod[key] == served["spec"][key]
+    assert pod.get("schedulerName") == served["spec"].get("schedulerName")
+    evaluate = steps(variant)["evaluate"]
+    [server_container] = served["spec"]["containers"]
+    assert evaluate["image"] == server_container["image"] == server.image
+    # The server's own requests and limits, plus the work volume as ephemeral storage.
+    requests = dict(evaluate["resources"]["requests"])
+    assert requests.pop("ephemeral-storage") == "40Gi"  # 2 x 15 GiB checkpoint + 10
+    assert requests == server_container["resources"]["requests"]
+    assert evaluate["resources"]["limits"] == server_container["resources"]["limits"]
+    assert pod["serviceAccountName"] == "model-converter" and pod["restartPolicy"] == "Never"
+
+
+def test_the_cuda_int4_job_asks_for_what_its_g5_server_asks():
+    requests = steps()["evaluate"]["resources"]["requests"]
+    assert requests == {"cpu": "6", "memory": "40Gi", "ephemeral-storage": "40Gi", "nvidia.com/gpu": "1"}
+    pod = job()["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_it_fetches_reference_variant_and_data_and_uploads_one_object():
+    s = steps()
+    assert [c["name"] for c in job()["spec"]["template"]["spec"]["initContainers"]] == [
+        "credentials",
+        "fetch",
+        "evaluate",
+    ]
+    assert s["fetch"]["command"][-1].splitlines()[-3:] == [
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/{CHECKPOINT} /work/reference",
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/models/mistral-7b/2026-03-01/cuda-int4/ /work/variant",
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/{EVALS} /work/data",
+    ]
+    assert s["upload"]["command"][-1].splitlines()[-1] == (
+        f"aws s3 cp --only-show-errors /out/quality.json s3://{BUCKET}/models/mistral-7b/2026-03-01/cuda-int4/"
+        "quality.json"
+    )
+    # where gate.py reads it
+    assert evaluation.quality_key("mistral-7b", "2026-03-01", "cuda-int4") == (
+        registry_layout.model_prefix("mistral-7b", "2026-03-01", "cuda-int4") + quality.QUALITY_FILE
+    )
+    assert access.QUALITY_FILE == quality.QUALITY_FILE
+
+
+def test_what_it_judges_is_mounted_read_only():
+    s = steps()
+    assert s["evaluate"]["volumeMounts"] == [
+        {"name": "work", "mountPath": "/in", "readOnly": True},
+        {"name": "out", "mountPath": "/out"},
+    ]
+    assert {"name": "out", "mountPath": "/out", "readOnly": True} in s["upload"]["volumeMounts"]
+    assert "work" not in {m["name"] for m in s["upload"]["volumeMounts"]}
+    script = s["evaluate"]["command"][-1]
+    assert script.splitlines()[-1] == (
+        "python3 /out/evaluate.py --reference /in/reference --variant /in/variant --data /in/data "
+        "--out /out/quality.json"
+    )
+
+
+def test_it_ships_the_projects_evaluation_program_unchanged(tmp_path):
+    script = steps()["evaluate"]["command"][-1]
+    shipped = script.split("cat > /out/evaluate.py <<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0] + "\n"
+    assert shipped == evaluation.EVALUATE
+    # The heredoc writes it byte for byte (no line of it ends the heredoc early, no expansion: quoted delimiter).
+    path = tmp_path / "evaluate.sh"
+    path.write_text(script.replace("/out/", f"{tmp_path}/").rsplit("\npython3 ", 1)[0] + "\n")
+    done = subprocess.run(["sh", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "evaluate.py").read_text() == evaluation.EVALUATE
+
+
+def test_the_session_reads_three_prefixes_and_writes_the_one_quality_object():
+    argv = credential_process_argv(job())
+    options = dict(zip(argv[7::2], argv[8::2], strict=True))
+    assert options["--role-arn"] == CONVERTER_ROLE_ARN
+    assert options["--role-session-name"] == "evaluate-mistral-7b-2026-03-01-cuda-int4"
+    policy = statements(json.loads(options["--policy"]))
+    variant = "models/mistral-7b/2026-03-01/cuda-int4/"
+    assert set(policy) == {"RegistryList", "RegistryRead", "RegistryWriteQuality", "RegistryKey"}
+    assert policy["RegistryRead"]["Resource"] == [f"{BUCKET_ARN}/{p}*" for p in (CHECKPOINT, variant, EVALS)]
+    assert policy["RegistryRead"]["Action"] == registry_layout.READ_ACTIONS
+    assert policy["RegistryList"]["Condition"] == {
+        "StringLike": {"s3:prefix": [f"{p}*" for p in (CHECKPOINT, variant, EVALS)]}
+    }
+    assert policy["RegistryWriteQuality"] == {
+        "Sid": "RegistryWriteQuality",
+        "Effect": "Allow",
+        "Action": ["s3:PutObject"],
+        "Resource": f"{BUCKET_ARN}/{variant}quality.json",
+    }
+    assert policy["RegistryKey"]["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    actions = [a for s in policy.values() for a in s["Action"]]
+    assert not [a for a in actions if "Delete" in a or "*" in a]
+
+
+def test_only_the_credentials_sidecar_gets_the_pods_own_credentials():
+    template = job()["spec"]["template"]
+    skipped = set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(","))
+    names = {c["name"] for c in template["spec"]["initContainers"] + template["spec"]["containers"]}
+    assert names - skipped == {"credentials"} and skipped <= names
+    s = steps()
+    assert "aws" not in {m["name"] for m in s["evaluate"]["volumeMounts"]}
+    assert (
+        "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
+        in s["evaluate"]["command"][-1]
+    )
+    for name in ("fetch", "upload"):
+        assert {"name": "AWS_CONFIG_FILE", "value": "/aws/config"} in s[name]["env"]
+
+
+def test_an_evaluation_error_fails_the_job_and_node_loss_is_retried():
+    spec = job()["spec"]
+    assert spec["podFailurePolicy"]["rules"] == [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "evaluate", "operator": "NotIn", "values": [0]}},
+    ]
+    assert spec["activeDeadlineSeconds"] == evaluation.DEADLINE_SECONDS and spec["backoffLimit"] == 2
+
+
+def test_the_steps_are_valid_shell(tmp_path):
+    for name, step in steps().items():
+        path = tmp_path / f"{name}.sh"
+        path.write_text(step["command"][-1])
+        done = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True)
+        assert done.returncode == 0, (name, done.stderr)
+
+
+def test_names_are_distinct_from_the_conversion_jobs():
+    from infra.ops.promotion import jobs
+
+    assert evaluation.job_name("mistral-7b", "v2", "cuda-int4") == "evaluate-mistral-7b-v2-cuda-int4"
+    assert jobs.job_name("mistral-7b", "v2", "cuda-int4") == "convert-mistral-7b-v2-cuda-int4"
+    long = evaluation.job_name("m" * 32, "v" * 63, "cuda-int4")
+    assert len(long) <= 63 and long != evaluation.job_name("m" * 32, "v" * 62 + "w", "cuda-int4")
+
+
+def test_the_longest_allowed_names_fit_the_session_policy_limit():
+    text = evaluation.session_policy(
+        bucket_arn=LONGEST["bucket_arn"],
+        key_arn=LONGEST["key_arn"],
+        checkpoint=f"checkpoints/{LONGEST['run_id']}/step-1000000/",
+        model=LONGEST["model"],
+        version=LONGEST["version"],
+        variant="neuron-int8",
+        evaluation="datasets/evals/" + "e" * 64 + "/",
+    )
+    assert len(text) <= access.SESSION_POLICY_LIMIT, len(text)
+
+
+def test_the_shipped_program_runs_on_its_own(tmp_path):
+    """The program as the Job writes it, run alone (no project on the path): bad data exits 2 naming file and line,
+    before any model is loaded."""
+    script = steps()["evaluate"]["command"][-1]
+    program = tmp_path / "evaluate.py"
+    program.write_text(script.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0] + "\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held-out.jsonl").write_text('{"text": "the registry keeps every version"}\n')
+    (data / "tasks.jsonl").write_text('{"prompt": "code of amber is"}\n')
+    argv = ["--reference", "r", "--variant", "v", "--data", str(data), "--out", str(tmp_path / "q.json")]
+    done = subprocess.run(
+        [sys.executable, "-I", str(program), *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == f"error: {data}/tasks.jsonl:1: needs 'prompt' and 'answer' as text"
