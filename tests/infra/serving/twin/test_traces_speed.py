@@ -13,8 +13,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.serving.queueing import Lengths
-from infra.serving.twin.traces import SHAPES, Shape, _sigma, generate
+from infra.serving.queueing import Z95, Lengths
+from infra.serving.twin.traces import SHAPES, Shape, generate
+
+
+def _sigma(lengths: Lengths) -> float:
+    """The lognormal's sigma through mean and p95, as traces.py takes it."""
+    if lengths.p95 <= lengths.mean:
+        return 0.0
+    disc = Z95**2 - 2 * math.log(lengths.p95 / lengths.mean)
+    return Z95 - math.sqrt(disc) if disc > 0 else Z95
 
 
 def reference(shape: Shape) -> Iterator[tuple[float, int, int]]:
