@@ -20,10 +20,15 @@ test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n auto
 
 # Lint, format, types and the layering contracts (pyproject.toml); CI runs it before the tests.
+# mypy runs twice, once per cloud: each provider SDK's types take several GB of mypy's memory, and one run over
+# both peaked at 21.7 GB of the machine's 24. The GCP components and stacks go in the second run, everything
+# else (shared code included) in the first; together they are pyproject's `files`.
+GCP_TYPED := $(shell find components stacks -path '*/gcp/*' -name '*.py' | sort)
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy $(filter-out $(GCP_TYPED),$(shell find components stacks -name '*.py' | sort)) infra policies run_guard run_guard_gcp
+	$(VENV)/bin/mypy $(GCP_TYPED)
 	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)

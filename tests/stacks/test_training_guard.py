@@ -58,6 +58,10 @@ def test_expiry_schedule_fires_once_at_expires_at(demo):
     trust = json.loads(scheduler_role.inputs["assumeRolePolicy"])["Statement"][0]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    guard_role = [s for s in by_type(demo, "aws:iam/role:Role") if s.name.endswith("guard-role")][0]
+    trust = json.loads(guard_role.inputs["assumeRolePolicy"])["Statement"][0]
+    assert trust["Principal"] == {"Service": "lambda.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
 
 
 def test_function_ships_the_guard_source_with_its_settings(demo):

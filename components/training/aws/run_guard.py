@@ -53,7 +53,7 @@ class RunGuard(pulumi.ComponentResource):
         )
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=json.dumps(guard.trust_policy("lambda.amazonaws.com")),
+            assume_role_policy=json.dumps(guard.trust_policy("lambda.amazonaws.com", args.account_id)),
             description=f"mlinfra run guard of run {run_id}: acts only on resources tagged with it",
             tags=tags,
             opts=child,

@@ -175,8 +175,9 @@ def scheduler_policy(function_arn: str) -> dict[str, Any]:
 
 
 def trust_policy(service: str, account: str | None = None) -> dict[str, Any]:
-    """Trust for an AWS service principal; with `account`, only on behalf of that account (the
-    confused-deputy condition EventBridge Scheduler documents)."""
+    """Trust for an AWS service principal; with `account`, only on behalf of that account (the confused-deputy
+    condition EventBridge Scheduler documents, and Lambda's execution-role guide names for the roles Lambda
+    assumes). EC2's instance-profile roles take none: EC2 sends no source keys when it assumes them."""
     statement: dict[str, Any] = {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
     if account:
         statement["Condition"] = {"StringEquals": {"aws:SourceAccount": account}}
