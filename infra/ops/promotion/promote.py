@@ -339,9 +339,9 @@ def _evaluate(
     the gate judges); a failed, stuck or late one fails its variant like a failed conversion. After a failed
     conversion nothing is evaluated: the version fails anyway."""
     if failures:
-        failed = ", ".join(sorted(failures))
+        converted = ", ".join(sorted(failures))
         for variant in evaluations:
-            failures.setdefault(variant, f"not evaluated: variant {failed} failed")
+            failures.setdefault(variant, f"not evaluated: variant {converted} failed")
         return
     for variant, objects in evaluations.items():
         cluster.create(objects)
