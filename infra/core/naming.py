@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IP = re.compile(r"\d+\.\d+\.\d+\.\d+")
@@ -40,6 +43,17 @@ def gcs_bucket_name_problem(name: str) -> str | None:
     if found:
         return f"must not contain '{found.group(0)}' (Cloud Storage refuses 'google' and close misspellings)"
     return None
+
+
+def _checked_gcs_bucket_name(name: str) -> str:
+    problem = gcs_bucket_name_problem(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+# A config field naming a Cloud Storage bucket: its own Field pattern checks the characters, this the reserved words.
+GcsBucketName = Annotated[str, AfterValidator(_checked_gcs_bucket_name)]
 
 
 def registry_bucket_name(prefix: str, account_id: str, region: str) -> str:

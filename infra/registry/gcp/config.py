@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.core.naming import gcs_bucket_name_problem
+from infra.core.naming import GcsBucketName
 from infra.core.spec import Spec
 
 SERVICE_ACCOUNT_EMAIL = re.compile(
@@ -69,7 +69,7 @@ class MirrorSpec(Spec):
         description="The AWS registry stack, as for a StackReference ('registry' or 'org/mlinfra/registry'); its "
         "bucketName output is the transfer's source, its gcpMirrorRoleArn output (if any) the role to assume."
     )
-    bucket_name: str = Field(
+    bucket_name: GcsBucketName = Field(
         pattern=GCS_BUCKET,
         description="Name of the mirror's GCS bucket (global namespace); "
         "serving stacks on GCP read it as modelStore.bucket.",
@@ -91,14 +91,6 @@ class MirrorSpec(Spec):
     lifecycle: MirrorLifecycleSpec = Field(
         default_factory=MirrorLifecycleSpec, description="Expiry of noncurrent versions."
     )
-
-    @field_validator("bucket_name")
-    @classmethod
-    def _gcs_reserved_words(cls, value: str) -> str:
-        problem = gcs_bucket_name_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @field_validator("role_arn")
     @classmethod

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.core.naming import gcs_bucket_name_problem
+from infra.core.naming import GcsBucketName
 from infra.core.network import private_cidr
 from infra.core.spec import Spec
 from infra.serving.spec import EndpointSpec, ModelSpec
@@ -104,7 +104,7 @@ class GcpNodePoolsSpec(Spec):
 
 
 class ModelStoreSpec(Spec):
-    bucket: str = Field(
+    bucket: GcsBucketName = Field(
         pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
         description="The GCS bucket mirroring the registry's models/ prefix (the bridge); model servers read "
         "gs://<bucket>/models/<name>/<version>/<variant>/ read-only.",
@@ -115,14 +115,6 @@ class ModelStoreSpec(Spec):
         "the bucket's own stack grants it (the registry's mirror lists the readers in mlinfra:registry.mirror."
         "readers): one IAM binding must have one owner, or destroying either stack revokes the other's.",
     )
-
-    @field_validator("bucket")
-    @classmethod
-    def _gcs_reserved_words(cls, value: str) -> str:
-        problem = gcs_bucket_name_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 class GcpModelSpec(ModelSpec):

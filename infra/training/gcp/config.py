@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.core.naming import gcs_bucket_name_problem
+from infra.core.naming import GcsBucketName
 from infra.core.network import private_cidr
 from infra.core.spec import Spec
 from infra.training.spec import LustreIntentSpec, RunSpec
@@ -66,7 +66,7 @@ class GcpTrainingSpec(RunSpec):
         description="Zone of every node and the file system; default: the first zone of gcp:region "
         "the catalog lists as offering the machine type.",
     )
-    data_bucket: str = Field(
+    data_bucket: GcsBucketName = Field(
         pattern=GCS_BUCKET_PATTERN,
         description="GCS bucket the run reads datasets/ from and writes checkpoints/<run-id>/ and "
         "runs/<run-id>/ (markers) to. The AWS registry stays the source of truth.",
@@ -96,14 +96,6 @@ class GcpTrainingSpec(RunSpec):
                 "projects/<project>/global/images/family/<family>: lowercase letters, digits and . _ : / - only, "
                 "no spaces or control characters"
             )
-        return value
-
-    @field_validator("data_bucket")
-    @classmethod
-    def _gcs_reserved_words(cls, value: str) -> str:
-        problem = gcs_bucket_name_problem(value)
-        if problem:
-            raise ValueError(problem)
         return value
 
 
