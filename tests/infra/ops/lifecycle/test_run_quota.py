@@ -97,6 +97,19 @@ def test_running_instances_of_the_family_are_counted_and_others_are_not(aws):
         launch(quick_world(), quotas=AwsQuotas(REGION))
 
 
+def test_spot_instances_of_the_family_are_on_another_quota(aws):
+    running(aws, "p5.4xlarge", InstanceMarketOptions={"MarketType": "spot"})  # InstanceLifecycle "spot"
+    running(aws, "p5.4xlarge")
+    assert AwsQuotas(REGION).vcpus_in_use(vcpu_quota("p4d.24xlarge")) == 16
+
+
+def test_the_cli_reads_quotas_in_the_stack_files_region_and_none_on_gcp():
+    from infra.ops.lifecycle.cli import run_quotas
+
+    assert run_quotas({"aws:region": "eu-west-1", "mlinfra:kind": "training"}).region == "eu-west-1"
+    assert run_quotas({"mlinfra:cloud": "gcp", "gcp:region": "us-central1"}) is None
+
+
 def test_a_run_over_the_network_interface_quota_is_refused(aws):
     aws.set_quota(*P, 1000)
     aws.set_quota(*ENI, 22)
