@@ -4,8 +4,10 @@
 - vCPUs: nodeCount x the type's vCPUs (catalog) against the On-Demand vCPU quota of the type's family, plus the
   vCPUs already running or pending of that family in the Region (the quota is on the Region's total);
 - network interfaces: nodeCount x the interfaces of the node's launch template (the EFA layout: one ENA interface
-  and every EFA-only one, e.g. 33 on p5.48xlarge) against "Network interfaces per Region", plus the interfaces
-  that already exist in the Region (attached or not: both count).
+  and every EFA-only one, e.g. 33 on p5.48xlarge), plus those of the network the stack creates (its NAT gateway's
+  one, or one per interface endpoint in its one private subnet; none in a network of your own), against "Network
+  interfaces per Region", plus the interfaces that already exist in the Region (attached or not: both count).
+  The file system's are not in the figure: FSx for Lustre makes "one or more", a number it does not document.
 
 A reservation run (capacity.mode odcr or capacity-block) launches into capacity reserved already: its vCPUs are
 not checked against the On-Demand quota (see data/aws_quotas.json, notChecked); its interfaces are.
@@ -20,6 +22,7 @@ from infra.catalog.aws.quotas import Quota, VcpuQuota, network_interface_quota, 
 from infra.core.errors import Problem
 from infra.training.aws.config import TrainingSpec
 from infra.training.aws.efa import efa_layout
+from infra.training.aws.network import INTERFACE_ENDPOINT_SERVICES
 
 NODE_COUNT = "mlinfra:training.nodeCount"
 
@@ -86,15 +89,28 @@ def run_quota_needs(spec: TrainingSpec) -> tuple[QuotaNeed, ...]:
         )
     layout = efa_layout(itype)
     efa = sum(1 for i in layout if i.is_efa)
+    network, which = network_interfaces(spec)
+    basis = f"{nodes} nodes x {len(layout)} interfaces each: {len(layout) - efa} ENA and {efa} EFA"
     needs.append(
         QuotaNeed(
             network_interface_quota(),
-            nodes * len(layout),
-            f"{nodes} nodes x {len(layout)} interfaces each: {len(layout) - efa} ENA and {efa} EFA",
+            nodes * len(layout) + network,
+            f"{basis}, and {which}" if network else basis,
             "network interfaces",
         )
     )
     return tuple(needs)
+
+
+def network_interfaces(spec: TrainingSpec) -> tuple[int, str]:
+    """The interfaces of the network the stack creates (components/training/aws/network.py), and what they are: a
+    NAT gateway has one; an interface endpoint has one in each subnet it serves (the private one)."""
+    if spec.network.vpc_id:
+        return 0, ""
+    if spec.network.egress == "nat":
+        return 1, "1 of the NAT gateway"
+    count = len(INTERFACE_ENDPOINT_SERVICES)
+    return count, f"{count} of the interface endpoints"
 
 
 def unchecked_vcpu_reason(spec: TrainingSpec) -> str | None:

@@ -81,8 +81,8 @@ def test_running_instances_of_the_family_are_counted_and_others_are_not(aws):
     assert lines[:2] == [
         "quota: quota 'Running On-Demand P instances' (ec2 L-417A185B): 384 of 400 vCPUs (384 for this run: "
         "4 x p4d.24xlarge at 96 vCPUs each; 0 in use)",
-        "quota: quota 'Network interfaces per Region' (vpc L-DF5E4CA3): 23 of 5000 network interfaces (20 for this "
-        "run: 4 nodes x 5 interfaces each: 1 ENA and 4 EFA; 3 in use)",
+        "quota: quota 'Network interfaces per Region' (vpc L-DF5E4CA3): 24 of 5000 network interfaces (21 for this "
+        "run: 4 nodes x 5 interfaces each: 1 ENA and 4 EFA, and 1 of the NAT gateway; 3 in use)",
     ]
     assert "up" in world.names()
     running(aws, "p5.4xlarge")  # 16 vCPUs (DescribeInstanceTypes), P family: 400 of 400 still fits
@@ -112,17 +112,17 @@ def test_the_cli_reads_quotas_in_the_stack_files_region_and_none_on_gcp():
 
 def test_a_run_over_the_network_interface_quota_is_refused(aws):
     aws.set_quota(*P, 1000)
-    aws.set_quota(*ENI, 22)
-    running(aws, "t3.micro", 3)  # three interfaces exist in the Region: 20 + 3 = 23 of 22
+    aws.set_quota(*ENI, 23)
+    running(aws, "t3.micro", 3)  # three interfaces exist in the Region: 21 + 3 = 24 of 23
     world = quick_world()
     with pytest.raises(InputError) as error:
         launch(world, quotas=AwsQuotas(REGION))
     (problem,) = error.value.problems
     assert str(problem) == (
-        "mlinfra:training.nodeCount: this run needs 20 network interfaces (4 nodes x 5 interfaces each: 1 ENA and "
-        "4 EFA) of quota 'Network interfaces per Region' (vpc L-DF5E4CA3) in us-east-1, 3 already in use in the "
-        "Region: 23 in all, over the quota's 22. Raise the quota with `aws service-quotas "
-        "request-service-quota-increase --service-code vpc --quota-code L-DF5E4CA3 --desired-value 23 --region "
+        "mlinfra:training.nodeCount: this run needs 21 network interfaces (4 nodes x 5 interfaces each: 1 ENA and "
+        "4 EFA, and 1 of the NAT gateway) of quota 'Network interfaces per Region' (vpc L-DF5E4CA3) in us-east-1, "
+        "3 already in use in the Region: 24 in all, over the quota's 23. Raise the quota with `aws service-quotas "
+        "request-service-quota-increase --service-code vpc --quota-code L-DF5E4CA3 --desired-value 24 --region "
         "us-east-1`, or lower nodeCount (nothing was deployed)"
     )
     assert world.calls == [("exists", STACK)]
@@ -146,8 +146,8 @@ def test_access_denied_warns_and_the_run_goes_on(aws):
         "User is not authorized to perform: servicequotas:GetServiceQuota; the run goes on (it needs 384 vCPUs: "
         "4 x p4d.24xlarge at 96 vCPUs each)",
         "warning: quota 'Network interfaces per Region' (vpc L-DF5E4CA3) not checked: AWS: AccessDeniedException: "
-        "User is not authorized to perform: servicequotas:GetServiceQuota; the run goes on (it needs 20 network "
-        "interfaces: 4 nodes x 5 interfaces each: 1 ENA and 4 EFA)",
+        "User is not authorized to perform: servicequotas:GetServiceQuota; the run goes on (it needs 21 network "
+        "interfaces: 4 nodes x 5 interfaces each: 1 ENA and 4 EFA, and 1 of the NAT gateway)",
     ]
     assert "up" in world.names()
 
@@ -169,7 +169,7 @@ def test_an_ec2_quota_service_quotas_does_not_know_warns(aws):
     assert lines[0].startswith(
         "warning: quota 'Running On-Demand P instances' (ec2 L-417A185B) not checked: AWS: NoSuchResourceException: "
     )
-    assert lines[1].startswith("quota: quota 'Network interfaces per Region' (vpc L-DF5E4CA3): 20 of 5000 ")
+    assert lines[1].startswith("quota: quota 'Network interfaces per Region' (vpc L-DF5E4CA3): 21 of 5000 ")
 
 
 def test_a_failing_count_is_warned_and_taken_as_zero(aws):

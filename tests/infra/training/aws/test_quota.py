@@ -9,13 +9,14 @@ from infra.training.aws.config import TrainingSpec
 from infra.training.aws.quota import QuotaNeed, QuotaVerdict, run_quota_needs, unchecked_vcpu_reason
 
 
-def spec(instance_type: str = "p4d.24xlarge", nodes: int = 4, **capacity) -> TrainingSpec:
+def spec(instance_type: str = "p4d.24xlarge", nodes: int = 4, network: dict | None = None, **capacity) -> TrainingSpec:
     return TrainingSpec.model_validate(
         {
             "runId": "quota-run-001",
             "instanceType": instance_type,
             "nodeCount": nodes,
             "capacity": capacity or {"mode": "on-demand"},
+            "network": network or {},
             "job": {"command": ["python", "train.py"]},
         }
     )
@@ -24,10 +25,10 @@ def spec(instance_type: str = "p4d.24xlarge", nodes: int = 4, **capacity) -> Tra
 @pytest.mark.parametrize(
     ("instance_type", "nodes", "vcpus", "interfaces", "per_node"),
     [
-        ("p4d.24xlarge", 4, 384, 20, "5 interfaces each: 1 ENA and 4 EFA"),
-        ("p5.48xlarge", 4, 768, 132, "33 interfaces each: 1 ENA and 32 EFA"),
-        ("trn1.32xlarge", 2, 256, 18, "9 interfaces each: 1 ENA and 8 EFA"),
-        ("trn2.48xlarge", 16, 3072, 272, "17 interfaces each: 1 ENA and 16 EFA"),
+        ("p4d.24xlarge", 4, 384, 21, "5 interfaces each: 1 ENA and 4 EFA, and 1 of the NAT gateway"),
+        ("p5.48xlarge", 4, 768, 133, "33 interfaces each: 1 ENA and 32 EFA, and 1 of the NAT gateway"),
+        ("trn1.32xlarge", 2, 256, 19, "9 interfaces each: 1 ENA and 8 EFA, and 1 of the NAT gateway"),
+        ("trn2.48xlarge", 16, 3072, 273, "17 interfaces each: 1 ENA and 16 EFA, and 1 of the NAT gateway"),
     ],
 )
 def test_needs_are_nodes_times_vcpus_and_nodes_times_interfaces(instance_type, nodes, vcpus, interfaces, per_node):
@@ -36,6 +37,23 @@ def test_needs_are_nodes_times_vcpus_and_nodes_times_interfaces(instance_type, n
     assert cpu.basis == f"{nodes} x {instance_type} at {vcpus // nodes} vCPUs each"
     assert (eni.quota, eni.planned, eni.unit) == (network_interface_quota(), interfaces, "network interfaces")
     assert eni.basis == f"{nodes} nodes x {per_node}"
+
+
+@pytest.mark.parametrize(
+    ("network", "planned", "basis"),
+    [
+        ({"egress": "nat"}, 21, "4 nodes x 5 interfaces each: 1 ENA and 4 EFA, and 1 of the NAT gateway"),
+        ({"egress": "endpoints"}, 27, "4 nodes x 5 interfaces each: 1 ENA and 4 EFA, and 7 of the interface endpoints"),
+        (
+            {"vpcId": "vpc-0123456789abcdef0", "subnetId": "subnet-0123456789abcdef0"},
+            20,
+            "4 nodes x 5 interfaces each: 1 ENA and 4 EFA",
+        ),
+    ],
+)
+def test_the_networks_own_interfaces_count(network, planned, basis):
+    (_, eni) = run_quota_needs(spec(network=network))
+    assert (eni.planned, eni.basis) == (planned, basis)
 
 
 @pytest.mark.parametrize("mode", ["odcr", "capacity-block"])
@@ -66,11 +84,11 @@ def test_the_refusal_names_the_quota_the_figures_and_the_command():
         "ec2 --quota-code L-417A185B --desired-value 480 --region us-east-1`, or lower nodeCount (nothing was deployed)"
     )
     assert str(QuotaVerdict(eni, 18.0, None).problem("eu-west-1")) == (
-        "mlinfra:training.nodeCount: this run needs 20 network interfaces (4 nodes x 5 interfaces each: 1 ENA and "
-        "4 EFA) of quota 'Network interfaces per Region' (vpc L-DF5E4CA3) in eu-west-1, in use could not be counted: "
-        "20 in all, over the quota's 18. Raise the quota with `aws service-quotas request-service-quota-increase "
-        "--service-code vpc --quota-code L-DF5E4CA3 --desired-value 20 --region eu-west-1`, or lower nodeCount "
-        "(nothing was deployed)"
+        "mlinfra:training.nodeCount: this run needs 21 network interfaces (4 nodes x 5 interfaces each: 1 ENA and "
+        "4 EFA, and 1 of the NAT gateway) of quota 'Network interfaces per Region' (vpc L-DF5E4CA3) in eu-west-1, "
+        "in use could not be counted: 21 in all, over the quota's 18. Raise the quota with `aws service-quotas "
+        "request-service-quota-increase --service-code vpc --quota-code L-DF5E4CA3 --desired-value 21 --region "
+        "eu-west-1`, or lower nodeCount (nothing was deployed)"
     )
 
 
