@@ -20,6 +20,11 @@ def add_lifecycle_parsers(verbs: Any) -> None:
     run = verbs.add_parser("run", help="check offline, deploy a training stack, watch the run, tear it down")
     run.add_argument("--stack", "-s", required=True, help="training stack: stacks/Pulumi.<stack>.yaml")
     run.add_argument("--keep", action="store_true", help="keep the stack when the run ends (until expires-at)")
+    run.add_argument(
+        "--skip-quota-check",
+        action="store_true",
+        help="do not check the run's vCPUs and network interfaces against the AWS Region's Service Quotas first",
+    )
     run.set_defaults(handler=_run)
 
     teardown = verbs.add_parser("teardown", help="export checkpoints, destroy, audit and remove a training stack")
@@ -45,7 +50,18 @@ def _run(args: argparse.Namespace) -> int:
 
     config = _training_stack(args.stack)
     rt = terminal_runtime()
-    return _reporting_failures(lambda: run(args.stack, _stacks(), run_cloud(config), rt, keep=args.keep))
+    quotas = None if args.skip_quota_check else run_quotas(config)
+    return _reporting_failures(
+        lambda: run(
+            args.stack,
+            _stacks(),
+            run_cloud(config),
+            rt,
+            keep=args.keep,
+            quotas=quotas,
+            skip_quota_check=args.skip_quota_check,
+        )
+    )
 
 
 def _teardown(args: argparse.Namespace) -> int:
@@ -124,6 +140,17 @@ def run_cloud(config: dict[str, Any], outputs: dict[str, Any] | None = None):
 
     region = deployed_region(outputs or {}) or config.get("aws:region")
     return AwsRunCloud(region if isinstance(region, str) else None)
+
+
+def run_quotas(config: dict[str, Any]):
+    """Where a new AWS run's quotas are read: Service Quotas and EC2 in the stack file's region; None on GCP (its
+    quotas are not checked)."""
+    if config.get("mlinfra:cloud") == "gcp":
+        return None
+    from infra.ops.lifecycle.aws.quotas import AwsQuotas
+
+    region = config.get("aws:region")
+    return AwsQuotas(region if isinstance(region, str) else None)
 
 
 def _reporting_failures(action) -> int:

@@ -1,6 +1,7 @@
 """`run --stack S`: check offline, fix expires-at, deploy, watch the run to its end, tear down.
 
-Nothing is created until the offline preview of the stack is clean, and a run id whose completion
+Nothing is created until the offline preview of the stack is clean and, on AWS, a new run's needs fit the
+Region's Service Quotas (infra.ops.lifecycle.quota), and a run id whose completion
 marker is already in the registry is refused (its marker would end the new run at once). expires-at
 is written to the stack's config once and never moved, so a re-run (after Ctrl-C, say) keeps the
 run's hard cap. The wait ends at the completion marker, at expires-at (on AWS the run guard has taken
@@ -21,6 +22,7 @@ from infra.core.errors import InputError, Problem
 from infra.core.project import Project, load_project
 from infra.kinds import load
 from infra.ops.lifecycle.ports import Marker, RunCloud, StackOps, StackOpsError
+from infra.ops.lifecycle.quota import QuotaSource, check_quotas
 from infra.ops.lifecycle.target import RunSubject, marker_bucket, run_subject, training_stack_config
 from infra.ops.lifecycle.teardown import lifecycle_config, teardown
 from infra.ops.progress import StatusLine, Usage, status_text, summary_text
@@ -78,7 +80,11 @@ def run(
     keep: bool = False,
     project: Project | None = None,
     preview_fn: Callable[..., Any] = preview,
+    quotas: QuotaSource | None = None,
+    skip_quota_check: bool = False,
 ) -> int:
+    """`quotas`: where an AWS run's quotas are read (None: not checked, e.g. on GCP); `skip_quota_check`: the
+    user asked not to (--skip-quota-check), which is said."""
     project = project or load_project()
     config = load(training_stack_config(project, stack))  # bad config: InputError (exit 2), nothing issued
     subject = run_subject(config)
@@ -90,6 +96,10 @@ def run(
         return 1
     exists = stacks.exists(stack)
     if not (exists and stacks.outputs(stack)):  # not deployed: a new run, or one already torn down
+        if skip_quota_check:
+            rt.say("quota: not checked (--skip-quota-check)")
+        elif quotas is not None and isinstance(config, TrainingStackConfig):
+            check_quotas(config.training, quotas, rt)  # a need over its quota: InputError, nothing created
         registry_stack = config.registry_stack if isinstance(config, TrainingStackConfig) else None
         bucket = refuse_ended_run(stacks, cloud, subject, registry_stack)
         claim_run_id(stack, project.name, cloud, subject.run_id, bucket, rt)

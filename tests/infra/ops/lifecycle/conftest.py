@@ -131,9 +131,16 @@ def aws(moto_url, monkeypatch):
         """Emulator extension: an association mid-update (UPDATING) or done (AVAILABLE)."""
         _post(f"{moto_url}/moto-api/fsx/association", {"AssociationId": association_id, "Lifecycle": lifecycle})
 
+    def set_quota(service_code: str, quota_code: str, name: str, value: float, default: bool = False) -> None:
+        """Emulator extension: the applied value of a Service Quotas quota in the test region, or (default=True)
+        AWS's default for it (moto_quotas.py)."""
+        body = {"ServiceCode": service_code, "QuotaCode": quota_code, "QuotaName": name, "Value": value}
+        _post(f"{moto_url}/moto-api/servicequotas/quota", {"Region": REGION, "Default": default, **body})
+
     return SimpleNamespace(
         url=moto_url,
         session=session,
+        set_quota=set_quota,
         set_task=set_task,
         set_file_system=set_file_system,
         set_association=set_association,

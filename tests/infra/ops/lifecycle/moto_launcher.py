@@ -21,6 +21,7 @@ mlinfra's code):
   DeleteFileSystem refuses (BadRequest) a LustreConfiguration for SCRATCH_1/SCRATCH_2, a file system
   already DELETING, and one with a PENDING/EXECUTING data repository task.
 - The Resource Groups Tagging API also lists FSx tasks and associations.
+- Service Quotas applied values (moto_quotas.py).
 - Faults: the next `Count` calls of an action answer with an AWS error instead
     POST /moto-api/mlinfra/faults  {"Faults": [{"Action": "DescribeInstances", "Code": "RequestLimitExceeded",
                                                 "Status": 503, "Count": 2}]}   (replaces the list; [] clears)
@@ -39,6 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs
 from uuid import uuid4
 
+import moto_quotas  # a sibling: this file runs as a script, so its folder is on the path
 from moto.core.exceptions import JsonRESTError
 from moto.core.resource_tagging import TaggedResource
 from moto.fsx.exceptions import FileSystemNotFound
@@ -451,6 +453,7 @@ def install_extensions() -> None:
     moto_api_urls.url_paths["{0}/moto-api/fsx/file-system"] = set_file_system_lifecycle
     moto_api_urls.url_paths["{0}/moto-api/fsx/association"] = set_association_lifecycle
     moto_api_urls.url_paths["{0}/moto-api/mlinfra/faults"] = set_faults
+    moto_quotas.install(moto_api_urls.url_paths)
     threaded_moto_server.DomainDispatcherApplication = FaultyDispatcher  # the server builds its app from this name
 
 

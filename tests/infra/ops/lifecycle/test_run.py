@@ -343,6 +343,7 @@ def test_a_refused_run_id_exits_2_with_one_line(monkeypatch, capsys):
     monkeypatch.setattr("infra.ops.lifecycle.cli._stacks", lambda: RecordingStacks(world))
     monkeypatch.setattr("infra.ops.lifecycle.cli.run_cloud", lambda config: RecordingCloud(world))
     monkeypatch.setattr("infra.ops.lifecycle.cli.terminal_runtime", lambda: runtime(FakeClock()))
+    monkeypatch.setattr("infra.ops.lifecycle.cli.run_quotas", lambda config: None)  # quotas: test_run_quota.py
     assert main(["run", "--stack", STACK]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: mlinfra:training.runId: run '{RUN_ID}' has already ended (runs/{RUN_ID}/_FAILED")
