@@ -14,7 +14,7 @@ from __future__ import annotations
 import selectors
 import subprocess
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,34 +205,52 @@ class AnalyzerClient:
         return [_diagnostic(d) for d in self.stub.Analyze(_analyze_request(resource, provider)).diagnostics]
 
     def analyze_each(
-        self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
+        self,
+        resources: Iterable[PolicyResource],
+        providers: Mapping[str, PolicyResource] = {},
+        others: Sequence[AnalyzerClient] = (),
     ) -> Iterator[tuple[PolicyResource, list[Diagnostic]]]:
-        """Analyze every resource, in order, with up to IN_FLIGHT requests outstanding at once (the engine,
-        too, analyzes resources as they register, concurrently); yields each resource with its diagnostics."""
-        pending: deque[tuple[PolicyResource, Any]] = deque()
+        """Analyze every resource, in order, with up to IN_FLIGHT requests outstanding at once per pack process (the
+        engine, too, analyzes resources as they register, concurrently); yields each resource with its diagnostics.
+        `others`: further processes of the same pack, configured alike, that share the requests (each goes to the
+        process with the fewest outstanding): a resource's analysis depends on nothing but its request."""
+        clients = (self, *others)
+        outstanding = dict.fromkeys(range(len(clients)), 0)
+        pending: deque[tuple[PolicyResource, int, Any]] = deque()
         for resource in resources:
-            request = _analyze_request(resource, providers.get(_provider_urn(resource)))
-            self._analyzed[id(resource)] = (resource, request)
-            pending.append((resource, self.stub.Analyze.future(request)))
-            if len(pending) >= IN_FLIGHT:
-                done, future = pending.popleft()
+            request = self.request(resource, providers)
+            index = min(outstanding, key=outstanding.__getitem__)
+            pending.append((resource, index, clients[index].stub.Analyze.future(request)))
+            outstanding[index] += 1
+            if len(pending) >= IN_FLIGHT * len(clients):
+                done, index, future = pending.popleft()
+                outstanding[index] -= 1
                 yield done, [_diagnostic(d) for d in future.result().diagnostics]
         while pending:
-            done, future = pending.popleft()
+            done, _, future = pending.popleft()
             yield done, [_diagnostic(d) for d in future.result().diagnostics]
+
+    def request(self, resource: PolicyResource, providers: Mapping[str, PolicyResource]) -> analyzer_pb2.AnalyzeRequest:
+        """The resource's Analyze request, converted once for this client's runs (AnalyzeStack reuses it)."""
+        analyzed = self._analyzed.get(id(resource))
+        if analyzed is not None and analyzed[0] is resource:
+            return analyzed[1]
+        request = _analyze_request(resource, providers.get(_provider_urn(resource)))
+        self._analyzed[id(resource)] = (resource, request)
+        return request
 
     def analyze_stack(
         self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
     ) -> list[Diagnostic]:
+        return answered(self.analyze_stack_future(resources, providers))
+
+    def analyze_stack_future(
+        self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
+    ) -> Any:
+        """AnalyzeStack, sent: `answered(future)` waits for its answer."""
         request = analyzer_pb2.AnalyzeStackRequest()
         for resource in resources:
-            # A resource's properties, options and provider as its Analyze request carried them: converted once.
-            analyzed = self._analyzed.get(id(resource))
-            single = (
-                analyzed[1]
-                if analyzed is not None and analyzed[0] is resource
-                else _analyze_request(resource, providers.get(_provider_urn(resource)))
-            )
+            single = self.request(resource, providers)  # its properties, options and provider: converted once
             entry = request.resources.add(
                 type=resource.type,
                 properties=single.properties,
@@ -246,7 +264,16 @@ class AnalyzerClient:
             for prop, urns in resource.property_dependencies.items():
                 if urns:  # as the engine does: properties without dependencies are left out
                     entry.propertyDependencies[prop].urns.extend(urns)
-        return [_diagnostic(d) for d in self.stub.AnalyzeStack(request).diagnostics]
+        return self.stub.AnalyzeStack.future(request)
+
+    def share_requests(self, other: AnalyzerClient) -> None:
+        """Convert each resource once for both clients (processes of one pack analyzing one document)."""
+        other._analyzed = self._analyzed
+
+
+def answered(future: Any) -> list[Diagnostic]:
+    """The diagnostics of a sent Analyze or AnalyzeStack."""
+    return [_diagnostic(d) for d in future.result().diagnostics]
 
 
 def _analyze_request(resource: PolicyResource, provider: PolicyResource | None) -> analyzer_pb2.AnalyzeRequest:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,13 +12,15 @@ from typing import Any
 from infra.core import tags as contract
 from infra.core.project import engine_config
 from infra.tools.policy_runner import pack_config
-from infra.tools.policy_runner.analyzer_client import AnalyzerClient, Diagnostic, PackInfo
+from infra.tools.policy_runner.analyzer_client import AnalyzerClient, Diagnostic, PackInfo, answered
 from infra.tools.policy_runner.pack_process import PACK_DIR, PackProcess
 from infra.tools.preview_json import PolicyResource, PreviewDocument
 
 # The analyzer protocol carries `protect` but no retainOnDelete, so no pack can see it; the runner
 # checks it from the preview document itself and reports it like a pack rule.
 RETAIN_RULE = "training-resources-not-retained"
+# Documents of this many resources are analyzed by two processes of the pack (benchmarks/RESULTS.md).
+SHARD_AT = 2_000
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,38 @@ def run(
     started: PackProcess | None = None,
 ) -> PolicyRun:
     """Check `document` with the pack. `started` (from `pack_process.start_early`) is the pack's process when it
-    was started for this document's project, stack and config; it is stopped at the end either way."""
-    with start(document, pack_dir, started) as client:
+    was started for this document's project, stack and config; it is stopped at the end either way. A large
+    document is analyzed by a second process of the pack as well (`second_process`)."""
+    with second_process(document, pack_dir) as helper, start(document, pack_dir, started) as client:
         info = client.info()
-        client.configure(pack_config.resolve(info, *user_config))
-        return analyze(client, info, document)
+        config = pack_config.resolve(info, *user_config)
+        client.configure(config)
+        helpers = []
+        if helper is not None:
+            helper.connect()
+            helper.handshake()
+            helper.configure_stack()
+            helper.configure(config)
+            client.share_requests(helper)
+            helpers.append(helper)
+        return analyze(client, info, document, helpers)
+
+
+@contextmanager
+def second_process(document: PreviewDocument, pack_dir: Path = PACK_DIR) -> Iterator[AnalyzerClient | None]:
+    """A second process of the pack, spawned now (it boots beside the first), for a document of SHARD_AT resources
+    or more on a machine with more than one core: the Python gRPC server spends most of a large stack's time on
+    its own per-call work under one GIL, so a second process takes AnalyzeStack and half the Analyze calls."""
+    if len(document.resources) < SHARD_AT or (os.cpu_count() or 1) < 2:
+        yield None
+        return
+    flat, _ = engine_config(document.config)
+    helper = AnalyzerClient(pack_dir, document.project, document.stack, flat)
+    try:
+        helper.spawn()
+        yield helper
+    finally:
+        helper.close()
 
 
 def start(document: PreviewDocument, pack_dir: Path = PACK_DIR, early: PackProcess | None = None) -> AnalyzerClient:
@@ -83,14 +114,20 @@ def started(document: PreviewDocument, pack_dir: Path = PACK_DIR) -> AnalyzerCli
     return start(document, pack_dir)
 
 
-def analyze(client: AnalyzerClient, info: PackInfo, document: PreviewDocument) -> PolicyRun:
-    """Every resource, then the stack, through a started and configured pack."""
+def analyze(
+    client: AnalyzerClient, info: PackInfo, document: PreviewDocument, helpers: Sequence[AnalyzerClient] = ()
+) -> PolicyRun:
+    """Every resource, then the stack, through a started and configured pack (and `helpers`, further processes of
+    it configured alike: the first takes AnalyzeStack, sent before the resources since it needs nothing of theirs,
+    and they all share the Analyze calls)."""
     types = {r.urn: r.type for r in document.resources}
     found: list[tuple[str, Diagnostic]] = []
-    for resource, diagnostics in client.analyze_each(document.resources, document.providers):
+    stack = helpers[0].analyze_stack_future(document.resources, document.providers) if helpers else None
+    for resource, diagnostics in client.analyze_each(document.resources, document.providers, helpers):
         # As in the engine, a resource policy's diagnostic is about the resource analyzed.
         found.extend((d.urn or resource.urn, d) for d in diagnostics)
-    found.extend((d.urn, d) for d in client.analyze_stack(document.resources, document.providers))
+    stack_found = answered(stack) if stack is not None else client.analyze_stack(document.resources, document.providers)
+    found.extend((d.urn, d) for d in stack_found)
     violations = [Violation(d.policy, d.enforcement, urn, types.get(urn, ""), d.message) for urn, d in found]
     violations.extend(retained_in_training(document.resources))
     order = {p.name: i for i, p in enumerate(info.policies)}
