@@ -34,13 +34,15 @@ def stacks_with_references(stacks: list[str]):
     from infra.tools.offline.engine import preview
 
     project = load_project()
-    previews, pending, seen = [], list(stacks), set()
+    previews, pending, seen, done = [], list(stacks), set(), {}
     while pending:
         stack = pending.pop(0)
         if stack in seen:
             continue
         seen.add(stack)
-        result = preview(stack, project=project)
+        # A referenced stack was previewed to resolve its reference: that preview is the one to draw.
+        result = done[stack] if stack in done else preview(stack, project=project)
+        done.update(result.referenced)
         previews.append(result)
         pending += [
             s.inputs.get("name", s.name).rsplit("/", 1)[-1]

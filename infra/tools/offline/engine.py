@@ -45,6 +45,7 @@ class Preview:
     config: dict[str, Any]
     duration_s: float
     providers: dict[str, str] = field(default_factory=dict)  # package -> default provider urn
+    referenced: dict[str, Preview] = field(default_factory=dict)  # stack name -> its preview (StackReferences)
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -176,6 +177,7 @@ def _run(
         config=config,
         duration_s=time.perf_counter() - started,
         providers=_default_providers(project.name, stack, monitor.registrations),
+        referenced=referenced,
     )
 
 

@@ -207,3 +207,21 @@ def test_a_dot_that_fails_on_the_shared_rank_is_drawn_without_it(tmp_path, monke
     assert out.read_text() == "digraph g {\n  a -> b;\n}"  # $(cat) drops the last newline
     with pytest.raises(RuntimeError, match="syntax error"):
         write("digraph broken {\n}\n", out)
+
+
+def test_a_referenced_stack_is_previewed_once(monkeypatch):
+    """serving-demo's preview previews the registry to resolve its StackReference; the picture draws that one."""
+    import infra.tools.offline.engine as engine
+
+    previewed: list[str] = []
+    real = engine.preview
+
+    def counted(stack, *args, **kwargs):
+        previewed.append(stack)
+        return real(stack, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "preview", counted)
+    found = stacks_with_references(["serving-demo"])
+    assert [p.stack for p in found] == ["serving-demo", "registry"]
+    assert sorted(previewed) == ["registry", "serving-demo"]
+    assert not any(p.errors for p in found)
