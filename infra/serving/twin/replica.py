@@ -144,7 +144,8 @@ class Replica:
 
     def advance(self, to: float) -> None:
         """Run the replica from its time to `to`: prefills, joins, decode steps and completions in order."""
-        self.run((), to)
+        if to > self.t:
+            self.run((), to)
 
     def run(self, requests: Sequence[tuple[float, int, int]], to: float = -math.inf) -> None:
         """Take `requests` (arrival, prompt, out; in order of arrival), each once the engine has run to its
