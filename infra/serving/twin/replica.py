@@ -18,21 +18,15 @@ Everything is deterministic: the replica holds no randomness.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
-from itertools import repeat
-from operator import mul
 
 
-@dataclass(eq=False)
+@dataclass
 class Tally:
-    """Where every request ended, and the latency histograms (1 ms bins for TTFT, 0.1 ms for TPOT).
-
-    A completion's TTFT and TPOT are appended to `ttfts` and `tpots` (seconds) and binned in bulk, when the
-    histograms are read or when many are pending: binning each as it came was about a fifth of Replica.run's
-    time (benchmarks/RESULTS.md, the serving twin)."""
+    """Where every request ended, and the latency histograms (1 ms bins for TTFT, 0.1 ms for TPOT)."""
 
     arrived: int = 0
     completed: int = 0
@@ -42,34 +36,12 @@ class Tally:
     output_tokens: int = 0  # of completed requests
     unserved_tokens: int = 0  # output tokens of the requests not completed (timed out, refused, killed)
     over_slo: int = 0  # completed with TTFT or TPOT over its target
-    ttfts: list[float] = field(default_factory=list, repr=False)  # not binned yet
-    tpots: list[float] = field(default_factory=list, repr=False)
-    binned_ttft: Counter[int] = field(default_factory=Counter, repr=False)
-    binned_tpot: Counter[int] = field(default_factory=Counter, repr=False)
+    ttft_ms: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    tpot_ms10: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
 
     @property
     def accounted(self) -> int:
         return self.completed + self.timed_out + self.refused + self.killed
-
-    @property
-    def ttft_ms(self) -> Counter[int]:
-        """Completed requests by TTFT, in 1 ms bins (int(seconds * 1000))."""
-        self.bin()
-        return self.binned_ttft
-
-    @property
-    def tpot_ms10(self) -> Counter[int]:
-        """Completed requests by mean time per output token, in 0.1 ms bins (int(seconds * 10000))."""
-        self.bin()
-        return self.binned_tpot
-
-    def bin(self) -> None:
-        """Move the pending latencies into the histograms (the loops run in C: map and Counter.update)."""
-        if self.ttfts:
-            self.binned_ttft.update(map(int, map(mul, self.ttfts, repeat(1000))))
-            self.binned_tpot.update(map(int, map(mul, self.tpots, repeat(10000))))
-            self.ttfts.clear()
-            self.tpots.clear()
 
 
 class Replica:
@@ -152,14 +124,14 @@ class Replica:
         arrival, then run on to `to`.
 
         This is the twin's hot path (a few passes per request, millions of requests a day), so the engine's state
-        is held in locals for the whole call and written back once, and a completion's tally is written out here
-        (its latencies appended for Tally.bin); the rare paths (a one-token request, admitting from the waiting
-        queue) call helpers. A request at a time (arrive) and a run of them give the same results: the state
-        moves through the same steps and the floating-point operations are the same, in the same order."""
+        is held in locals for the whole call and written back once, and a completion's tally is written out here;
+        the rare paths (a one-token request, admitting from the waiting queue) call helpers. A request at a time
+        (arrive) and a run of them give the same results: the state moves through the same steps and the
+        floating-point operations are the same, in the same order."""
         joins, heap, waiting, steps, prefills = self.joins, self.heap, self.waiting, self.steps, self.prefills
         limit, tally = self.limit, self.tally
         ttft_slo, tpot_slo = self.slo
-        add_ttft, add_tpot = tally.ttfts.append, tally.tpots.append
+        ttft_hist, tpot_hist = tally.ttft_ms, tally.tpot_ms10
         t, clock, running = self.t, self.clock, self.running
         kv_prompt, kv_start, prefill_free = self.kv_prompt, self.kv_start, self.prefill_free
         completed = tokens = over = 0
@@ -209,8 +181,8 @@ class Replica:
                         tokens += out
                         if ttft > ttft_slo or tpot > tpot_slo:
                             over += 1
-                        add_ttft(ttft)
-                        add_tpot(tpot)
+                        ttft_hist[int(ttft * 1000)] += 1
+                        tpot_hist[int(tpot * 10000)] += 1
                         if waiting:
                             prefill_free = self._fill(t, running, prefill_free)
                         continue
@@ -234,8 +206,6 @@ class Replica:
         tally.completed += completed
         tally.output_tokens += tokens
         tally.over_slo += over
-        if len(tally.ttfts) > 1 << 16:  # bounds the memory pending
-            tally.bin()
 
     def _prefill(self, prompt: int) -> float:
         seconds = self.prefills.get(prompt)
@@ -252,8 +222,8 @@ class Replica:
         tally.output_tokens += out
         if ttft > self.slo[0] or tpot > self.slo[1]:
             tally.over_slo += 1
-        tally.ttfts.append(ttft)
-        tally.tpots.append(tpot)
+        tally.ttft_ms[int(ttft * 1000)] += 1
+        tally.tpot_ms10[int(tpot * 10000)] += 1
 
     def _fill(self, now: float, running: int, prefill_free: float) -> float:
         """Admit waiting requests into free slots (`running` decoding); those that waited past the timeout are

@@ -92,28 +92,3 @@ def test_run_then_kill_loses_what_the_reference_loses():
     reference.advance(3.0)
     assert batched.kill() == reference.kill() > 0
     assert _tally(batched.tally) == _tally(reference.tally)
-
-
-def test_the_tallys_bulk_binning_is_binning_each_as_it_came():
-    rng = random.Random(9)
-    tally, ttft, tpot = Tally(), {}, {}
-    for _ in range(5000):
-        a, b = rng.expovariate(2.0) * rng.choice((1, 1e-3, 100)), rng.expovariate(30.0)
-        tally.ttfts.append(a)
-        tally.tpots.append(b)
-        ttft[int(a * 1000)] = ttft.get(int(a * 1000), 0) + 1
-        tpot[int(b * 10000)] = tpot.get(int(b * 10000), 0) + 1
-    assert dict(tally.ttft_ms) == ttft and dict(tally.tpot_ms10) == tpot
-    assert tally.ttfts == [] and tally.tpots == []
-
-
-def test_a_run_bins_once_many_latencies_are_pending():
-    p = perf()
-    tally = Tally()
-    replica = Replica(p.decode_step_seconds, p.prefill_seconds, 256, 1e6, 60.0, (2.0, 0.1), tally, 0.0)
-    tally.ttfts.extend([0.5] * ((1 << 16) - 1))
-    tally.tpots.extend([0.05] * ((1 << 16) - 1))
-    replica.run([(0.0, 10, 2)], 5.0)
-    assert len(tally.ttfts) == 1 << 16  # not over the bound yet
-    replica.run([(6.0, 10, 2)], 10.0)
-    assert tally.ttfts == [] and tally.binned_ttft[500] == (1 << 16) - 1 and tally.completed == 2
