@@ -31,19 +31,20 @@ TARGET_SECONDS = 10.0  # issue 21: a day at 50 req/s in under 10 s on 2 cores
 
 
 WHERE_THE_TIME_GOES = (
-    "Where the time goes (measured 2026-11-27 on this 2-core shared machine, the day above; process CPU "
-    "seconds, so the load shows as slower instructions, not as time taken by others). The draw, about 0.9 us "
-    "per request, is already random's arithmetic written out (traces._both_lognormal); a vectorised draw that "
+    "Where the time goes (measured 2026-11-27 on this 2-core shared machine, a day as above; CPU seconds of the "
+    "process, so the load shows as slower instructions rather than as time taken by others). The draw, about "
+    "0.9 us per request, is random's arithmetic written out (traces._both_lognormal). A vectorised draw that "
     "keeps the same requests bit for bit (numpy's MT19937 set to random's state, math's log/exp/cos/sin mapped "
-    "over blocks: numpy's own may differ in the last bit by CPU) measured no faster, since mapping a math "
-    "function over a list and building the tuples cost about as much as the loop, so numpy was not added. "
-    "Of the run, about 80% is Replica.run, which makes about three passes per request (a prefill's end, a "
-    "completion, the decode clock run up to the next arrival), each a few hundred ns of CPython bytecode, "
-    "float boxing and a step-time lookup; about 12% is the events (scrapes, the HPA's and KEDA's queries); about "
-    "5% is routing. Replica.run already holds the engine's state in locals across a replica's share of the "
-    "requests between two events (no call per request) and the latency histograms are filled in bulk; what is "
-    "left is per-event work that only compiled code (or a model with fewer events per request, which would "
-    "change the figures) would remove."
+    "over blocks, since numpy's own may differ in the last bit by CPU) measured no faster: mapping a math "
+    "function over a list (about 100 ns a value here) and building the tuples cost as much as the loop, so "
+    "numpy was not added. Of the run, about 80% is Replica.run, which makes about three passes per request (a "
+    "prefill's end, a completion, the decode clock run up to the next arrival), each some hundreds of ns of "
+    "bytecode, boxed floats, a heap operation on tuples and a step-time lookup, and two histogram updates per "
+    "completion (about 120 ns each; binning in bulk with Counter.update measured no cheaper once the appends "
+    "were counted); about 12% is the events (scrapes, the HPA's and KEDA's queries) and about 5% routing. "
+    "Replica.run takes a replica's share of the requests between two events in one call, its state in locals "
+    "(no call per request). What is left is per-event interpreter work: only compiled code, or a model with "
+    "fewer events per request (which would change the figures), would remove it."
 )
 
 
@@ -113,6 +114,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="mean requests per second (default 50)")
     parser.add_argument("--hours", type=float, default=24.0, help="trace length (default 24)")
     parser.add_argument("--baseline", type=Path, help="another checkout to time as well, alternating")
+    parser.add_argument("--baseline-label", default="BASELINE", help="how the section names the baseline")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of (baseline, this checkout) (default 1)")
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # one measurement, as JSON (internal)
@@ -144,7 +146,7 @@ def section(args: argparse.Namespace, trees: list[tuple[str, Path]], rows: list[
         "machine: the load average at each measurement's start is in the table). serving-demo's mistral-7b "
         f"(maxReplicas and the g5 group's maxSize set to 40), a diurnal trace at {args.rate:g} req/s mean over "
         f"{args.hours:g} h, seed 0, {n:,} requests. Each row is a fresh process"
-        + (", before (BASELINE) and after (this checkout) alternating." if args.baseline else "."),
+        + (f", before ({args.baseline_label}) and after (this checkout) alternating." if args.baseline else "."),
         "",
         "| round | checkout | load (1 min) | draw CPU (s) | run CPU (s) | total CPU (s) | total wall (s) | "
         "CPU per request (us) |",
