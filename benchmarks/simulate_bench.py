@@ -60,8 +60,7 @@ class Measured(TypedDict):
 
 
 def measure(root: Path, rate: float, hours: float) -> Measured:
-    """Time the draw and the run with the project imported from `root` (call in a fresh process)."""
-    sys.path.insert(0, str(root))
+    """Time the draw and the run with the project imported from `root` (a fresh process, PYTHONPATH=root)."""
     os.chdir(root)
     from infra.core.paths import parse_override
     from infra.serving.queueing import Lengths
@@ -101,7 +100,7 @@ def measure(root: Path, rate: float, hours: float) -> Measured:
 def _timed(root: Path, rate: float, hours: float) -> Measured:
     done = subprocess.run(
         [sys.executable, __file__, "--measure", str(root), "--rate", str(rate), "--hours", str(hours)],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
     measured = cast(Measured, json.loads(done.stdout.strip().splitlines()[-1]))
     if not measured["module"].startswith(str(root)):
