@@ -1,6 +1,7 @@
 """The serving twin's event loop: one model's replicas, autoscalers and nodes under a trace (pure; docs/simulate.md).
 
-Events, in time order (a heap; requests come from the trace between them, each routed at once):
+Events, in time order (a heap; requests come from the trace between them, each routed as it arrives; a replica
+takes its share of those between two events in one call, Replica.run):
 
 - **Requests** go to a ready, non-stopping replica chosen at random (kube-proxy's iptables mode picks a backend
   at random); with none, the request is refused.
