@@ -1,6 +1,7 @@
 """The serving twin's event loop: one model's replicas, autoscalers and nodes under a trace (pure; docs/simulate.md).
 
-Events, in time order (a heap; requests come from the trace between them, each routed at once):
+Events, in time order (a heap; requests come from the trace between them, each routed as it arrives; a replica
+takes its share of those between two events in one call, Replica.run):
 
 - **Requests** go to a ready, non-stopping replica chosen at random (kube-proxy's iptables mode picks a backend
   at random); with none, the request is refused.
@@ -24,7 +25,6 @@ Events, in time order (a heap; requests come from the trace between them, each r
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 import random
@@ -99,8 +99,8 @@ class Simulation:
         self.series: list[tuple[float, int, int, int]] = []
         self.changes: list[int] = []
         perf = twin.perf
-        self.steps: dict[int, float] = {}
-        self.prefill = functools.lru_cache(maxsize=None)(perf.prefill_seconds)
+        self.steps: dict[int, float] = {}  # the replicas' caches of step and prefill times (replica.py)
+        self.prefills: dict[int, float] = {}
         self.limit = perf.max_num_seqs if perf.device.kind == "neuron" else perf.configured_max_num_seqs
         self.kv_capacity = float(
             perf.kv_capacity_tokens if perf.device.kind != "neuron" else perf.max_num_seqs * perf.max_model_len
@@ -123,24 +123,38 @@ class Simulation:
         ):
             self.at(period, kind, period)
         events, routes, rng, tally = self.events, self.routes, self.rng.random, self.tally
+        # Each request is routed as it arrives, but a replica takes its share of the requests between two events
+        # in one call (Replica.run): only events change the routes or look at a replica, and replicas share
+        # nothing but sums (the tally) and caches, so this is the same as handing each request over at once.
         next_event = events[0][0]
+        shares: list[list[tuple[float, int, int]]] = [[] for _ in routes]
         arrived = 0
-        for t, prompt, out in trace:
+        for request in trace:
+            t = request[0]
             if t > seconds:
                 break
-            while next_event <= t:
-                self._handle(heapq.heappop(events))
-                next_event = events[0][0]
+            if t >= next_event:
+                self._hand_over(shares)
+                while next_event <= t:
+                    self._handle(heapq.heappop(events))
+                    next_event = events[0][0]
+                shares = [[] for _ in routes]
             arrived += 1
-            if routes:
-                routes[int(rng() * len(routes))].arrive(t, prompt, out)
+            if shares:
+                shares[int(rng() * len(shares))].append(request)
             else:
                 tally.refused += 1
-                tally.unserved_tokens += out
+                tally.unserved_tokens += request[2]
+        self._hand_over(shares)
         tally.arrived += arrived
         while events and events[0][0] <= seconds:
             self._handle(heapq.heappop(events))
         return self._finish(seconds)
+
+    def _hand_over(self, shares: list[list[tuple[float, int, int]]]) -> None:
+        for replica, share in zip(self.routes, shares, strict=True):
+            if share:
+                replica.run(share)
 
     def _handle(self, event: tuple[float, int, str, object]) -> None:
         now, _, kind, payload = event
@@ -210,8 +224,9 @@ class Simulation:
         twin = self.twin
         pod.state, pod.ready_at = "ready", now
         pod.replica = Replica(
-            self.twin.perf.decode_step_seconds, self.prefill, self.limit, self.kv_capacity, twin.timeout_seconds,
-            (twin.ttft_slo_seconds, twin.tpot_slo_seconds), self.tally, now, self.steps,
+            twin.perf.decode_step_seconds, twin.perf.prefill_seconds, self.limit, self.kv_capacity,
+            twin.timeout_seconds, (twin.ttft_slo_seconds, twin.tpot_slo_seconds), self.tally, now, self.steps,
+            self.prefills,
         )  # fmt: skip
         self.ready.append(pod)
         self.routes.append(pod.replica)

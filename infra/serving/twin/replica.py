@@ -17,11 +17,11 @@ Everything is deterministic: the replica holds no randomness.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 
 @dataclass
@@ -65,6 +65,7 @@ class Replica:
         "kv_start",
         "kv_capacity",
         "steps",
+        "prefills",
     )
 
     def __init__(
@@ -78,10 +79,12 @@ class Replica:
         tally: Tally,
         now: float,
         steps: dict[int, float] | None = None,
+        prefills: dict[int, float] | None = None,
     ):
         self.step, self.prefill, self.limit, self.kv_capacity = step, prefill, limit, kv_capacity
         # step times by (running, KV held rounded down to 64 tokens), shared between replicas of one model
         self.steps = {} if steps is None else steps
+        self.prefills = {} if prefills is None else prefills  # prefill times by prompt tokens, shared likewise
         self.timeout, self.slo, self.tally = timeout, slo, tally
         self.t = now
         self.clock = 0.0  # decode steps run so far
@@ -109,24 +112,109 @@ class Replica:
         return float(waiting), float(self.running + prefilling), min(1.0, self.kv_tokens() / self.kv_capacity)
 
     def arrive(self, now: float, prompt: int, out: int) -> None:
-        if now > self.t:
-            self.advance(now)
-        joins = self.joins
-        if self.running + len(joins) < self.limit:
-            free = self.prefill_free
-            start = now if now > free else free
-            end = self.prefill_free = start + self.prefill(prompt)
-            joins.append((start, end, now, out, prompt))
-        else:
-            self.waiting.append((now, prompt, out))
+        self.run(((now, prompt, out),))
 
-    def _admit(self, now: float, arrival: float, prompt: int, out: int) -> None:
-        start = now if now > self.prefill_free else self.prefill_free
-        end = start + self.prefill(prompt)
-        self.prefill_free = end
-        self.joins.append((start, end, arrival, out, prompt))
+    def advance(self, to: float) -> None:
+        """Run the replica from its time to `to`: prefills, joins, decode steps and completions in order."""
+        if to > self.t:
+            self.run((), to)
+
+    def run(self, requests: Sequence[tuple[float, int, int]], to: float = -math.inf) -> None:
+        """Take `requests` (arrival, prompt, out; in order of arrival), each once the engine has run to its
+        arrival, then run on to `to`.
+
+        This is the twin's hot path (a few passes per request, millions of requests a day), so the engine's state
+        is held in locals for the whole call and written back once, and a completion's tally is written out here;
+        the rare paths (a one-token request, admitting from the waiting queue) call helpers. A request at a time
+        (arrive) and a run of them give the same results: the state moves through the same steps and the
+        floating-point operations are the same, in the same order."""
+        joins, heap, waiting, steps, prefills = self.joins, self.heap, self.waiting, self.steps, self.prefills
+        limit, tally = self.limit, self.tally
+        ttft_slo, tpot_slo = self.slo
+        ttft_hist, tpot_hist = tally.ttft_ms, tally.tpot_ms10
+        t, clock, running = self.t, self.clock, self.running
+        kv_prompt, kv_start, prefill_free = self.kv_prompt, self.kv_start, self.prefill_free
+        completed = tokens = over = 0
+        count, i = len(requests), 0
+        while True:
+            target = requests[i][0] if i < count else to
+            if target > t:  # run the engine to `target`: the loop ends where advance's ended, at its breaks
+                while True:
+                    if joins and joins[0][0] <= t:  # a prefill is running: decoding stalls until it ends
+                        start, end, arrival, out, prompt = joins[0]
+                        if end > target:
+                            t = target
+                            break
+                        joins.popleft()
+                        t = end
+                        if out <= 1:
+                            self._finish(t, t, arrival, out)
+                            prefill_free = self._fill(t, running, prefill_free)
+                            continue
+                        heappush(heap, (clock + out - 1, t, arrival, out, prompt))
+                        running += 1
+                        kv_prompt += prompt
+                        kv_start += clock
+                        continue
+                    horizon = joins[0][0] if joins and joins[0][0] < target else target
+                    if not running:
+                        t = horizon
+                        if horizon >= target:
+                            break
+                        continue
+                    # the step time for this batch and the KV it holds (rounded down to 64 tokens), cached
+                    kv = int(kv_prompt + running * clock - kv_start) >> 6
+                    step = steps.get(running << 24 | kv)
+                    if step is None:
+                        step = steps[running << 24 | kv] = self.step(running, kv * 64.0)
+                    last = heap[0][0]
+                    at = t + (last - clock) * step
+                    if at <= horizon:  # the sequence with the fewest tokens left ends first
+                        clock = last
+                        t = at
+                        _, first, arrival, out, prompt = heappop(heap)
+                        running -= 1
+                        kv_prompt -= prompt
+                        kv_start -= last - out + 1
+                        ttft, tpot = first - arrival, (t - first) / (out - 1)  # out > 1: one-token requests end above
+                        completed += 1
+                        tokens += out
+                        if ttft > ttft_slo or tpot > tpot_slo:
+                            over += 1
+                        ttft_hist[int(ttft * 1000)] += 1
+                        tpot_hist[int(tpot * 10000)] += 1
+                        if waiting:
+                            prefill_free = self._fill(t, running, prefill_free)
+                        continue
+                    clock = clock + (horizon - t) / step
+                    t = horizon
+                    if t >= target:
+                        break
+            if i == count:
+                break
+            now, prompt, out = requests[i]
+            i += 1
+            if running + len(joins) < limit:
+                start = now if now > prefill_free else prefill_free
+                seconds = prefills.get(prompt)
+                prefill_free = start + (self._prefill(prompt) if seconds is None else seconds)
+                joins.append((start, prefill_free, now, out, prompt))
+            else:
+                waiting.append((now, prompt, out))
+        self.t, self.clock, self.running = t, clock, running
+        self.kv_prompt, self.kv_start, self.prefill_free = kv_prompt, kv_start, prefill_free
+        tally.completed += completed
+        tally.output_tokens += tokens
+        tally.over_slo += over
+
+    def _prefill(self, prompt: int) -> float:
+        seconds = self.prefills.get(prompt)
+        if seconds is None:
+            seconds = self.prefills[prompt] = self.prefill(prompt)
+        return seconds
 
     def _finish(self, now: float, first: float, arrival: float, out: int) -> None:
+        """A completion's tally (run() writes this out for its common case; a one-token request comes here)."""
         tally = self.tally
         ttft = first - arrival
         tpot = (now - first) / (out - 1) if out > 1 else 0.0
@@ -137,69 +225,20 @@ class Replica:
         tally.ttft_ms[int(ttft * 1000)] += 1
         tally.tpot_ms10[int(tpot * 10000)] += 1
 
-    def _fill(self, now: float) -> None:
-        """Admit waiting requests into free slots; those that waited past the timeout are dropped."""
-        waiting = self.waiting
-        while waiting and self.running + len(self.joins) < self.limit:
+    def _fill(self, now: float, running: int, prefill_free: float) -> float:
+        """Admit waiting requests into free slots (`running` decoding); those that waited past the timeout are
+        dropped. Returns when the prefills queued end (run()'s prefill_free)."""
+        waiting, joins, limit = self.waiting, self.joins, self.limit
+        while waiting and running + len(joins) < limit:
             arrival, prompt, out = waiting.popleft()
             if now - arrival > self.timeout:
                 self.tally.timed_out += 1
                 self.tally.unserved_tokens += out
                 continue
-            self._admit(now, arrival, prompt, out)
-
-    def advance(self, to: float) -> None:
-        """Run the replica from its time to `to`: prefills, joins, decode steps and completions in order."""
-        t, joins, heap, step_of, steps = self.t, self.joins, self.heap, self.step, self.steps
-        if to <= t:
-            return
-        while True:
-            if joins and joins[0][0] <= t:  # a prefill is running: decoding stalls until it ends
-                start, end, arrival, out, prompt = joins[0]
-                if end > to:
-                    t = to
-                    break
-                joins.popleft()
-                t = end
-                if out <= 1:
-                    self._finish(t, t, arrival, out)
-                    self._fill(t)
-                    continue
-                heapq.heappush(heap, (self.clock + out - 1, t, arrival, out, prompt))
-                self.running += 1
-                self.kv_prompt += prompt
-                self.kv_start += self.clock
-                continue
-            horizon = joins[0][0] if joins and joins[0][0] < to else to
-            running = self.running
-            if not running:
-                t = horizon
-                if horizon >= to:
-                    break
-                continue
-            clock = self.clock
-            kv = int(self.kv_prompt + running * clock - self.kv_start) >> 6
-            step = steps.get(running << 24 | kv)
-            if step is None:
-                step = steps[running << 24 | kv] = step_of(running, kv * 64.0)
-            last = heap[0][0]
-            at = t + (last - clock) * step
-            if at <= horizon:
-                self.clock = last
-                t = at
-                _, first, arrival, out, prompt = heapq.heappop(heap)
-                self.running = running - 1
-                self.kv_prompt -= prompt
-                self.kv_start -= last - out + 1
-                self._finish(t, first, arrival, out)
-                if self.waiting:
-                    self._fill(t)
-                continue
-            self.clock = clock + (horizon - t) / step
-            t = horizon
-            if t >= to:
-                break
-        self.t = t
+            start = now if now > prefill_free else prefill_free
+            prefill_free = start + self._prefill(prompt)
+            joins.append((start, prefill_free, arrival, out, prompt))
+        return prefill_free
 
     def kill(self) -> int:
         """The replica stops now: every request it still holds is lost. Returns how many."""
