@@ -31,10 +31,11 @@ def add_diagram_parser(verbs: argparse._SubParsersAction) -> None:
 def stacks_with_references(stacks: list[str]):
     """Offline previews of `stacks` and of every stack they reference, each once, in a stable order."""
     from infra.core.project import load_project
-    from infra.tools.offline.engine import preview
+    from infra.tools.offline.engine import Preview, preview
 
     project = load_project()
-    previews, pending, seen, done = [], list(stacks), set(), {}
+    previews, pending, seen = [], list(stacks), set()
+    done: dict[str, Preview] = {}
     while pending:
         stack = pending.pop(0)
         if stack in seen:
