@@ -11,4 +11,9 @@ from infra.cli import main
 GC_FIRST_THRESHOLD = 50_000
 gc.set_threshold(GC_FIRST_THRESHOLD, *gc.get_threshold()[1:])
 
-sys.exit(main())
+code = main()
+# At exit the interpreter's last collections walk every object the verb left alive (the SDKs' classes, the
+# preview), most of a second of a one-second verb while nothing is garbage (benchmarks/RESULTS.md). Frozen, those
+# objects are left out of them; atexit handlers, thread joins and the modules' teardown run as before.
+gc.freeze()
+sys.exit(code)
