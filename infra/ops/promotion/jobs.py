@@ -62,6 +62,8 @@ SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 _NO_CREDENTIALS = "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
 # The load-and-generate program, written into the work volume by `convert` (it runs in the server image).
 ENGINE_CHECK = (Path(__file__).parent / "engine_check.py").read_text()
+# The programs a recipe's `convert` runs (its `programs`), shipped the same way.
+PROGRAMS = {name: (Path(__file__).parent / name).read_text() for r in RECIPES.values() for name in r.programs}
 _REPORT_SCRIPT = """import hashlib, json, os, sys
 files = []
 for root, _, names in os.walk("/work/out"):
@@ -296,9 +298,10 @@ def conversion_objects(**kwargs: Any) -> list[Manifest]:
 def convert_script(recipe: Recipe) -> str:
     # Neither step needs AWS access. The pod annotation keeps Pod Identity from injecting credentials
     # here; the unset is a second guard (should the webhook ignore the annotation).
+    programs = "".join(f"cat > /work/{name} <<'PY'\n{PROGRAMS[name]}PY\n" for name in recipe.programs)
     return (
         f"set -eu\n{_NO_CREDENTIALS}"
-        f"mkdir -p /work/out\ncat > {CHECK_PROGRAM} <<'PY'\n{ENGINE_CHECK}PY\n"
+        f"mkdir -p /work/out\ncat > {CHECK_PROGRAM} <<'PY'\n{ENGINE_CHECK}PY\n{programs}"
         f"{recipe.convert}\n"
     )
 
