@@ -246,3 +246,58 @@ def test_the_compressed_tensors_library_reads_and_decompresses_the_artefact(root
         assert torch.equal(weight, tiny_llama.dequantised(tensors, layer, weights).to(weight.dtype)), layer
         seen.append(layer)
     assert sorted(seen) == layers and len(layers) == 14
+
+
+@pytest.mark.parametrize("scheme", ["fp8", "int8", "int4"])
+def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, scheme):
+    """Where the vLLM image's Python stack is installed (transformers, compressed-tensors, accelerate; not the test
+    extra): a LlamaForCausalLM written by transformers itself converts, and evaluate.py's loader path
+    (AutoModelForCausalLM) loads the artefact with compressed layers whose weights are the recorded decoding's."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("compressed_tensors")
+    pytest.importorskip("accelerate")
+    config = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=64, torch_dtype="bfloat16",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(tmp_path / "checkpoint", safe_serialization=True)
+    done = run("--scheme", scheme, "--checkpoint", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out", torch_dtype="auto")
+    found, tensors = tiny_llama.read_artefact(tmp_path / "out")
+    weights = found["quantization_config"]["config_groups"]["group_0"]["weights"]
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and name != "lm_head":
+            decoded = tiny_llama.dequantised(tensors, name, weights).to(torch.bfloat16)
+            dense = loaded.get_submodule(name)
+            assert type(dense).__name__ == "CompressedLinear", name
+            with torch.no_grad():
+                eye = torch.eye(dense.in_features, dtype=torch.bfloat16)
+                assert torch.allclose(dense(eye).T, decoded, rtol=1e-2, atol=1e-3), name  # x @ W.T with x = I
+    ids = torch.randint(0, 64, (1, 16))
+    with torch.no_grad():
+        assert torch.isfinite(loaded(ids).logits).all()
+
+
+def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
+    """The conversion Job's `convert` script itself (heredocs, the program file, the command), run by sh with its
+    /work/ moved under tmp_path: it writes the same artefact as the program run directly."""
+    from infra.ops.promotion import jobs
+    from infra.ops.promotion.recipes import RECIPES
+
+    work = tmp_path / "work"
+    shutil.copytree(checkpoint(root), work / "checkpoint")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # this venv's python
+    (tmp_path / "bin" / "python3").chmod(0o755)
+    script = jobs.convert_script(RECIPES["cuda-int4"]).replace("/work/", f"{work}/")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (work / "quantize.py").read_text() == PROGRAM.read_text()
+    expected, _ = converted(root, "int4")
+    _, written = tiny_llama.read_artefact(work / "out")
+    _, direct = tiny_llama.read_artefact(expected)
+    assert written.keys() == direct.keys() and all(torch.equal(written[k], direct[k]) for k in direct)
