@@ -97,14 +97,14 @@ def artefact_prefix(model: str, version: str, variant: str) -> str:
     return registry_layout.model_prefix(model, version, variant)
 
 
-def labels(model: str, version: str, variant: str) -> dict[str, str]:
+def labels(model: str, version: str, variant: str, accelerator: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "model-conversion",
         "app.kubernetes.io/instance": model,
         "app.kubernetes.io/version": slug(version, 63),
         "app.kubernetes.io/component": variant,
         "app.kubernetes.io/managed-by": "mlinfra",
-        ACCELERATOR_LABEL: RECIPES[variant].accelerator,
+        ACCELERATOR_LABEL: accelerator,
     }
 
 
@@ -145,11 +145,12 @@ def conversion_job(
     server: ModelSpec,
     mirror: Mirror | None = None,
 ) -> Manifest:
-    """`server`: the model entry that will serve this variant (its image and engine settings); `mirror`: the
-    serving stack's image mirror, which every image of the Job comes through."""
+    """`server`: the model entry that will serve this variant (its pool, image and engine settings): the Job runs
+    on that pool; `mirror`: the serving stack's image mirror, which every image of the Job comes through."""
 
     recipe = RECIPES[variant]
-    profile = PROFILES[recipe.accelerator]
+    pool = server.accelerator
+    profile = PROFILES[pool]
     devices = str(server.accelerators_per_replica)
     name = job_name(model, version, variant)
     target = f"s3://{bucket}/{artefact_prefix(model, version, variant)}"
@@ -160,7 +161,7 @@ def conversion_job(
     meta = {
         "name": name,
         "namespace": ns,
-        "labels": labels(model, version, variant),
+        "labels": labels(model, version, variant, pool),
         "annotations": {
             "mlinfra.io/run-id": run_id,
             "mlinfra.io/checkpoint": f"s3://{bucket}/{checkpoint}",
@@ -220,8 +221,8 @@ def conversion_job(
     pod: dict[str, Any] = {
         "serviceAccountName": access.SERVICE_ACCOUNT,
         "restartPolicy": "Never",
-        "nodeSelector": {ACCELERATOR_LABEL: recipe.accelerator},
-        "tolerations": [taint(recipe.accelerator).toleration()],
+        "nodeSelector": {ACCELERATOR_LABEL: pool},
+        "tolerations": [taint(pool).toleration()],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [credentials, fetch, convert, check],
         "containers": [upload],
@@ -324,5 +325,5 @@ def manifest_facts(recipe: Recipe, server: ModelSpec) -> dict[str, Any]:
         "precision": recipe.precision,
         "image": server.image,
         "engine": engine.engine_settings(server).keywords(),
-        "hardware": {"accelerator": recipe.accelerator, "resource": PROFILES[recipe.accelerator].resource},
+        "hardware": {"accelerator": server.accelerator, "resource": PROFILES[server.accelerator].resource},
     }

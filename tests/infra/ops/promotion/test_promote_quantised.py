@@ -207,3 +207,23 @@ def test_against_moto_a_failed_gate_leaves_the_alias_unmoved(bucket, aws):
         aws.s3.get_object(Bucket=bucket, Key="models/mistral-7b/v1/cuda-int4/manifest.json")["Body"].read()
     )
     assert manifest["quality"]["passed"] is True and manifest["quality"]["figures"]["perplexity"]["variant"] == 8.2
+
+
+def test_a_variant_is_built_on_a_declared_pool_that_runs_it_when_its_recipes_pool_is_absent():
+    """cuda-fp8's recipe names g6; a stack with g6e (L40S) but no g6 builds and checks it on g6e."""
+    store = MemoryStore()
+    cluster, world, stacks, rt = world_with(store)
+    serving = world.stacks["serving-demo"].config["mlinfra:serving"]
+    serving["nodePools"]["g6e"] = {"instanceTypes": ["g6e.xlarge", "g6e.2xlarge"], "minSize": 0, "maxSize": 1}
+    code = promote(request(("cuda", "cuda-fp8")), stacks, lambda b, r: store, lambda s: cluster, rt, True)
+    text = "\n".join(printed(rt))
+    assert code == 0
+    assert "job models/convert-mistral-7b-v2-cuda-fp8: cuda-fp8 on g6e (nvidia.com/gpu: 1, cpu 2, memory " in text
+    assert "job models/evaluate-mistral-7b-v2-cuda-fp8: evaluates cuda-fp8 against the bf16 reference on g6e" in text
+    cluster.quality["cuda-fp8"] = figures(ppl_variant=8.2, em_variant=0.875)
+    code = promote(request(("cuda", "cuda-fp8")), stacks, lambda b, r: store, lambda s: cluster, rt)
+    job = next(o for o in cluster.applied if o["metadata"]["name"] == "convert-mistral-7b-v2-cuda-fp8")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"mlinfra.io/accelerator": "g6e"}
+    assert job["metadata"]["labels"]["mlinfra.io/accelerator"] == "g6e"
+    assert code == 0 and store.json("models/mistral-7b/v2/cuda-fp8/manifest.json")["hardware"]["accelerator"] == "g6e"
