@@ -159,7 +159,7 @@ class ModelSpec(Spec):
     variant: Variant | None = Field(
         None,
         description="Artefact variant to load (models/<name>/<version>/<variant>/): neuron or cuda (bf16), "
-        "cuda-fp8 (W8A8 FP8: L4, L40S), cuda-int4 (AWQ W4A16, Marlin: A10G, L4, L40S, A100), cuda-int8 "
+        "cuda-fp8 (W8A8 FP8: L4, L40S), cuda-int4 (W4A16 int4 in groups of 128: A10G, L4, L40S, A100), cuda-int8 "
         "(W8A8 INT8: T4 and later) or neuron-int8 (int8 weight-only on Inferentia2); the pool's devices must "
         "run it. Default: neuron on inf2, cuda on the GPU pools.",
     )

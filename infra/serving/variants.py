@@ -10,9 +10,11 @@ The config check and `promote` refuse a variant on a pool that cannot, naming th
 
 Sources (checked 2026-11-27): vLLM's quantization configs and scheme classes (v0.8.5/v0.9.1,
 vllm/model_executor/layers/quantization/): CompressedTensorsW8A8Int8.get_min_capability 75 ("turing and up"),
-Marlin kernels (awq_marlin, check_marlin_supported) 80, compressed-tensors W8A8 FP8 compute 89 (fp8 tensor
-cores, Ada Lovelace and Hopper; below it vLLM falls back to weight-only Marlin, which is not W8A8); the
---quantization choices of both releases in tests/contracts/data/vllm/. NxD Inference's NeuronConfig
+CompressedTensorsWNA16 80 ("ampere and up"; Marlin, or Machete on Hopper), compressed-tensors W8A8 FP8 compute
+89 (fp8 tensor cores, Ada Lovelace and Hopper; below it vLLM falls back to weight-only Marlin, which is not
+W8A8); the --quantization choices of both releases in tests/contracts/data/vllm/. All three CUDA quantised
+variants are compressed-tensors artefacts (tests/contracts/data/compressed_tensors.json), built round to nearest
+by quantize.py: no variant reads calibration data yet. NxD Inference's NeuronConfig
 `quantized`, `quantization_type`, `quantization_dtype` (AWS Neuron SDK 2.25 docs, "NxD Inference features:
 quantization"): int8 weight-only on Inferentia2. Only a real accelerator confirms that a built artefact loads.
 """
@@ -59,7 +61,8 @@ VARIANTS: dict[str, VariantFacts] = {
         VariantFacts(
             "cuda-fp8",
             "gpu",
-            "W8A8 FP8: per-channel fp8 (e4m3) weights, dynamic per-token fp8 activations (llm-compressor FP8_DYNAMIC)",
+            "W8A8 FP8: per-channel fp8 (e4m3) weights, dynamic per-token fp8 activations (compressed-tensors "
+            "float-quantized, llm-compressor's FP8_DYNAMIC scheme)",
             ("fp8",),
             "CUTLASS fp8 scaled_mm",
             8.9,
@@ -70,24 +73,26 @@ VARIANTS: dict[str, VariantFacts] = {
         VariantFacts(
             "cuda-int4",
             "gpu",
-            "AWQ W4A16: group-wise (128) int4 weights with activation-aware scales, fp16 compute",
+            "W4A16 round to nearest: symmetric int4 weights in groups of 128 (no AWQ scale search), fp16 compute "
+            "(compressed-tensors pack-quantized)",
             ("int4",),
-            "Marlin (awq_marlin)",
+            "Marlin/Machete (CompressedTensorsWNA16)",
             8.0,
-            "awq_marlin",
+            "compressed-tensors",
             None,
-            True,
+            False,
         ),
         VariantFacts(
             "cuda-int8",
             "gpu",
-            "W8A8 INT8: SmoothQuant + per-channel int8 weights, dynamic per-token int8 activations",
+            "W8A8 INT8: per-channel int8 weights, round to nearest (no SmoothQuant), dynamic per-token int8 "
+            "activations (compressed-tensors int-quantized)",
             ("int8",),
             "CUTLASS int8 scaled_mm",
             7.5,
             "compressed-tensors",
             None,
-            True,
+            False,
         ),
         VariantFacts(
             "neuron-int8",

@@ -38,9 +38,9 @@ def check_buildable(req: Promotion, declared: list[str]) -> None:
             problems.append(
                 Problem(
                     "--variants",
-                    f"{variant} would run on {', '.join(able)}, but this mlinfra has no conversion recipe for it: its "
-                    "quantiser's image and command are not pinned yet (docs/registry-and-promotion.md, \"Quantised "
-                    'variants"); promote neuron or cuda',
+                    f"{variant} would run on {', '.join(able)}, but this mlinfra has no conversion recipe for it "
+                    '(docs/registry-and-promotion.md, "Quantised variants"); it builds '
+                    f"{', '.join(RECIPES)}",
                 )
             )
     if problems:
@@ -80,6 +80,11 @@ def judged(store: ObjectStore, prefix: str, variant: str, req: Promotion) -> tup
         figures,
         req.budget,
         verdict,
-        {k: v for k, v in (("calibration", req.calibration), ("evaluation", req.evaluation)) if v is not None},
+        # the data this variant was built and judged with: calibration only where its quantiser reads it
+        {
+            k: v
+            for k, v in (("calibration", req.calibration if facts.calibrated else None), ("evaluation", req.evaluation))
+            if v is not None
+        },
     )
     return block, None if verdict.passed else f"quality gate: {'; '.join(verdict.reasons)}"

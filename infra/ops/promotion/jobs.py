@@ -62,6 +62,8 @@ SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 _NO_CREDENTIALS = "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
 # The load-and-generate program, written into the work volume by `convert` (it runs in the server image).
 ENGINE_CHECK = (Path(__file__).parent / "engine_check.py").read_text()
+# The programs a recipe's `convert` runs (its `programs`), shipped the same way.
+PROGRAMS = {name: (Path(__file__).parent / name).read_text() for r in RECIPES.values() for name in r.programs}
 _REPORT_SCRIPT = """import hashlib, json, os, sys
 files = []
 for root, _, names in os.walk("/work/out"):
@@ -95,14 +97,14 @@ def artefact_prefix(model: str, version: str, variant: str) -> str:
     return registry_layout.model_prefix(model, version, variant)
 
 
-def labels(model: str, version: str, variant: str) -> dict[str, str]:
+def labels(model: str, version: str, variant: str, accelerator: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "model-conversion",
         "app.kubernetes.io/instance": model,
         "app.kubernetes.io/version": slug(version, 63),
         "app.kubernetes.io/component": variant,
         "app.kubernetes.io/managed-by": "mlinfra",
-        ACCELERATOR_LABEL: RECIPES[variant].accelerator,
+        ACCELERATOR_LABEL: accelerator,
     }
 
 
@@ -143,11 +145,12 @@ def conversion_job(
     server: ModelSpec,
     mirror: Mirror | None = None,
 ) -> Manifest:
-    """`server`: the model entry that will serve this variant (its image and engine settings); `mirror`: the
-    serving stack's image mirror, which every image of the Job comes through."""
+    """`server`: the model entry that will serve this variant (its pool, image and engine settings): the Job runs
+    on that pool; `mirror`: the serving stack's image mirror, which every image of the Job comes through."""
 
     recipe = RECIPES[variant]
-    profile = PROFILES[recipe.accelerator]
+    pool = server.accelerator
+    profile = PROFILES[pool]
     devices = str(server.accelerators_per_replica)
     name = job_name(model, version, variant)
     target = f"s3://{bucket}/{artefact_prefix(model, version, variant)}"
@@ -158,7 +161,7 @@ def conversion_job(
     meta = {
         "name": name,
         "namespace": ns,
-        "labels": labels(model, version, variant),
+        "labels": labels(model, version, variant, pool),
         "annotations": {
             "mlinfra.io/run-id": run_id,
             "mlinfra.io/checkpoint": f"s3://{bucket}/{checkpoint}",
@@ -218,8 +221,8 @@ def conversion_job(
     pod: dict[str, Any] = {
         "serviceAccountName": access.SERVICE_ACCOUNT,
         "restartPolicy": "Never",
-        "nodeSelector": {ACCELERATOR_LABEL: recipe.accelerator},
-        "tolerations": [taint(recipe.accelerator).toleration()],
+        "nodeSelector": {ACCELERATOR_LABEL: pool},
+        "tolerations": [taint(pool).toleration()],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [credentials, fetch, convert, check],
         "containers": [upload],
@@ -296,9 +299,10 @@ def conversion_objects(**kwargs: Any) -> list[Manifest]:
 def convert_script(recipe: Recipe) -> str:
     # Neither step needs AWS access. The pod annotation keeps Pod Identity from injecting credentials
     # here; the unset is a second guard (should the webhook ignore the annotation).
+    programs = "".join(f"cat > /work/{name} <<'PY'\n{PROGRAMS[name]}PY\n" for name in recipe.programs)
     return (
         f"set -eu\n{_NO_CREDENTIALS}"
-        f"mkdir -p /work/out\ncat > {CHECK_PROGRAM} <<'PY'\n{ENGINE_CHECK}PY\n"
+        f"mkdir -p /work/out\ncat > {CHECK_PROGRAM} <<'PY'\n{ENGINE_CHECK}PY\n{programs}"
         f"{recipe.convert}\n"
     )
 
@@ -321,5 +325,5 @@ def manifest_facts(recipe: Recipe, server: ModelSpec) -> dict[str, Any]:
         "precision": recipe.precision,
         "image": server.image,
         "engine": engine.engine_settings(server).keywords(),
-        "hardware": {"accelerator": recipe.accelerator, "resource": PROFILES[recipe.accelerator].resource},
+        "hardware": {"accelerator": server.accelerator, "resource": PROFILES[server.accelerator].resource},
     }

@@ -6,7 +6,6 @@ from __future__ import annotations
 from infra.ops.promotion import evaluation, registry, sizing
 from infra.ops.promotion import jobs as job_objects
 from infra.ops.promotion.quality import Budget
-from infra.ops.promotion.recipes import RECIPES
 from infra.ops.promotion.request import Promotion
 from infra.ops.promotion.serving import ServingTarget
 from infra.ops.runtime import Runtime
@@ -38,14 +37,14 @@ def print_plan(
         f"runs/{req.run_id}/_SUCCESS present"
     )
     for variant in req.variants:
-        recipe = RECIPES[variant]
+        pool = servers[variant].accelerator
         prefix = job_objects.artefact_prefix(req.model, req.version, variant)
         size = sizes[variant]
         settings = engine.engine_settings(servers[variant]).keywords()
         image = pulled(target.image_mirror, servers[variant].image)
         rt.say(
-            f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {recipe.accelerator} "
-            f"({PROFILES[recipe.accelerator].resource}: {size.devices}, cpu {size.cpu:g}, memory "
+            f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {pool} "
+            f"({PROFILES[pool].resource}: {size.devices}, cpu {size.cpu:g}, memory "
             f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {image}; reads "
             f"{checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
         )

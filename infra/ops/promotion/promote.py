@@ -113,7 +113,7 @@ def promote(
         for variant in req.variants:
             cluster.create(objects[variant])
             states[variant] = JobState("pending")
-            rt.say(f"started job {ns}/{names[variant]} ({variant} on {RECIPES[variant].accelerator})")
+            rt.say(f"started job {ns}/{names[variant]} ({variant} on {servers[variant].accelerator})")
         stuck = _wait(cluster, ns, names, states, rt)
         failed = sorted(v for v, s in states.items() if s.state == "failed")
         for variant in req.variants:
@@ -268,12 +268,12 @@ def _sizes(
     """Each variant's Job size; InputError naming variant and pool when no instance type of its pool holds it."""
     sizes, problems = {}, []
     for variant in req.variants:
-        recipe = RECIPES[variant]
-        pool = getattr(target.config.serving.node_pools, recipe.accelerator)
+        recipe, accelerator = RECIPES[variant], servers[variant].accelerator
+        pool = getattr(target.config.serving.node_pools, accelerator)
         devices = servers[variant].accelerators_per_replica
         sizes[variant] = sizing.conversion_resources(recipe, checkpoint.size, devices)
         problem = sizing.fit_problem(
-            variant, recipe.accelerator, pool.instance_types, pool.disk_gib, sizes[variant], checkpoint.size
+            variant, accelerator, pool.instance_types, pool.disk_gib, sizes[variant], checkpoint.size
         )
         if problem:
             problems.append(problem)

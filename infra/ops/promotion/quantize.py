@@ -1,25 +1,37 @@
 """Post-training quantisation of a causal language model's linear layers, in pure torch (a program the quality
-gate's tests run for real on CPU; standard library and torch only, like the fabric gate's program).
+gate's tests run for real on CPU; standard library and torch only, like the fabric gate's program), and the
+conversion of a Hugging Face safetensors checkpoint into a compressed-tensors artefact with the same weight
+quantisers (`python3 quantize.py convert ...`, the cuda-fp8/-int8/-int4 conversion Jobs; that path also needs
+safetensors, which the vLLM image has).
 
 Methods (each names the variant it stands for, infra/serving/variants.py):
   int8-weight-only  per-output-channel symmetric int8 weights, round to nearest (neuron-int8)
   int8              W8A8: the same weights, and activations quantised per token to int8 at run time (cuda-int8)
-  int4              group-wise (`group` input channels) symmetric int4 weights, round to nearest
+  int4              group-wise (`group` input channels) symmetric int4 weights, round to nearest (cuda-int4,
+                    as the conversion Job builds it: group 128)
   int4-awq          int4 as above after an activation-aware scale search (AWQ): input channel j of a layer is
                     scaled by s_j = mean|x_j| ** alpha before quantising (and x_j divided by it), alpha in
-                    0, 0.05, ..., 1 chosen per layer for the least output error on the calibration data (cuda-int4)
+                    0, 0.05, ..., 1 chosen per layer for the least output error on the calibration data (not
+                    built by the conversion Job yet: it needs the model's activations)
   fp8               W8A8 FP8: per-output-channel e4m3 weights (scale = max|w| / 448) and per-token e4m3
                     activations, through torch.float8_e4m3fn (cuda-fp8)
 Compute stays in the model's float dtype (here fp32): the numbers are the quantised ones, the kernels are not.
 
 `scale_error` multiplies every scale after it is chosen: 1 is correct; anything else builds a deliberately
-broken variant (too small a scale clips the weights), which the quality gate must refuse.
+broken variant (too small a scale clips the weights), which the quality gate must refuse. `scale_dtype` rounds
+the scale to the dtype it is stored in before the weights are divided by it, so stored values and stored scale
+agree exactly.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import shutil
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,26 +45,39 @@ AWQ_GRID = tuple(i / 20 for i in range(21))
 SCALE_BYTES = 2  # scales are stored in 16 bits
 
 
-def int8_weights(w: torch.Tensor, scale_error: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def _stored(scale: torch.Tensor, scale_dtype: torch.dtype | None) -> torch.Tensor:
+    """The scale as it is stored (rounded to `scale_dtype`, never below its smallest normal), back in fp32."""
+    if scale_dtype is None:
+        return scale
+    return scale.to(scale_dtype).clamp(min=torch.finfo(scale_dtype).tiny).to(torch.float32)
+
+
+def int8_weights(
+    w: torch.Tensor, scale_error: float = 1.0, scale_dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-output-channel symmetric int8: (int8 values, scale per row)."""
-    scale = (w.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0) * scale_error
+    scale = _stored((w.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0) * scale_error, scale_dtype)
     return torch.clamp(torch.round(w / scale), -128, 127).to(torch.int8), scale
 
 
-def int4_weights(w: torch.Tensor, group: int, scale_error: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def int4_weights(
+    w: torch.Tensor, group: int, scale_error: float = 1.0, scale_dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Group-wise symmetric int4 in [-8, 7] (held in int8): (values shaped like w, scale per row and group)."""
     rows, cols = w.shape
     if cols % group:
         raise ValueError(f"{cols} input channels are not a multiple of the group size {group}")
     grouped = w.reshape(rows, cols // group, group)
-    scale = (grouped.abs().amax(dim=2, keepdim=True).clamp(min=1e-8) / 7.0) * scale_error
+    scale = _stored((grouped.abs().amax(dim=2, keepdim=True).clamp(min=1e-8) / 7.0) * scale_error, scale_dtype)
     values = torch.clamp(torch.round(grouped / scale), -8, 7)
     return values.reshape(rows, cols).to(torch.int8), scale
 
 
-def fp8_weights(w: torch.Tensor, scale_error: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def fp8_weights(
+    w: torch.Tensor, scale_error: float = 1.0, scale_dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-output-channel float8 e4m3: (float8 values, scale per row)."""
-    scale = (w.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / FP8_MAX) * scale_error
+    scale = _stored((w.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / FP8_MAX) * scale_error, scale_dtype)
     return torch.clamp(w / scale, -FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
 
 
@@ -200,3 +225,187 @@ def quantise_model(
         parameters += w.numel()
         weight_bytes += w.numel() * WEIGHT_BITS[method] / 8 + scale.numel() * SCALE_BYTES
     return QuantisationReport(method, len(names), parameters, weight_bytes, parameters * 2, alphas)
+
+
+# --- the conversion: python3 quantize.py convert --scheme fp8|int8|int4 --checkpoint DIR --out DIR ---------------
+# A Hugging Face checkpoint (config.json, *.safetensors) becomes a compressed-tensors artefact that vLLM loads
+# natively (config.json `quantization_config`, quant_method compressed-tensors), read and written one tensor at a
+# time: at most one shard of output (SHARD_BYTES) and one layer's weights in fp32 are in memory, never the model.
+# The format (field names, dtypes, packing order) is compressed-tensors' at the versions vLLM 0.8.5 (0.9.3) and
+# 0.9.1 (0.10.1) pin; tests/contracts/data/compressed_tensors.json records what was checked, and where.
+CONVERT_GROUP = 128  # int4 group size: W4A16 (llm-compressor's preset); Marlin takes 32, 64, 128 or channel
+SHARD_BYTES = 2 << 30
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")  # every 2-D weight a Linear's
+NOT_LINEAR = ("embed_tokens.weight", "lm_head.weight")  # 2-D weights that stay as they are
+WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth")
+CONVERTED = ("config.json", "model.safetensors.index.json")  # written anew
+
+
+def _args(bits: int, kind: str, strategy: str, group: int | None = None, dynamic: bool = False) -> dict[str, Any]:
+    """compressed-tensors' QuantizationArgs as its model validator completes them (observer by dynamic)."""
+    return {
+        "num_bits": bits,
+        "type": kind,
+        "symmetric": True,
+        "group_size": group,
+        "strategy": strategy,
+        "block_structure": None,
+        "dynamic": dynamic,
+        "actorder": None,
+        "observer": None if dynamic else "minmax",
+        "observer_kwargs": {},
+    }
+
+
+@dataclass(frozen=True)
+class Scheme:
+    format: str  # compressed-tensors CompressionFormat
+    weights: dict[str, Any]
+    input_activations: dict[str, Any] | None
+
+
+SCHEMES = {  # llm-compressor's presets FP8_DYNAMIC, INT8_W8A8 and W4A16, by the variant they build
+    "fp8": Scheme("float-quantized", _args(8, "float", "channel"), _args(8, "float", "token", dynamic=True)),
+    "int8": Scheme("int-quantized", _args(8, "int", "channel"), _args(8, "int", "token", dynamic=True)),
+    "int4": Scheme("pack-quantized", _args(4, "int", "group", CONVERT_GROUP), None),
+}
+
+
+class BadCheckpoint(ValueError):
+    pass
+
+
+def quantization_config(scheme: str) -> dict[str, Any]:
+    """config.json's `quantization_config` for `scheme`: every Linear layer but lm_head."""
+    found = SCHEMES[scheme]
+    group = {"targets": ["Linear"], "weights": found.weights, "input_activations": found.input_activations}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": found.format,
+        "quantization_status": "compressed",
+        "config_groups": {"group_0": {**group, "output_activations": None}},
+        "ignore": ["lm_head"],
+        "kv_cache_scheme": None,
+        "global_compression_ratio": None,
+    }
+
+
+def pack_int4(values: torch.Tensor) -> torch.Tensor:
+    """int4 values in [-8, 7] (int8, columns a multiple of 8) -> int32, eight per word: column 8k + i, offset by
+    8 to 0..15, in bits 4i..4i+3 of word k (compressed-tensors' pack_to_int32)."""
+    rows, cols = values.shape
+    nibbles = (values.to(torch.int64) + 8).reshape(rows, cols // 8, 8)
+    packed = torch.zeros(rows, cols // 8, dtype=torch.int64)
+    for i in range(8):
+        packed |= nibbles[:, :, i] << (4 * i)
+    return torch.where(packed >= 1 << 31, packed - (1 << 32), packed).to(torch.int32)
+
+
+def compressed(name: str, weight: torch.Tensor, scheme: str) -> dict[str, torch.Tensor]:
+    """The artefact's tensors for one Linear weight (`<layer>.weight`)."""
+    layer, w = name[: -len("weight")], weight.to(torch.float32)
+    if scheme == "int4":
+        if w.shape[1] % CONVERT_GROUP:
+            raise BadCheckpoint(f"{name}: {w.shape[1]} input channels are not a multiple of {CONVERT_GROUP}")
+        values, scale = int4_weights(w, CONVERT_GROUP, scale_dtype=torch.float16)
+        return {
+            layer + "weight_packed": pack_int4(values),
+            layer + "weight_scale": scale.reshape(w.shape[0], -1).to(torch.float16),  # the server runs float16
+            layer + "weight_shape": torch.tensor(list(w.shape), dtype=torch.int64),
+        }
+    values, scale = (fp8_weights if scheme == "fp8" else int8_weights)(w, scale_dtype=torch.float32)
+    return {layer + "weight": values, layer + "weight_scale": scale}  # scale (rows, 1), fp32 as vLLM's
+
+
+def _linear(name: str, tensor: torch.Tensor) -> bool:
+    return tensor.dim() == 2 and name.endswith(".weight") and not name.endswith(NOT_LINEAR)
+
+
+def _shards(checkpoint: Path) -> list[Path]:
+    index = checkpoint / "model.safetensors.index.json"
+    if index.is_file():
+        return [checkpoint / f for f in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+    found = sorted(checkpoint.glob("*.safetensors"))
+    if not found:
+        raise BadCheckpoint(f"{checkpoint}: no *.safetensors (the conversion reads safetensors checkpoints only)")
+    return found
+
+
+def _config(checkpoint: Path) -> dict[str, Any]:
+    path = checkpoint / "config.json"
+    if not path.is_file():
+        raise BadCheckpoint(f"{path}: no such file")
+    config: dict[str, Any] = json.loads(path.read_text())
+    architectures = config.get("architectures") or []
+    if not any(a in ARCHITECTURES for a in architectures):
+        raise BadCheckpoint(f"{path}: architectures {architectures}; the conversion knows {', '.join(ARCHITECTURES)}")
+    if "quantization_config" in config:
+        raise BadCheckpoint(f"{path}: the checkpoint is already quantised ({config['quantization_config']})")
+    return config
+
+
+def convert(checkpoint: Path, out: Path, scheme: str, shard_bytes: int = SHARD_BYTES) -> dict[str, Any]:
+    """Write the artefact to `out` (which exists); returns what was done (layers, parameters, bytes, files)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    config, shards = _config(checkpoint), _shards(checkpoint)
+    pending: dict[str, torch.Tensor] = {}
+    written: list[tuple[Path, list[str]]] = []
+    layers = parameters = total = pending_bytes = 0
+
+    def flush() -> None:
+        path = out / f".part-{len(written) + 1:05d}.safetensors"
+        save_file({k: v.contiguous() for k, v in pending.items()}, str(path), metadata={"format": "pt"})
+        written.append((path, list(pending)))
+        pending.clear()
+
+    for shard in shards:
+        with safe_open(str(shard), framework="pt", device="cpu") as source:
+            for name in source.keys():
+                tensor = source.get_tensor(name)
+                linear = _linear(name, tensor)
+                tensors = compressed(name, tensor, scheme) if linear else {name: tensor}
+                layers, parameters = layers + linear, parameters + (tensor.numel() if linear else 0)
+                pending.update(tensors)
+                size = sum(value.numel() * value.element_size() for value in tensors.values())
+                total, pending_bytes = total + size, pending_bytes + size
+                if pending_bytes >= shard_bytes:
+                    flush()
+                    pending_bytes = 0
+    if pending or not written:
+        flush()
+    weight_map = {}
+    for number, (path, names) in enumerate(written, 1):
+        final = f"model-{number:05d}-of-{len(written):05d}.safetensors"
+        path.rename(out / final)
+        weight_map.update(dict.fromkeys(names, final))
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    (out / "config.json").write_text(json.dumps({**config, "quantization_config": quantization_config(scheme)}))
+    for path in sorted(checkpoint.iterdir()):  # tokenizer, generation config, ...: as they are
+        if path.is_file() and not path.name.endswith(WEIGHT_FILES) and path.name not in CONVERTED:
+            shutil.copyfile(path, out / path.name)
+    return {"scheme": scheme, "layers": layers, "parameters": parameters, "bytes": total, "files": len(written)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="a safetensors checkpoint -> a compressed-tensors artefact")
+    parser.add_argument("command", choices=["convert"])
+    parser.add_argument("--scheme", required=True, choices=sorted(SCHEMES))
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--shard-bytes", type=int, default=SHARD_BYTES)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        report = convert(args.checkpoint, args.out, args.scheme, args.shard_bytes)
+    except BadCheckpoint as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

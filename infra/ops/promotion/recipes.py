@@ -1,6 +1,13 @@
 """How each artefact variant is built and checked (facts as data): the hardware it is for, the conversion
 command, and what the manifest records about it.
 
+The quantised CUDA variants (cuda-fp8, cuda-int8, cuda-int4) are built by mlinfra's own program,
+quantize.py's `convert` (written into the pod as engine_check.py is), in the vLLM image that serves them:
+python3, torch, safetensors and numpy are there (tests/contracts/data/images.json). It writes the
+compressed-tensors format vLLM loads natively (tests/contracts/data/compressed_tensors.json), round to nearest,
+on the CPU, streaming the checkpoint a tensor at a time. Each is built on the first AWS pool whose devices
+can serve it (variants.pools_for): a stack without that pool cannot build it here.
+
 Every variant is built in the image of the model server that will serve it, and checked there: after the
 conversion, a load-and-generate check (engine_check.py) runs on the variant's accelerator with the engine
 settings the server is started with (infra/serving/engine.py). A variant with no model server in mlinfra has
@@ -16,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.serving import engine
+from infra.serving.families import FAMILIES
+from infra.serving.variants import pools_for
 
 # A checkpoint's weights: what the Neuron artefact does not copy (NxD Inference writes its own sharded weights).
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
@@ -40,6 +49,7 @@ class Recipe:
     memory_base_gib: float
     disk_factor: float  # work volume = disk_factor * S + disk_base_gib (checkpoint, intermediates, artefact)
     disk_base_gib: float
+    programs: tuple[str, ...] = ()  # files of this package `convert` writes to /work/ before it runs
 
 
 _PY = "python3 -c"
@@ -89,6 +99,57 @@ RECIPES = {
         memory_base_gib=4,
         disk_factor=2.0,
         disk_base_gib=10,
+    ),
+}
+
+
+def _first_aws_pool(variant: str) -> str:
+    return next(pool for pool in pools_for(variant) if FAMILIES[pool].cloud == "aws")
+
+
+def _quantised(variant: str, scheme: str, layout: str, writes: str) -> Recipe:
+    """A compressed-tensors variant (its CompressionFormat `layout`), written by quantize.py's `convert --scheme
+    <scheme>` (this module does not import quantize.py: that would load torch wherever mlinfra runs)."""
+    return Recipe(
+        variant,
+        _first_aws_pool(variant),
+        RECIPES["cuda"].default_image,
+        format=f"compressed-tensors {layout} safetensors (Hugging Face layout; {writes})",
+        precision=scheme,
+        # On the CPU, like the bf16 re-save: round to nearest needs no GPU, and the result does not depend on one.
+        convert=f"CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme {scheme} "
+        "--checkpoint /work/checkpoint --out /work/out",
+        convert_on_accelerator=False,
+        check_env=(),
+        compiler_version=RECIPES["cuda"].compiler_version,
+        runtime_version=RECIPES["cuda"].runtime_version,
+        # Streaming: at most one output shard (quantize.SHARD_BYTES, 2 GiB) and one layer's weights in fp32 (and
+        # their intermediates; the largest layer grows with the model) are in memory. The work volume holds the
+        # checkpoint and the artefact (at most about half of it: 8-bit weights, bf16 embeddings). Estimates.
+        cpu=2,
+        memory_factor=0.05,
+        memory_base_gib=8,
+        disk_factor=1.6,
+        disk_base_gib=10,
+        programs=("quantize.py",),
+    )
+
+
+RECIPES |= {
+    "cuda-fp8": _quantised(
+        "cuda-fp8",
+        "fp8",
+        "float-quantized",
+        "FP8_DYNAMIC: per-channel float8 e4m3 weights, dynamic per-token fp8 activations",
+    ),
+    "cuda-int8": _quantised(
+        "cuda-int8", "int8", "int-quantized", "INT8_W8A8: per-channel int8 weights, dynamic per-token int8 activations"
+    ),
+    "cuda-int4": _quantised(
+        "cuda-int4",
+        "int4",
+        "pack-quantized",
+        "W4A16: symmetric int4 weights in groups of 128, packed eight to an int32",
     ),
 }
 VARIANTS = tuple(RECIPES)

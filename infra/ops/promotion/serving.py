@@ -13,6 +13,7 @@ from infra.ops.promotion.recipes import RECIPES
 from infra.serving.aws.config import ServingStackConfig
 from infra.serving.aws.mirror import Mirror
 from infra.serving.spec import ModelSpec
+from infra.serving.variants import hardware_refusal
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,21 @@ class ServingTarget:
 
     def server_for(self, variant: str, model: str, version: str) -> ModelSpec:
         """The model entry that will serve `variant`: the one following the alias when it serves this variant
-        (its image and engine settings), else the defaults of the variant's pool with its recipe's image."""
+        (its pool, image and engine settings), else the defaults of a pool with its recipe's image: the recipe's
+        pool when the stack declares it, else the first declared pool whose devices run the variant (the Jobs
+        are built and checked there)."""
         if self.follower is not None:
             entry = self.config.serving.models[self.follower]
             if entry.artefact_variant == variant:
                 return entry.model_copy(update={"version": version})
         recipe = RECIPES[variant]
+        declared = self.config.serving.node_pools.declared()
+        able = [pool for pool in declared if hardware_refusal(variant, pool) is None]
         return ModelSpec.model_validate(
             {
                 "name": model,
                 "version": version,
-                "accelerator": recipe.accelerator,
+                "accelerator": recipe.accelerator if recipe.accelerator in declared or not able else able[0],
                 "image": recipe.default_image,
                 "variant": variant,
             }

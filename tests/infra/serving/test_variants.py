@@ -56,9 +56,9 @@ def test_int4_on_t4_is_refused_for_the_kernels_compute_capability():
     value["models"][1].update(accelerator="g4dn", variant="cuda-int4")
     assert problems(value) == [
         "mlinfra:serving.models[1].variant: cuda-int4 artefacts cannot be served on g4dn: cuda-int4 (weights int4, "
-        "activations fp16, KV cache fp16) needs what g4dn lacks: T4 (Turing) has compute capability 7.5; Marlin "
-        "(awq_marlin) needs 8.0; pools that can: g5 (A10G), g6 (L4), g6e (L40S), l4 (gcp L4), a100 (gcp "
-        "A100-40GB/A100-80GB)"
+        "activations fp16, KV cache fp16) needs what g4dn lacks: T4 (Turing) has compute capability 7.5; "
+        "Marlin/Machete (CompressedTensorsWNA16) needs 8.0; pools that can: g5 (A10G), g6 (L4), g6e (L40S), l4 "
+        "(gcp L4), a100 (gcp A100-40GB/A100-80GB)"
     ]
 
 
@@ -90,7 +90,7 @@ def model(accelerator: str, variant: str, image: str = "vllm/vllm-openai:v0.9.1"
     ("accelerator", "variant", "quantization", "dtype"),
     [
         ("g6", "cuda-fp8", "compressed-tensors", "bfloat16"),
-        ("g5", "cuda-int4", "awq_marlin", "float16"),
+        ("g5", "cuda-int4", "compressed-tensors", "float16"),
         ("g4dn", "cuda-int8", "compressed-tensors", "float16"),  # T4: no bf16
         ("g5", "cuda-int8", "compressed-tensors", "bfloat16"),
         ("g5", "cuda", None, "bfloat16"),

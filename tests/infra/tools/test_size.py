@@ -143,7 +143,9 @@ def test_quantised_precisions_are_offered_only_where_a_variant_runs_them(capsys)
     document = json.loads(out)
     refused = {(r["instanceType"], r["precision"]): r["reason"] for r in document["refused"]}
     # int4 is Marlin's (cuda-int4): T4 holds int4 weights but lacks the kernel's compute capability.
-    assert refused[("g4dn.xlarge", "int4")] == "T4 (Turing) has compute capability 7.5; Marlin (awq_marlin) needs 8.0"
+    assert refused[("g4dn.xlarge", "int4")] == (
+        "T4 (Turing) has compute capability 7.5; Marlin/Machete (CompressedTensorsWNA16) needs 8.0"
+    )
     assert refused[("inf2.8xlarge", "fp8")] == "no variant of mlinfra serves fp8 on neuron devices"
     offered = {(o["instanceType"], o["precision"]) for o in document["options"]}
     assert ("g5.xlarge", "int4") in offered and ("g6.xlarge", "fp8") in offered

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from infra.ops.promotion.recipes import RECIPES
 from tests.infra.ops.lifecycle.conftest import aws, moto_url  # noqa: F401  (fixtures)
 from tests.infra.ops.promotion.standins import BUCKET, RUN_ID, seed_run
 
@@ -18,11 +15,3 @@ def bucket(aws) -> str:  # noqa: F811
     aws.s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     seed_run(lambda key, body: aws.s3.put_object(Bucket=BUCKET, Key=key, Body=body), RUN_ID)
     return BUCKET
-
-
-@pytest.fixture
-def int4_recipe(monkeypatch):
-    """A conversion recipe for cuda-int4 on g5 (mlinfra pins none yet): the orchestration around it is real."""
-    monkeypatch.setitem(
-        RECIPES, "cuda-int4", dataclasses.replace(RECIPES["cuda"], variant="cuda-int4", precision="int4")
-    )

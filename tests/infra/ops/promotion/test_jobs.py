@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +44,17 @@ SERVERS = {
     "cuda": ModelSpec.model_validate(
         {"name": "mistral-7b", "version": "2026-03-01", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5"}
     ),
+} | {
+    variant: ModelSpec.model_validate(
+        {
+            "name": "mistral-7b",
+            "version": "2026-03-01",
+            "accelerator": pool,
+            "image": "vllm/vllm-openai:v0.8.5",
+            "variant": variant,
+        }
+    )
+    for variant, pool in (("cuda-fp8", "g6"), ("cuda-int8", "g5"), ("cuda-int4", "g5"))
 }
 
 
@@ -72,6 +84,9 @@ def test_objects_validate_against_the_kubernetes_schema(variant):
     [
         ("neuron", "inf2", "aws.amazon.com/neuron"),
         ("cuda", "g5", "nvidia.com/gpu"),
+        ("cuda-fp8", "g6", "nvidia.com/gpu"),  # fp8 compute: L4 (8.9); the A10G of g5 has none
+        ("cuda-int8", "g5", "nvidia.com/gpu"),
+        ("cuda-int4", "g5", "nvidia.com/gpu"),
     ],
 )
 def test_each_variant_runs_on_its_hardware(variant, pool, resource):
@@ -237,7 +252,27 @@ def test_the_cuda_resave_needs_no_gpu_and_the_check_does():
 
 
 def test_there_is_no_variant_without_a_server():
-    assert VARIANTS == ("neuron", "cuda")
+    assert VARIANTS == ("neuron", "cuda", "cuda-fp8", "cuda-int8", "cuda-int4")  # neuron-int8 has no recipe yet
+
+
+@pytest.mark.parametrize(("variant", "scheme"), [("cuda-fp8", "fp8"), ("cuda-int8", "int8"), ("cuda-int4", "int4")])
+def test_a_quantised_variant_ships_quantize_py_and_converts_on_the_cpu(variant, scheme):
+    from infra.ops.promotion import quantize
+
+    steps = {c["name"]: c for c in conversion(variant)["spec"]["template"]["spec"]["initContainers"]}
+    script = steps["convert"]["command"][-1]
+    program = Path(quantize.__file__).read_text()
+    assert f"cat > /work/quantize.py <<'PY'\n{program}PY\n" in script  # the file as it is in mlinfra
+    assert script.endswith(
+        f"CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme {scheme} --checkpoint /work/checkpoint "
+        "--out /work/out\n"
+    )
+    assert "nvidia.com/gpu" not in steps["convert"]["resources"]["requests"]
+    assert steps["check"]["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    # the check starts the engine as the server does: compressed-tensors, the variant's dtype
+    assert json.loads(next(e["value"] for e in steps["check"]["env"] if e["name"] == "ENGINE"))["quantization"] == (
+        "compressed-tensors"
+    )
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -33,7 +33,7 @@ def created(cluster) -> list[str]:
     return [name for call in cluster.calls if call[0] == "create" for _, name in call[1]]
 
 
-def test_the_evaluation_job_starts_after_the_conversions_and_the_gate_judges_what_it_wrote(int4_recipe):
+def test_the_evaluation_job_starts_after_the_conversions_and_the_gate_judges_what_it_wrote():
     store = MemoryStore()
     code, cluster, _, rt = run(store)
     assert code == 0 and store.json(ALIAS)["version"] == "v2"
@@ -60,7 +60,7 @@ def test_the_evaluation_job_starts_after_the_conversions_and_the_gate_judges_wha
     )
 
 
-def test_a_failed_evaluation_marks_the_version_and_the_alias_stays(int4_recipe):
+def test_a_failed_evaluation_marks_the_version_and_the_alias_stays():
     store = MemoryStore()
     code, _, world, rt = run(store, evaluation={"cuda-int4": "failed"})
     assert code == 1 and store.get(ALIAS) is None
@@ -76,7 +76,7 @@ def test_a_failed_evaluation_marks_the_version_and_the_alias_stays(int4_recipe):
     assert "promotion failed: mistral-7b@production stays at nothing" in "\n".join(printed(rt))
 
 
-def test_an_evaluation_nobody_can_schedule_fails_after_30_minutes_and_is_deleted(int4_recipe):
+def test_an_evaluation_nobody_can_schedule_fails_after_30_minutes_and_is_deleted():
     store = MemoryStore()
     code, cluster, _, rt = run(store, evaluation={"cuda-int4": "unschedulable"})
     assert code == 1 and store.get(ALIAS) is None
@@ -86,7 +86,7 @@ def test_an_evaluation_nobody_can_schedule_fails_after_30_minutes_and_is_deleted
     assert "for 30m" in reason or "30m" in reason, reason
 
 
-def test_ctrl_c_while_evaluating_deletes_the_evaluation_job_and_marks_the_version(int4_recipe):
+def test_ctrl_c_while_evaluating_deletes_the_evaluation_job_and_marks_the_version():
     store = MemoryStore()
     cluster, _, stacks, rt = world_with(store)
     cluster.quality["cuda-int4"] = PASSING
@@ -99,7 +99,7 @@ def test_ctrl_c_while_evaluating_deletes_the_evaluation_job_and_marks_the_versio
     assert store.get(ALIAS) is None and store.get(INT4 + "manifest.json") is None
 
 
-def test_a_failed_conversion_is_not_evaluated(int4_recipe):
+def test_a_failed_conversion_is_not_evaluated():
     store = MemoryStore()
     code, cluster, _, _ = run(store, outcome={"cuda": "failed"})
     assert code == 1
@@ -108,7 +108,7 @@ def test_a_failed_conversion_is_not_evaluated(int4_recipe):
     assert store.get(INT4 + "quality.json") is None
 
 
-def test_an_evaluation_that_writes_nothing_fails_the_gate(int4_recipe):
+def test_an_evaluation_that_writes_nothing_fails_the_gate():
     store = MemoryStore()
     code, cluster, _, _ = run(store, quality=None)
     assert code == 1 and "evaluate-mistral-7b-v2-cuda-int4" in created(cluster)
@@ -117,7 +117,7 @@ def test_an_evaluation_that_writes_nothing_fails_the_gate(int4_recipe):
     )
 
 
-def test_dry_run_prints_the_evaluation_jobs(int4_recipe):
+def test_dry_run_prints_the_evaluation_jobs():
     store = MemoryStore()
     code, cluster, _, rt = run(store, dry_run=True)
     assert code == 0 and cluster.calls == [] and not [k for k in store.writes if k.startswith("models/")]
@@ -134,7 +134,7 @@ def test_dry_run_prints_the_evaluation_jobs(int4_recipe):
     assert not [line for line in text if "evaluate-mistral-7b-v2-cuda:" in line]  # bf16: no evaluation
 
 
-def test_an_evaluation_prefix_too_long_for_the_session_policy_is_refused(int4_recipe):
+def test_an_evaluation_prefix_too_long_for_the_session_policy_is_refused():
     store = MemoryStore()
     long = "datasets/evals/" + "/".join(["e" * 60] * 20) + "/"
     store.put(long + "tasks.jsonl", b'{"prompt": "a", "answer": "b"}\n')
@@ -146,7 +146,7 @@ def test_an_evaluation_prefix_too_long_for_the_session_policy_is_refused(int4_re
     assert not [k for k in store.writes if k.startswith("models/")]
 
 
-def test_against_moto_a_failed_evaluation_leaves_the_alias_where_it_was(int4_recipe, bucket, aws):
+def test_against_moto_a_failed_evaluation_leaves_the_alias_where_it_was(bucket, aws):
     store = S3Store(bucket, session=aws.session)
     code, *_ = run(store, request(version="v1"))
     assert code == 0

@@ -4,6 +4,8 @@ within budget, a failed gate marking the version), with the in-memory registry a
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from infra.core.errors import InputError
@@ -12,6 +14,7 @@ from infra.ops.promotion.promote import promote
 from infra.ops.promotion.quality import Budget
 from infra.ops.promotion.request import Promotion, promotion
 from infra.ops.promotion.s3 import S3Store
+from infra.serving.variants import VARIANTS
 from tests.infra.ops.lifecycle.recording import FakeClock, RecordingStacks, printed, runtime
 from tests.infra.ops.promotion.standins import BUCKET, RUN_ID, Cluster, MemoryStore, promotion_world, seed_run
 
@@ -52,11 +55,11 @@ def world_with(store):
     return Cluster(store), world, RecordingStacks(world), runtime(FakeClock())
 
 
-def run(store, req: Promotion, quality: dict | None = None):
+def run(store, req: Promotion, quality: dict | None = None, dry_run: bool = False):
     cluster, world, stacks, rt = world_with(store)
     if quality is not None:
         cluster.quality["cuda-int4"] = quality
-    code = promote(req, stacks, lambda bucket, region: store, lambda stack: cluster, rt)
+    code = promote(req, stacks, lambda bucket, region: store, lambda stack: cluster, rt, dry_run)
     return code, world, rt
 
 
@@ -72,21 +75,47 @@ def test_fp8_is_refused_on_a_stack_whose_pools_cannot_run_it():
 def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written():
     store = MemoryStore()
     with pytest.raises(InputError) as caught:
-        run(store, request(("cuda", "cuda-int4", "cuda-int8")))
+        run(store, request(("cuda", "neuron-int8")))
     assert [str(p) for p in caught.value.problems] == [
-        f"--variants: {v} would run on g5, but this mlinfra has no conversion recipe for it: its quantiser's image "
-        'and command are not pinned yet (docs/registry-and-promotion.md, "Quantised variants"); promote neuron or cuda'
-        for v in ("cuda-int4", "cuda-int8")
+        "--variants: neuron-int8 would run on inf2, but this mlinfra has no conversion recipe for it "
+        '(docs/registry-and-promotion.md, "Quantised variants"); it builds neuron, cuda, cuda-fp8, cuda-int8, '
+        "cuda-int4"
     ]
     assert not [k for k in store.writes if k.startswith("models/")]
 
 
-def test_quantised_variants_need_registry_data_named_in_the_request():
+def test_the_quantised_variants_the_stack_can_run_are_planned_and_the_rest_refused():
+    """promote --variants cuda-int4,cuda-fp8 on the demo stack (inf2, g5): fp8 needs fp8 compute, g5 has none."""
+    with pytest.raises(InputError) as caught:
+        run(MemoryStore(), request(("cuda", "cuda-int4", "cuda-fp8")))
+    assert [str(p) for p in caught.value.problems] == [
+        "--variants: cuda-fp8 (weights fp8, activations fp8, KV cache bf16) cannot run on any node pool of stack "
+        "serving-demo (inf2, g5); pools that can: g6 (L4), g6e (L40S), l4 (gcp L4)"
+    ]
+    store = MemoryStore()
+    code, _, rt = run(store, request(("cuda", "cuda-int4", "cuda-int8")), dry_run=True)
+    text = "\n".join(printed(rt))
+    assert code == 0 and not [k for k in store.writes if k.startswith("models/")]
+    for variant in ("cuda-int4", "cuda-int8"):
+        assert f"job models/convert-mistral-7b-v2-{variant}: {variant} on g5 (nvidia.com/gpu: 1, cpu 2, memory " in text
+        assert f"job models/evaluate-mistral-7b-v2-{variant}: evaluates {variant} against the bf16 reference on g5" in (
+            text
+        )
+
+
+def test_quantised_variants_need_registry_data_named_in_the_request(monkeypatch):
     with pytest.raises(InputError) as caught:
         promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int4", "production", "serving-demo")
     assert [str(p) for p in caught.value.problems] == [
         "--eval-data: required for cuda-int4: the quality gate's fixed evaluation, a prefix datasets/evals/<name>/ of "
         "the registry holding held-out.jsonl and tasks.jsonl",
+    ]
+    # No variant reads calibration data yet (all round to nearest); one that does needs --calibration-data.
+    assert not [v for v in VARIANTS.values() if v.calibrated]
+    monkeypatch.setitem(VARIANTS, "cuda-int4", dataclasses.replace(VARIANTS["cuda-int4"], calibrated=True))
+    with pytest.raises(InputError) as caught:
+        promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int4", "production", "serving-demo", evaluation=EVALS)
+    assert [str(p) for p in caught.value.problems] == [
         "--calibration-data: required for cuda-int4: the quantiser's calibration samples, a prefix "
         "datasets/calibration/<name>/ of the registry",
     ]
@@ -110,7 +139,7 @@ def test_quantised_variants_need_registry_data_named_in_the_request():
     assert made.budget == Budget(0.05, 0.05) and made.evaluation == EVALS and made.calibration is None
 
 
-def test_data_the_registry_does_not_hold_is_refused(int4_recipe):
+def test_data_the_registry_does_not_hold_is_refused():
     store = MemoryStore()
     with pytest.raises(InputError) as caught:
         run(store, request(evaluation="datasets/evals/missing/"))
@@ -119,20 +148,20 @@ def test_data_the_registry_does_not_hold_is_refused(int4_recipe):
     ]
 
 
-def test_a_variant_within_budget_carries_its_figures_and_the_alias_moves(int4_recipe):
+def test_a_variant_within_budget_carries_its_figures_and_the_alias_moves():
     store = MemoryStore()
     code, world, _ = run(store, request(), figures(ppl_variant=8.2, em_variant=0.875))
     assert code == 0 and store.json(ALIAS)["version"] == "v2"
     block = store.json("models/mistral-7b/v2/cuda-int4/manifest.json")["quality"]
-    assert block["method"].startswith("AWQ W4A16") and block["passed"] is True
+    assert block["method"].startswith("W4A16 round to nearest") and block["passed"] is True
     assert block["precision"] == {"weights": "int4", "activations": "fp16", "kvCache": "fp16"}
     assert block["budget"] == {"maxPerplexityIncrease": 0.05, "maxTaskDrop": 0.05}
-    assert block["data"] == {"calibration": CALIBRATION, "evaluation": EVALS}
+    assert block["data"] == {"evaluation": EVALS}  # round to nearest read no calibration data: none is recorded
     assert block["figures"]["perplexity"]["increase"] == 0.025 and block["figures"]["exactMatch"]["tasks"] == 24
     assert "quality" not in store.json("models/mistral-7b/v2/cuda/manifest.json")  # bf16: no gate
 
 
-def test_a_variant_out_of_budget_marks_the_version_and_the_alias_stays(int4_recipe):
+def test_a_variant_out_of_budget_marks_the_version_and_the_alias_stays():
     store = MemoryStore()
     code, world, rt = run(store, request(), figures(ppl_variant=8.1, em_variant=0.625))
     assert code == 1 and store.get(ALIAS) is None
@@ -145,13 +174,13 @@ def test_a_variant_out_of_budget_marks_the_version_and_the_alias_stays(int4_reci
     assert "promotion failed: mistral-7b@production stays at nothing" in "\n".join(printed(rt))
 
 
-def test_a_looser_budget_passes_the_same_figures(int4_recipe):
+def test_a_looser_budget_passes_the_same_figures():
     store = MemoryStore()
     code, _, _ = run(store, request(budget=Budget(0.05, 0.3)), figures(ppl_variant=8.1, em_variant=0.625))
     assert code == 0 and store.json(ALIAS)["version"] == "v2"
 
 
-def test_a_quantised_variant_without_figures_fails(int4_recipe):
+def test_a_quantised_variant_without_figures_fails():
     store = MemoryStore()
     code, _, _ = run(store, request(), None)
     assert code == 1 and store.get(ALIAS) is None
@@ -160,7 +189,7 @@ def test_a_quantised_variant_without_figures_fails(int4_recipe):
     )
 
 
-def test_against_moto_a_failed_gate_leaves_the_alias_unmoved(int4_recipe, bucket, aws):
+def test_against_moto_a_failed_gate_leaves_the_alias_unmoved(bucket, aws):
     store = S3Store(bucket, session=aws.session)
     code, _, _ = run(store, request(version="v1"), figures(ppl_variant=8.2, em_variant=0.875))
     assert code == 0
@@ -178,3 +207,23 @@ def test_against_moto_a_failed_gate_leaves_the_alias_unmoved(int4_recipe, bucket
         aws.s3.get_object(Bucket=bucket, Key="models/mistral-7b/v1/cuda-int4/manifest.json")["Body"].read()
     )
     assert manifest["quality"]["passed"] is True and manifest["quality"]["figures"]["perplexity"]["variant"] == 8.2
+
+
+def test_a_variant_is_built_on_a_declared_pool_that_runs_it_when_its_recipes_pool_is_absent():
+    """cuda-fp8's recipe names g6; a stack with g6e (L40S) but no g6 builds and checks it on g6e."""
+    store = MemoryStore()
+    cluster, world, stacks, rt = world_with(store)
+    serving = world.stacks["serving-demo"].config["mlinfra:serving"]
+    serving["nodePools"]["g6e"] = {"instanceTypes": ["g6e.xlarge", "g6e.2xlarge"], "minSize": 0, "maxSize": 1}
+    code = promote(request(("cuda", "cuda-fp8")), stacks, lambda b, r: store, lambda s: cluster, rt, True)
+    text = "\n".join(printed(rt))
+    assert code == 0
+    assert "job models/convert-mistral-7b-v2-cuda-fp8: cuda-fp8 on g6e (nvidia.com/gpu: 1, cpu 2, memory " in text
+    assert "job models/evaluate-mistral-7b-v2-cuda-fp8: evaluates cuda-fp8 against the bf16 reference on g6e" in text
+    cluster.quality["cuda-fp8"] = figures(ppl_variant=8.2, em_variant=0.875)
+    code = promote(request(("cuda", "cuda-fp8")), stacks, lambda b, r: store, lambda s: cluster, rt)
+    job = next(o for o in cluster.applied if o["metadata"]["name"] == "convert-mistral-7b-v2-cuda-fp8")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"mlinfra.io/accelerator": "g6e"}
+    assert job["metadata"]["labels"]["mlinfra.io/accelerator"] == "g6e"
+    assert code == 0 and store.json("models/mistral-7b/v2/cuda-fp8/manifest.json")["hardware"]["accelerator"] == "g6e"

@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import pytest
 
+from infra.core.project import load_project, stack_config
 from infra.kinds import load
 from infra.ops.promotion import sizing
 from infra.ops.promotion.recipes import RECIPES, VARIANTS
 from tests.infra.ops.promotion.standins import serving_config
 
 DEMO = load(serving_config()).serving.node_pools  # stacks/Pulumi.serving-demo.yaml
+FAMILIES = load(stack_config(load_project(), "serving-gpu-families")).serving.node_pools  # g4dn, g6, g6e too
 SEVEN_B = 14_483_464_192  # Mistral-7B in bf16 (two safetensors shards), bytes
 
 
 def _pool(variant: str):
-    return getattr(DEMO, RECIPES[variant].accelerator)
+    """The recipe's pool as the demo stack declares it, else as the GPU families example does (g6 for fp8)."""
+    return getattr(DEMO, RECIPES[variant].accelerator) or getattr(FAMILIES, RECIPES[variant].accelerator)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("size", [SEVEN_B, 1_000_000], ids=["7b-bf16", "tiny"])
-def test_each_recipe_fits_the_demo_pools(variant, size):
+def test_each_recipe_fits_the_example_pools(variant, size):
     need = sizing.conversion_resources(RECIPES[variant], size)
     pool = _pool(variant)
     assert (
@@ -34,6 +37,10 @@ def test_the_7b_conversions_need_the_larger_size_of_each_demo_pool():
     need = {v: sizing.conversion_resources(RECIPES[v], SEVEN_B) for v in VARIANTS}
     assert need["cuda"] == sizing.Resources(2, 21, 37, 1)
     assert need["neuron"] == sizing.Resources(4, 35, 44, 1)
+    # the quantised conversions stream the checkpoint: memory hardly grows with it, and they fit the small types
+    for variant in ("cuda-fp8", "cuda-int8", "cuda-int4"):
+        assert need[variant] == sizing.Resources(2, 9, 32, 1)
+    assert [t for t in DEMO.g5.instance_types if sizing.holds(t, need["cuda-int4"])] == ["g5.xlarge", "g5.2xlarge"]
     assert [t for t in DEMO.g5.instance_types if sizing.holds(t, need["cuda"])] == ["g5.2xlarge"]
     assert [t for t in DEMO.inf2.instance_types if sizing.holds(t, need["neuron"])] == ["inf2.8xlarge"]
 

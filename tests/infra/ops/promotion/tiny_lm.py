@@ -97,11 +97,16 @@ def trained(steps: int = 250, seed: int = 0) -> tuple[TinyLM, Corpus]:
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     text = corpus()
+    model = TinyLM(len(text.vocabulary))
+    return train(model, text, steps, seed), text
+
+
+def train(model: nn.Module, text: Corpus, steps: int, seed: int) -> nn.Module:
+    """`model` (any (batch, n) ids -> logits module) trained as `trained` trains the TinyLM, put in eval mode."""
     generator = torch.Generator().manual_seed(seed)
     lines = text.train.splitlines() + text.facts * 12
     order = torch.randperm(len(lines), generator=generator).tolist()
     stream = text.encode("\n".join(lines[i] for i in order) + "\n")
-    model = TinyLM(len(text.vocabulary))
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=1e-2, total_steps=steps)
     for chunk in _batches(stream, steps, 16, generator):
@@ -112,4 +117,4 @@ def trained(steps: int = 250, seed: int = 0) -> tuple[TinyLM, Corpus]:
         optimiser.step()
         schedule.step()
     model.eval()
-    return model, text
+    return model

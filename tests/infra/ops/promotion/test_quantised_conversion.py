@@ -1,0 +1,303 @@
+"""The cuda-fp8/-int8/-int4 conversion program (quantize.py convert) for real, on CPU: a tiny Llama-shaped model
+trained here (tiny_llama.py) is written as a sharded safetensors checkpoint, converted as the Job converts it
+(the program file run by python3), checked against the compressed-tensors format recorded from its source
+(tests/contracts/data/compressed_tensors.json), decoded, compared with quantize.py's own weights, and evaluated
+against the reference with evaluate.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from infra.ops.promotion import evaluate, quality, quantize
+from tests.infra.ops.promotion import tiny_llama
+
+CONTRACT = json.loads((Path(__file__).parents[3] / "contracts" / "data" / "compressed_tensors.json").read_text())
+PROGRAM = Path(quantize.__file__)
+SCHEMES = {"cuda-fp8": "fp8", "cuda-int8": "int8", "cuda-int4": "int4"}
+
+
+@functools.cache
+def checkpoint(root: Path) -> Path:
+    model, text = tiny_llama.trained()
+    path = root / "checkpoint"
+    tiny_llama.save_checkpoint(model, text, path)
+    return path
+
+
+@functools.cache
+def converted(root: Path, scheme: str, shard_bytes: int = 1 << 30) -> tuple[Path, dict[str, object]]:
+    """The artefact, written by the program as the Job runs it: the file alone, in a directory of its own."""
+    work = root / f"program-{scheme}-{shard_bytes}"
+    work.mkdir()
+    shutil.copy(PROGRAM, work / "quantize.py")
+    out = root / f"out-{scheme}-{shard_bytes}"
+    done = subprocess.run(
+        [sys.executable, str(work / "quantize.py"), "convert", "--scheme", scheme, "--checkpoint",
+         str(checkpoint(root)), "--out", str(out), "--shard-bytes", str(shard_bytes)],
+        capture_output=True, text=True, check=False, cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("conversion")
+
+
+@pytest.mark.parametrize("variant", SCHEMES)
+def test_the_artefact_has_the_recorded_compressed_tensors_config(root, variant):
+    out, report = converted(root, SCHEMES[variant])
+    config = json.loads((out / "config.json").read_text())
+    block = config[CONTRACT["configKey"]]
+    expected = CONTRACT["variants"][variant]
+    assert block["quant_method"] == CONTRACT["quantMethod"] and block["format"] == expected["format"]
+    assert set(block) == set(CONTRACT["quantizationConfigFields"])
+    assert block["quantization_status"] in CONTRACT["quantizationStatus"] and block["ignore"] == ["lm_head"]
+    (group,) = block["config_groups"].values()
+    assert set(group) == set(CONTRACT["schemeFields"]) and group["targets"] == ["Linear"]
+    for key in ("weights", "input_activations"):
+        if expected[key] is None:
+            assert group[key] is None
+            continue
+        assert set(group[key]) == set(CONTRACT["quantizationArgsFields"])
+        assert {k: group[key][k] for k in expected[key]} == expected[key]
+    assert group["weights"]["observer"] == "minmax"
+    assert report == {"scheme": SCHEMES[variant], "layers": 14, "parameters": 2 * (4 * 128 * 128 + 3 * 128 * 256)} | {
+        k: report[k] for k in ("bytes", "files")
+    }
+    # the rest of the checkpoint is carried over as it was
+    assert {k: v for k, v in config.items() if k != "quantization_config"} == tiny_llama.config(len(tiny_lm_text()))
+    assert (out / "vocabulary.json").read_text() == (checkpoint(root) / "vocabulary.json").read_text()
+
+
+def tiny_lm_text() -> str:
+    return tiny_llama.trained()[1].vocabulary
+
+
+@pytest.mark.parametrize("variant", SCHEMES)
+def test_the_tensors_have_the_recorded_names_dtypes_and_shapes(root, variant):
+    out, _ = converted(root, SCHEMES[variant])
+    _, tensors = tiny_llama.read_artefact(out)
+    layer = "model.layers.1.mlp.down_proj"  # 256 inputs, 128 outputs
+    found = {k.removeprefix(layer + "."): v for k, v in tensors.items() if k.startswith(layer + ".")}
+    assert set(found) == set(CONTRACT["variants"][variant]["tensors"])
+    if variant == "cuda-int4":
+        assert found["weight_packed"].dtype == torch.int32 and found["weight_packed"].shape == (128, 256 // 8)
+        assert found["weight_scale"].dtype == torch.float16 and found["weight_scale"].shape == (128, 2)
+        assert found["weight_shape"].dtype == torch.int64 and found["weight_shape"].tolist() == [128, 256]
+    else:
+        dtype = torch.float8_e4m3fn if variant == "cuda-fp8" else torch.int8
+        assert found["weight"].dtype == dtype and found["weight"].shape == (128, 256)
+        assert found["weight_scale"].dtype == torch.float32 and found["weight_scale"].shape == (128, 1)
+    # not quantised: embeddings, norms and lm_head stay float32, as in the checkpoint
+    for name in ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"):
+        assert tensors[name].dtype == torch.float32
+
+
+def test_int4_packing_is_compressed_tensors_order():
+    """Eight values per int32 word, the first in the lowest bits, offset by 8 (the recorded pack_to_int32)."""
+    values = torch.tensor([[-8, -7, 0, 1, 2, 3, 6, 7]], dtype=torch.int8)
+    word = sum((int(v) + 8) << (4 * i) for i, v in enumerate(values[0].tolist()))
+    packed = quantize.pack_int4(values)
+    assert packed.dtype == torch.int32 and packed.tolist() == [[word - (1 << 32)]]  # 0xFEBA9810 > 2**31: negative
+    assert hex(word) == "0xfeba9810"
+    assert tiny_llama.unpack_int4(packed, (1, 8)).tolist() == values.tolist()
+
+
+@pytest.mark.parametrize(
+    ("variant", "method", "group"), [("cuda-fp8", "fp8", None), ("cuda-int8", "int8", None), ("cuda-int4", "int4", 128)]
+)
+def test_the_decoded_weights_are_quantize_pys_own(root, variant, method, group):
+    out, _ = converted(root, SCHEMES[variant])
+    found, tensors = tiny_llama.read_artefact(out)
+    weights = found["quantization_config"]["config_groups"]["group_0"]["weights"]
+    reference, _ = tiny_llama.trained()
+    for name, module in reference.named_modules():
+        if not isinstance(module, torch.nn.Linear) or name == "lm_head":
+            continue
+        w = module.weight.detach()
+        decoded = tiny_llama.dequantised(tensors, name, weights)
+        if method == "int4":
+            values, scale = quantize.int4_weights(w, 128, scale_dtype=torch.float16)
+        else:
+            values, scale = (quantize.fp8_weights if method == "fp8" else quantize.int8_weights)(w)
+        assert torch.equal(decoded, quantize.dequantise(values, scale, group)), name
+        # and close to the weight itself: within half a step (int), or e4m3's relative precision (fp8)
+        step = scale.reshape(w.shape[0], -1).repeat_interleave(group or w.shape[1], dim=1)
+        bound = step / 2 if method != "fp8" else (w.abs() * 2**-4).clamp(min=step * 2**-9)
+        assert bool(((decoded - w).abs() <= bound + 1e-6).all()), name
+
+
+@functools.cache
+def comparison(root: Path, variant: str) -> evaluate.Comparison:
+    out, _ = converted(root, SCHEMES[variant])
+    reference, text = tiny_llama.trained()
+    held_out = [text.encode("\n" + line) for line in text.held_out]
+    return evaluate.compare(reference, tiny_llama.load_artefact(out), held_out, text.tasks())
+
+
+def test_the_reference_learned_the_corpus():
+    reference, text = tiny_llama.trained()
+    held_out = [text.encode("\n" + line) for line in text.held_out]
+    same = evaluate.compare(reference, reference, held_out, text.tasks())
+    assert same.exact_match_reference >= 0.75 and same.perplexity_reference < 16  # of ~35 characters
+
+
+@pytest.mark.parametrize("variant", SCHEMES)
+def test_each_artefact_passes_the_default_gate_when_evaluated(root, variant):
+    figures = comparison(root, variant)
+    verdict = quality.judge(figures.as_dict(), quality.Budget())
+    assert verdict == quality.Verdict(True, ()), figures.as_dict()
+
+
+def test_the_output_is_sharded_and_indexed_without_holding_the_model(root):
+    """A shard limit below one layer's output writes one file per tensor or so, all in the index."""
+    out, report = converted(root, "int8", shard_bytes=64 << 10)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    files = sorted(p.name for p in out.glob("*.safetensors"))
+    assert report["files"] == len(files) > 4 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
+    assert set(index["weight_map"].values()) == set(files) and not list(out.glob(".part-*"))
+    assert (
+        index["metadata"]["total_size"]
+        == report["bytes"]
+        == sum(v.numel() * v.element_size() for v in tiny_llama.read_artefact(out)[1].values())
+    )
+    whole, _ = converted(root, "int8")
+    assert torch.equal(
+        tiny_llama.read_artefact(out)[1]["model.layers.0.mlp.up_proj.weight"],
+        tiny_llama.read_artefact(whole)[1]["model.layers.0.mlp.up_proj.weight"],
+    )
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(PROGRAM), "convert", *args], capture_output=True, text=True, check=False)
+
+
+def test_bad_checkpoints_exit_2_with_one_line(tmp_path):
+    (tmp_path / "in").mkdir()
+    done = run("--scheme", "fp8", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
+    assert (done.returncode, done.stderr) == (2, f"error: {tmp_path / 'in' / 'config.json'}: no such file\n")
+    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    done = run("--scheme", "fp8", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and done.stderr == (
+        f"error: {tmp_path / 'in' / 'config.json'}: architectures ['GPT2LMHeadModel']; the conversion knows "
+        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM\n"
+    )
+    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    done = run("--scheme", "int4", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and done.stderr == (
+        f"error: {tmp_path / 'in'}: no *.safetensors (the conversion reads safetensors checkpoints only)\n"
+    )
+
+
+def test_int4_refuses_a_layer_whose_inputs_are_not_whole_groups(tmp_path):
+    from safetensors.torch import save_file
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    save_file({"model.layers.0.mlp.down_proj.weight": torch.zeros(8, 96)}, str(tmp_path / "in" / "m.safetensors"))
+    done = run("--scheme", "int4", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and done.stderr == (
+        "error: model.layers.0.mlp.down_proj.weight: 96 input channels are not a multiple of 128\n"
+    )
+
+
+def test_an_already_quantised_checkpoint_is_refused(root, tmp_path):
+    out, _ = converted(root, "fp8")
+    done = run("--scheme", "int8", "--checkpoint", str(out), "--out", str(tmp_path / "again"))
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {out / 'config.json'}: the checkpoint is already")
+
+
+@pytest.mark.parametrize("variant", SCHEMES)
+def test_the_compressed_tensors_library_reads_and_decompresses_the_artefact(root, variant):
+    """With compressed-tensors installed (0.9.3 for vLLM 0.8.5, 0.10.1 for 0.9.1; it needs transformers, so the
+    test extra does not carry it): its own config model validates the block and its compressor decompresses
+    every layer to what the recorded decoder reads (int4 in the scale's float16, as the library computes it)."""
+    compressed_tensors = pytest.importorskip("compressed_tensors")
+    from compressed_tensors.compressors import ModelCompressor
+
+    out, _ = converted(root, SCHEMES[variant])
+    compressor = ModelCompressor.from_pretrained(str(out))
+    found = compressor.quantization_config
+    assert (found.quant_method, found.format, found.ignore) == (
+        "compressed-tensors",
+        CONTRACT["variants"][variant]["format"],
+        ["lm_head"],
+    )
+    config, tensors = tiny_llama.read_artefact(out)
+    group = found.config_groups["group_0"]
+    layers = sorted({k.rsplit(".", 1)[0] for k in tensors if k.endswith(".weight_scale")})
+    new_api = tuple(int(x) for x in compressed_tensors.__version__.split(".")[:2]) >= (0, 10)
+    names = dict.fromkeys(layers, group if new_api else group.weights)
+    weights = config["quantization_config"]["config_groups"]["group_0"]["weights"]
+    seen = []
+    for name, data in compressor.quantization_compressor.decompress(str(out), names):
+        layer = name.removesuffix(".weight")
+        weight = data["weight"] if isinstance(data, dict) else data
+        assert torch.equal(weight, tiny_llama.dequantised(tensors, layer, weights).to(weight.dtype)), layer
+        seen.append(layer)
+    assert sorted(seen) == layers and len(layers) == 14
+
+
+@pytest.mark.parametrize("scheme", ["fp8", "int8", "int4"])
+def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, scheme):
+    """Where the vLLM image's Python stack is installed (transformers, compressed-tensors, accelerate; not the test
+    extra): a LlamaForCausalLM written by transformers itself converts, and evaluate.py's loader path
+    (AutoModelForCausalLM) loads the artefact with compressed layers whose weights are the recorded decoding's."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("compressed_tensors")
+    pytest.importorskip("accelerate")
+    config = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=64, torch_dtype="bfloat16",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(tmp_path / "checkpoint", safe_serialization=True)
+    done = run("--scheme", scheme, "--checkpoint", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out", torch_dtype="auto")
+    found, tensors = tiny_llama.read_artefact(tmp_path / "out")
+    weights = found["quantization_config"]["config_groups"]["group_0"]["weights"]
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and name != "lm_head":
+            decoded = tiny_llama.dequantised(tensors, name, weights).to(torch.bfloat16)
+            dense = loaded.get_submodule(name)
+            assert type(dense).__name__ == "CompressedLinear", name
+            with torch.no_grad():
+                eye = torch.eye(dense.in_features, dtype=torch.bfloat16)
+                assert torch.allclose(dense(eye).T, decoded, rtol=1e-2, atol=1e-3), name  # x @ W.T with x = I
+    ids = torch.randint(0, 64, (1, 16))
+    with torch.no_grad():
+        assert torch.isfinite(loaded(ids).logits).all()
+
+
+def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
+    """The conversion Job's `convert` script itself (heredocs, the program file, the command), run by sh with its
+    /work/ moved under tmp_path: it writes the same artefact as the program run directly."""
+    from infra.ops.promotion import jobs
+    from infra.ops.promotion.recipes import RECIPES
+
+    work = tmp_path / "work"
+    shutil.copytree(checkpoint(root), work / "checkpoint")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # this venv's python
+    (tmp_path / "bin" / "python3").chmod(0o755)
+    script = jobs.convert_script(RECIPES["cuda-int4"]).replace("/work/", f"{work}/")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (work / "quantize.py").read_text() == PROGRAM.read_text()
+    expected, _ = converted(root, "int4")
+    _, written = tiny_llama.read_artefact(work / "out")
+    _, direct = tiny_llama.read_artefact(expected)
+    assert written.keys() == direct.keys() and all(torch.equal(written[k], direct[k]) for k in direct)
