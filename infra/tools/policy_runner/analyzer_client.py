@@ -242,12 +242,12 @@ class AnalyzerClient:
     def analyze_stack(
         self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
     ) -> list[Diagnostic]:
-        return answered(self.analyze_stack_future(resources, providers))
+        return answered(self.send_stack(self.stack_request(resources, providers)))
 
-    def analyze_stack_future(
+    def stack_request(
         self, resources: Iterable[PolicyResource], providers: Mapping[str, PolicyResource] = {}
-    ) -> Any:
-        """AnalyzeStack, sent: `answered(future)` waits for its answer."""
+    ) -> analyzer_pb2.AnalyzeStackRequest:
+        """The AnalyzeStack request (no pack needed yet: it can be built while the pack boots)."""
         request = analyzer_pb2.AnalyzeStackRequest()
         for resource in resources:
             single = self.request(resource, providers)  # its properties, options and provider: converted once
@@ -264,6 +264,10 @@ class AnalyzerClient:
             for prop, urns in resource.property_dependencies.items():
                 if urns:  # as the engine does: properties without dependencies are left out
                     entry.propertyDependencies[prop].urns.extend(urns)
+        return request
+
+    def send_stack(self, request: analyzer_pb2.AnalyzeStackRequest) -> Any:
+        """AnalyzeStack, sent: `answered(future)` waits for its answer."""
         return self.stub.AnalyzeStack.future(request)
 
     def share_requests(self, other: AnalyzerClient) -> None:

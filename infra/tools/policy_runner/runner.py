@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pulumi.runtime.proto.analyzer_pb2 import AnalyzeStackRequest
+
 from infra.core import tags as contract
 from infra.core.project import engine_config
 from infra.tools.policy_runner import pack_config
@@ -55,19 +57,19 @@ def run(
     """Check `document` with the pack. `started` (from `pack_process.start_early`) is the pack's process when it
     was started for this document's project, stack and config; it is stopped at the end either way. A large
     document is analyzed by a second process of the pack as well (`second_process`)."""
-    with second_process(document, pack_dir) as helper, start(document, pack_dir, started) as client:
+    with second_process(document, pack_dir) as helper, spawned(document, pack_dir, started) as client:
+        # While the packs boot (an interpreter, the SDK, the rules), the resources are converted here.
+        prepared = helper.stack_request(document.resources, document.providers) if helper is not None else None
+        introduce(client)
         info = client.info()
         config = pack_config.resolve(info, *user_config)
         client.configure(config)
-        helpers = []
-        if helper is not None:
-            helper.connect()
-            helper.handshake()
-            helper.configure_stack()
-            helper.configure(config)
-            client.share_requests(helper)
-            helpers.append(helper)
-        return analyze(client, info, document, helpers)
+        if helper is None:
+            return analyze(client, info, document)
+        introduce(helper)
+        helper.configure(config)
+        helper.share_requests(client)
+        return analyze(client, info, document, [helper], prepared)
 
 
 @contextmanager
@@ -91,15 +93,25 @@ def start(document: PreviewDocument, pack_dir: Path = PACK_DIR, early: PackProce
     """The pack for the document's project, stack and config (the `early` process when it serves them), handshaken
     and told its stack: a context manager, the pack stops on exit. One client serves many documents of the same
     stack and config."""
+    return introduce(spawned(document, pack_dir, early))
+
+
+def spawned(document: PreviewDocument, pack_dir: Path = PACK_DIR, early: PackProcess | None = None) -> AnalyzerClient:
+    """A client of the pack's process, started (the `early` one when it serves the document) but not yet dialled."""
     flat, _ = engine_config(document.config)
     client = AnalyzerClient(pack_dir, document.project, document.stack, flat)
+    if early is not None and early.serves(pack_dir, document.project, document.stack, flat):
+        client.adopt(early)
+        return client
+    if early is not None:  # started for another stack or config than the document's: not this one's pack
+        early.stop()
+    client.spawn()
+    return client
+
+
+def introduce(client: AnalyzerClient) -> AnalyzerClient:
+    """Dial the spawned pack, handshake and tell it its stack, as the engine does; the pack stops on failure."""
     try:
-        if early is not None and early.serves(pack_dir, document.project, document.stack, flat):
-            client.adopt(early)
-        else:
-            if early is not None:  # started for another stack or config than the document's: not this one's pack
-                early.stop()
-            client.spawn()
         client.connect()
         client.handshake()
         client.configure_stack()
@@ -115,14 +127,20 @@ def started(document: PreviewDocument, pack_dir: Path = PACK_DIR) -> AnalyzerCli
 
 
 def analyze(
-    client: AnalyzerClient, info: PackInfo, document: PreviewDocument, helpers: Sequence[AnalyzerClient] = ()
+    client: AnalyzerClient,
+    info: PackInfo,
+    document: PreviewDocument,
+    helpers: Sequence[AnalyzerClient] = (),
+    prepared: AnalyzeStackRequest | None = None,
 ) -> PolicyRun:
     """Every resource, then the stack, through a started and configured pack (and `helpers`, further processes of
     it configured alike: the first takes AnalyzeStack, sent before the resources since it needs nothing of theirs,
     and they all share the Analyze calls)."""
     types = {r.urn: r.type for r in document.resources}
     found: list[tuple[str, Diagnostic]] = []
-    stack = helpers[0].analyze_stack_future(document.resources, document.providers) if helpers else None
+    stack = None
+    if helpers:  # `prepared`: the stack's request, built already
+        stack = helpers[0].send_stack(prepared or helpers[0].stack_request(document.resources, document.providers))
     for resource, diagnostics in client.analyze_each(document.resources, document.providers, helpers):
         # As in the engine, a resource policy's diagnostic is about the resource analyzed.
         found.extend((d.urn or resource.urn, d) for d in diagnostics)
