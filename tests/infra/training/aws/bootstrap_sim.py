@@ -153,6 +153,9 @@ class Cluster:
         return {p.name: p for p in self.s3.iterdir() if not p.name.endswith(".args")}
 
 
+NODE = "@SIM_NODE@"  # in the prepared script, where start_node puts the node's ip
+
+
 def prepare(tmp_path: Path, spec: NodeBootstrap, efa_found=None, checkpoint=False, poll_cap=None, plugin=True) -> Path:
     """The directories and stand-ins of a simulated cluster, and the script every node runs."""
     fsx, ib, s3, out, bin_dir, state = (tmp_path / d for d in ("fsx", "ib", "s3", "out", "bin", "state"))
@@ -178,7 +181,7 @@ def prepare(tmp_path: Path, spec: NodeBootstrap, efa_found=None, checkpoint=Fals
     for real, fake in (
         ("/fsx", fsx),
         ("/sys/class/infiniband", ib),
-        ("/var/lib/mlinfra", state),
+        ("/var/lib/mlinfra", state / NODE),  # each node's own, as on the instances: start_node names it
         ("/opt/amazon/efa/bin/fi_info", bin_dir / "fi_info"),
         ("/opt/amazon/ofi-nccl", tmp_path / "ofi-nccl"),
     ):
@@ -190,7 +193,11 @@ def prepare(tmp_path: Path, spec: NodeBootstrap, efa_found=None, checkpoint=Fals
 
 
 def start_node(tmp_path: Path, ip: str, **fake) -> subprocess.Popen:
-    """One node: the script under bash, with FAKE_* settings for its stand-ins (exit, lfs_flags, gate, ...)."""
+    """One node: the script under bash, with FAKE_* settings for its stand-ins (exit, lfs_flags, gate, ...). Its
+    state directory (/var/lib/mlinfra) is its own, state/<ip>: nodes sharing one would race on the fabric gate's
+    result file, which no two instances do."""
+    script = tmp_path / f"user-data.{ip}.sh"
+    script.write_text((tmp_path / "user-data.sh").read_text().replace(NODE, ip))
     env = {
         "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
         "FAKE_IP": ip,
@@ -199,7 +206,7 @@ def start_node(tmp_path: Path, ip: str, **fake) -> subprocess.Popen:
         **{f"FAKE_{k.upper()}": str(v) for k, v in fake.items() if v is not None},
     }
     return subprocess.Popen(
-        [BASH, str(tmp_path / "user-data.sh")],
+        [BASH, str(script)],
         env=env,
         cwd=tmp_path,
         stdout=subprocess.PIPE,

@@ -238,12 +238,12 @@ def test_the_fabric_gate_runs_with_the_static_rendezvous_before_the_job(tmp_path
             "--master-addr=10.0.5.1",
             "--master-port=29501",
         ]
-        assert gate[6].endswith("/state/fabric_check.py")
+        assert gate[6].endswith(f"/state/{ip}/fabric_check.py")
         assert gate[7:13] == ["--backend", "nccl", "--bytes", "1073741824", "--min-busbw", "12.5"]
         gate_env = (cluster.out / f"gate-env.{ip}").read_text()
         assert "NCCL_NET=OFI\n" in gate_env and "FI_PROVIDER=efa\n" in gate_env
         assert "fabric gate passed: all-reduce bus bandwidth 75.34 GB/s" in cluster.logs[ip]
-        assert (tmp_path / "state/fabric_check.py").read_text().startswith('"""The fabric gate')
+        assert (tmp_path / "state" / ip / "fabric_check.py").read_text().startswith('"""The fabric gate')
     assert marker(cluster, SUCCESS)["reason"] == ""
 
 
