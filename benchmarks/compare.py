@@ -26,6 +26,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from results_file import replace_section  # this directory: the script's own
+
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "# This tree against the baseline"
 # One demo stack per verb; the verbs exist in both trees with the same arguments.
@@ -75,7 +77,7 @@ def main() -> int:
     text = _markdown(args, rows, runner, suite)
     print(text)
     if args.out:
-        _write_section(args.out, text)
+        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", MARKER, text))
     return 0
 
 
@@ -179,17 +181,6 @@ def _markdown(args, rows, runner, suite) -> str:
             f"| tests run (passed + skipped) | {old_n} | {new_n} | |",
         ]
     return "\n".join(lines) + "\n"
-
-
-def _write_section(path: Path, text: str) -> None:
-    current = path.read_text() if path.exists() else ""
-    before = current.split(MARKER, 1)[0].rstrip()
-    after = ""
-    if MARKER in current:
-        rest = current.split(MARKER, 1)[1]
-        following = re.search(r"\n# ", rest)
-        after = rest[following.start() :] if following else ""
-    path.write_text((before + "\n\n" if before else "") + text + after)
 
 
 if __name__ == "__main__":

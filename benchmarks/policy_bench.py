@@ -5,8 +5,8 @@
 The preview is copies of a compliant training run (launch template with five interfaces, fleet,
 Lustre, security groups and rules, ...) under distinct names, so every rule has work to do. A run is
 what `python -m infra policy --preview-json` does after reading the file: start the pack, configure
-it, Analyze every resource, AnalyzeStack once. With --out, the section below the marker in that file
-is replaced (the rest of the file is kept).
+it, Analyze every resource, AnalyzeStack once. With --out, that section of the file is replaced (the
+others are kept).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
+
+from results_file import replace_section  # this directory: the script's own
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,9 +97,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        existing = args.out.read_text() if args.out.exists() else ""
-        head = existing.split(MARKER)[0].rstrip()
-        args.out.write_text((head + "\n\n" if head else "") + text)
+        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", MARKER, text))
     return 0
 
 

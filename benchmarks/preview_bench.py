@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from results_file import replace_section  # this directory: the script's own
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -107,14 +109,6 @@ def main() -> int:
     if args.out:
         args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", lines[0], text))
     return 0
-
-
-def replace_section(document: str, heading: str, section: str) -> str:
-    """`document` with the section under `heading` (up to the next top-level heading) set to `section`."""
-    parts = document.split("\n# ")
-    kept = [p if i == 0 else "# " + p for i, p in enumerate(parts)]
-    kept = [p.strip("\n") + "\n" for p in kept if p.strip() and not p.startswith(heading)]
-    return "\n".join([section] + kept)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import torch
+from results_file import replace_section  # this directory: the script's own
 
 from infra.ops.promotion import evaluate, quality, quantize
 from tests.infra.ops.promotion import test_quality_tier, tiny_lm
@@ -110,14 +111,6 @@ def main() -> int:
     if args.out:
         args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", HEADING, section))
     return 0
-
-
-def replace_section(document: str, heading: str, section: str) -> str:
-    """`document` with the section under `heading` (up to the next top-level heading) set to `section`, last."""
-    parts = document.split("\n# ")
-    kept = [p if i == 0 else "# " + p for i, p in enumerate(parts)]
-    kept = [p.strip("\n") + "\n" for p in kept if p.strip() and not p.startswith(heading)]
-    return "\n".join(kept + [section])
 
 
 if __name__ == "__main__":

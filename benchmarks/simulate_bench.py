@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import TypedDict, cast
 
+from results_file import replace_section  # this directory: the script's own
+
 ROOT = Path(__file__).resolve().parents[1]
 HEADING = "# Serving twin: a day of diurnal traffic at 50 requests/s"
 OVERRIDES = ("mlinfra:serving.models[1].maxReplicas=40", "mlinfra:serving.nodePools.g5.maxSize=40")
@@ -175,20 +177,6 @@ def section(args: argparse.Namespace, trees: list[tuple[str, Path]], rows: list[
         WHERE_THE_TIME_GOES,
     ]
     return "\n".join(lines) + "\n"
-
-
-def replace_section(document: str, heading: str, section: str) -> str:
-    """`document` with the section under `heading` (up to the next top-level heading) set to `section`, else
-    the section appended."""
-    parts = document.split("\n# ")
-    kept = [p if i == 0 else "# " + p for i, p in enumerate(parts)]
-    kept = [p.strip("\n") + "\n" for p in kept if p.strip()]
-    found = [i for i, p in enumerate(kept) if p.startswith(heading)]
-    if found:
-        kept[found[0]] = section
-    else:
-        kept.append(section)
-    return "\n".join(kept)
 
 
 if __name__ == "__main__":

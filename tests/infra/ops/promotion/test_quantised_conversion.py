@@ -219,8 +219,8 @@ def test_an_already_quantised_checkpoint_is_refused(root, tmp_path):
 
 @pytest.mark.parametrize("variant", SCHEMES)
 def test_the_compressed_tensors_library_reads_and_decompresses_the_artefact(root, variant):
-    """With compressed-tensors installed (0.9.3 for vLLM 0.8.5, 0.10.1 for 0.9.1; it needs transformers, so the
-    test extra does not carry it): its own config model validates the block and its compressor decompresses
+    """compressed-tensors (the test extra's 0.9.3, vLLM 0.8.5's; also run with 0.10.1, vLLM 0.9.1's): its own
+    config model validates the block and its compressor decompresses
     every layer to what the recorded decoder reads (int4 in the scale's float16, as the library computes it)."""
     compressed_tensors = pytest.importorskip("compressed_tensors")
     from compressed_tensors.compressors import ModelCompressor
@@ -250,8 +250,8 @@ def test_the_compressed_tensors_library_reads_and_decompresses_the_artefact(root
 
 @pytest.mark.parametrize("scheme", ["fp8", "int8", "int4"])
 def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, scheme):
-    """Where the vLLM image's Python stack is installed (transformers, compressed-tensors, accelerate; not the test
-    extra): a LlamaForCausalLM written by transformers itself converts, and evaluate.py's loader path
+    """With the vLLM image's Python stack (transformers, compressed-tensors, accelerate; in the test extra): a
+    LlamaForCausalLM written by transformers itself converts, and evaluate.py's loader path
     (AutoModelForCausalLM) loads the artefact with compressed layers whose weights are the recorded decoding's."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("compressed_tensors")

@@ -1,0 +1,17 @@
+"""benchmarks/RESULTS.md: one section per benchmark, each under its own top-level heading, rewritten in place."""
+
+from __future__ import annotations
+
+
+def replace_section(document: str, heading: str, section: str) -> str:
+    """`document` with the section under `heading` (up to the next top-level heading) set to `section`, else the
+    section appended; the other sections are kept as they are, in their order."""
+    parts = document.split("\n# ")
+    kept = [p if i == 0 else "# " + p for i, p in enumerate(parts)]
+    kept = [p.strip("\n") + "\n" for p in kept if p.strip()]
+    found = [i for i, p in enumerate(kept) if p.startswith(heading)]
+    if found:
+        kept[found[0]] = section.strip("\n") + "\n"
+    else:
+        kept.append(section.strip("\n") + "\n")
+    return "\n".join(kept)
