@@ -26,7 +26,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from results_file import replace_section  # this directory: the script's own
+from results_file import write_section  # this directory: the script's own
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "# This tree against the baseline"
@@ -77,7 +77,7 @@ def main() -> int:
     text = _markdown(args, rows, runner, suite)
     print(text)
     if args.out:
-        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", MARKER, text))
+        write_section(args.out, MARKER, text)
     return 0
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from benchmarks.quality_bench import ci, replace_section
+from benchmarks.quality_bench import ci
+from benchmarks.results_file import write_section
 from infra.ops.promotion import evaluate, quality, quantize
 from tests.infra.ops.promotion import tiny_llama
 
@@ -156,7 +157,7 @@ def main() -> int:
     section = "\n".join(lines) + "\n"
     print(section)
     if args.out:
-        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", HEADING, section))
+        write_section(args.out, HEADING, section)
     return 0
 
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from results_file import replace_section  # this directory: the script's own
+from results_file import write_section  # this directory: the script's own
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", MARKER, text))
+        write_section(args.out, MARKER, text)
     return 0
 
 

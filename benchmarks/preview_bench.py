@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from results_file import replace_section  # this directory: the script's own
+from results_file import write_section  # this directory: the script's own
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,7 +107,7 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", lines[0], text))
+        write_section(args.out, lines[0], text)
     return 0
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import torch
-from results_file import replace_section  # this directory: the script's own
+from results_file import write_section  # this directory: the script's own
 
 from infra.ops.promotion import evaluate, quality, quantize
 from tests.infra.ops.promotion import test_quality_tier, tiny_lm
@@ -109,7 +109,7 @@ def main() -> int:
     section = "\n".join(lines) + "\n"
     print(section)
     if args.out:
-        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", HEADING, section))
+        write_section(args.out, HEADING, section)
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def replace_section(document: str, heading: str, section: str) -> str:
     """`document` with the section under `heading` (up to the next top-level heading) set to `section`, else the
@@ -15,3 +17,8 @@ def replace_section(document: str, heading: str, section: str) -> str:
     else:
         kept.append(section.strip("\n") + "\n")
     return "\n".join(kept)
+
+
+def write_section(path: Path, heading: str, section: str) -> None:
+    """Set the section under `heading` of the Markdown file at `path` (created if missing) to `section`."""
+    path.write_text(replace_section(path.read_text() if path.exists() else "", heading, section))

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TypedDict, cast
 
-from results_file import replace_section  # this directory: the script's own
+from results_file import write_section  # this directory: the script's own
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADING = "# Serving twin: a day of diurnal traffic at 50 requests/s"
@@ -136,7 +136,7 @@ def main() -> int:
     text = section(args, trees, rows)
     print(text)
     if args.out:
-        args.out.write_text(replace_section(args.out.read_text() if args.out.exists() else "", HEADING, text))
+        write_section(args.out, HEADING, text)
     return 0
 
 
