@@ -207,11 +207,7 @@ def _checkpoints_safe(stack: str, facts: RunFacts, stacks: StackOps, cloud: RunC
             if status.state == "deleting"
             else f"export {status.state}{task}"
         )
-        if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
-            rt.say(
-                f"checkpoints: {doing}, still after {span(waited)}; nothing was destroyed, "
-                f"run `python -m infra teardown --stack {stack}` again to keep waiting"
-            )
+        if _waited_out(stack, f"checkpoints: {doing}", waited, rt):
             return False
         rt.say(f"checkpoints: {doing}, {span(waited)} so far")
         rt.sleep(EXPORT_POLL_SECONDS)
@@ -228,14 +224,21 @@ def _file_system_settled(stack: str, run_id: str, cloud: RunCloud, rt: Runtime) 
         if busy is None:
             return True
         waited = rt.now() - started
-        if waited >= timedelta(seconds=EXPORT_WAIT_SECONDS):
-            rt.say(
-                f"file system: {busy}, still after {span(waited)}; nothing was destroyed, "
-                f"run `python -m infra teardown --stack {stack}` again to keep waiting"
-            )
+        if _waited_out(stack, f"file system: {busy}", waited, rt):
             return False
         rt.say(f"file system: {busy}; waiting before the destroy, {span(waited)} so far")
         rt.sleep(EXPORT_POLL_SECONDS)
+
+
+def _waited_out(stack: str, state: str, waited: timedelta, rt: Runtime) -> bool:
+    """Whether the export wait is over (said, with how to go on waiting): nothing is destroyed then."""
+    if waited < timedelta(seconds=EXPORT_WAIT_SECONDS):
+        return False
+    rt.say(
+        f"{state}, still after {span(waited)}; nothing was destroyed, "
+        f"run `python -m infra teardown --stack {stack}` again to keep waiting"
+    )
+    return True
 
 
 def _destroy(stack: str, stacks: StackOps, rt: Runtime, backoff: Backoff, engine_output: Callable[[str], None]) -> bool:

@@ -23,7 +23,7 @@ import grpc
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from infra.tools.policy_runner.pack_process import NO_ENGINE, PackProcess
+from infra.tools.policy_runner.pack_process import NO_ENGINE, PackProcess, stop_process
 from infra.tools.preview_json import PolicyResource
 
 # As the engine dials analyzers: large messages (a stack's whole AnalyzeStack request is one message).
@@ -143,13 +143,8 @@ class AnalyzerClient:
         if self._channel is not None:
             self._channel.close()
             self._channel = None
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        if self._process is not None:
+            stop_process(self._process)
 
     # --- the protocol, in the engine's order ----------------------------------------------------
 

@@ -101,13 +101,18 @@ class PackProcess:
         return (self.pack_dir, self.project, self.stack, dict(self.stack_config)) == wanted
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Terminate a pack's process (killed if it has not ended 10 s later); nothing when it has ended already."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def start_early(project: str, stack: str, config: Mapping[str, Any], pack_dir: Path = PACK_DIR) -> PackProcess | None:
