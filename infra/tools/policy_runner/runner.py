@@ -139,8 +139,10 @@ def analyze(
     types = {r.urn: r.type for r in document.resources}
     found: list[tuple[str, Diagnostic]] = []
     stack = None
-    if helpers:  # `prepared`: the stack's request, built already
-        stack = helpers[0].send_stack(prepared or helpers[0].stack_request(document.resources, document.providers))
+    if helpers:
+        if prepared is None:  # else the stack's request, built already while the packs booted
+            prepared = helpers[0].stack_request(document.resources, document.providers)
+        stack = helpers[0].send_stack(prepared)
     for resource, diagnostics in client.analyze_each(document.resources, document.providers, helpers):
         # As in the engine, a resource policy's diagnostic is about the resource analyzed.
         found.extend((d.urn or resource.urn, d) for d in diagnostics)
