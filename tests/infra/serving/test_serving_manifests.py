@@ -244,7 +244,7 @@ def test_the_drain_waits_while_the_server_has_requests(monkeypatch, metrics, wai
             pass
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Metrics)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
     try:
         program = servers.drain_command()[2]
         program = program.replace(f"time.sleep({servers.ENDPOINT_DRAIN_SECONDS})", "time.sleep(0)")

@@ -182,7 +182,8 @@ class GcpEmulator:
                 self._serve("DELETE")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll: 0.5 s by default, at the end of every test that uses it.
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def stop(self) -> None:

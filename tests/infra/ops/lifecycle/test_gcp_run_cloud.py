@@ -252,15 +252,20 @@ def test_the_file_system_named_for_the_run_is_found_even_without_its_label(gcp):
     assert cloud.export_checkpoints(RUN).state == "started"
 
 
-def test_throttling_and_server_errors_are_retried_on_the_default_session(gcp):
+def test_throttling_and_server_errors_are_retried_on_the_default_session(gcp, monkeypatch):
     import requests
+    from urllib3.util.retry import Retry
 
     from run_guard_gcp.api import GcpApi, with_retries
 
+    # The backoff urllib3 would sleep before each retry, recorded instead of slept (4 s of the suite's wall time).
+    backoffs: list[float] = []
+    monkeypatch.setattr(Retry, "_sleep_backoff", lambda retry: backoffs.append(retry.get_backoff_time()))
     gcp.fail_next += [(503, "UNAVAILABLE", "try again"), (429, "RESOURCE_EXHAUSTED", "rate limit")]
     api = GcpApi(with_retries(requests.Session()), gcp.endpoints)
     assert api.get("compute", f"projects/{PROJECT}/aggregated/instances")["items"]
     assert len(gcp.requests) == 3  # two refusals, then the answer
+    assert backoffs == [0, 4]  # backoff_factor 2: none after the first error, 2 * 2 ** 1 s after the second
     gcp.fail_next.append((403, "PERMISSION_DENIED", "denied"))
     with pytest.raises(GcpApiError, match="PERMISSION_DENIED"):
         api.get("compute", f"projects/{PROJECT}/aggregated/instances")

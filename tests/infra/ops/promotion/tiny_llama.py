@@ -107,12 +107,9 @@ class TinyLlama(nn.Module):
 
 @functools.cache
 def trained(steps: int = 250, seed: int = 0) -> tuple[TinyLlama, tiny_lm.Corpus]:
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
     text = tiny_lm.corpus()
-    model = TinyLlama(len(text.vocabulary))
-    tiny_lm.train(model, text, steps, seed)
-    return model, text
+    name = f"tiny-llama-{steps}-{seed}"
+    return tiny_lm.trained_once(name, lambda: TinyLlama(len(text.vocabulary)), text, steps, seed), text
 
 
 def config(vocabulary: int) -> dict[str, Any]:

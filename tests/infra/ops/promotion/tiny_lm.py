@@ -8,15 +8,21 @@ facts is a task score that quantisation can break while perplexity on the prose 
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 DATA = Path(__file__).parent / "data" / "quality"
 CONTEXT = 96  # longer than any line of the corpus
+SHARED_DIR = "MLINFRA_TESTS_SHARED_DIR"  # set by tests/conftest.py under pytest-xdist: one directory per run
+Model = TypeVar("Model", bound=nn.Module)
 
 
 @dataclass(frozen=True)
@@ -94,11 +100,31 @@ def trained(steps: int = 250, seed: int = 0) -> tuple[TinyLM, Corpus]:
     """The model after `steps` of AdamW on the training prose and the facts (facts repeated, shuffled lines).
 
     One thread: the tier runs beside other tests, and a second thread buys little for a model this small."""
+    text = corpus()
+    return trained_once(f"tiny-lm-{steps}-{seed}", lambda: TinyLM(len(text.vocabulary)), text, steps, seed), text
+
+
+def trained_once(name: str, build: Callable[[], Model], text: Corpus, steps: int, seed: int) -> Model:
+    """`build()` trained by `train`, once per test run: under pytest-xdist the first worker to ask trains it and
+    leaves its weights in the run's shared directory; the others wait for them and load them (a state dict is
+    bit for bit the trained model). The model is built from the seed either way, so torch's global random state
+    afterwards is the same whichever worker trained it."""
     torch.set_num_threads(1)
     torch.manual_seed(seed)
-    text = corpus()
-    model = TinyLM(len(text.vocabulary))
-    return train(model, text, steps, seed), text
+    model = build()
+    shared = os.environ.get(SHARED_DIR)
+    if shared is None:
+        return train(model, text, steps, seed)
+    weights = Path(shared) / f"{name}.pt"
+    with open(Path(shared) / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if weights.exists():
+            model.load_state_dict(torch.load(weights))
+            return model.eval()
+        train(model, text, steps, seed)
+        torch.save(model.state_dict(), weights.with_suffix(".part"))
+        weights.with_suffix(".part").replace(weights)
+        return model
 
 
 def train(model: nn.Module, text: Corpus, steps: int, seed: int) -> nn.Module:
