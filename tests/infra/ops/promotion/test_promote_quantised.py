@@ -72,7 +72,11 @@ def test_fp8_is_refused_on_a_stack_whose_pools_cannot_run_it():
     ]
 
 
-def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written():
+def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written(monkeypatch):
+    """Every variant has a recipe now; one without (a variant declared before its recipe) is still refused."""
+    from infra.ops.promotion import gate
+
+    monkeypatch.setattr(gate, "RECIPES", {k: v for k, v in gate.RECIPES.items() if k != "neuron-int8"})
     store = MemoryStore()
     with pytest.raises(InputError) as caught:
         run(store, request(("cuda", "neuron-int8")))
@@ -82,6 +86,25 @@ def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written():
         "cuda-int4"
     ]
     assert not [k for k in store.writes if k.startswith("models/")]
+
+
+def test_neuron_int8_is_planned_on_inf2_with_its_evaluation_on_the_host_cpu():
+    """promote --dry-run --variants cuda,neuron,neuron-int8 on the demo stack (inf2, g5; mistral-7b is served as
+    cuda there, so cuda is built too): both Neuron conversions on inf2, and neuron-int8's evaluation Job there."""
+    store = MemoryStore()
+    code, _, rt = run(store, request(("cuda", "neuron", "neuron-int8")), dry_run=True)
+    text = "\n".join(printed(rt))
+    assert code == 0 and not [k for k in store.writes if k.startswith("models/")]
+    for variant in ("neuron", "neuron-int8"):
+        assert f"job models/convert-mistral-7b-v2-{variant}: {variant} on inf2 (aws.amazon.com/neuron: 1, cpu 4, " in (
+            text
+        )
+    assert (
+        "job models/evaluate-mistral-7b-v2-neuron-int8: evaluates neuron-int8 against the bf16 reference on inf2 "
+        "(aws.amazon.com/neuron: 1, cpu 2, memory 10Gi, both models on the host CPU), image "
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04; reads "
+    ) in text
+    assert "evaluate-mistral-7b-v2-neuron:" not in text  # a bf16 variant has no evaluation
 
 
 def test_the_quantised_variants_the_stack_can_run_are_planned_and_the_rest_refused():
