@@ -251,7 +251,7 @@ def load_nxd_int8(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
     target = model.state_dict(keep_vars=True)
     filled: set[str] = set()
     with ExitStack() as stack:
-        handles = {}
+        handles: dict[str, Any] = {}  # tensor name -> the open file holding it
         for path in _nxd_files(directory):
             handle = stack.enter_context(safe_open(str(path), framework="pt", device="cpu"))
             handles.update(dict.fromkeys(handle.keys(), handle))

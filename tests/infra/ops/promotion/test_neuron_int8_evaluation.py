@@ -40,10 +40,10 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("neuron-int8")
 
 
-def loaded(directory: Path) -> tiny_llama.TinyLlama:
-    reference, text = tiny_llama.trained()
+def loaded(directory: Path) -> torch.nn.Module:
+    _, text = tiny_llama.trained()
     model = tiny_llama.TinyLlama(len(text.vocabulary))
-    return evaluate.load_nxd_int8(model, directory / engine.NEURON_QUANTIZED_DIR)  # type: ignore[return-value]
+    return evaluate.load_nxd_int8(model, directory / engine.NEURON_QUANTIZED_DIR)
 
 
 @functools.cache
