@@ -9,7 +9,8 @@ A Job runs as the serving stack's `model-converter` service account, on the hard
                                     the S3 steps' CLI config prints its latest session;
   2. init `fetch`   (aws-cli)       copies the checkpoint to /work/checkpoint;
   3. init `convert` (server image)  builds /work/out (Neuron: compiles it on the devices for the server's
-                                    engine shape; cuda: re-saves it on the CPU);
+                                    engine shape, neuron-int8 after NxD Inference wrote its quantized
+                                    checkpoint on the CPU; cuda: re-saves it on the CPU);
   4. init `check`   (server image)  loads /work/out, mounted read-only at /served as a server mounts it, with
                                     the server's engine settings on the accelerator and generates (the smoke
                                     test: no variant reaches a manifest, hence the alias, without it), then
