@@ -55,10 +55,10 @@ def world_with(store):
     return Cluster(store), world, RecordingStacks(world), runtime(FakeClock())
 
 
-def run(store, req: Promotion, quality: dict | None = None, dry_run: bool = False):
+def run(store, req: Promotion, quality: dict | None = None, dry_run: bool = False, gated: str = "cuda-int4"):
     cluster, world, stacks, rt = world_with(store)
     if quality is not None:
-        cluster.quality["cuda-int4"] = quality
+        cluster.quality[gated] = quality
     code = promote(req, stacks, lambda bucket, region: store, lambda stack: cluster, rt, dry_run)
     return code, world, rt
 
@@ -182,6 +182,25 @@ def test_a_variant_within_budget_carries_its_figures_and_the_alias_moves():
     assert block["data"] == {"evaluation": EVALS}  # round to nearest read no calibration data: none is recorded
     assert block["figures"]["perplexity"]["increase"] == 0.025 and block["figures"]["exactMatch"]["tasks"] == 24
     assert "quality" not in store.json("models/mistral-7b/v2/cuda/manifest.json")  # bf16: no gate
+
+
+@pytest.mark.parametrize(("em_variant", "passed"), [(0.875, True), (0.625, False)])
+def test_neuron_int8_is_gated_like_the_others(em_variant, passed):
+    """The NxD Inference variant's Jobs run (on inf2), its evaluation's figures go into its manifest; out of budget,
+    the version is marked and the alias stays."""
+    store = MemoryStore()
+    req = request(("cuda", "neuron-int8"))
+    code, _, _ = run(store, req, figures(ppl_variant=8.1, em_variant=em_variant), gated="neuron-int8")
+    manifest = store.json("models/mistral-7b/v2/neuron-int8/manifest.json")
+    block = manifest["quality"]
+    assert block["passed"] is passed and block["method"].startswith("INT8 weight-only, per-channel symmetric")
+    assert block["precision"] == {"weights": "int8", "activations": "bf16", "kvCache": "bf16"}
+    assert manifest["engine"]["override_neuron_config"]["quantized_checkpoints_path"] == "/models/neuron-quantized"
+    if passed:
+        assert code == 0 and store.json(ALIAS)["version"] == "v2"
+    else:
+        assert code == 1 and store.get(ALIAS) is None
+        assert store.get("models/mistral-7b/v2/neuron-int8/_FAILED") is not None
 
 
 def test_a_variant_out_of_budget_marks_the_version_and_the_alias_stays():
