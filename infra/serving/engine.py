@@ -5,6 +5,11 @@ compiled and tested for exactly the shape it is served with (pure).
 On Neuron the shape is compiled in: vLLM-Neuron builds its NxD Inference config from tensor_parallel_size
 (tp_degree), max_num_seqs (batch_size) and max_model_len (seq_len, max_context_length) plus
 override_neuron_config, and an artefact compiled for other values fails to load.
+
+A neuron-int8 artefact also holds NxD Inference's quantized checkpoint (NEURON_QUANTIZED_DIR). NxD Inference's
+NeuronConfig asserts `quantized_checkpoints_path` whenever `quantized` is set, and it is an absolute path: the
+settings name it where the artefact is seen (`artefact_dir`: the server's MODEL_DIR; the conversion Job's
+/work/out while it builds it, /served while it checks it), as NEURON_COMPILED_ARTIFACTS is set per step.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ NEURON_OVERRIDES: dict[str, Any] = {"save_sharded_checkpoint": True}
 # The Neuron artefact: the Hugging Face files (config, tokenizer) at its root, NxD Inference's compiled
 # model (graphs and sharded weights) here, named to the server by NEURON_COMPILED_ARTIFACTS.
 NEURON_COMPILED_DIR = "neuron-compiled"
+# neuron-int8: NxD Inference's quantized checkpoint (int8 `weight` + fp32 `scale` per quantised layer, safetensors),
+# written by its save_quantized_state_dict before the compile, which reads it (tests/contracts/data/nxd_inference.json).
+NEURON_QUANTIZED_DIR = "neuron-quantized"
+MODEL_DIR = "/models"  # where the model server sees its artefact (servers.py mounts it there)
 DEFAULT_MAX_NUM_SEQS = {name: f.default_max_num_seqs for name, f in FAMILIES.items()}
 
 
@@ -95,7 +104,21 @@ class EngineSettings:
         return args
 
 
-def engine_settings(model: ModelSpec) -> EngineSettings:
+def neuron_overrides(model: ModelSpec, artefact_dir: str = MODEL_DIR) -> dict[str, Any]:
+    """override_neuron_config: the sharded save, and a quantised variant's NxD Inference keys with the path of its
+    quantized checkpoint inside the artefact as `artefact_dir` sees it."""
+    quantization = VARIANTS[model.artefact_variant].neuron_quantization
+    if not quantization:
+        return dict(NEURON_OVERRIDES)
+    return {
+        **NEURON_OVERRIDES,
+        **quantization,
+        "quantized_checkpoints_path": f"{artefact_dir.rstrip('/')}/{NEURON_QUANTIZED_DIR}",
+    }
+
+
+def engine_settings(model: ModelSpec, artefact_dir: str = MODEL_DIR) -> EngineSettings:
+    """The server's engine (`artefact_dir`: where the artefact is seen; only a neuron-int8 path depends on it)."""
     neuron = FAMILIES[model.accelerator].neuron
     variant = VARIANTS[model.artefact_variant]
     return EngineSettings(
@@ -104,6 +127,6 @@ def engine_settings(model: ModelSpec) -> EngineSettings:
         max_model_len=model.max_model_len,
         dtype=DTYPE if neuron else dtype(model),
         device="neuron" if neuron else None,
-        override_neuron_config={**NEURON_OVERRIDES, **(variant.neuron_quantization or {})} if neuron else None,
+        override_neuron_config=neuron_overrides(model, artefact_dir) if neuron else None,
         quantization=variant.quantization,
     )

@@ -14,7 +14,7 @@ from infra.serving.families import FAMILIES
 from infra.serving.spec import ModelSpec
 
 PORT = 8000
-MODEL_DIR = "/models"
+MODEL_DIR = engine.MODEL_DIR
 QUEUE_METRIC = "vllm:num_requests_waiting"  # requests queued, not yet running
 RUNNING_METRIC = "vllm:num_requests_running"  # sequences in the running batch
 # KV-cache blocks in use, 0-1: vLLM renamed gpu_cache_usage_perc to kv_cache_usage_perc (v0.10); queries

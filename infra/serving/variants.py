@@ -15,8 +15,11 @@ CompressedTensorsWNA16 80 ("ampere and up"; Marlin, or Machete on Hopper), compr
 W8A8); the --quantization choices of both releases in tests/contracts/data/vllm/. All three CUDA quantised
 variants are compressed-tensors artefacts (tests/contracts/data/compressed_tensors.json), built round to nearest
 by quantize.py: no variant reads calibration data yet. NxD Inference's NeuronConfig
-`quantized`, `quantization_type`, `quantization_dtype` (AWS Neuron SDK 2.25 docs, "NxD Inference features:
-quantization"): int8 weight-only on Inferentia2. Only a real accelerator confirms that a built artefact loads.
+`quantized`, `quantization_type`, `quantization_dtype`, `modules_to_not_convert`, `quantized_checkpoints_path`
+(neuronx-distributed-inference v0.5.9230, the Neuron SDK 2.25 image's; tests/contracts/data/nxd_inference.json):
+int8 weight-only on Inferentia2, per output channel, symmetric (scale = max|w| / 127), computed in bf16; built by
+NxD Inference's own quantiser (recipes.py, neuron_quantize.py). Only a real accelerator confirms that a built
+artefact loads.
 """
 
 from __future__ import annotations
@@ -102,7 +105,14 @@ VARIANTS: dict[str, VariantFacts] = {
             "NxD Inference",
             None,
             None,
-            {"quantized": True, "quantization_type": "per_channel_symmetric", "quantization_dtype": "int8"},
+            # lm_head stays bf16, as in the CUDA variants (`ignore: [lm_head]`); engine.py adds the path of the
+            # quantized checkpoint (quantized_checkpoints_path), which NeuronConfig requires with `quantized`.
+            {
+                "quantized": True,
+                "quantization_type": "per_channel_symmetric",
+                "quantization_dtype": "int8",
+                "modules_to_not_convert": ["lm_head"],
+            },
             False,
         ),
     )

@@ -10,6 +10,9 @@ the variant (a program: standard library and torch only; its tests run it for re
 A model here is any callable taking a (1, n) tensor of token ids and returning (1, n, vocabulary) logits, or an
 object with `.logits` (Hugging Face's output). Perplexity alone is not enough: task scores can collapse while
 perplexity stays flat (AutoAWQ issue 475: HumanEval 0.67 -> 0.37), hence both.
+
+The program loads both models with transformers (and safetensors, for a neuron-int8 artefact: load_nxd_int8),
+which the server images have (tests/contracts/data/images.json).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import math
 import random
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,12 +220,81 @@ def encoded_tasks(encode: Encode, tasks: list[dict[str, str]]) -> list[tuple[lis
     return pairs
 
 
+# --- a neuron-int8 artefact: NxD Inference's quantized checkpoint (tests/contracts/data/nxd_inference.json) -----
+# transformers cannot load the compiled Neuron model, but int8 weight-only serves the dequantised weights (int8
+# values times their per-channel scale) with bf16 compute: the variant is measured on the host CPU as the
+# reference's architecture with those weights. What is measured is the weights' error, not the arithmetic of the
+# Neuron kernels.
+NXD_QUANTIZED = "neuron-quantized"  # the artefact's quantized checkpoint (infra/serving/engine.py)
+
+
+class BadArtefact(ValueError):
+    pass
+
+
+def _nxd_files(directory: Path) -> list[Path]:
+    """model.safetensors, else the shards its index names (NxD Inference's own reading order)."""
+    if (directory / "model.safetensors").is_file():
+        return [directory / "model.safetensors"]
+    index = directory / "model.safetensors.index.json"
+    if not index.is_file():
+        raise BadArtefact(f"{directory}: neither model.safetensors nor model.safetensors.index.json")
+    return [directory / name for name in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+
+
+def load_nxd_int8(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
+    """Fill `model` (Hugging Face parameter names) with the weights a neuron-int8 server computes with: each int8
+    `<layer>.weight` times its float32 `<layer>.scale` (one per output channel), every other tensor as written,
+    all in the model's dtype. NxD Inference names the decoder's tensors without `model.`. One tensor at a time."""
+    from safetensors import safe_open
+
+    target = model.state_dict(keep_vars=True)
+    filled: set[str] = set()
+    with ExitStack() as stack:
+        handles: dict[str, Any] = {}  # tensor name -> the open file holding it
+        for path in _nxd_files(directory):
+            handle = stack.enter_context(safe_open(str(path), framework="pt", device="cpu"))
+            handles.update(dict.fromkeys(handle.keys(), handle))
+        for key, handle in handles.items():
+            if key.endswith(".scale"):
+                if key[: -len("scale")] + "weight" not in handles:
+                    raise BadArtefact(f"{directory}: {key} scales no weight")
+                continue
+            tensor = handle.get_tensor(key)
+            if tensor.dtype == torch.int8:
+                scale_key = key[: -len("weight")] + "scale"
+                if not key.endswith(".weight") or scale_key not in handles:
+                    raise BadArtefact(f"{directory}: int8 {key} has no {scale_key}")
+                tensor = tensor.to(torch.float32) * handles[scale_key].get_tensor(scale_key).to(torch.float32)
+            name = key if key.startswith("lm_head.") else "model." + key
+            if name not in target:
+                raise BadArtefact(f"{directory}: {key} is no tensor of the model ({name})")
+            if tuple(target[name].shape) != tuple(tensor.shape):
+                raise BadArtefact(f"{directory}: {key} is {list(tensor.shape)}, the model's {list(target[name].shape)}")
+            with torch.no_grad():
+                target[name].copy_(tensor.to(target[name].dtype))
+            filled.add(name)
+    tied = {"lm_head.weight"} if getattr(getattr(model, "config", None), "tie_word_embeddings", False) else set()
+    missing = sorted(set(target) - filled - tied)
+    if missing:
+        raise BadArtefact(f"{directory}: no {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
+    return model.eval()
+
+
 def transformers_loader(path: str) -> tuple[Model, Encode]:
-    """A Hugging Face checkpoint on the Job's accelerator (not run here: no transformers, no weights)."""
+    """A Hugging Face checkpoint on the Job's accelerator, or a neuron-int8 artefact (its NXD_QUANTIZED
+    directory) on the CPU, built from its config and filled by load_nxd_int8."""
     import transformers
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto").to(device).eval()
+    quantized = Path(path) / NXD_QUANTIZED
+    if quantized.is_dir():
+        device = "cpu"  # the Neuron devices run compiled graphs only
+        config = transformers.AutoConfig.from_pretrained(path)
+        dtype = config.torch_dtype if isinstance(config.torch_dtype, torch.dtype) else torch.float32
+        model = load_nxd_int8(transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype), quantized)
+    else:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto").to(device).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     return (lambda ids: model(ids.to(device))), (lambda text: list(tokenizer(text).input_ids))
 
@@ -239,8 +312,12 @@ def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> i
     except BadEvaluationData as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    reference, encode = load(args.reference)
-    variant, _ = load(args.variant)
+    try:
+        reference, encode = load(args.reference)
+        variant, _ = load(args.variant)
+    except BadArtefact as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     sequences = [ids for ids in (encode(row["text"]) for row in held_out) if len(ids) > 1]
     result = compare(reference, variant, sequences, encoded_tasks(encode, tasks))
     args.out.write_text(json.dumps(result.as_dict(), indent=1) + "\n", encoding="utf-8")

@@ -12,7 +12,10 @@ image:
                                     data to /work/reference, /work/variant, /work/data;
   3. init `evaluate` (server image) sees them read-only under /in, writes the project's evaluation program
                                     (evaluate.py, shipped in the command as engine_check.py is) to /out and
-                                    runs it on both models: /out/quality.json; no AWS credentials at all;
+                                    runs it on both models: /out/quality.json; no AWS credentials at all.
+                                    On inf2 it runs on the host CPU: a neuron-int8 variant is the reference's
+                                    architecture with NxD Inference's dequantised int8 weights, and the step
+                                    asks for memory for both models (memory_gib);
   4. `upload`        (aws-cli)      copies /out/quality.json where gate.py reads it.
 Only then does `promote` judge the variant. An evaluation error fails the Job at once (podFailurePolicy); a
 node lost is retried without counting, as for the conversion Jobs.
@@ -30,20 +33,43 @@ from infra.ops.promotion import jobs
 from infra.registry import layout as registry_layout
 from infra.serving.aws import converter_access as access
 from infra.serving.aws.mirror import Mirror, pulled
+from infra.serving.families import FAMILIES
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 from infra.serving.servers import PROFILES
 from infra.serving.spec import ModelSpec
 
 Manifest = dict[str, Any]
 VERB = "evaluate"
-DEADLINE_SECONDS = 2 * 3600  # two models, a few hundred sequences and tasks: minutes; loading them dominates
+# Two models, a few hundred sequences and tasks: minutes on a GPU, loading them dominates; on inf2's host CPU
+# (neuron-int8) not measured, and a 7-8B model may need longer (docs/registry-and-promotion.md).
+DEADLINE_SECONDS = 2 * 3600
 # The evaluation program, written into the pod by the `evaluate` step (it runs in the server image: Python's
-# standard library and torch, transformers to load the two checkpoints; tests/contracts checks the image).
+# standard library and torch, transformers to load the two checkpoints, safetensors to read a neuron-int8
+# artefact's quantized checkpoint; tests/contracts checks the image).
 EVALUATE = (Path(__file__).parent / "evaluate.py").read_text()
 PROGRAM = "/out/evaluate.py"
 RESULT = f"/out/{access.QUALITY_FILE}"
 _GIB = 1 << 30
 WORK_MARGIN_GIB = 10  # beside the reference and the variant (each at most the checkpoint's size)
+# On Neuron pools the evaluation runs on the host CPU (a compiled Neuron model is no torch module): both models in
+# their checkpoint dtype in host memory, the variant's int8 weights read one tensor at a time, plus Python, torch
+# and transformers. An estimate, not a measurement; more than the server asks for, which keeps its weights on
+# the devices, and less than the neuron-int8 conversion on the same pool (2.5 x checkpoint + 8 GiB, recipes.py),
+# whose fit to a node type promote checks before anything runs.
+CPU_MODELS = 2
+CPU_MARGIN_GIB = 8
+
+
+def on_cpu(server: ModelSpec) -> bool:
+    """Whether the variant is evaluated on the host CPU (Neuron pools: load_nxd_int8 in evaluate.py)."""
+    return FAMILIES[server.accelerator].neuron
+
+
+def memory_gib(server: ModelSpec, checkpoint_bytes: int) -> int:
+    """The server's memory, or on the CPU enough for the two models: CPU_MODELS x checkpoint + CPU_MARGIN_GIB."""
+    if not on_cpu(server):
+        return server.memory_gib
+    return max(server.memory_gib, math.ceil(CPU_MODELS * checkpoint_bytes / _GIB) + CPU_MARGIN_GIB)
 
 
 def job_name(model: str, version: str, variant: str) -> str:
@@ -142,7 +168,7 @@ def evaluation_job(
         for source, into in ((checkpoint, "reference"), (prefix, "variant"), (evaluation, "data"))
     )
     disk = f"{work_gib(checkpoint_bytes)}Gi"
-    memory = f"{server.memory_gib}Gi"
+    memory = f"{memory_gib(server, checkpoint_bytes)}Gi"
     evaluate = {
         "name": "evaluate",
         "image": pulled(mirror, server.image),
@@ -154,7 +180,8 @@ def evaluation_job(
             {"name": "out", "mountPath": "/out"},
         ],
         "securityContext": {"allowPrivilegeEscalation": False},
-        # The server's own requests (manifests.py), and the work volume as ephemeral storage.
+        # The server's own requests (manifests.py; on the CPU, memory for both models), and the work volume as
+        # ephemeral storage.
         "resources": {
             "requests": {
                 "cpu": str(server.cpu),

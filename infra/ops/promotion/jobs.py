@@ -9,7 +9,8 @@ A Job runs as the serving stack's `model-converter` service account, on the hard
                                     the S3 steps' CLI config prints its latest session;
   2. init `fetch`   (aws-cli)       copies the checkpoint to /work/checkpoint;
   3. init `convert` (server image)  builds /work/out (Neuron: compiles it on the devices for the server's
-                                    engine shape; cuda: re-saves it on the CPU);
+                                    engine shape, neuron-int8 after NxD Inference wrote its quantized
+                                    checkpoint on the CPU; cuda: re-saves it on the CPU);
   4. init `check`   (server image)  loads /work/out, mounted read-only at /served as a server mounts it, with
                                     the server's engine settings on the accelerator and generates (the smoke
                                     test: no variant reaches a manifest, hence the alias, without it), then
@@ -59,6 +60,7 @@ CONVERT_HAS_NO_CREDENTIALS = {SKIP_CREDENTIALS_ANNOTATION: "fetch,convert,check,
 # The cluster autoscaler never removes a node to consolidate while a conversion runs on it.
 SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 
+SERVED = "/served"  # where `check` sees the artefact, read-only, as a server does
 _NO_CREDENTIALS = "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
 # The load-and-generate program, written into the work volume by `convert` (it runs in the server image).
 ENGINE_CHECK = (Path(__file__).parent / "engine_check.py").read_text()
@@ -82,6 +84,11 @@ report = {"compilerVersion": sys.argv[1], "runtimeVersion": sys.argv[2], "node":
 with open("/work/conversion.json", "w") as handle:
     json.dump(report, handle)
 """
+
+
+def engine_keywords(server: ModelSpec, artefact_dir: str) -> str:
+    """$ENGINE of a step: the server's engine keywords (JSON) with the artefact seen at `artefact_dir`."""
+    return json.dumps(engine.engine_settings(server, artefact_dir).keywords(), sort_keys=True)
 
 
 def job_name(model: str, version: str, variant: str, verb: str = "convert") -> str:
@@ -183,15 +190,17 @@ def conversion_job(
     memory, disk = f"{resources.memory_gib:g}Gi", f"{resources.disk_gib:g}Gi"
     sized = {"cpu": f"{resources.cpu:g}", "memory": memory, "ephemeral-storage": disk}
     on_devices = {**sized, profile.resource: devices}
-    engine_env = env + [
-        {"name": "ENGINE", "value": json.dumps(engine.engine_settings(server).keywords(), sort_keys=True)},
-        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-    ]
+    node = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    # The server's engine; a neuron-int8 quantized checkpoint's path as each step sees the artefact (engine.py).
+    engine_env = {
+        step: env + [{"name": "ENGINE", "value": engine_keywords(server, artefact)}, node]
+        for step, artefact in (("convert", "/work/out"), ("check", SERVED))
+    }
     convert = {
         "name": "convert",
         "image": pulled(mirror, server.image),
         "command": ["/bin/sh", "-c", convert_script(recipe)],
-        "env": engine_env,
+        "env": engine_env["convert"],
         "volumeMounts": mount,
         "securityContext": secure,
         # The pod asks for its largest init step. The work volume counts as ephemeral storage.
@@ -204,9 +213,9 @@ def conversion_job(
         "name": "check",
         "image": pulled(mirror, server.image),
         "command": ["/bin/sh", "-c", check_script(recipe)],
-        "env": engine_env + [{"name": name, "value": value} for name, value in recipe.check_env],
+        "env": engine_env["check"] + [{"name": name, "value": value} for name, value in recipe.check_env],
         # The artefact as a server sees it: read-only, so a load that would compile again fails here.
-        "volumeMounts": mount + [{"name": "work", "mountPath": "/served", "subPath": "out", "readOnly": True}],
+        "volumeMounts": mount + [{"name": "work", "mountPath": SERVED, "subPath": "out", "readOnly": True}],
         "securityContext": secure,
         "resources": {"requests": on_devices, "limits": {"memory": memory, profile.resource: devices}},
     }
@@ -310,7 +319,7 @@ def convert_script(recipe: Recipe) -> str:
 def check_script(recipe: Recipe) -> str:
     return (
         f"set -eu\n{_NO_CREDENTIALS}"
-        f'python3 {CHECK_PROGRAM} /served "$ENGINE" /work/check.json\n'
+        f'python3 {CHECK_PROGRAM} {SERVED} "$ENGINE" /work/check.json\n'
         f'compiler="$({recipe.compiler_version} 2>/dev/null || echo unknown)"\n'
         f'runtime="$({recipe.runtime_version} 2>/dev/null || echo unknown)"\n'
         f'python3 - "$compiler" "$runtime" <<\'PY\'\n{_REPORT_SCRIPT}PY\n'

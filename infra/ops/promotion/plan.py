@@ -57,7 +57,7 @@ def print_plan(
                 rt,
                 req,
                 ns,
-                checkpoint.prefix,
+                checkpoint,
                 servers[variant],
                 variant,
                 pulled(target.image_mirror, servers[variant].image),
@@ -88,14 +88,22 @@ def print_plan(
 
 
 def _evaluation_line(
-    rt: Runtime, req: Promotion, ns: str, checkpoint: str, server: ModelSpec, variant: str, image: str
+    rt: Runtime,
+    req: Promotion,
+    ns: str,
+    checkpoint: registry.Checkpoint,
+    server: ModelSpec,
+    variant: str,
+    image: str,
 ) -> None:
     prefix = job_objects.artefact_prefix(req.model, req.version, variant)
     resource = PROFILES[server.accelerator].resource
+    memory = evaluation.memory_gib(server, checkpoint.size)
+    where = "both models on the host CPU" if evaluation.on_cpu(server) else "as its server"
     rt.say(
         f"    then job {ns}/{evaluation.job_name(req.model, req.version, variant)}: evaluates {variant} against the "
         f"bf16 reference on {server.accelerator} ({resource}: {server.accelerators_per_replica}, cpu {server.cpu}, "
-        f"memory {server.memory_gib}Gi, as its server), image {image}; reads {checkpoint} + {prefix} + "
+        f"memory {memory}Gi, {where}), image {image}; reads {checkpoint.prefix} + {prefix} + "
         f"{req.evaluation}, writes {evaluation.quality_key(req.model, req.version, variant)}"
     )
     rt.say(f"    quality gate: {_budget(req.budget)}")

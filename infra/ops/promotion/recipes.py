@@ -8,6 +8,12 @@ compressed-tensors format vLLM loads natively (tests/contracts/data/compressed_t
 on the CPU, streaming the checkpoint a tensor at a time. Each is built on the first AWS pool whose devices
 can serve it (variants.pools_for): a stack without that pool cannot build it here.
 
+neuron-int8 is built on inf2 by NxD Inference itself, which vLLM-Neuron does not do: neuron_quantize.py (shipped
+the same way) calls its save_quantized_state_dict on the CPU (int8 per output channel, symmetric; lm_head kept in
+bf16) into the artefact's neuron-quantized/, then vLLM-Neuron compiles as for `neuron`; every engine names that
+directory as its step sees the artefact (quantized_checkpoints_path, infra/serving/engine.py). The format is
+recorded in tests/contracts/data/nxd_inference.json.
+
 Every variant is built in the image of the model server that will serve it, and checked there: after the
 conversion, a load-and-generate check (engine_check.py) runs on the variant's accelerator with the engine
 settings the server is started with (infra/serving/engine.py). A variant with no model server in mlinfra has
@@ -77,6 +83,36 @@ RECIPES = {
         memory_base_gib=8,
         disk_factor=2.5,
         disk_base_gib=10,
+    ),
+    # int8 weight-only: NxD Inference's own quantiser (neuron_quantize.py calls its save_quantized_state_dict on
+    # the CPU) writes the quantized checkpoint into the artefact, then vLLM-Neuron compiles it as for `neuron`.
+    # $ENGINE is the server's engine with the checkpoint's path as this step sees it (/work/out/neuron-quantized;
+    # the check's names /served/..., the server's /models/...: engine.neuron_overrides).
+    "neuron-int8": Recipe(
+        "neuron-int8",
+        "inf2",
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+        format=f"NxD Inference compiled model ({engine.NEURON_COMPILED_DIR}/) + its int8 quantized checkpoint "
+        f"({engine.NEURON_QUANTIZED_DIR}/: int8 weight, fp32 scale per output channel; safetensors) + Hugging Face "
+        "config",
+        precision="w8a16",
+        convert=f"find /work/checkpoint -maxdepth 1 -type f {_NOT_WEIGHTS} -exec cp {{}} /work/out/ \\;\n"
+        f'python3 /work/neuron_quantize.py /work/checkpoint "$ENGINE"\n'
+        f'NEURON_COMPILED_ARTIFACTS={_COMPILED} python3 {CHECK_PROGRAM} /work/checkpoint "$ENGINE" /work/compile.json',
+        convert_on_accelerator=True,
+        check_env=(("NEURON_COMPILED_ARTIFACTS", f"/served/{engine.NEURON_COMPILED_DIR}"),),
+        compiler_version=f"{_PY} 'import neuronxcc; print(neuronxcc.__version__)'",
+        runtime_version=f"{_PY} 'import vllm; print(vllm.__version__)'",
+        # Memory: NxD Inference quantises the whole model loaded in fp32 (transformers' default dtype: twice the
+        # bf16 checkpoint), plus the int8 copies it writes (about half); the compile after it, in its own
+        # process, needs what the bf16 compile does (2 S + 8). Disk: the checkpoint, the quantized checkpoint
+        # (about half of it, embeddings in fp32), the compiled graphs and the int8 sharded weights. Estimates.
+        cpu=4,
+        memory_factor=2.5,
+        memory_base_gib=8,
+        disk_factor=2.5,
+        disk_base_gib=10,
+        programs=("neuron_quantize.py",),
     ),
     "cuda": Recipe(
         "cuda",

@@ -112,6 +112,8 @@ def test_the_neuron_int8_variant_asks_nxd_inference_for_int8_weights():
         "quantized": True,
         "quantization_type": "per_channel_symmetric",
         "quantization_dtype": "int8",
+        "modules_to_not_convert": ["lm_head"],
+        "quantized_checkpoints_path": "/models/neuron-quantized",  # NeuronConfig asserts it with `quantized`
     }
     assert parsed.quantization is None and engine.precision_of(model("inf2", "neuron-int8")).name == "w8a16"
 

@@ -9,7 +9,7 @@ import pytest
 
 from infra.ops.promotion import jobs
 from infra.ops.promotion.kube import job_state
-from infra.ops.promotion.recipes import VARIANTS
+from infra.ops.promotion.recipes import RECIPES, VARIANTS
 from infra.ops.promotion.sizing import Resources
 from infra.serving import engine
 from infra.serving.aws import converter_access as access
@@ -43,6 +43,17 @@ SERVERS = {
     ),
     "cuda": ModelSpec.model_validate(
         {"name": "mistral-7b", "version": "2026-03-01", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5"}
+    ),
+    "neuron-int8": ModelSpec.model_validate(
+        {
+            "name": "mistral-7b",
+            "version": "2026-03-01",
+            "accelerator": "inf2",
+            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+            "variant": "neuron-int8",
+            "maxNumSeqs": 4,
+            "maxModelLen": 8192,
+        }
     ),
 } | {
     variant: ModelSpec.model_validate(
@@ -83,6 +94,7 @@ def test_objects_validate_against_the_kubernetes_schema(variant):
     "variant, pool, resource",
     [
         ("neuron", "inf2", "aws.amazon.com/neuron"),
+        ("neuron-int8", "inf2", "aws.amazon.com/neuron"),
         ("cuda", "g5", "nvidia.com/gpu"),
         ("cuda-fp8", "g6", "nvidia.com/gpu"),  # fp8 compute: L4 (8.9); the A10G of g5 has none
         ("cuda-int8", "g5", "nvidia.com/gpu"),
@@ -252,7 +264,7 @@ def test_the_cuda_resave_needs_no_gpu_and_the_check_does():
 
 
 def test_there_is_no_variant_without_a_server():
-    assert VARIANTS == ("neuron", "cuda", "cuda-fp8", "cuda-int8", "cuda-int4")  # neuron-int8 has no recipe yet
+    assert VARIANTS == ("neuron", "neuron-int8", "cuda", "cuda-fp8", "cuda-int8", "cuda-int4")
 
 
 @pytest.mark.parametrize(("variant", "scheme"), [("cuda-fp8", "fp8"), ("cuda-int8", "int8"), ("cuda-int4", "int4")])
@@ -273,6 +285,62 @@ def test_a_quantised_variant_ships_quantize_py_and_converts_on_the_cpu(variant, 
     assert json.loads(next(e["value"] for e in steps["check"]["env"] if e["name"] == "ENGINE"))["quantization"] == (
         "compressed-tensors"
     )
+
+
+def test_neuron_int8_quantizes_with_nxd_inference_then_compiles_and_checks_as_the_server_loads():
+    """NxD Inference writes its quantized checkpoint into the artefact (neuron_quantize.py, shipped), then vLLM-Neuron
+    compiles; each step's engine is the server's with the checkpoint's path where that step sees the artefact."""
+    from infra.serving import manifests
+
+    pod = conversion("neuron-int8")["spec"]["template"]["spec"]
+    steps = {c["name"]: c for c in pod["initContainers"]}
+    server = SERVERS["neuron-int8"]
+    served = engine.engine_settings(server).keywords()
+    assert served["override_neuron_config"] == {
+        "save_sharded_checkpoint": True,
+        "quantized": True,
+        "quantization_type": "per_channel_symmetric",
+        "quantization_dtype": "int8",
+        "modules_to_not_convert": ["lm_head"],
+        "quantized_checkpoints_path": "/models/neuron-quantized",
+    }
+    for name, seen_at in (("convert", "/work/out"), ("check", "/served")):
+        env = {e["name"]: e.get("value") for e in steps[name]["env"]}
+        keywords = json.loads(env["ENGINE"])
+        overrides = keywords["override_neuron_config"]
+        assert overrides.pop("quantized_checkpoints_path") == f"{seen_at}/neuron-quantized"
+        assert keywords == {
+            **served,
+            "override_neuron_config": {
+                k: v for k, v in served["override_neuron_config"].items() if k != "quantized_checkpoints_path"
+            },
+        }
+    # The server's own command line names the path where it mounts the artefact, and the compiled model there.
+    deployment = manifests.deployment(server, "models", manifests.Registry("b", "us-east-1", "s3"))
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert json.loads(args[args.index("--override-neuron-config") + 1]) == served["override_neuron_config"]
+    assert {"name": "NEURON_COMPILED_ARTIFACTS", "value": "/models/neuron-compiled"} in container["env"]
+    check_env = {e["name"]: e.get("value") for e in steps["check"]["env"]}
+    assert check_env["NEURON_COMPILED_ARTIFACTS"] == "/served/neuron-compiled"
+    script = steps["convert"]["command"][-1]
+    program = (Path(jobs.__file__).parent / "neuron_quantize.py").read_text()
+    assert f"cat > /work/neuron_quantize.py <<'PY'\n{program}PY\n" in script  # the file as it is in mlinfra
+    assert script.endswith(
+        "find /work/checkpoint -maxdepth 1 -type f ! -name '*.safetensors' ! -name '*.bin' ! -name '*.pt' "
+        "! -name '*.pth' -exec cp {} /work/out/ \\;\n"
+        'python3 /work/neuron_quantize.py /work/checkpoint "$ENGINE"\n'
+        'NEURON_COMPILED_ARTIFACTS=/work/out/neuron-compiled python3 /work/engine_check.py /work/checkpoint "$ENGINE" '
+        "/work/compile.json\n"
+    )
+    assert steps["convert"]["resources"]["requests"]["aws.amazon.com/neuron"] == "1"  # neuronx-cc compiles there
+
+
+def test_the_neuron_int8_manifest_records_the_servers_engine():
+    facts = jobs.manifest_facts(RECIPES["neuron-int8"], SERVERS["neuron-int8"])
+    assert facts["precision"] == "w8a16" and facts["hardware"]["accelerator"] == "inf2"
+    assert facts["engine"]["override_neuron_config"]["quantized_checkpoints_path"] == "/models/neuron-quantized"
+    assert "neuron-quantized/" in facts["format"] and "neuron-compiled/" in facts["format"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

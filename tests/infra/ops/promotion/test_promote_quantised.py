@@ -55,10 +55,10 @@ def world_with(store):
     return Cluster(store), world, RecordingStacks(world), runtime(FakeClock())
 
 
-def run(store, req: Promotion, quality: dict | None = None, dry_run: bool = False):
+def run(store, req: Promotion, quality: dict | None = None, dry_run: bool = False, gated: str = "cuda-int4"):
     cluster, world, stacks, rt = world_with(store)
     if quality is not None:
-        cluster.quality["cuda-int4"] = quality
+        cluster.quality[gated] = quality
     code = promote(req, stacks, lambda bucket, region: store, lambda stack: cluster, rt, dry_run)
     return code, world, rt
 
@@ -72,7 +72,11 @@ def test_fp8_is_refused_on_a_stack_whose_pools_cannot_run_it():
     ]
 
 
-def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written():
+def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written(monkeypatch):
+    """Every variant has a recipe now; one without (a variant declared before its recipe) is still refused."""
+    from infra.ops.promotion import gate
+
+    monkeypatch.setattr(gate, "RECIPES", {k: v for k, v in gate.RECIPES.items() if k != "neuron-int8"})
     store = MemoryStore()
     with pytest.raises(InputError) as caught:
         run(store, request(("cuda", "neuron-int8")))
@@ -82,6 +86,25 @@ def test_a_variant_no_recipe_builds_is_refused_before_anything_is_written():
         "cuda-int4"
     ]
     assert not [k for k in store.writes if k.startswith("models/")]
+
+
+def test_neuron_int8_is_planned_on_inf2_with_its_evaluation_on_the_host_cpu():
+    """promote --dry-run --variants cuda,neuron,neuron-int8 on the demo stack (inf2, g5; mistral-7b is served as
+    cuda there, so cuda is built too): both Neuron conversions on inf2, and neuron-int8's evaluation Job there."""
+    store = MemoryStore()
+    code, _, rt = run(store, request(("cuda", "neuron", "neuron-int8")), dry_run=True)
+    text = "\n".join(printed(rt))
+    assert code == 0 and not [k for k in store.writes if k.startswith("models/")]
+    for variant in ("neuron", "neuron-int8"):
+        assert f"job models/convert-mistral-7b-v2-{variant}: {variant} on inf2 (aws.amazon.com/neuron: 1, cpu 4, " in (
+            text
+        )
+    assert (
+        "job models/evaluate-mistral-7b-v2-neuron-int8: evaluates neuron-int8 against the bf16 reference on inf2 "
+        "(aws.amazon.com/neuron: 1, cpu 2, memory 10Gi, both models on the host CPU), image "
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04; reads "
+    ) in text
+    assert "evaluate-mistral-7b-v2-neuron:" not in text  # a bf16 variant has no evaluation
 
 
 def test_the_quantised_variants_the_stack_can_run_are_planned_and_the_rest_refused():
@@ -159,6 +182,25 @@ def test_a_variant_within_budget_carries_its_figures_and_the_alias_moves():
     assert block["data"] == {"evaluation": EVALS}  # round to nearest read no calibration data: none is recorded
     assert block["figures"]["perplexity"]["increase"] == 0.025 and block["figures"]["exactMatch"]["tasks"] == 24
     assert "quality" not in store.json("models/mistral-7b/v2/cuda/manifest.json")  # bf16: no gate
+
+
+@pytest.mark.parametrize(("em_variant", "passed"), [(0.875, True), (0.625, False)])
+def test_neuron_int8_is_gated_like_the_others(em_variant, passed):
+    """The NxD Inference variant's Jobs run (on inf2), its evaluation's figures go into its manifest; out of budget,
+    the version is marked and the alias stays."""
+    store = MemoryStore()
+    req = request(("cuda", "neuron-int8"))
+    code, _, _ = run(store, req, figures(ppl_variant=8.1, em_variant=em_variant), gated="neuron-int8")
+    manifest = store.json("models/mistral-7b/v2/neuron-int8/manifest.json")
+    block = manifest["quality"]
+    assert block["passed"] is passed and block["method"].startswith("INT8 weight-only, per-channel symmetric")
+    assert block["precision"] == {"weights": "int8", "activations": "bf16", "kvCache": "bf16"}
+    assert manifest["engine"]["override_neuron_config"]["quantized_checkpoints_path"] == "/models/neuron-quantized"
+    if passed:
+        assert code == 0 and store.json(ALIAS)["version"] == "v2"
+    else:
+        assert code == 1 and store.get(ALIAS) is None
+        assert store.get("models/mistral-7b/v2/neuron-int8/_FAILED") is not None
 
 
 def test_a_variant_out_of_budget_marks_the_version_and_the_alias_stays():
