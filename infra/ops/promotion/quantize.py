@@ -377,10 +377,12 @@ def read_scales(path: Path) -> Folding:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             groups = json.loads((handle.metadata() or {})[SCALES_METADATA])
             vectors = {name: handle.get_tensor(name).to(torch.float32) for name in groups}
-    except (OSError, KeyError, ValueError, RuntimeError) as error:  # missing, not safetensors, no metadata
+        divide = {t: vectors[n] for n, g in groups.items() for t in g["divides"]}
+        multiply = {t: vectors[n] for n, g in groups.items() for t in g["multiplies"]}
+    # missing (OSError), not safetensors (safetensors' SafetensorError, an Exception), no or other metadata: all
+    # of them a bad --scales file
+    except Exception as error:
         raise BadCheckpoint(f"{path}: not an AWQ scales file of awq.py ({type(error).__name__}: {error})") from None
-    divide = {t: vectors[n] for n, g in groups.items() for t in g["divides"]}
-    multiply = {t: vectors[n] for n, g in groups.items() for t in g["multiplies"]}
     return Folding(divide, multiply)
 
 

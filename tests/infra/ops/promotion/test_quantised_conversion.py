@@ -293,11 +293,12 @@ def test_the_compressed_tensors_library_reads_and_decompresses_the_artefact(root
     assert sorted(seen) == layers and len(layers) == 14
 
 
-@pytest.mark.parametrize("scheme", ["fp8", "int8", "int4"])
+@pytest.mark.parametrize("scheme", ["fp8", "int8", "int4", "int4-awq"])
 def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, scheme):
     """With the vLLM image's Python stack (transformers, compressed-tensors, accelerate; in the test extra): a
     LlamaForCausalLM written by transformers itself converts, and evaluate.py's loader path
-    (AutoModelForCausalLM) loads the artefact with compressed layers whose weights are the recorded decoding's."""
+    (AutoModelForCausalLM) loads the artefact with compressed layers whose weights are the recorded decoding's.
+    int4-awq: as cuda-int4's recipe builds it, awq.py's scales (bf16 weights, the tiny corpus' tokenizer) folded in."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("compressed_tensors")
     pytest.importorskip("accelerate")
@@ -308,7 +309,20 @@ def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, sc
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(tmp_path / "checkpoint", safe_serialization=True)
-    done = run("--scheme", scheme, "--checkpoint", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "out"))
+    scales = []
+    if scheme == "int4-awq":
+        scheme, scales = "int4", ["--scales", str(tmp_path / "scales.safetensors")]
+        tiny_llama.save_tokenizer(tiny_llama.trained()[1], tmp_path / "checkpoint")
+        work = programs(tmp_path / "program", JOB_PROGRAMS)
+        searched = subprocess.run(
+            [sys.executable, str(work / "awq.py"), "--checkpoint", str(tmp_path / "checkpoint"), "--calibration",
+             str(calibration(tmp_path)), "--out", scales[1]],
+            capture_output=True, text=True, check=False, cwd=work,
+        )  # fmt: skip
+        assert searched.returncode == 0 and json.loads(searched.stdout.splitlines()[-1])["groups"] == 8, searched.stderr
+    done = run(
+        "--scheme", scheme, "--checkpoint", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "out"), *scales
+    )
     assert done.returncode == 0, done.stderr
     loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out", torch_dtype="auto")
     found, tensors = tiny_llama.read_artefact(tmp_path / "out")
