@@ -256,14 +256,18 @@ def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> i
     args = parser.parse_args(argv)
     if min(args.samples, args.tokens, args.rows) < 1:
         parser.error("--samples, --tokens and --rows: at least 1")
-    evaluate = _sibling("evaluate")
-    try:
+    evaluate, quantize = _sibling("evaluate"), _sibling("quantize")
+    try:  # before the model is loaded: the checkpoint as the conversion will take it, and the data
+        quantize.checkpoint_config(Path(args.checkpoint))
         texts = evaluate.read_jsonl(args.calibration / CALIBRATION_FILE, ("text",))[: args.samples]
-    except evaluate.BadEvaluationData as error:
+    except (quantize.BadCheckpoint, evaluate.BadEvaluationData) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     model, encode = load(args.checkpoint)
     samples = [ids[: args.tokens] for ids in (encode(row["text"]) for row in texts) if ids]
+    if not samples:
+        print(f"error: {args.calibration / CALIBRATION_FILE}: no text encodes to a token", file=sys.stderr)
+        return 2
     try:
         found = groups(model)
     except ValueError as error:

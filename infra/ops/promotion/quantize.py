@@ -7,8 +7,8 @@ safetensors, which the vLLM image has), folding in AWQ's scales first when given
 Methods (each names the variant it stands for, infra/serving/variants.py):
   int8-weight-only  per-output-channel symmetric int8 weights, round to nearest (neuron-int8)
   int8              W8A8: the same weights, and activations quantised per token to int8 at run time (cuda-int8)
-  int4              group-wise (`group` input channels) symmetric int4 weights, round to nearest (cuda-int4,
-                    as the conversion Job builds it: group 128)
+  int4              group-wise (`group` input channels) symmetric int4 weights, round to nearest (the
+                    conversion's int4, group 128; cuda-int4 folds AWQ's scales in first: convert --scales)
   int4-awq          int4 as above after an activation-aware scale search (AWQ, awq.awq_search): input channel j of
                     a layer is scaled by s_j = mean|x_j| ** alpha before quantising (and x_j divided by it),
                     alpha in 0, 0.05, ..., 1 chosen per layer for the least output error on the calibration
@@ -322,7 +322,7 @@ def _shards(checkpoint: Path) -> list[Path]:
     return found
 
 
-def _config(checkpoint: Path) -> dict[str, Any]:
+def checkpoint_config(checkpoint: Path) -> dict[str, Any]:
     path = checkpoint / "config.json"
     if not path.is_file():
         raise BadCheckpoint(f"{path}: no such file")
@@ -393,7 +393,7 @@ def convert(
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    config, shards = _config(checkpoint), _shards(checkpoint)
+    config, shards = checkpoint_config(checkpoint), _shards(checkpoint)
     pending: dict[str, torch.Tensor] = {}
     written: list[tuple[Path, list[str]]] = []
     layers = parameters = total = pending_bytes = 0

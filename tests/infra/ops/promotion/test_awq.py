@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from infra.ops.promotion import awq, quantize
 from tests.infra.ops.promotion import tiny_llama
-from tests.infra.ops.promotion.test_quantised_conversion import (
+from tests.infra.ops.promotion.conversions import (
     JOB_PROGRAMS,
     awq_scales,
     calibration_lines,
@@ -260,3 +260,26 @@ def test_scales_that_do_not_fit_the_checkpoint_exit_2(root, tmp_path):
         2,
         f"error: {LAYER}.input_layernorm.weight: 128 rows, but its AWQ scale has 64\n",
     )
+
+
+def test_a_checkpoint_the_conversion_refuses_is_refused_before_it_is_loaded(root, tmp_path):
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    done = subprocess.run(
+        [sys.executable, str(Path(awq.__file__)), "--checkpoint", str(tmp_path / "gpt2"), "--calibration",
+         str(tmp_path), "--out", str(tmp_path / "s.safetensors")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"error: {tmp_path / 'gpt2' / 'config.json'}: architectures ['GPT2LMHeadModel']; the conversion knows "
+        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM\n",
+    )
+
+
+def test_calibration_texts_without_tokens_exit_2(root, tmp_path, capsys):
+    (tmp_path / "calibration.jsonl").write_text('{"text": "x"}\n')
+    model, _ = tiny_llama.trained()
+    argv = ["--checkpoint", str(checkpoint(root)), "--calibration", str(tmp_path), "--out", str(tmp_path / "s")]
+    assert awq.main(argv, load=lambda _path: (model, lambda _text: [])) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'calibration.jsonl'}: no text encodes to a token\n"
