@@ -3,9 +3,10 @@
     PYTHONPATH=. python benchmarks/conversion_bench.py [--out benchmarks/RESULTS.md]
 
 1. Quality: trains the tests' tiny Llama-shaped model (tests/infra/ops/promotion/tiny_llama.py), writes it as a
-   sharded safetensors checkpoint, converts it per scheme by running the program file as the Job does, reads the
-   compressed-tensors artefact back with the recorded decoding and evaluates it against the reference
-   (evaluate.py) under the default budget (quality.py).
+   sharded safetensors checkpoint, converts it per scheme by running the program file as the Job does (int4 both
+   round to nearest and, as cuda-int4's recipe builds it, with AWQ's scales from awq.py on the training lines as
+   calibration data), reads the compressed-tensors artefact back with the recorded decoding and evaluates it
+   against the reference (evaluate.py) under the default budget (quality.py).
 2. Cost: a synthetic checkpoint with two decoder layers of Llama-3-8B's shapes (hidden 4096, intermediate 14336,
    8 KV heads) and its full embeddings and lm_head, random bf16 weights: wall time, peak resident memory and
    sizes per scheme. Peak memory counts the checkpoint's pages mapped while they are read.
@@ -34,7 +35,10 @@ from tests.infra.ops.promotion import tiny_llama
 
 HEADING = "# Quantised CUDA artefacts on CPU: the conversion program"
 SCHEMES = {"fp8": "cuda-fp8", "int8": "cuda-int8", "int4": "cuda-int4"}
+BUILDS = (("fp8", "cuda-fp8", False), ("int8", "cuda-int8", False), ("int4", "int4, round to nearest", False))
+BUILDS += (("int4", "cuda-int4 (AWQ)", True),)
 PROGRAM = Path(quantize.__file__)
+AWQ_PROGRAM = PROGRAM.with_name("awq.py")  # beside quantize.py and evaluate.py, as the Job writes them
 # The program run as the Job runs it, reporting its own peak resident memory on stderr's last line: VmHWM of
 # /proc/self/status, in KiB (per address space, so not the parent's peak, which ru_maxrss would carry over exec).
 MEASURED = (
@@ -49,12 +53,12 @@ MEASURED = (
 )
 
 
-def convert(checkpoint: Path, out: Path, scheme: str) -> tuple[dict[str, int], float, int]:
+def convert(checkpoint: Path, out: Path, scheme: str, *more: str) -> tuple[dict[str, int], float, int]:
     """(the program's report, wall seconds, peak resident KiB)."""
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", MEASURED, str(PROGRAM), "convert", "--scheme", scheme, "--checkpoint",
-         str(checkpoint), "--out", str(out)],
+         str(checkpoint), "--out", str(out), *more],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1]), time.perf_counter() - started, int(done.stderr.split()[-1])
@@ -102,11 +106,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         tiny_llama.save_checkpoint(reference, text, root / "tiny")
-        for scheme, variant in SCHEMES.items():
-            report, _, _ = convert(root / "tiny", root / f"tiny-{scheme}", scheme)
-            result = evaluate.compare(
-                reference, tiny_llama.load_artefact(root / f"tiny-{scheme}"), held_out, text.tasks()
-            )
+        (root / "calibration").mkdir()
+        lines = [line for line in text.train.splitlines() + text.facts if line.strip()]
+        (root / "calibration" / "calibration.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
+        search_started = time.perf_counter()
+        searched = subprocess.run(
+            [sys.executable, str(AWQ_PROGRAM), "--checkpoint", str(root / "tiny"), "--calibration",
+             str(root / "calibration"), "--out", str(root / "scales.safetensors")],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        search = json.loads(searched.stdout.strip().splitlines()[-1]) | {"wall": time.perf_counter() - search_started}
+        for scheme, variant, awq in BUILDS:
+            out = root / f"tiny-{scheme}{'-awq' if awq else ''}"
+            report, _, _ = convert(root / "tiny", out, scheme, *(["--scales", str(root / "scales.safetensors")] * awq))
+            result = evaluate.compare(reference, tiny_llama.load_artefact(out), held_out, text.tasks())
             verdict = quality.judge(result.as_dict(), quality.Budget())
             rows.append(
                 f"| {variant} | {report['layers']} | {result.perplexity_reference:.3f} | "
@@ -141,6 +154,13 @@ def main() -> int:
         "|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
+        f"AWQ's search (awq.py, run as the Job runs it, on the CPU): {search['groups']} groups, {search['samples']} "
+        f"calibration lines ({search['tokens']} tokens: the training prose and facts, one each), "
+        f"{search['wall']:.1f} s with starting Python and loading transformers; summed over the groups, the "
+        "searched error on its sample of "
+        f"input rows is {search['error'] / search['roundToNearestError']:.3f} of round to nearest's. The int4 row "
+        "without AWQ is what cuda-int4 was before; it is no longer built.",
+        "",
         "Cost: two decoder layers of Llama-3-8B's shapes plus its embeddings and lm_head (random bf16 weights), "
         "converted on the CPU as the Job converts (one process, torch's default threads).",
         "",
@@ -151,8 +171,10 @@ def main() -> int:
         "Peak memory is about one output shard (2 GiB, here the embeddings and lm_head) plus one layer's work; by "
         "construction it does not grow with the number of layers (measured here with two only). A full 8B "
         "checkpoint has 16 times these layers' weights; at these rates its conversion takes minutes on two cores. "
-        "Wall times include starting Python and torch. Only a GPU confirms that vLLM loads the artefacts and how "
-        "fast it serves them.",
+        "Wall times include starting Python and torch. cuda-int4's row is its phase 2 without the scales (folding "
+        "them in adds one elementwise product per scaled tensor); its phase 1, AWQ's search, loads the whole model "
+        "on the GPUs and was not measured at this size (no GPU here). Only a GPU confirms that vLLM loads the "
+        "artefacts and how fast it serves them.",
     ]
     section = "\n".join(lines) + "\n"
     print(section)

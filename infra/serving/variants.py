@@ -13,8 +13,9 @@ vllm/model_executor/layers/quantization/): CompressedTensorsW8A8Int8.get_min_cap
 CompressedTensorsWNA16 80 ("ampere and up"; Marlin, or Machete on Hopper), compressed-tensors W8A8 FP8 compute
 89 (fp8 tensor cores, Ada Lovelace and Hopper; below it vLLM falls back to weight-only Marlin, which is not
 W8A8); the --quantization choices of both releases in tests/contracts/data/vllm/. All three CUDA quantised
-variants are compressed-tensors artefacts (tests/contracts/data/compressed_tensors.json), built round to nearest
-by quantize.py: no variant reads calibration data yet. NxD Inference's NeuronConfig
+variants are compressed-tensors artefacts (tests/contracts/data/compressed_tensors.json), written by quantize.py:
+cuda-fp8 and cuda-int8 round to nearest, cuda-int4 with AWQ's scales, searched on the calibration data of the
+promotion (`calibrated`: promote requires --calibration-data for it; awq.py). NxD Inference's NeuronConfig
 `quantized`, `quantization_type`, `quantization_dtype`, `modules_to_not_convert`, `quantized_checkpoints_path`
 (neuronx-distributed-inference v0.5.9230, the Neuron SDK 2.25 image's; tests/contracts/data/nxd_inference.json):
 int8 weight-only on Inferentia2, per output channel, symmetric (scale = max|w| / 127), computed in bf16; built by
@@ -76,14 +77,15 @@ VARIANTS: dict[str, VariantFacts] = {
         VariantFacts(
             "cuda-int4",
             "gpu",
-            "W4A16 round to nearest: symmetric int4 weights in groups of 128 (no AWQ scale search), fp16 compute "
-            "(compressed-tensors pack-quantized)",
+            "W4A16 AWQ: activation-aware scales searched on calibration data and folded into the preceding norms "
+            "and projections, then symmetric int4 weights in groups of 128, fp16 compute (compressed-tensors "
+            "pack-quantized)",
             ("int4",),
             "Marlin/Machete (CompressedTensorsWNA16)",
             8.0,
             "compressed-tensors",
             None,
-            False,
+            True,
         ),
         VariantFacts(
             "cuda-int8",

@@ -19,6 +19,7 @@ from infra.ops.promotion.recipes import RECIPES, VARIANTS
 from infra.ops.promotion.sizing import Resources
 from infra.serving import manifests
 from infra.serving.spec import ModelSpec
+from infra.serving.variants import facts
 from tests.helpers import ROOT
 
 IMAGES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "images.json").read_text())["images"]
@@ -116,6 +117,7 @@ def containers() -> list[tuple[str, dict[str, Any]]]:
             bucket="b", bucket_arn="arn:aws:s3:::b", key_arn="arn:aws:kms:us-east-1:123456789012:key/k",
             role_arn="arn:aws:iam::123456789012:role/r", region="us-east-1", ns="models", checkpoint="checkpoints/r/s/",
             model="m", version="1", variant=variant, run_id="r", resources=Resources(1, 1, 1, 1), server=server,
+            calibration="datasets/calibration/c/" if facts(variant).calibrated else None,
         )  # fmt: skip
         pod = job["spec"]["template"]["spec"]
         found += [(f"promote:{variant}:{c['name']}", c) for c in pod["initContainers"] + pod["containers"]]

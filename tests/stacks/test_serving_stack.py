@@ -211,8 +211,12 @@ def test_the_conversion_jobs_identity_reads_checkpoints_writes_models_and_may_do
         for s in p["Statement"]
         if s["Sid"] == "RegistryRead"
         for resource in s["Resource"]
-    )  # the conversion Jobs' checkpoints, the evaluation Jobs' data (one grant each)
-    assert reads == [f"{bucket_arn}/checkpoints/*", f"{bucket_arn}/datasets/evals/*"]
+    )  # the conversion Jobs' checkpoints and calibration data, the evaluation Jobs' data (one grant each)
+    assert reads == [
+        f"{bucket_arn}/checkpoints/*",
+        f"{bucket_arn}/datasets/calibration/*",
+        f"{bucket_arn}/datasets/evals/*",
+    ]
     assert grants["write"]["RegistryWrite"]["Resource"] == [f"{bucket_arn}/models/*"]
     assert policies["model-converter-role-self-assume"]["Statement"][0]["Resource"] == arn
     # Jobs never move aliases nor claim versions: `promote` writes those with its caller's credentials.

@@ -1,8 +1,8 @@
 """The conversion and evaluation Jobs' identity on the serving cluster: one role (the registry's read grant on
-checkpoints/ and datasets/evals/, its write grant on models/ with an explicit Deny on aliases and version claims,
-and leave to assume itself), the `model-converter` ServiceAccount, and the EKS Pod Identity association between
-them. Each Job down-scopes its session to its own promotion's prefixes (infra/serving/aws/converter_access.py), so
-no stack update is needed per promotion."""
+checkpoints/, datasets/calibration/ and datasets/evals/, its write grant on models/ with an explicit Deny on
+aliases and version claims, and leave to assume itself), the `model-converter` ServiceAccount, and the EKS Pod
+Identity association between them. Each Job down-scopes its session to its own promotion's prefixes
+(infra/serving/aws/converter_access.py), so no stack update is needed per promotion."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ class ModelConverter(pulumi.ComponentResource):
             name=args.role_name,
             assume_role_policy=json.dumps(access.trust_policy(args.partition, args.account_id, arn)),
             description=(
-                "model conversion and evaluation Jobs: read checkpoints/ and datasets/evals/, write models/; "
-                "each Job down-scopes its session"
+                "model conversion and evaluation Jobs: read checkpoints/, datasets/calibration/ and datasets/evals/, "
+                "write models/; each Job down-scopes its session"
             ),
             max_session_duration=3600,
             tags=tags,
@@ -55,6 +55,9 @@ class ModelConverter(pulumi.ComponentResource):
         args.registry.grant_read(self.role, "checkpoints/")
         # The quality gate's evaluation Jobs read the fixed evaluation data (infra/ops/promotion/evaluation.py).
         args.registry.grant_read(self.role, "datasets/evals/")
+        # A calibrated quantiser (cuda-int4's AWQ scale search) reads its calibration data (recipes.py). A grant
+        # of its own: adding the prefix to the one above would rename, hence replace, that policy.
+        args.registry.grant_read(self.role, "datasets/calibration/")
         args.registry.grant_write(self.role, "models/")
         aws.iam.RolePolicy(
             f"{name}-role-self-assume",

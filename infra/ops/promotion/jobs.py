@@ -3,14 +3,17 @@
 A Job runs as the serving stack's `model-converter` service account, on the hardware its variant is for
 (neuron on an inf2 node, cuda on a g5 node), in the image of the model server that will serve it:
   1. sidecar `credentials` (aws-cli) the only step with the pod's own credentials: assumes the converter role
-                                    with this promotion's session policy (read checkpoints/<run-id>/, write
+                                    with this promotion's session policy (read checkpoints/<run-id>/ and a
+                                    calibrated variant's datasets/calibration/<name>/, write
                                     models/<name>/<version>/<variant>/; see converter_access.py), proves it
                                     once before anything is read, and re-assumes before each session ends;
                                     the S3 steps' CLI config prints its latest session;
-  2. init `fetch`   (aws-cli)       copies the checkpoint to /work/checkpoint;
+  2. init `fetch`   (aws-cli)       copies the checkpoint to /work/checkpoint (and a calibrated variant's
+                                    calibration data to /work/calibration);
   3. init `convert` (server image)  builds /work/out (Neuron: compiles it on the devices for the server's
                                     engine shape, neuron-int8 after NxD Inference wrote its quantized
-                                    checkpoint on the CPU; cuda: re-saves it on the CPU);
+                                    checkpoint on the CPU; cuda: re-saves it on the CPU; cuda-int4: searches
+                                    AWQ's scales on the devices, then quantises on the CPU);
   4. init `check`   (server image)  loads /work/out, mounted read-only at /served as a server mounts it, with
                                     the server's engine settings on the accelerator and generates (the smoke
                                     test: no variant reaches a manifest, hence the alias, without it), then
@@ -36,7 +39,7 @@ from shlex import quote
 from typing import Any
 
 from infra.core.naming import slug
-from infra.ops.promotion.recipes import CHECK_PROGRAM, RECIPES, Recipe
+from infra.ops.promotion.recipes import CALIBRATION_DIR, CHECK_PROGRAM, RECIPES, Recipe
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
 from infra.serving import engine
@@ -45,6 +48,7 @@ from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 from infra.serving.servers import AWS_CLI_IMAGE, PROFILES
 from infra.serving.spec import ModelSpec
+from infra.serving.variants import VARIANTS
 
 Manifest = dict[str, Any]
 DEADLINE_SECONDS = 4 * 3600  # a Neuron compile of a 70B model takes hours, not days
@@ -115,9 +119,18 @@ def labels(model: str, version: str, variant: str, accelerator: str) -> dict[str
     }
 
 
-def session_policy(*, bucket_arn: str, key_arn: str, run_id: str, model: str, version: str, variant: str) -> str:
+def session_policy(
+    *,
+    bucket_arn: str,
+    key_arn: str,
+    run_id: str,
+    model: str,
+    version: str,
+    variant: str,
+    calibration: str | None = None,
+) -> str:
     """The Job's session policy as sent to STS (compact JSON, checked against the size limit)."""
-    return access.packed(access.session_policy(bucket_arn, key_arn, run_id, model, version, variant))
+    return access.packed(access.session_policy(bucket_arn, key_arn, run_id, model, version, variant, calibration))
 
 
 def pod_failure_policy() -> dict[str, Any]:
@@ -151,11 +164,18 @@ def conversion_job(
     resources: Resources,
     server: ModelSpec,
     mirror: Mirror | None = None,
+    calibration: str | None = None,
 ) -> Manifest:
     """`server`: the model entry that will serve this variant (its pool, image and engine settings): the Job runs
-    on that pool; `mirror`: the serving stack's image mirror, which every image of the Job comes through."""
+    on that pool; `mirror`: the serving stack's image mirror, which every image of the Job comes through;
+    `calibration`: the registry prefix of the calibration data (datasets/calibration/<name>/), which a calibrated
+    variant's Job fetches and no other reads."""
 
     recipe = RECIPES[variant]
+    if VARIANTS[variant].calibrated != (calibration is not None):
+        raise ValueError(
+            f"{variant}: calibration data {calibration!r}, but calibrated is {VARIANTS[variant].calibrated}"
+        )
     pool = server.accelerator
     profile = PROFILES[pool]
     devices = str(server.accelerators_per_replica)
@@ -163,7 +183,13 @@ def conversion_job(
     target = f"s3://{bucket}/{artefact_prefix(model, version, variant)}"
     session = access.session_name(model, version, variant)
     policy = session_policy(
-        bucket_arn=bucket_arn, key_arn=key_arn, run_id=run_id, model=model, version=version, variant=variant
+        bucket_arn=bucket_arn,
+        key_arn=key_arn,
+        run_id=run_id,
+        model=model,
+        version=version,
+        variant=variant,
+        calibration=calibration,
     )
     meta = {
         "name": name,
@@ -172,6 +198,7 @@ def conversion_job(
         "annotations": {
             "mlinfra.io/run-id": run_id,
             "mlinfra.io/checkpoint": f"s3://{bucket}/{checkpoint}",
+            **({"mlinfra.io/calibration-data": f"s3://{bucket}/{calibration}"} if calibration is not None else {}),
             "mlinfra.io/target": target,
             "mlinfra.io/role-session": session,
         },
@@ -180,11 +207,14 @@ def conversion_job(
     mount = [{"name": "work", "mountPath": "/work"}]
     secure = {"allowPrivilegeEscalation": False}
     credentials = credentials_container(mirror, env, access.credentials_script(role_arn, session, policy))
+    copies = [(checkpoint, "/work/checkpoint")] + ([(calibration, CALIBRATION_DIR)] if calibration is not None else [])
     fetch = s3_container(
         "fetch",
         mirror,
         env,
-        f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{checkpoint}')} /work/checkpoint",
+        "\n".join(
+            f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{source}')} {into}" for source, into in copies
+        ),
         mount,
     )
     memory, disk = f"{resources.memory_gib:g}Gi", f"{resources.disk_gib:g}Gi"

@@ -42,11 +42,12 @@ def print_plan(
         size = sizes[variant]
         settings = engine.engine_settings(servers[variant]).keywords()
         image = pulled(target.image_mirror, servers[variant].image)
+        calibration = f" + {req.calibration} (calibration data)" if VARIANTS[variant].calibrated else ""
         rt.say(
             f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {pool} "
             f"({PROFILES[pool].resource}: {size.devices}, cpu {size.cpu:g}, memory "
             f"{size.memory_gib:g}Gi, disk {size.disk_gib:g}Gi), image {image}; reads "
-            f"{checkpoint.prefix}, writes {prefix} + {prefix}{registry.MANIFEST}"
+            f"{checkpoint.prefix}{calibration}, writes {prefix} + {prefix}{registry.MANIFEST}"
         )
         rt.say(
             "    built and load-checked for the server's engine: "
@@ -64,7 +65,9 @@ def print_plan(
             )
     rt.say(
         f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "
-        "by a session policy to read its checkpoint run and write its variant prefix only"
+        "by a session policy to read its checkpoint run"
+        + (" (and its calibration data)" if any(VARIANTS[v].calibrated for v in req.variants) else "")
+        + " and write its variant prefix only"
         + (
             ", evaluations to read reference, variant and data and write its quality.json only"
             if any(VARIANTS[v].quantised for v in req.variants)

@@ -59,25 +59,7 @@ def promote(
     servers = {v: target.server_for(v, req.model, req.version) for v in req.variants}
     sizes = _sizes(req, target, checkpoint, servers)
     ns = target.config.serving.namespace
-    objects = {
-        variant: job_objects.conversion_objects(
-            bucket=store.bucket,
-            bucket_arn=bucket_arn,
-            key_arn=key_arn,
-            role_arn=role_arn,
-            region=target.region,
-            ns=ns,
-            checkpoint=checkpoint.prefix,
-            model=req.model,
-            version=req.version,
-            variant=variant,
-            run_id=req.run_id,
-            resources=sizes[variant],
-            server=servers[variant],
-            mirror=target.image_mirror,
-        )
-        for variant in req.variants
-    }  # all built (and their session policies checked) before any starts
+    objects = _conversion_objects(req, store.bucket, bucket_arn, key_arn, role_arn, target, checkpoint, sizes, servers)
     evaluations = _evaluation_objects(req, store.bucket, bucket_arn, key_arn, role_arn, target, checkpoint, servers)
     plan.print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
@@ -191,6 +173,44 @@ def promote(
         rt,
         undo=f"python -m infra rollback --model {req.model} --alias {req.alias} --stack {req.stack}",
     )
+
+
+def _conversion_objects(
+    req: Promotion,
+    bucket: str,
+    bucket_arn: str,
+    key_arn: str,
+    role_arn: str,
+    target: ServingTarget,
+    checkpoint: registry.Checkpoint,
+    sizes: dict[str, sizing.Resources],
+    servers: dict[str, ModelSpec],
+) -> dict[str, list[dict[str, Any]]]:
+    """Each variant's conversion Job, all built (and their session policies checked) before any starts; a
+    calibrated variant's reads the request's calibration data."""
+    try:
+        return {
+            variant: job_objects.conversion_objects(
+                bucket=bucket,
+                bucket_arn=bucket_arn,
+                key_arn=key_arn,
+                role_arn=role_arn,
+                region=target.region,
+                ns=target.config.serving.namespace,
+                checkpoint=checkpoint.prefix,
+                model=req.model,
+                version=req.version,
+                variant=variant,
+                run_id=req.run_id,
+                resources=sizes[variant],
+                server=servers[variant],
+                mirror=target.image_mirror,
+                calibration=req.calibration if VARIANTS[variant].calibrated else None,
+            )
+            for variant in req.variants
+        }
+    except ValueError as error:  # a session policy past the size STS allows: the calibration prefix is too long
+        raise InputError(Problem("--calibration-data", f"{req.calibration}: {error}; use a shorter prefix")) from None
 
 
 def _evaluation_objects(

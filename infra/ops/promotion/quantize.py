@@ -2,17 +2,17 @@
 gate's tests run for real on CPU; standard library and torch only, like the fabric gate's program), and the
 conversion of a Hugging Face safetensors checkpoint into a compressed-tensors artefact with the same weight
 quantisers (`python3 quantize.py convert ...`, the cuda-fp8/-int8/-int4 conversion Jobs; that path also needs
-safetensors, which the vLLM image has).
+safetensors, which the vLLM image has), folding in AWQ's scales first when given them (`--scales`, awq.py).
 
 Methods (each names the variant it stands for, infra/serving/variants.py):
   int8-weight-only  per-output-channel symmetric int8 weights, round to nearest (neuron-int8)
   int8              W8A8: the same weights, and activations quantised per token to int8 at run time (cuda-int8)
-  int4              group-wise (`group` input channels) symmetric int4 weights, round to nearest (cuda-int4,
-                    as the conversion Job builds it: group 128)
-  int4-awq          int4 as above after an activation-aware scale search (AWQ): input channel j of a layer is
-                    scaled by s_j = mean|x_j| ** alpha before quantising (and x_j divided by it), alpha in
-                    0, 0.05, ..., 1 chosen per layer for the least output error on the calibration data (not
-                    built by the conversion Job yet: it needs the model's activations)
+  int4              group-wise (`group` input channels) symmetric int4 weights, round to nearest (the
+                    conversion's int4, group 128; cuda-int4 folds AWQ's scales in first: convert --scales)
+  int4-awq          int4 as above after an activation-aware scale search (AWQ, awq.awq_search): input channel j of
+                    a layer is scaled by s_j = mean|x_j| ** alpha before quantising (and x_j divided by it),
+                    alpha in 0, 0.05, ..., 1 chosen per layer for the least output error on the calibration
+                    data (the cuda-int4 Job searches per group of layers sharing an input instead: awq.py)
   fp8               W8A8 FP8: per-output-channel e4m3 weights (scale = max|w| / 448) and per-token e4m3
                     activations, through torch.float8_e4m3fn (cuda-fp8)
 Compute stays in the model's float dtype (here fp32): the numbers are the quantised ones, the kernels are not.
@@ -26,6 +26,7 @@ agree exactly.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import sys
@@ -41,7 +42,6 @@ METHODS = ("int8-weight-only", "int8", "int4", "int4-awq", "fp8")
 WEIGHT_BITS = {"int8-weight-only": 8, "int8": 8, "int4": 4, "int4-awq": 4, "fp8": 8}
 ACTIVATIONS = {"int8": "int8", "fp8": "fp8"}  # W8A8 methods; the others keep 16-bit activations
 FP8_MAX = 448.0  # largest finite float8 e4m3fn
-AWQ_GRID = tuple(i / 20 for i in range(21))
 SCALE_BYTES = 2  # scales are stored in 16 bits
 
 
@@ -172,19 +172,10 @@ def _layer_inputs(model: nn.Module, names: Sequence[str], batches: Iterable[torc
 
 def _awq_scales(layer: nn.Linear, x: torch.Tensor, group: int) -> tuple[torch.Tensor, float]:
     """The per-input-channel scale (and its alpha) that least changes the layer's output once quantised."""
-    w = layer.weight.detach()
-    reference = x @ w.T
-    importance = x.abs().mean(dim=0).clamp(min=1e-6)
-    best: tuple[float, torch.Tensor, float] | None = None
-    for alpha in AWQ_GRID:
-        s = importance**alpha
-        s = s / (s.max() * s.min()).sqrt()  # centred around 1, as AWQ does
-        values, scale = int4_weights(w * s, group)
-        error = ((x / s) @ dequantise(values, scale, group).T - reference).pow(2).mean().item()
-        if best is None or error < best[0]:
-            best = (error, s, alpha)
-    assert best is not None
-    return best[1], best[2]
+    # awq.py: this package's module, or the file beside this one (as awq.py finds this one)
+    awq = importlib.import_module(f"{__package__}.awq" if __package__ else "awq")
+    found = awq.awq_search([layer.weight.detach()], x, x.abs().mean(dim=0), group)
+    return found.s, found.alpha
 
 
 def quantise_model(
@@ -331,7 +322,7 @@ def _shards(checkpoint: Path) -> list[Path]:
     return found
 
 
-def _config(checkpoint: Path) -> dict[str, Any]:
+def checkpoint_config(checkpoint: Path) -> dict[str, Any]:
     path = checkpoint / "config.json"
     if not path.is_file():
         raise BadCheckpoint(f"{path}: no such file")
@@ -344,15 +335,69 @@ def _config(checkpoint: Path) -> dict[str, Any]:
     return config
 
 
-def convert(checkpoint: Path, out: Path, scheme: str, shard_bytes: int = SHARD_BYTES) -> dict[str, Any]:
+# AWQ's scales (awq.py writes them: one vector s per scaled group, named by the tensor s divides) are folded
+# exactly as each tensor streams by: the tensors of `divides` (the norm's weight, or the preceding linear's
+# weight rows and bias) by s along their first dimension, the input columns of `multiplies` (the linears that
+# read that output) times s; the folded model computes what the checkpoint computes (x / s times W * s).
+SCALES_METADATA = "mlinfra.awq"
+
+
+@dataclass(frozen=True)
+class Folding:
+    divide: dict[str, torch.Tensor]  # tensor -> s: divided along its first dimension
+    multiply: dict[str, torch.Tensor]  # linear weight -> s: its input columns multiplied
+
+    def apply(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """The tensor with its scales folded, in fp32 (as it was when no scale names it)."""
+        if name not in self.divide and name not in self.multiply:
+            return tensor
+        w = tensor.to(torch.float32)
+        if name in self.divide:
+            s = self.divide[name]
+            if w.shape[0] != s.numel():
+                raise BadCheckpoint(f"{name}: {w.shape[0]} rows, but its AWQ scale has {s.numel()}")
+            w = w / s.reshape(-1, *([1] * (w.dim() - 1)))
+        if name in self.multiply:
+            s = self.multiply[name]
+            if w.dim() != 2 or w.shape[1] != s.numel():
+                raise BadCheckpoint(f"{name}: shape {list(w.shape)}, but its AWQ scale has {s.numel()} columns")
+            w = w * s
+        return w
+
+    def names(self) -> set[str]:
+        return set(self.divide) | set(self.multiply)
+
+
+def read_scales(path: Path) -> Folding:
+    """The scales file of awq.py: a safetensors file, one fp32 vector per group, and in its metadata per vector
+    the tensors it divides and multiplies."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            groups = json.loads((handle.metadata() or {})[SCALES_METADATA])
+            vectors = {name: handle.get_tensor(name).to(torch.float32) for name in groups}
+        divide = {t: vectors[n] for n, g in groups.items() for t in g["divides"]}
+        multiply = {t: vectors[n] for n, g in groups.items() for t in g["multiplies"]}
+    # missing (OSError), not safetensors (safetensors' SafetensorError, an Exception), no or other metadata: all
+    # of them a bad --scales file
+    except Exception as error:
+        raise BadCheckpoint(f"{path}: not an AWQ scales file of awq.py ({type(error).__name__}: {error})") from None
+    return Folding(divide, multiply)
+
+
+def convert(
+    checkpoint: Path, out: Path, scheme: str, shard_bytes: int = SHARD_BYTES, folding: Folding | None = None
+) -> dict[str, Any]:
     """Write the artefact to `out` (which exists); returns what was done (layers, parameters, bytes, files)."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    config, shards = _config(checkpoint), _shards(checkpoint)
+    config, shards = checkpoint_config(checkpoint), _shards(checkpoint)
     pending: dict[str, torch.Tensor] = {}
     written: list[tuple[Path, list[str]]] = []
     layers = parameters = total = pending_bytes = 0
+    unfolded = folding.names() if folding is not None else set()
 
     def flush() -> None:
         path = out / f".part-{len(written) + 1:05d}.safetensors"
@@ -365,6 +410,11 @@ def convert(checkpoint: Path, out: Path, scheme: str, shard_bytes: int = SHARD_B
             for name in source.keys():
                 tensor = source.get_tensor(name)
                 linear = _linear(name, tensor)
+                if folding is not None:
+                    folded = folding.apply(name, tensor)
+                    tensor, unfolded = (folded if linear else folded.to(tensor.dtype)), unfolded - {name}
+                    if name in folding.multiply and not linear:
+                        raise BadCheckpoint(f"{name}: an AWQ scale multiplies it, but it is not a quantised linear")
                 tensors = compressed(name, tensor, scheme) if linear else {name: tensor}
                 layers, parameters = layers + linear, parameters + (tensor.numel() if linear else 0)
                 pending.update(tensors)
@@ -373,6 +423,8 @@ def convert(checkpoint: Path, out: Path, scheme: str, shard_bytes: int = SHARD_B
                 if pending_bytes >= shard_bytes:
                     flush()
                     pending_bytes = 0
+    if unfolded:
+        raise BadCheckpoint(f"the checkpoint has no {', '.join(sorted(unfolded))}, which the AWQ scales name")
     if pending or not written:
         flush()
     weight_map = {}
@@ -386,7 +438,8 @@ def convert(checkpoint: Path, out: Path, scheme: str, shard_bytes: int = SHARD_B
     for path in sorted(checkpoint.iterdir()):  # tokenizer, generation config, ...: as they are
         if path.is_file() and not path.name.endswith(WEIGHT_FILES) and path.name not in CONVERTED:
             shutil.copyfile(path, out / path.name)
-    return {"scheme": scheme, "layers": layers, "parameters": parameters, "bytes": total, "files": len(written)}
+    awq = {"awqScales": len(folding.names())} if folding is not None else {}
+    return {"scheme": scheme, "layers": layers, "parameters": parameters, "bytes": total, "files": len(written)} | awq
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,10 +449,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--shard-bytes", type=int, default=SHARD_BYTES)
+    parser.add_argument("--scales", type=Path, help="int4: AWQ scales to fold in first (awq.py); else round to nearest")
     args = parser.parse_args(argv)
+    if args.scales is not None and args.scheme != "int4":
+        parser.error("--scales: AWQ scales are searched for int4 weights (--scheme int4) only")
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        report = convert(args.checkpoint, args.out, args.scheme, args.shard_bytes)
+        folding = read_scales(args.scales) if args.scales is not None else None
+        report = convert(args.checkpoint, args.out, args.scheme, args.shard_bytes, folding)
     except BadCheckpoint as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

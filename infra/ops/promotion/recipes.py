@@ -4,8 +4,10 @@ command, and what the manifest records about it.
 The quantised CUDA variants (cuda-fp8, cuda-int8, cuda-int4) are built by mlinfra's own program,
 quantize.py's `convert` (written into the pod as engine_check.py is), in the vLLM image that serves them:
 python3, torch, safetensors and numpy are there (tests/contracts/data/images.json). It writes the
-compressed-tensors format vLLM loads natively (tests/contracts/data/compressed_tensors.json), round to nearest,
-on the CPU, streaming the checkpoint a tensor at a time. Each is built on the first AWS pool whose devices
+compressed-tensors format vLLM loads natively (tests/contracts/data/compressed_tensors.json) on the CPU,
+streaming the checkpoint a tensor at a time: round to nearest for cuda-fp8 and cuda-int8; cuda-int4 first
+searches AWQ's scales on the GPUs with the calibration data (awq.py, transformers in the same image), which the
+conversion folds in. Each is built on the first AWS pool whose devices
 can serve it (variants.pools_for): a stack without that pool cannot build it here.
 
 neuron-int8 is built on inf2 by NxD Inference itself, which vLLM-Neuron does not do: neuron_quantize.py (shipped
@@ -26,7 +28,7 @@ accelerators here): see docs/serving.md, "What only a real cluster confirms".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infra.serving import engine
 from infra.serving.families import FAMILIES
@@ -35,6 +37,7 @@ from infra.serving.variants import pools_for
 # A checkpoint's weights: what the Neuron artefact does not copy (NxD Inference writes its own sharded weights).
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 CHECK_PROGRAM = "/work/engine_check.py"
+CALIBRATION_DIR = "/work/calibration"  # where the Job fetches a calibrated variant's datasets/calibration/<name>/
 
 
 @dataclass(frozen=True)
@@ -181,11 +184,29 @@ RECIPES |= {
     "cuda-int8": _quantised(
         "cuda-int8", "int8", "int-quantized", "INT8_W8A8: per-channel int8 weights, dynamic per-token int8 activations"
     ),
-    "cuda-int4": _quantised(
-        "cuda-int4",
-        "int4",
-        "pack-quantized",
-        "W4A16: symmetric int4 weights in groups of 128, packed eight to an int32",
+    "cuda-int4": replace(
+        _quantised(
+            "cuda-int4",
+            "int4",
+            "pack-quantized",
+            "W4A16 AWQ: activation-aware scales folded in, symmetric int4 weights in groups of 128, packed eight to "
+            "an int32",
+        ),
+        # AWQ in two phases (awq.py's docstring): the scale search runs the model on the calibration data, on the
+        # pool's GPUs (all the server's devices, so a model served tensor-parallel loads across them); then the
+        # streaming conversion folds the scales in and quantises on the CPU, as for the other schemes.
+        convert="python3 /work/awq.py --checkpoint /work/checkpoint "
+        f"--calibration {CALIBRATION_DIR} --out /work/awq-scales.safetensors\n"
+        "CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme int4 --scales /work/awq-scales.safetensors "
+        "--checkpoint /work/checkpoint --out /work/out",
+        convert_on_accelerator=True,
+        # The search loads the model with transformers: onto the GPUs when they hold it, else (device_map="auto")
+        # what does not fit stays in host memory, up to the whole checkpoint; beside it the kept input rows (about
+        # 1.5 GB for an 8B model, awq.py) and the CUDA context. The streaming phase needs less (0.05 S + 8 GiB).
+        # The work volume gains only the calibration data and the scales file (small). Estimates.
+        memory_factor=1.0,
+        memory_base_gib=10,
+        programs=("quantize.py", "awq.py", "evaluate.py"),  # awq.py reads calibration.jsonl with evaluate.py's reader
     ),
 }
 VARIANTS = tuple(RECIPES)

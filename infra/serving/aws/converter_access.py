@@ -3,9 +3,10 @@
 The serving stack declares the role once (components/serving/aws/model_converter.py): EKS Pod Identity hands it to
 the `model-converter` service account, and it holds the registry's own grants, read on checkpoints/
 and write on models/ (never delete). Each conversion Job then assumes that same role again (role
-chaining) with a session policy naming only its promotion's prefixes: read checkpoints/<run-id>/,
-write models/<name>/<version>/<variant>/. A session's rights are the intersection of the role's
-policies and the session policy, so the Job's effective rights are exactly those two prefixes.
+chaining) with a session policy naming only its promotion's prefixes: read checkpoints/<run-id>/ (and, for a
+calibrated variant, its datasets/calibration/<name>/), write models/<name>/<version>/<variant>/. A session's
+rights are the intersection of the role's policies and the session policy, so the Job's effective rights are
+exactly those prefixes.
 
 Role chaining caps a session at one hour and a Job may run for hours, so the down-scoped credentials
 are not written once: the Job's `credentials` step is a sidecar (a restartable init container) that holds the
@@ -130,13 +131,21 @@ def service_account(ns: str) -> dict[str, Any]:
 
 
 def session_policy(
-    bucket_arn: str, key_arn: str, run_id: str, model: str, version: str, variant: str
+    bucket_arn: str,
+    key_arn: str,
+    run_id: str,
+    model: str,
+    version: str,
+    variant: str,
+    calibration: str | None = None,
 ) -> dict[str, Any]:
-    """Read the run's checkpoints, write the one variant prefix: the registry's own read and write policies,
-    merged into one document."""
+    """Read the run's checkpoints (and the calibration data, datasets/calibration/<name>/, of a variant whose
+    quantiser reads it), write the one variant prefix: the registry's own read and write policies, merged into
+    one document (registry_layout.read_policy grants the data prefixes, as the evaluation Job's does)."""
+    reads = [registry_layout.checkpoints_prefix(run_id)] + ([calibration] if calibration is not None else [])
     return merge_policies(
         {
-            "Read": registry_layout.read_policy(bucket_arn, key_arn, [registry_layout.checkpoints_prefix(run_id)]),
+            "Read": registry_layout.read_policy(bucket_arn, key_arn, reads),
             "Write": registry_layout.write_policy(
                 bucket_arn, key_arn, [registry_layout.model_prefix(model, version, variant)]
             ),

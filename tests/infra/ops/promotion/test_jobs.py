@@ -14,6 +14,7 @@ from infra.ops.promotion.sizing import Resources
 from infra.serving import engine
 from infra.serving.aws import converter_access as access
 from infra.serving.spec import ModelSpec
+from infra.serving.variants import facts
 from tests.infra.ops.promotion.standins import CONVERTER_ROLE_ARN, KEY_ARN, credential_process_argv
 from tests.k8s_schemas import validate
 
@@ -69,8 +70,16 @@ SERVERS = {
 }
 
 
+CALIBRATION = "datasets/calibration/chat-512/"
+
+
+def job_args(variant: str) -> dict:
+    """ARGS, the variant's server, and the calibration data when its quantiser reads it (promote passes it)."""
+    return {**ARGS, "server": SERVERS[variant], "calibration": CALIBRATION if facts(variant).calibrated else None}
+
+
 def conversion(variant: str, **changes) -> dict:
-    return jobs.conversion_job(variant=variant, **{**ARGS, "server": SERVERS[variant], **changes})
+    return jobs.conversion_job(variant=variant, **{**job_args(variant), **changes})
 
 
 def containers(variant: str) -> dict[str, dict]:
@@ -84,7 +93,7 @@ def assume_role_argv(variant: str) -> list[str]:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_objects_validate_against_the_kubernetes_schema(variant):
-    objects = jobs.conversion_objects(variant=variant, **ARGS, server=SERVERS[variant])
+    objects = jobs.conversion_objects(variant=variant, **job_args(variant))
     assert [o["kind"] for o in objects] == ["Job"]  # the service account is the serving stack's
     for manifest in objects:
         validate(manifest)
@@ -139,7 +148,7 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
     assert options["--role-session-name"] == f"promote-mistral-7b-2026-03-01-{variant}"
     assert options["--duration-seconds"] == "3600"
     assert json.loads(options["--policy"]) == access.session_policy(
-        ARGS["bucket_arn"], KEY_ARN, "run-7", "mistral-7b", "2026-03-01", variant
+        ARGS["bucket_arn"], KEY_ARN, "run-7", "mistral-7b", "2026-03-01", variant, job_args(variant)["calibration"]
     )
     script = steps["credentials"]["command"][-1]
     assert f"credential_process = /bin/cat {access.SESSION_FILE}" in script
@@ -267,8 +276,8 @@ def test_there_is_no_variant_without_a_server():
     assert VARIANTS == ("neuron", "neuron-int8", "cuda", "cuda-fp8", "cuda-int8", "cuda-int4")
 
 
-@pytest.mark.parametrize(("variant", "scheme"), [("cuda-fp8", "fp8"), ("cuda-int8", "int8"), ("cuda-int4", "int4")])
-def test_a_quantised_variant_ships_quantize_py_and_converts_on_the_cpu(variant, scheme):
+@pytest.mark.parametrize(("variant", "scheme"), [("cuda-fp8", "fp8"), ("cuda-int8", "int8")])
+def test_a_round_to_nearest_variant_ships_quantize_py_and_converts_on_the_cpu(variant, scheme):
     from infra.ops.promotion import quantize
 
     steps = {c["name"]: c for c in conversion(variant)["spec"]["template"]["spec"]["initContainers"]}
@@ -364,3 +373,52 @@ def test_every_image_of_the_job_comes_through_the_serving_stacks_mirror():
     assert images["check"] == f"{host}/docker-hub/vllm/vllm-openai:v0.8.5"
     assert images["fetch"] == f"{host}/ecr-public/aws-cli/aws-cli:2.27.0"
     assert all(image.startswith(host) for image in images.values())
+
+
+def test_cuda_int4_fetches_its_calibration_data_and_searches_awq_scales_on_the_gpu():
+    """The AWQ recipe: `fetch` copies the calibration prefix too (and the session policy reads it, nothing more
+    of datasets/), `convert` writes awq.py beside quantize.py and evaluate.py (whose reader awq.py uses), searches
+    the scales on the pool's GPU, then converts with them on the CPU."""
+    from infra.ops.promotion import awq, evaluate, quantize
+
+    job = conversion("cuda-int4")
+    steps = {c["name"]: c for c in job["spec"]["template"]["spec"]["initContainers"]}
+    assert steps["fetch"]["command"][-1].splitlines()[-2:] == [
+        "aws s3 sync --only-show-errors s3://mlinfra-registry-promo/checkpoints/run-7/step-1000/ /work/checkpoint",
+        "aws s3 sync --only-show-errors s3://mlinfra-registry-promo/datasets/calibration/chat-512/ /work/calibration",
+    ]
+    assert job["metadata"]["annotations"]["mlinfra.io/calibration-data"] == (
+        "s3://mlinfra-registry-promo/datasets/calibration/chat-512/"
+    )
+    script = steps["convert"]["command"][-1]
+    for module in (quantize, awq, evaluate):
+        name = Path(module.__file__).name
+        assert f"cat > /work/{name} <<'PY'\n{Path(module.__file__).read_text()}PY\n" in script
+    assert script.endswith(
+        "python3 /work/awq.py --checkpoint /work/checkpoint --calibration /work/calibration "
+        "--out /work/awq-scales.safetensors\n"
+        "CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme int4 --scales /work/awq-scales.safetensors "
+        "--checkpoint /work/checkpoint --out /work/out\n"
+    )
+    assert steps["convert"]["resources"] == {
+        "requests": {"cpu": "4", "memory": "35Gi", "ephemeral-storage": "44Gi", "nvidia.com/gpu": "1"},
+        "limits": {"memory": "35Gi", "nvidia.com/gpu": "1"},
+    }
+    argv = assume_role_argv("cuda-int4")
+    policy = json.loads(dict(zip(argv[7::2], argv[8::2], strict=True))["--policy"])
+    reads = {statement["Sid"]: statement for statement in policy["Statement"]}
+    bucket = ARGS["bucket_arn"]
+    assert reads["RegistryRead"]["Resource"] == [f"{bucket}/checkpoints/run-7/*", f"{bucket}/{CALIBRATION}*"]
+    assert reads["RegistryListRead"]["Condition"] == {
+        "StringLike": {"s3:prefix": ["checkpoints/run-7/*", f"{CALIBRATION}*"]}
+    }
+    # a variant that reads no calibration data gets none, and its policy reads no datasets/
+    int8 = conversion("cuda-int8")
+    assert "datasets/" not in json.dumps(int8) and "mlinfra.io/calibration-data" not in int8["metadata"]["annotations"]
+
+
+def test_the_calibration_data_goes_to_calibrated_variants_only():
+    with pytest.raises(ValueError, match="cuda-int4: calibration data None, but calibrated is True"):
+        conversion("cuda-int4", calibration=None)
+    with pytest.raises(ValueError, match="cuda-int8: calibration data 'datasets/calibration/chat-512/'"):
+        conversion("cuda-int8", calibration=CALIBRATION)

@@ -4,8 +4,6 @@ within budget, a failed gate marking the version), with the in-memory registry a
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from infra.core.errors import InputError
@@ -126,22 +124,25 @@ def test_the_quantised_variants_the_stack_can_run_are_planned_and_the_rest_refus
         )
 
 
-def test_quantised_variants_need_registry_data_named_in_the_request(monkeypatch):
+def test_quantised_variants_need_registry_data_named_in_the_request():
     with pytest.raises(InputError) as caught:
         promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int4", "production", "serving-demo")
     assert [str(p) for p in caught.value.problems] == [
         "--eval-data: required for cuda-int4: the quality gate's fixed evaluation, a prefix datasets/evals/<name>/ of "
         "the registry holding held-out.jsonl and tasks.jsonl",
+        "--calibration-data: required for cuda-int4: the quantiser's calibration samples, a prefix "
+        "datasets/calibration/<name>/ of the registry",
     ]
-    # No variant reads calibration data yet (all round to nearest); one that does needs --calibration-data.
-    assert not [v for v in VARIANTS.values() if v.calibrated]
-    monkeypatch.setitem(VARIANTS, "cuda-int4", dataclasses.replace(VARIANTS["cuda-int4"], calibrated=True))
+    # cuda-int4 is the one variant whose quantiser (AWQ's scale search) reads calibration data
+    assert [v.name for v in VARIANTS.values() if v.calibrated] == ["cuda-int4"]
     with pytest.raises(InputError) as caught:
         promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int4", "production", "serving-demo", evaluation=EVALS)
     assert [str(p) for p in caught.value.problems] == [
         "--calibration-data: required for cuda-int4: the quantiser's calibration samples, a prefix "
         "datasets/calibration/<name>/ of the registry",
     ]
+    made = promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int8", "production", "serving-demo", evaluation=EVALS)
+    assert made.calibration is None  # round to nearest: none needed
     with pytest.raises(InputError) as caught:
         promotion(
             RUN_ID,
@@ -162,6 +163,41 @@ def test_quantised_variants_need_registry_data_named_in_the_request(monkeypatch)
     assert made.budget == Budget(0.05, 0.05) and made.evaluation == EVALS and made.calibration is None
 
 
+def test_the_plan_shows_the_calibration_data_cuda_int4_reads_and_its_job_fetches_it():
+    store = MemoryStore()
+    cluster, _, stacks, rt = world_with(store)
+    code = promote(request(), stacks, lambda b, r: store, lambda s: cluster, rt, True)
+    lines = printed(rt)
+    assert code == 0 and not cluster.applied
+    assert (
+        "  job models/convert-mistral-7b-v2-cuda-int4: cuda-int4 on g5 (nvidia.com/gpu: 1, cpu 2, memory 11Gi, disk "
+        "11Gi), image docker.io/vllm/vllm-openai:v0.8.5; reads checkpoints/llama-ft-007/step-1000/ + "
+        f"{CALIBRATION} (calibration data), writes models/mistral-7b/v2/cuda-int4/ + "
+        "models/mistral-7b/v2/cuda-int4/manifest.json"
+    ) in lines
+    assert "read its checkpoint run (and its calibration data) and write its variant prefix only" in "\n".join(lines)
+    assert not [line for line in lines if "convert-mistral-7b-v2-cuda:" in line and "calibration" in line]  # bf16
+    cluster.quality["cuda-int4"] = figures(ppl_variant=8.2, em_variant=0.875)
+    assert promote(request(), stacks, lambda b, r: store, lambda s: cluster, rt) == 0
+    job = next(o for o in cluster.applied if o["metadata"]["name"] == "convert-mistral-7b-v2-cuda-int4")
+    fetch = next(c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == "fetch")
+    assert fetch["command"][-1].endswith(
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/{CALIBRATION} /work/calibration\n"
+    )
+
+
+def test_a_calibration_prefix_too_long_for_the_session_policy_is_refused():
+    store = MemoryStore()
+    long = "datasets/calibration/" + "/".join(["c" * 60] * 20) + "/"
+    store.put(long + "calibration.jsonl", b'{"text": "the registry keeps every version"}\n')
+    with pytest.raises(InputError) as caught:
+        run(store, request(calibration=long))
+    [problem] = caught.value.problems
+    assert str(problem).startswith(f"--calibration-data: {long}: session policy is ")
+    assert str(problem).endswith("characters, over the 2048 STS allows; use a shorter prefix")
+    assert not [k for k in store.writes if k.startswith("models/")]
+
+
 def test_data_the_registry_does_not_hold_is_refused():
     store = MemoryStore()
     with pytest.raises(InputError) as caught:
@@ -176,10 +212,10 @@ def test_a_variant_within_budget_carries_its_figures_and_the_alias_moves():
     code, world, _ = run(store, request(), figures(ppl_variant=8.2, em_variant=0.875))
     assert code == 0 and store.json(ALIAS)["version"] == "v2"
     block = store.json("models/mistral-7b/v2/cuda-int4/manifest.json")["quality"]
-    assert block["method"].startswith("W4A16 round to nearest") and block["passed"] is True
+    assert block["method"].startswith("W4A16 AWQ: activation-aware scales") and block["passed"] is True
     assert block["precision"] == {"weights": "int4", "activations": "fp16", "kvCache": "fp16"}
     assert block["budget"] == {"maxPerplexityIncrease": 0.05, "maxTaskDrop": 0.05}
-    assert block["data"] == {"evaluation": EVALS}  # round to nearest read no calibration data: none is recorded
+    assert block["data"] == {"calibration": CALIBRATION, "evaluation": EVALS}  # AWQ read the calibration data
     assert block["figures"]["perplexity"]["increase"] == 0.025 and block["figures"]["exactMatch"]["tasks"] == 24
     assert "quality" not in store.json("models/mistral-7b/v2/cuda/manifest.json")  # bf16: no gate
 

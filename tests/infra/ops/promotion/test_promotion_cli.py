@@ -102,6 +102,18 @@ def test_bad_flags_exit_2_one_line_each(capsys):
     ]
 
 
+def test_cuda_int4_without_calibration_data_exits_2(capsys):
+    """Its AWQ search reads calibration data from the registry: the flag is required before anything is read."""
+    argv = ["promote", "--run-id", "r", "--model", "m", "--version", "v1", "--variants", "cuda,cuda-int4", "-s", "x"]
+    code = main([*argv, "--eval-data", "datasets/evals/facts/"])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert err.splitlines() == [
+        "error: --calibration-data: required for cuda-int4: the quantiser's calibration samples, a prefix "
+        "datasets/calibration/<name>/ of the registry",
+    ]
+
+
 def test_a_training_stack_is_refused(capsys):
     assert main(["rollback", "--model", "m", "--stack", "training-demo"]) == 2
     assert capsys.readouterr().err == (

@@ -2,7 +2,9 @@
 trained here (tiny_llama.py) is written as a sharded safetensors checkpoint, converted as the Job converts it
 (the program file run by python3), checked against the compressed-tensors format recorded from its source
 (tests/contracts/data/compressed_tensors.json), decoded, compared with quantize.py's own weights, and evaluated
-against the reference with evaluate.py."""
+against the reference with evaluate.py. cuda-int4 is built as its recipe builds it: AWQ's scales searched on
+calibration data (awq.py, run as the Job runs it) and folded in by the conversion (test_awq.py tests the search
+and the folding themselves)."""
 
 from __future__ import annotations
 
@@ -18,44 +20,25 @@ import torch
 
 from infra.ops.promotion import evaluate, quality, quantize
 from tests.infra.ops.promotion import tiny_llama
+from tests.infra.ops.promotion.conversions import (
+    AWQ_BUILT,
+    JOB_PROGRAMS,
+    PROGRAM,
+    SCHEMES,
+    awq_scales,
+    built,
+    calibration,
+    checkpoint,
+    converted,
+    programs,
+)
 
 CONTRACT = json.loads((Path(__file__).parents[3] / "contracts" / "data" / "compressed_tensors.json").read_text())
-PROGRAM = Path(quantize.__file__)
-SCHEMES = {"cuda-fp8": "fp8", "cuda-int8": "int8", "cuda-int4": "int4"}
-
-
-@functools.cache
-def checkpoint(root: Path) -> Path:
-    model, text = tiny_llama.trained()
-    path = root / "checkpoint"
-    tiny_llama.save_checkpoint(model, text, path)
-    return path
-
-
-@functools.cache
-def converted(root: Path, scheme: str, shard_bytes: int = 1 << 30) -> tuple[Path, dict[str, object]]:
-    """The artefact, written by the program as the Job runs it: the file alone, in a directory of its own."""
-    work = root / f"program-{scheme}-{shard_bytes}"
-    work.mkdir()
-    shutil.copy(PROGRAM, work / "quantize.py")
-    out = root / f"out-{scheme}-{shard_bytes}"
-    done = subprocess.run(
-        [sys.executable, str(work / "quantize.py"), "convert", "--scheme", scheme, "--checkpoint",
-         str(checkpoint(root)), "--out", str(out), "--shard-bytes", str(shard_bytes)],
-        capture_output=True, text=True, check=False, cwd=work,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return out, json.loads(done.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("conversion")
 
 
 @pytest.mark.parametrize("variant", SCHEMES)
 def test_the_artefact_has_the_recorded_compressed_tensors_config(root, variant):
-    out, report = converted(root, SCHEMES[variant])
+    out, report = built(root, variant)
     config = json.loads((out / "config.json").read_text())
     block = config[CONTRACT["configKey"]]
     expected = CONTRACT["variants"][variant]
@@ -71,9 +54,13 @@ def test_the_artefact_has_the_recorded_compressed_tensors_config(root, variant):
         assert set(group[key]) == set(CONTRACT["quantizationArgsFields"])
         assert {k: group[key][k] for k in expected[key]} == expected[key]
     assert group["weights"]["observer"] == "minmax"
-    assert report == {"scheme": SCHEMES[variant], "layers": 14, "parameters": 2 * (4 * 128 * 128 + 3 * 128 * 256)} | {
-        k: report[k] for k in ("bytes", "files")
-    }
+    folded = {"awqScales": 18} if variant in AWQ_BUILT else {}  # per layer: 2 norms and 7 linears
+    assert (
+        report
+        == {"scheme": SCHEMES[variant], "layers": 14, "parameters": 2 * (4 * 128 * 128 + 3 * 128 * 256)}
+        | {k: report[k] for k in ("bytes", "files")}
+        | folded
+    )
     # the rest of the checkpoint is carried over as it was
     assert {k: v for k, v in config.items() if k != "quantization_config"} == tiny_llama.config(len(tiny_lm_text()))
     assert (out / "vocabulary.json").read_text() == (checkpoint(root) / "vocabulary.json").read_text()
@@ -85,7 +72,7 @@ def tiny_lm_text() -> str:
 
 @pytest.mark.parametrize("variant", SCHEMES)
 def test_the_tensors_have_the_recorded_names_dtypes_and_shapes(root, variant):
-    out, _ = converted(root, SCHEMES[variant])
+    out, _ = built(root, variant)
     _, tensors = tiny_llama.read_artefact(out)
     layer = "model.layers.1.mlp.down_proj"  # 256 inputs, 128 outputs
     found = {k.removeprefix(layer + "."): v for k, v in tensors.items() if k.startswith(layer + ".")}
@@ -117,14 +104,16 @@ def test_int4_packing_is_compressed_tensors_order():
     ("variant", "method", "group"), [("cuda-fp8", "fp8", None), ("cuda-int8", "int8", None), ("cuda-int4", "int4", 128)]
 )
 def test_the_decoded_weights_are_quantize_pys_own(root, variant, method, group):
-    out, _ = converted(root, SCHEMES[variant])
+    """cuda-int4's of the weight with AWQ's scales folded in (quantize.Folding)."""
+    out, _ = built(root, variant)
     found, tensors = tiny_llama.read_artefact(out)
     weights = found["quantization_config"]["config_groups"]["group_0"]["weights"]
     reference, _ = tiny_llama.trained()
+    folding = quantize.read_scales(awq_scales(root)[0]) if variant in AWQ_BUILT else quantize.Folding({}, {})
     for name, module in reference.named_modules():
         if not isinstance(module, torch.nn.Linear) or name == "lm_head":
             continue
-        w = module.weight.detach()
+        w = folding.apply(name + ".weight", module.weight.detach())
         decoded = tiny_llama.dequantised(tensors, name, weights)
         if method == "int4":
             values, scale = quantize.int4_weights(w, 128, scale_dtype=torch.float16)
@@ -139,7 +128,7 @@ def test_the_decoded_weights_are_quantize_pys_own(root, variant, method, group):
 
 @functools.cache
 def comparison(root: Path, variant: str) -> evaluate.Comparison:
-    out, _ = converted(root, SCHEMES[variant])
+    out, _ = built(root, variant)
     reference, text = tiny_llama.trained()
     held_out = [text.encode("\n" + line) for line in text.held_out]
     return evaluate.compare(reference, tiny_llama.load_artefact(out), held_out, text.tasks())
@@ -225,7 +214,7 @@ def test_the_compressed_tensors_library_reads_and_decompresses_the_artefact(root
     compressed_tensors = pytest.importorskip("compressed_tensors")
     from compressed_tensors.compressors import ModelCompressor
 
-    out, _ = converted(root, SCHEMES[variant])
+    out, _ = built(root, variant)
     compressor = ModelCompressor.from_pretrained(str(out))
     found = compressor.quantization_config
     assert (found.quant_method, found.format, found.ignore) == (
@@ -248,11 +237,12 @@ def test_the_compressed_tensors_library_reads_and_decompresses_the_artefact(root
     assert sorted(seen) == layers and len(layers) == 14
 
 
-@pytest.mark.parametrize("scheme", ["fp8", "int8", "int4"])
+@pytest.mark.parametrize("scheme", ["fp8", "int8", "int4", "int4-awq"])
 def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, scheme):
     """With the vLLM image's Python stack (transformers, compressed-tensors, accelerate; in the test extra): a
     LlamaForCausalLM written by transformers itself converts, and evaluate.py's loader path
-    (AutoModelForCausalLM) loads the artefact with compressed layers whose weights are the recorded decoding's."""
+    (AutoModelForCausalLM) loads the artefact with compressed layers whose weights are the recorded decoding's.
+    int4-awq: as cuda-int4's recipe builds it, awq.py's scales (bf16 weights, the tiny corpus' tokenizer) folded in."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("compressed_tensors")
     pytest.importorskip("accelerate")
@@ -263,7 +253,20 @@ def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, sc
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(tmp_path / "checkpoint", safe_serialization=True)
-    done = run("--scheme", scheme, "--checkpoint", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "out"))
+    scales = []
+    if scheme == "int4-awq":
+        scheme, scales = "int4", ["--scales", str(tmp_path / "scales.safetensors")]
+        tiny_llama.save_tokenizer(tiny_llama.trained()[1], tmp_path / "checkpoint")
+        work = programs(tmp_path / "program", JOB_PROGRAMS)
+        searched = subprocess.run(
+            [sys.executable, str(work / "awq.py"), "--checkpoint", str(tmp_path / "checkpoint"), "--calibration",
+             str(calibration(tmp_path)), "--out", scales[1]],
+            capture_output=True, text=True, check=False, cwd=work,
+        )  # fmt: skip
+        assert searched.returncode == 0 and json.loads(searched.stdout.splitlines()[-1])["groups"] == 8, searched.stderr
+    done = run(
+        "--scheme", scheme, "--checkpoint", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "out"), *scales
+    )
     assert done.returncode == 0, done.stderr
     loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out", torch_dtype="auto")
     found, tensors = tiny_llama.read_artefact(tmp_path / "out")
@@ -289,6 +292,7 @@ def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
 
     work = tmp_path / "work"
     shutil.copytree(checkpoint(root), work / "checkpoint")
+    shutil.copytree(calibration(root), work / "calibration")  # as `fetch` copies the calibration prefix
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # this venv's python
     (tmp_path / "bin" / "python3").chmod(0o755)
@@ -296,8 +300,9 @@ def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
-    assert (work / "quantize.py").read_text() == PROGRAM.read_text()
-    expected, _ = converted(root, "int4")
+    for name in JOB_PROGRAMS:
+        assert (work / name).read_text() == PROGRAM.with_name(name).read_text()
+    expected, _ = converted(root, "int4", awq=True)
     _, written = tiny_llama.read_artefact(work / "out")
     _, direct = tiny_llama.read_artefact(expected)
     assert written.keys() == direct.keys() and all(torch.equal(written[k], direct[k]) for k in direct)

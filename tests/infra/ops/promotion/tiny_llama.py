@@ -131,9 +131,22 @@ def config(vocabulary: int) -> dict[str, Any]:
     }
 
 
+def save_tokenizer(text: tiny_lm.Corpus, path: Path) -> None:
+    """The corpus' character-level encoding as a Hugging Face tokenizer (one token per character, no special
+    tokens), so that transformers' AutoTokenizer encodes as text.encode does (awq.py's loader reads it)."""
+    from tokenizers import Regex, Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    vocabulary = {c: i for i, c in enumerate(text.vocabulary)}
+    tokenizer = Tokenizer(WordLevel(vocabulary, unk_token=text.vocabulary[0]))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer).save_pretrained(str(path))
+
+
 def save_checkpoint(model: TinyLlama, text: tiny_lm.Corpus, path: Path) -> None:
-    """config.json, two safetensors shards with their index (one per half of the state), and a vocabulary file
-    standing for the tokenizer."""
+    """config.json, two safetensors shards with their index (one per half of the state), a vocabulary file and a
+    Hugging Face tokenizer (save_tokenizer)."""
     path.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     names = list(state)
@@ -145,6 +158,7 @@ def save_checkpoint(model: TinyLlama, text: tiny_lm.Corpus, path: Path) -> None:
     (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     (path / "config.json").write_text(json.dumps(config(len(text.vocabulary))))
     (path / "vocabulary.json").write_text(json.dumps(text.vocabulary))
+    save_tokenizer(text, path)
 
 
 def read_artefact(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
