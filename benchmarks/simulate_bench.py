@@ -39,23 +39,18 @@ TARGET_SECONDS = 10.0  # issue 21: a day at 50 req/s in under 10 s on 2 cores
 
 WHERE_THE_TIME_GOES = (
     "Where the time goes (measured 2026-11-27 on this 2-core shared machine, a day as above; CPU seconds of the "
-    "process, so the load shows as slower instructions rather than as time taken by others). The draw, about "
-    "0.9 us per request, is random's arithmetic written out (traces._both_lognormal). A vectorised draw that "
-    "keeps the same requests bit for bit (numpy's MT19937 set to random's state, math's log/exp/cos/sin mapped "
-    "over blocks, since numpy's own may differ in the last bit by CPU) measured no faster: mapping a math "
-    "function over a list (about 100 ns a value here) and building the tuples cost as much as the loop, so "
-    "numpy was not added. Of the run, about 80% is Replica.run, which makes about three passes per request (a "
-    "prefill's end, a completion, the decode clock run up to the next arrival), each some hundreds of ns of "
-    "bytecode, boxed floats, a heap operation on tuples and a step-time lookup, and two histogram updates per "
-    "completion (about 120 ns each; binning in bulk with Counter.update measured no cheaper once the appends "
-    "were counted); about 12% is the events (scrapes, the HPA's and KEDA's queries) and about 5% routing. "
-    "Replica.run takes a replica's share of the requests between two events in one call, its state in locals "
-    "(no call per request). What is left is per-event interpreter work: only compiled code, or a model with "
-    "fewer events per request (which would change the figures), would remove it. That change (Replica.run, the "
-    "same day) measured 22% faster on one replica alone (2.77 to 2.17 us per request, best of 5) and about 12% "
-    "on 6 h of this trace with both twins alternating in one process (median of 6: 4.23 to 3.70 us per request); "
-    "between fresh processes on this loaded machine a day's CPU seconds vary by a fifth, as the rounds above "
-    "show, which hides it."
+    "process, so the load shows as slower instructions rather than as time taken by others). From the source, "
+    "the draw is random's arithmetic written out (traces._both_lognormal) and about 80% of the run is "
+    "Replica.run, a few passes per request of bytecode, boxed floats, heap operations on tuples and histogram "
+    "updates; a vectorised numpy draw and bulk histogram binning measured no faster. Compiled by mypyc "
+    "(`python -m infra.serving.twin.build`, docs/simulate.md), the same source runs about 1.8 times faster with "
+    "the same figures bit for bit: compiling replica.py alone gave most of the run's gain, engine, hpa and keda "
+    "little more; traces.py's draw became 2 times faster once math's functions were called through the module "
+    "(C calls in mypyc's output). Under perf the compiled run then spent about a fifth in dict lookups of the "
+    "step-time cache (one large int key per step, compared by value); keyed by running, then a list by KV, the "
+    "run went from 9.0 to 7.2 CPU s. What is left is CPython object work mypyc does not remove: a tuple per heap "
+    "entry and per request, boxed floats, the histograms' dict updates and three random.random() calls per "
+    "request."
 )
 
 
@@ -179,7 +174,10 @@ def section(args: argparse.Namespace, trees: list[tuple[str, Path]], rows: list[
         HEADING,
         "",
         "`python benchmarks/simulate_bench.py"
-        + (f" --baseline BASELINE --rounds {args.rounds}" if args.baseline else "")
+        + (" --baseline BASELINE" if args.baseline else "")
+        + "".join(f" --tree {t}" for t in args.tree)
+        + (f" --engines {args.engines}" if args.engines != "as-built" else "")
+        + f" --rounds {args.rounds}"
         + f"` on {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs (a shared "
         "machine: the load average at each measurement's start is in the table). serving-demo's mistral-7b "
         f"(maxReplicas and the g5 group's maxSize set to 40), a diurnal trace at {args.rate:g} req/s mean over "

@@ -25,7 +25,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -52,7 +52,7 @@ def extensions(directory: Path) -> list[Path]:
     return [p for n in names for p in directory.glob(n + ".*") if p.suffix in (".so", ".pyd")]
 
 
-def decide(directory: Path, environ: dict[str, str] | os._Environ[str]) -> tuple[str, str]:
+def decide(directory: Path, environ: Mapping[str, str]) -> tuple[str, str]:
     """("compiled" or "python", why) for the twin's modules in `directory`."""
     if environ.get(FORCE_PURE, "") not in ("", "0"):
         return "python", f"{FORCE_PURE}={environ[FORCE_PURE]}"

@@ -225,8 +225,8 @@ def run(args: argparse.Namespace) -> int:
         }
         if others:
             doc["compare"] = [f.as_json() for f in others]
-        doc["picture"] = str(picture)
         doc["engine"] = accel.ENGINE
+        doc["picture"] = str(picture)
         print(json.dumps(doc, indent=2))
         return 0
     out = []
