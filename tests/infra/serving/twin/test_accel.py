@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,11 +107,39 @@ def _figures(pure: bool) -> dict[str, object]:
     return figures
 
 
-def test_the_compiled_and_the_pure_twin_give_the_same_figures():
+def _needs_the_build() -> None:
     if twin_package.ENGINE != "compiled":
         if os.environ.get("MLINFRA_TWIN_REQUIRE_COMPILED") == "1":
             pytest.fail(f"the compiled twin is required here, but the twin runs {accel.describe()}")
         pytest.skip(f"the twin is not compiled: {twin_package.REASON}")
+
+
+def test_a_copy_of_the_build_with_one_source_changed_loads_every_module_from_source(tmp_path):
+    _needs_the_build()
+    shutil.copytree(ROOT / "infra", tmp_path / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    probe = (
+        "import infra.serving.twin as t\n"
+        "from infra.serving.twin import engine, hpa, keda, replica, traces\n"
+        "print(t.ENGINE, t.REASON, *(m.__file__.endswith('.py') for m in (engine, hpa, keda, replica, traces)))"
+    )
+
+    def loaded() -> str:
+        env = {k: v for k, v in os.environ.items() if k != "MLINFRA_TWIN_PURE"}
+        done = subprocess.run(
+            [sys.executable, "-c", probe], cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path)},
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    assert loaded() == "compiled mypyc " + json.loads((accel.HERE / RECORD).read_text())["mypy"] + " False" * 5
+    with (tmp_path / "infra/serving/twin/hpa.py").open("a") as source:
+        source.write("# changed\n")
+    stale = "hpa.py changed since it was compiled: rebuild with python -m infra.serving.twin.build"
+    assert loaded() == f"python {stale}" + " True" * 5
+
+
+def test_the_compiled_and_the_pure_twin_give_the_same_figures():
+    _needs_the_build()
     compiled, pure = _figures(False), _figures(True)
     assert (compiled.pop("engine"), pure.pop("engine")) == ("compiled", "python")
     compiled_files, pure_files = compiled.pop("files"), pure.pop("files")
