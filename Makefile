@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: preview test check bench schema catalog-check
+.PHONY: preview test check bench schema catalog-check twin
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,17 @@ $(STAMP): pyproject.toml
 preview: $(STAMP)
 	$(VENV)/bin/python -m infra preview --all
 
+# The twin's hot modules compiled with mypyc (docs/simulate.md, "Speed"), rebuilt when one changes. Without a
+# C compiler it says so and the twin runs from its source; TWIN_FLAGS=--require makes that an error (CI).
+TWIN := infra/serving/twin
+TWIN_RECORD := $(TWIN)/_compiled.json
+$(TWIN_RECORD): $(STAMP) $(addprefix $(TWIN)/,hpa.py keda.py replica.py engine.py traces.py accel.py build.py)
+	$(VENV)/bin/python -m infra.serving.twin.build $(TWIN_FLAGS)
+
+twin: $(TWIN_RECORD)
+
 # One worker per core (pytest-xdist): the tests share no ports, files or state.
-test: $(STAMP)
+test: $(STAMP) twin
 	$(VENV)/bin/python -m pytest -n auto
 
 # Lint, format, types and the layering contracts (pyproject.toml); CI runs it before the tests.

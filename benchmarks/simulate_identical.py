@@ -1,16 +1,20 @@
 """Check (not a test): the twin's figures are byte-identical between two checkouts (issue 21, the twin's speed).
 
-    python benchmarks/simulate_identical.py OTHER_CHECKOUT [--record DIR] [--against DIR]
+    python benchmarks/simulate_identical.py [OTHER_CHECKOUT | --pure] [--record DIR] [--against DIR]
 
 Runs `python -m infra simulate` with the cases below in this checkout and in OTHER_CHECKOUT (e.g. a worktree of
 main), each from its own tree, and compares stdout and the SVG picture byte for byte. `--record DIR` keeps this
 checkout's outputs; `--against DIR` compares with outputs recorded before instead of running OTHER_CHECKOUT.
-Exit 1 on the first difference, naming the case.
+`--pure` compares this checkout's twin as it runs (compiled, where built: infra/serving/twin/accel.py) with the
+same checkout run from its source (MLINFRA_TWIN_PURE=1). The line (or JSON key) naming which twin ran is left
+out of the comparison. Exit 1 if a case differs, naming it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,15 +37,21 @@ CASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def run_case(tree: Path, name: str, args: tuple[str, ...], out: Path) -> bytes:
+ENGINE = re.compile(rb'^(twin: .*|  "engine": "[a-z]+",?)\n', re.MULTILINE)  # which twin ran (simulate's last line)
+
+
+def run_case(tree: Path, name: str, args: tuple[str, ...], out: Path, pure: bool = False) -> bytes:
     picture = out / f"{name}.svg"
+    env = {k: v for k, v in os.environ.items() if k != "MLINFRA_TWIN_PURE"}
+    if pure:
+        env["MLINFRA_TWIN_PURE"] = "1"
     done = subprocess.run(
         [sys.executable, "-m", "infra", "simulate", "--stack", "serving-demo", *args, "--picture", str(picture)],
-        cwd=tree, capture_output=True, check=False,
+        cwd=tree, capture_output=True, check=False, env=env,
     )  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"{name} in {tree}: exit {done.returncode}: {done.stderr.decode()[-2000:]}")
-    stdout = done.stdout.replace(str(picture).encode(), b"PICTURE")
+    stdout = ENGINE.sub(b"", done.stdout.replace(str(picture).encode(), b"PICTURE"))
     return stdout + b"\n--- picture ---\n" + picture.read_bytes()
 
 
@@ -50,6 +60,7 @@ def main() -> int:
     parser.add_argument("other", type=Path, nargs="?", help="the other checkout (e.g. main's worktree)")
     parser.add_argument("--record", type=Path, help="keep this checkout's outputs in DIR")
     parser.add_argument("--against", type=Path, help="compare with outputs recorded in DIR")
+    parser.add_argument("--pure", action="store_true", help="compare with this checkout run from its source")
     args = parser.parse_args()
     failed = 0
     with tempfile.TemporaryDirectory() as scratch:
@@ -61,8 +72,8 @@ def main() -> int:
                 (args.record / f"{name}.out").write_bytes(mine)
             if args.against:
                 theirs = (args.against / f"{name}.out").read_bytes()
-            elif args.other:
-                theirs = run_case(args.other.resolve(), name, case, tmp)
+            elif args.other or args.pure:
+                theirs = run_case(args.other.resolve() if args.other else ROOT, name, case, tmp, pure=args.pure)
             else:
                 print(f"{name}: recorded ({len(mine)} bytes)")
                 continue

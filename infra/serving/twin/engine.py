@@ -99,7 +99,7 @@ class Simulation:
         self.series: list[tuple[float, int, int, int]] = []
         self.changes: list[int] = []
         perf = twin.perf
-        self.steps: dict[int, float] = {}  # the replicas' caches of step and prefill times (replica.py)
+        self.steps: dict[int, list[float]] = {}  # the replicas' caches of step and prefill times (replica.py)
         self.prefills: dict[int, float] = {}
         self.limit = perf.max_num_seqs if perf.device.kind == "neuron" else perf.configured_max_num_seqs
         self.kv_capacity = float(

@@ -78,11 +78,12 @@ class Replica:
         slo: tuple[float, float],
         tally: Tally,
         now: float,
-        steps: dict[int, float] | None = None,
+        steps: dict[int, list[float]] | None = None,
         prefills: dict[int, float] | None = None,
     ):
         self.step, self.prefill, self.limit, self.kv_capacity = step, prefill, limit, kv_capacity
-        # step times by (running, KV held rounded down to 64 tokens), shared between replicas of one model
+        # step times by running, then by KV held rounded down to 64 tokens (0.0: not computed yet), shared between
+        # replicas of one model: a small-int key (running) and a list index, no hashing of a large int per step
         self.steps = {} if steps is None else steps
         self.prefills = {} if prefills is None else prefills  # prefill times by prompt tokens, shared likewise
         self.timeout, self.slo, self.tally = timeout, slo, tally
@@ -164,9 +165,10 @@ class Replica:
                         continue
                     # the step time for this batch and the KV it holds (rounded down to 64 tokens), cached
                     kv = int(kv_prompt + running * clock - kv_start) >> 6
-                    step = steps.get(running << 24 | kv)
-                    if step is None:
-                        step = steps[running << 24 | kv] = self.step(running, kv * 64.0)
+                    row = steps.get(running)
+                    step = row[kv] if row is not None and 0 <= kv < len(row) else 0.0
+                    if step == 0.0:
+                        step = self._step(running, kv)
                     last = heap[0][0]
                     at = t + (last - clock) * step
                     if at <= horizon:  # the sequence with the fewest tokens left ends first
@@ -206,6 +208,16 @@ class Replica:
         tally.completed += completed
         tally.output_tokens += tokens
         tally.over_slo += over
+
+    def _step(self, running: int, kv: int) -> float:
+        """The step time of `running` sequences holding `kv` x 64 tokens, computed once (run()'s cache miss)."""
+        seconds = self.step(running, kv * 64.0)
+        if kv >= 0:
+            row = self.steps.setdefault(running, [])
+            if kv >= len(row):
+                row.extend([0.0] * (kv + 1 - len(row)))
+            row[kv] = seconds
+        return seconds
 
     def _prefill(self, prompt: int) -> float:
         seconds = self.prefills.get(prompt)

@@ -112,15 +112,17 @@ def _both_lognormal(
     normals in pairs (Box-Muller: cos and sin of one angle and radius), so with two calls per request the first
     draws a pair and the second takes its other half. Written out here to save three method calls per request
     (CPython's random.py, 3.11 to 3.13; tests/infra/serving/twin/test_traces_speed.py compares both against the
-    library's methods)."""
-    uniform, log, exp, sqrt, cos, sin = rng.random, math.log, math.exp, math.sqrt, math.cos, math.sin
+    library's methods). math's functions are called through the module, not bound to locals: compiled by mypyc
+    (accel.py) such a call is a C call, a local alias a Python one (the draw 1.5 times as fast compiled; from the
+    source, the lookups cost about a tenth more)."""
+    uniform = rng.random
     two_pi = 2.0 * math.pi
     second, rate, floor = 0, rates[0], 0.0
     last = len(rates) - 1
     s = 0.0
     top = cap - 1
     while True:
-        s += -log(1.0 - uniform())
+        s += -math.log(1.0 - uniform())
         while s >= floor + rate:
             floor += rate
             second += 1
@@ -131,10 +133,10 @@ def _both_lognormal(
         if t >= end:
             return
         angle = uniform() * two_pi
-        radius = sqrt(-2.0 * log(1.0 - uniform()))
-        prompt = round(exp(pmu + ps * (cos(angle) * radius)))
+        radius = math.sqrt(-2.0 * math.log(1.0 - uniform()))
+        prompt = round(math.exp(pmu + ps * (math.cos(angle) * radius)))
         prompt = 1 if prompt < 1 else top if prompt > top else prompt
-        out = round(exp(omu + os_ * (sin(angle) * radius)))
+        out = round(math.exp(omu + os_ * (math.sin(angle) * radius)))
         out = 1 if out < 1 else cap - prompt if out > cap - prompt else out
         yield t, prompt, out
 

@@ -3,7 +3,8 @@
 Settings come from the stack's offline preview (or a preview document), the trace from a built-in shape or a
 request log; the figures are printed (or --json), the replicas and nodes over time written as an SVG. --compare
 runs the same trace through another configuration (a preview document, e.g. the main branch's, or -c overrides)
-and prints both and the change.
+and prints both and the change. The last line (or --json's "engine") says whether the twin ran compiled or from
+its source (infra/serving/twin/accel.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.serving.queueing import Lengths
+from infra.serving.twin import accel
 from infra.serving.twin.engine import Outcome, simulate
 from infra.serving.twin.figures import Figures, figures
 from infra.serving.twin.picture import svg
@@ -223,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         }
         if others:
             doc["compare"] = [f.as_json() for f in others]
+        doc["engine"] = accel.ENGINE
         doc["picture"] = str(picture)
         print(json.dumps(doc, indent=2))
         return 0
@@ -234,5 +237,6 @@ def run(args: argparse.Namespace) -> int:
         out += [comparison(f, by_model[f.model]) for f in results if f.model in by_model]
         out.append("")
     out.append(f"picture: {picture}")
+    out.append(f"twin: {accel.describe()}")
     print("\n".join(out))
     return 0

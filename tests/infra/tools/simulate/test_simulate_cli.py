@@ -9,6 +9,7 @@ import xml.dom.minidom
 import pytest
 
 from infra.cli import main
+from infra.serving.twin import accel
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:
@@ -27,6 +28,7 @@ def test_the_same_seed_prints_the_same_figures_and_writes_the_picture(capsys, tm
     document = json.loads(first)
     (model,) = document["models"]
     assert model["model"] == "mistral-7b"
+    assert document["engine"] == accel.ENGINE in ("compiled", "python")
     assert model["requests"] == model["completed"] + model["timedOut"] + model["refused"] + model["killedMidRequest"]
     assert set(model["ttftMs"]) == {"p50", "p95", "p99"}
     assert model["costUsd"] > 0 and model["usdPerMillionOutputTokens"] > 0
@@ -42,7 +44,8 @@ def test_text_output_names_each_figure(capsys, tmp_path):
     )  # fmt: skip
     assert code == 0
     assert "TTFT p50/p95/p99:" in out and "TPOT p50/p95/p99:" in out and "per million output tokens" in out
-    assert out.rstrip().endswith(f"picture: {tmp_path / 'p.svg'}")
+    assert out.rstrip().endswith(f"picture: {tmp_path / 'p.svg'}\ntwin: {accel.describe()}")
+    assert accel.describe().startswith(("compiled (mypyc ", "python ("))
 
 
 def test_compare_against_another_configuration(capsys, tmp_path):
