@@ -202,7 +202,7 @@ def search(
         weights = [modules[name].weight.detach().float() for name in g.linears]
         at = weights[0].device
         x = torch.cat(seen.rows)[:rows].to(at, torch.float32)
-        found = awq_search(
+        choice = awq_search(
             weights,
             x,
             (seen.absolute / seen.tokens).to(at),
@@ -213,13 +213,13 @@ def search(
         facts = {
             "divides": list(g.divides),
             "multiplies": [f"{name}.weight" for name in g.linears],
-            "alpha": found.alpha,
-            "duo": found.duo,
-            "error": found.error,
-            "roundToNearestError": found.nearest,
+            "alpha": choice.alpha,
+            "duo": choice.duo,
+            "error": choice.error,
+            "roundToNearestError": choice.nearest,
             "rows": x.shape[0],
         }
-        scales[g.scale] = (found.s.float().cpu(), facts)
+        scales[g.scale] = (choice.s.float().cpu(), facts)
     return scales
 
 
