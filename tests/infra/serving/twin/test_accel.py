@@ -6,6 +6,7 @@ skipped, unless MLINFRA_TWIN_REQUIRE_COMPILED=1 (CI's `.ci/run` builds it and se
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -149,13 +150,26 @@ def test_the_compiled_and_the_pure_twin_give_the_same_figures():
     assert compiled == pure
 
 
-def test_without_a_compiler_the_build_says_so_and_fails_only_when_required(monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "mypyc, reason",
+    [
+        (True, "no C compiler (no-such-cc not found)"),
+        (False, "mypyc is not installed (pip install -e '.[dev]')"),
+    ],
+)
+def test_without_a_compiler_or_mypyc_the_build_says_so_and_fails_only_when_required(monkeypatch, capsys, mypyc, reason):
     from infra.serving.twin import build
 
+    find_spec = importlib.util.find_spec  # mypyc present or not, whichever extras this machine installed
+    monkeypatch.setattr(
+        build.importlib.util,
+        "find_spec",
+        lambda name, *args: (find_spec("json") if mypyc else None) if name == "mypyc" else find_spec(name, *args),
+    )
     monkeypatch.setattr(build.sysconfig, "get_config_var", lambda name: "no-such-cc -O2")
     before = sorted(p.name for p in accel.HERE.iterdir())
     assert build.main([]) == 0
-    line = "twin: not compiled, the twin runs from its source: no C compiler (no-such-cc not found)\n"
+    line = f"twin: not compiled, the twin runs from its source: {reason}\n"
     assert capsys.readouterr().err == line
     assert build.main(["--require"]) == 1
     assert capsys.readouterr().err == line
