@@ -64,59 +64,54 @@ class Recipe:
 _PY = "python3 -c"
 _NOT_WEIGHTS = " ".join(f"! -name '{pattern}'" for pattern in WEIGHT_FILES)
 _COMPILED = f"/work/out/{engine.NEURON_COMPILED_DIR}"
+_COPY_CONFIG = f"find /work/checkpoint -maxdepth 1 -type f {_NOT_WEIGHTS} -exec cp {{}} /work/out/ \\;"
+_COMPILE = (
+    f'NEURON_COMPILED_ARTIFACTS={_COMPILED} python3 {CHECK_PROGRAM} /work/checkpoint "$ENGINE" /work/compile.json'
+)
+_NEURON = Recipe(
+    "neuron",
+    "inf2",
+    "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+    format=f"NxD Inference compiled model ({engine.NEURON_COMPILED_DIR}/, sharded weights) + Hugging Face config",
+    precision="bf16",
+    # The tokenizer and config as the server's --model; vLLM-Neuron compiles the checkpoint for the
+    # server's exact engine shape into NEURON_COMPILED_ARTIFACTS (it compiles when nothing is there).
+    convert=f"{_COPY_CONFIG}\n{_COMPILE}",
+    convert_on_accelerator=True,
+    check_env=(("NEURON_COMPILED_ARTIFACTS", f"/served/{engine.NEURON_COMPILED_DIR}"),),
+    compiler_version=f"{_PY} 'import neuronxcc; print(neuronxcc.__version__)'",
+    runtime_version=f"{_PY} 'import vllm; print(vllm.__version__)'",
+    # The compile traces the model on the host (weights plus graphs) and neuronx-cc is memory-hungry;
+    # the work volume holds the checkpoint, the compiled graphs and the sharded weights.
+    cpu=4,
+    memory_factor=2.0,
+    memory_base_gib=8,
+    disk_factor=2.5,
+    disk_base_gib=10,
+)
+
+# int8 weight-only: NxD Inference's own quantiser (neuron_quantize.py calls its save_quantized_state_dict on the
+# CPU) writes the quantized checkpoint into the artefact, then vLLM-Neuron compiles it as for `neuron`. $ENGINE is
+# the server's engine with the checkpoint's path as this step sees it (/work/out/neuron-quantized; the check's
+# names /served/..., the server's /models/...: engine.neuron_overrides).
+_NEURON_INT8 = replace(
+    _NEURON,
+    variant="neuron-int8",
+    format=f"NxD Inference compiled model ({engine.NEURON_COMPILED_DIR}/) + its int8 quantized checkpoint "
+    f"({engine.NEURON_QUANTIZED_DIR}/: int8 weight, fp32 scale per output channel; safetensors) + Hugging Face "
+    "config",
+    precision="w8a16",
+    convert=f'{_COPY_CONFIG}\npython3 /work/neuron_quantize.py /work/checkpoint "$ENGINE"\n{_COMPILE}',
+    # Memory: NxD Inference quantises the whole model loaded in fp32 (transformers' default dtype: twice the bf16
+    # checkpoint), plus the int8 copies it writes (about half); the compile after it, in its own process, needs
+    # what the bf16 compile does (2 S + 8). Disk: the checkpoint, the quantized checkpoint (about half of it,
+    # embeddings in fp32), the compiled graphs and the int8 sharded weights. Estimates.
+    memory_factor=2.5,
+    programs=("neuron_quantize.py",),
+)
 RECIPES = {
-    "neuron": Recipe(
-        "neuron",
-        "inf2",
-        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
-        format=f"NxD Inference compiled model ({engine.NEURON_COMPILED_DIR}/, sharded weights) + Hugging Face config",
-        precision="bf16",
-        # The tokenizer and config as the server's --model; vLLM-Neuron compiles the checkpoint for the
-        # server's exact engine shape into NEURON_COMPILED_ARTIFACTS (it compiles when nothing is there).
-        convert=f"find /work/checkpoint -maxdepth 1 -type f {_NOT_WEIGHTS} -exec cp {{}} /work/out/ \\;\n"
-        f'NEURON_COMPILED_ARTIFACTS={_COMPILED} python3 {CHECK_PROGRAM} /work/checkpoint "$ENGINE" /work/compile.json',
-        convert_on_accelerator=True,
-        check_env=(("NEURON_COMPILED_ARTIFACTS", f"/served/{engine.NEURON_COMPILED_DIR}"),),
-        compiler_version=f"{_PY} 'import neuronxcc; print(neuronxcc.__version__)'",
-        runtime_version=f"{_PY} 'import vllm; print(vllm.__version__)'",
-        # The compile traces the model on the host (weights plus graphs) and neuronx-cc is memory-hungry;
-        # the work volume holds the checkpoint, the compiled graphs and the sharded weights.
-        cpu=4,
-        memory_factor=2.0,
-        memory_base_gib=8,
-        disk_factor=2.5,
-        disk_base_gib=10,
-    ),
-    # int8 weight-only: NxD Inference's own quantiser (neuron_quantize.py calls its save_quantized_state_dict on
-    # the CPU) writes the quantized checkpoint into the artefact, then vLLM-Neuron compiles it as for `neuron`.
-    # $ENGINE is the server's engine with the checkpoint's path as this step sees it (/work/out/neuron-quantized;
-    # the check's names /served/..., the server's /models/...: engine.neuron_overrides).
-    "neuron-int8": Recipe(
-        "neuron-int8",
-        "inf2",
-        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
-        format=f"NxD Inference compiled model ({engine.NEURON_COMPILED_DIR}/) + its int8 quantized checkpoint "
-        f"({engine.NEURON_QUANTIZED_DIR}/: int8 weight, fp32 scale per output channel; safetensors) + Hugging Face "
-        "config",
-        precision="w8a16",
-        convert=f"find /work/checkpoint -maxdepth 1 -type f {_NOT_WEIGHTS} -exec cp {{}} /work/out/ \\;\n"
-        f'python3 /work/neuron_quantize.py /work/checkpoint "$ENGINE"\n'
-        f'NEURON_COMPILED_ARTIFACTS={_COMPILED} python3 {CHECK_PROGRAM} /work/checkpoint "$ENGINE" /work/compile.json',
-        convert_on_accelerator=True,
-        check_env=(("NEURON_COMPILED_ARTIFACTS", f"/served/{engine.NEURON_COMPILED_DIR}"),),
-        compiler_version=f"{_PY} 'import neuronxcc; print(neuronxcc.__version__)'",
-        runtime_version=f"{_PY} 'import vllm; print(vllm.__version__)'",
-        # Memory: NxD Inference quantises the whole model loaded in fp32 (transformers' default dtype: twice the
-        # bf16 checkpoint), plus the int8 copies it writes (about half); the compile after it, in its own
-        # process, needs what the bf16 compile does (2 S + 8). Disk: the checkpoint, the quantized checkpoint
-        # (about half of it, embeddings in fp32), the compiled graphs and the int8 sharded weights. Estimates.
-        cpu=4,
-        memory_factor=2.5,
-        memory_base_gib=8,
-        disk_factor=2.5,
-        disk_base_gib=10,
-        programs=("neuron_quantize.py",),
-    ),
+    "neuron": _NEURON,
+    "neuron-int8": _NEURON_INT8,
     "cuda": Recipe(
         "cuda",
         "g5",
