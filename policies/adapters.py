@@ -46,15 +46,7 @@ def _resource_validation(rule: ResourceRule):
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         if not rule.applies_to(args.resource_type):
             return
-        resource = Resource(
-            type=args.resource_type,
-            props=plain(args.props),
-            urn=args.urn,
-            name=args.name,
-            protect=bool(args.opts.protect),
-            parent=args.opts.parent or "",
-        )
-        for message in rule.check(resource):
+        for message in rule.check(_resource_of(args)):
             report_violation(message, None)
 
     return validate
@@ -70,16 +62,35 @@ def _stack_validation(rule: StackRule):
     return validate
 
 
-_stacks = threading.local()
+_last = threading.local()
+
+
+def _resource_of(args: ResourceValidationArgs) -> Resource:
+    """The record of the resource a policy is asked about, built once when every policy of a request gets the same
+    decoded properties (the pack's analyzer decodes them once per request; the SDK's own servicer once per policy).
+    Rules only read it, as they read the records of a stack that all stack policies share."""
+    last = getattr(_last, "resource", None)
+    if last is None or last[0] is not args.props:
+        resource = Resource(
+            type=args.resource_type,
+            props=plain(args.props),
+            urn=args.urn,
+            name=args.name,
+            protect=bool(args.opts.protect),
+            parent=args.opts.parent or "",
+        )
+        last = (args.props, resource)
+        _last.resource = last
+    return last[1]
 
 
 def _stack_of(resources: list[Any]) -> Stack:
     """The records of a stack's resources, built once when every stack policy of a request gets the same list
     (the pack's analyzer passes one list to all; the SDK's own servicer builds a new one per policy)."""
-    last = getattr(_stacks, "last", None)
+    last = getattr(_last, "stack", None)
     if last is None or last[0] is not resources:
         last = (resources, Stack(_from_policy_resource(r) for r in resources))
-        _stacks.last = last
+        _last.stack = last
     return last[1]
 
 

@@ -77,7 +77,8 @@ class _JsonFormat:
 
 
 class _PoliciesForTheRequest(list[Any]):
-    """The pack's policies; during an Analyze request, only the resource policies that read its type."""
+    """The pack's policies; during an Analyze request, only the resource policies that read its type (the SDK's
+    Analyze skips every stack policy, without a word in its answer)."""
 
     def __init__(self, policies: list[Any], reads: Mapping[str, Callable[[str], bool]]):
         super().__init__(policies)
@@ -93,7 +94,8 @@ class _PoliciesForTheRequest(list[Any]):
             chosen = tuple(
                 policy
                 for policy in super().__iter__()
-                if (applies := self._reads.get(policy.name)) is None or applies(resource_type)
+                if isinstance(policy, sdk.ResourceValidationPolicy)
+                and ((applies := self._reads.get(policy.name)) is None or applies(resource_type))
             )
             self._by_type[resource_type] = chosen
         return iter(chosen)
@@ -104,7 +106,15 @@ class Servicer(sdk._PolicyAnalyzerServicer):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self._configured = False
         setattr(self, _POLICIES, _PoliciesForTheRequest(getattr(self, _POLICIES), self.reads))
+
+    def _configure_runtime_settings(self) -> None:
+        # The SDK sets the runtime's config and settings from the process's environment on every call; that
+        # environment is the pack's from its start, so once is the same.
+        if not self._configured:
+            super()._configure_runtime_settings()
+            self._configured = True
 
     def Analyze(self, request: Any, context: Any) -> Any:
         _local.cache, _local.resource_type = {}, request.type

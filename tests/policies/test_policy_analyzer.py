@@ -5,11 +5,13 @@ policy SDK's own servicer reports, on every demo stack and on crafted misconfigu
 from __future__ import annotations
 
 import pytest
+from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
 
 from infra.tools import preview_json
 from infra.tools.offline.digest import to_digest
 from infra.tools.offline.engine import preview
 from infra.tools.policy_runner import runner
+from policies import adapters
 from tests.policies import policy_fixtures as fx
 
 UNKNOWN_STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # how the engine marshals a value unknown in preview
@@ -69,3 +71,19 @@ def test_same_findings_as_the_sdks_servicer_on_broken_stacks(name, monkeypatch):
     assert ours == _findings(document, monkeypatch, True)
     if "broken" in name:
         assert ours, "the crafted stack must break some rule, or the comparison proves little"
+
+
+def _args(props: dict, urn: str) -> ResourceValidationArgs:
+    options = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+    return ResourceValidationArgs("aws:s3/bucket:Bucket", props, urn, urn.rsplit("::", 1)[-1], options, None)
+
+
+def test_one_record_per_request_shared_by_its_policies_never_by_the_next_request():
+    """The analyzer hands every policy of a request the same decoded properties: the adapters build the rules'
+    record once for them; another request (other decoded properties, even equal ones) gets its own."""
+    props = {"bucket": "models", "tags": {"mlinfra:role": "registry"}}
+    first = adapters._resource_of(_args(props, "urn:pulumi:s::p::aws:s3/bucket:Bucket::a"))
+    assert adapters._resource_of(_args(props, "urn:pulumi:s::p::aws:s3/bucket:Bucket::a")) is first
+    assert first.props == props and first.props is not props  # plain copies, not the SDK's objects
+    other = adapters._resource_of(_args(dict(props), "urn:pulumi:s::p::aws:s3/bucket:Bucket::b"))
+    assert other is not first and other.urn.endswith("::b") and other.name == "b"
