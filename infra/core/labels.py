@@ -15,8 +15,17 @@ def label_value(text: str) -> str:
 
 
 def gcp_labels(tags: dict[str, str]) -> dict[str, str]:
-    """GCP labels from the contract tags (`infra.training.gcp.plan.expires_at_from_label` reverses the expiry's)."""
+    """GCP labels from the contract tags (`expires_at_from_label` reverses the expiry's)."""
     return {label_value(k): label_value(v) for k, v in tags.items()}
+
+
+_LABEL_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z$")
+
+
+def expires_at_from_label(value: str) -> str | None:
+    """The ISO-8601 UTC expiry from its label form; None if it is not one."""
+    match = _LABEL_TIME.match(value)
+    return f"{match.group(1)}T{match.group(2)}:{match.group(3)}:{match.group(4)}Z" if match else None
 
 
 def account_id(prefix: str, name: str) -> str:

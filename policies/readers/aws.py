@@ -81,6 +81,11 @@ def role_in_stack(resource: Resource, stack: Stack) -> str | None:
 def run_tag(stack: Stack, key: str) -> str | None:
     """The one value a training stack's resources carry for tag `key` (run id, expires-at); None when none
     or several (training-resources-carry-run-tags reports those)."""
+    value: str | None = stack.derived(f"run_tag {key}", lambda stack: _run_tag(stack, key))
+    return value
+
+
+def _run_tag(stack: Stack, key: str) -> str | None:
     values = {v for v in (tags(r).get(key) for r in stack.resources if role_of(r) == "training") if isinstance(v, str)}
     return values.pop() if len(values) == 1 else None
 

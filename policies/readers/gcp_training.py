@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.core.labels import gcp_labels
+from infra.core.labels import expires_at_from_label, gcp_labels
 from infra.core.tags import EXPIRES_AT, ROLE, RUN_ID
 from infra.providers import tokens
-from infra.training.gcp.plan import expires_at_from_label
 from policies.model import Resource, Stack, is_unknown
 
 INSTANCE = tokens.GCP_COMPUTE_INSTANCE

@@ -72,9 +72,6 @@ class GcpTrainingPlan(RunLifetime):
         return self.mtype.accelerator.count
 
 
-_LABEL_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z$")
-
-
 def run_label(run_id: str) -> tuple[str, str]:
     """(key, value) of the run's label on its instances, disks and file system."""
     return label_value(RUN_ID), label_value(run_id)
@@ -111,12 +108,6 @@ def lustre_instance_name(project: str, zone: str, run_id: str) -> str:
 def checkpoints_uri(bucket: str, run_id: str) -> str:
     """Where the run's checkpoints go in its data bucket: gs://<bucket>/checkpoints/<run-id>/."""
     return f"gs://{bucket}/{checkpoints_prefix(run_id)}"
-
-
-def expires_at_from_label(value: str) -> str | None:
-    """The ISO-8601 UTC expiry from its label form; None if it is not one."""
-    match = _LABEL_TIME.match(value)
-    return f"{match.group(1)}T{match.group(2)}:{match.group(3)}:{match.group(4)}Z" if match else None
 
 
 def gpu_nic_layout(mtype: GcpMachineType, gpu_cidr: str) -> tuple[GpuNic, ...]:

@@ -11,11 +11,11 @@ import pytest
 
 from infra.catalog.fabric import gcp_net_plugin
 from infra.core.errors import InputError
-from infra.core.labels import gcp_labels
+from infra.core.labels import expires_at_from_label, gcp_labels
 from infra.kinds import load
 from infra.training.gcp.config import GcpTrainingSpec
 from infra.training.gcp.lustre import size_managed_lustre
-from infra.training.gcp.plan import expires_at_from_label, plan_gcp_training
+from infra.training.gcp.plan import plan_gcp_training
 from infra.training.gcp.startup import GcpNodeBootstrap, render_startup_script
 from infra.training.launch import plan_fabric_gate
 from infra.training.lustre import LustreIntent
