@@ -60,3 +60,66 @@ def test_a_small_document_or_one_core_starts_one_process(document, monkeypatch):
     monkeypatch.setattr(runner, "SHARD_AT", len(document.resources) + 1)
     with runner.second_process(document) as helper:
         assert helper is None
+
+
+class _Pending:
+    """A gRPC future that is done when `finish` is called (its callbacks run then, as gRPC runs them)."""
+
+    def __init__(self, request):
+        self.request, self.callbacks, self.done = request, [], False
+
+    def add_done_callback(self, callback):
+        if self.done:
+            callback(self)
+        else:
+            self.callbacks.append(callback)
+
+    def finish(self):
+        self.done = True
+        for callback in self.callbacks:
+            callback(self)
+
+    def result(self):
+        assert self.done, "an answer was read before it came"
+        return analyzer_client.analyzer_pb2.AnalyzeResponse(
+            diagnostics=[analyzer_client.analyzer_pb2.AnalyzeDiagnostic(policyName="p", urn=self.request.urn)]
+        )
+
+
+class _Process:
+    """A pack process's Analyze: `stalled` ones answer nothing until `release`; the others answer at once, and
+    after `release_after` answers release the stalled process's calls."""
+
+    def __init__(self, stalled=False, release_after=0, other=None):
+        self.stalled, self.release_after, self.other = stalled, release_after, other
+        self.calls: list[_Pending] = []
+        self.answered_before_release = self.calls_while_stalled = 0
+
+    def future(self, request):
+        call = _Pending(request)
+        self.calls.append(call)
+        if not self.stalled:
+            call.finish()
+            if self.other is not None and self.other.stalled and len(self.calls) == self.release_after:
+                self.answered_before_release, self.other.calls_while_stalled = len(self.calls), len(self.other.calls)
+                self.other.stalled = False
+                for pending in self.other.calls:
+                    pending.finish()
+        return call
+
+
+def test_a_process_held_up_does_not_hold_up_the_other_and_answers_stay_in_order(document, monkeypatch):
+    resources = document.resources * (6 * analyzer_client.IN_FLIGHT // len(document.resources) + 1)
+    first, second = (analyzer_client.AnalyzerClient(runner.PACK_DIR, "mlinfra", "training-demo", {}) for _ in "12")
+    stalled = _Process(stalled=True)  # as a process busy with AnalyzeStack
+    quick = _Process(release_after=4 * analyzer_client.IN_FLIGHT, other=stalled)
+    monkeypatch.setattr(first, "_stub", type("Stub", (), {"Analyze": stalled})())
+    monkeypatch.setattr(second, "_stub", type("Stub", (), {"Analyze": quick})())
+
+    answered = list(first.analyze_each(resources, document.providers, [second]))
+
+    assert [r.urn for r, _ in answered] == [r.urn for r in resources]
+    assert [[d.urn for d in found] for _, found in answered] == [[r.urn] for r in resources]
+    assert stalled.calls_while_stalled == analyzer_client.IN_FLIGHT  # its window filled, then no more until it answered
+    assert quick.answered_before_release == 4 * analyzer_client.IN_FLIGHT  # the other went on meanwhile
+    assert len(stalled.calls) + len(quick.calls) == len(resources)

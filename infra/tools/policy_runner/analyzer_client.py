@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import selectors
 import subprocess
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any
 
 import grpc
@@ -30,7 +30,8 @@ from infra.tools.preview_json import PolicyResource
 _MAX_MESSAGE = 400 * 1024 * 1024
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", _MAX_MESSAGE), ("grpc.max_send_message_length", _MAX_MESSAGE)]
 _START_TIMEOUT_S = 60
-IN_FLIGHT = 16  # Analyze requests outstanding at once (the pack serves them on 4 threads)
+IN_FLIGHT = 16  # Analyze requests outstanding at once per pack process (the pack serves them on 4 threads)
+AHEAD = 4_096  # answers kept at most, waiting for an earlier one
 
 LEVELS = {
     analyzer_pb2.ADVISORY: "advisory",
@@ -205,25 +206,31 @@ class AnalyzerClient:
         providers: Mapping[str, PolicyResource] = {},
         others: Sequence[AnalyzerClient] = (),
     ) -> Iterator[tuple[PolicyResource, list[Diagnostic]]]:
-        """Analyze every resource, in order, with up to IN_FLIGHT requests outstanding at once per pack process (the
-        engine, too, analyzes resources as they register, concurrently); yields each resource with its diagnostics.
-        `others`: further processes of the same pack, configured alike, that share the requests (each goes to the
-        process with the fewest outstanding): a resource's analysis depends on nothing but its request."""
+        """Analyze every resource with up to IN_FLIGHT requests outstanding at once per pack process (the engine,
+        too, analyzes resources as they register, concurrently); yields each resource with its diagnostics, in
+        order. `others`: further processes of the same pack, configured alike, that share the requests: a
+        resource's analysis depends on nothing but its request. Each answer frees its process for the next
+        request as it comes, whichever process answers first: a process held up (by AnalyzeStack, say) does not
+        hold up the others; answers are kept until those before them are in (at most AHEAD resources ahead)."""
         clients = (self, *others)
-        outstanding = dict.fromkeys(range(len(clients)), 0)
-        pending: deque[tuple[PolicyResource, int, Any]] = deque()
-        for resource in resources:
-            request = self.request(resource, providers)
-            index = min(outstanding, key=outstanding.__getitem__)
-            pending.append((resource, index, clients[index].stub.Analyze.future(request)))
-            outstanding[index] += 1
-            if len(pending) >= IN_FLIGHT * len(clients):
-                done, index, future = pending.popleft()
-                outstanding[index] -= 1
-                yield done, [_diagnostic(d) for d in future.result().diagnostics]
-        while pending:
-            done, _, future = pending.popleft()
-            yield done, [_diagnostic(d) for d in future.result().diagnostics]
+        outstanding = [0] * len(clients)
+        answers: SimpleQueue[tuple[int, int, Any]] = SimpleQueue()  # (position, process, future), as they finish
+        arrived: dict[int, Any] = {}
+        queued = list(resources)
+        sent = given = 0
+        while given < len(queued):
+            while sent < len(queued) and sent - given < AHEAD and min(outstanding) < IN_FLIGHT:
+                process = outstanding.index(min(outstanding))
+                future = clients[process].stub.Analyze.future(self.request(queued[sent], providers))
+                future.add_done_callback(lambda done, at=sent, by=process: answers.put((at, by, done)))
+                outstanding[process] += 1
+                sent += 1
+            at, by, future = answers.get()
+            outstanding[by] -= 1
+            arrived[at] = future
+            while given in arrived:
+                yield queued[given], answered(arrived.pop(given))
+                given += 1
 
     def request(self, resource: PolicyResource, providers: Mapping[str, PolicyResource]) -> analyzer_pb2.AnalyzeRequest:
         """The resource's Analyze request, converted once for this client's runs (AnalyzeStack reuses it)."""
