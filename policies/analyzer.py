@@ -4,12 +4,14 @@ The SDK (pulumi_policy 1.21, `_PolicyAnalyzerServicer`) decodes a resource insid
 Analyze runs every resource policy for every resource, decoding the resource's properties
 (`deserialize_properties(json_format.MessageToDict(...))`, the read-only `unknown_checking_proxy`, its options
 and provider) once per policy; AnalyzeStack rebuilds the whole stack's resources once per stack policy. With
-this pack's 57 rules that is most of its time on a large stack, for `pulumi preview --policy-pack policies` and
+this pack's 70 rules that is most of its time on a large stack, for `pulumi preview --policy-pack policies` and
 `python -m infra policy` alike. `Servicer` keeps the SDK's code for everything it does not change:
 
-- Analyze is the SDK's, over the policies whose rule reads the resource's type (a rule that does not read a
-  type reports nothing for it: `policies.adapters` returns at once), with the decoding done once per request
-  and shared by those policies, which only read it (the proxy refuses writes; the rules copy what they read);
+- Analyze is the SDK's, over the resource policies whose rule reads the resource's type (a rule that does not
+  read a type reports nothing for it: `policies.adapters` returns at once; the SDK's loop skips stack policies),
+  with the decoding done once per request and shared by those policies, which only read it (the proxy refuses
+  writes; the rules copy what they read), and the runtime's settings taken from the environment once per
+  process rather than per call;
 - AnalyzeStack builds the stack's resources once, as the SDK builds them, and runs every stack policy on them
   with the SDK's enforcement levels, configs, violation reports and error handling.
 
