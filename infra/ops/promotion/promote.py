@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.ports import StackOps, StackOpsError
@@ -28,6 +28,7 @@ from infra.ops.promotion.request import Promotion, Rollback
 from infra.ops.promotion.serving import ServingTarget, job_access, serving_target
 from infra.ops.runtime import Runtime, iso, span
 from infra.registry import layout as registry_layout
+from infra.serving.aws.mirror import Mirror
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import VARIANTS
 
@@ -49,7 +50,6 @@ def promote(
             Problem("--variants", f"stack {req.stack} serves the {served} artefact of {req.model}; include {served}")
         )
     gate.check_buildable(req, list(target.config.serving.node_pools.declared()))
-    role_arn, bucket_arn, key_arn = job_access(target)
     store = store_for(target.bucket, target.region)
     gate.check_data(store, req)
     marker = registry.check_run(store, req.run_id)
@@ -59,8 +59,9 @@ def promote(
     servers = {v: target.server_for(v, req.model, req.version) for v in req.variants}
     sizes = _sizes(req, target, checkpoint, servers)
     ns = target.config.serving.namespace
-    objects = _conversion_objects(req, store.bucket, bucket_arn, key_arn, role_arn, target, checkpoint, sizes, servers)
-    evaluations = _evaluation_objects(req, store.bucket, bucket_arn, key_arn, role_arn, target, checkpoint, servers)
+    shared = _job_inputs(req, store.bucket, target, checkpoint)
+    objects = _conversion_objects(req, shared, sizes, servers)
+    evaluations = _evaluation_objects(req, shared, checkpoint, servers)
     plan.print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
         rt.say("dry run: nothing was started or written")
@@ -175,36 +176,51 @@ def promote(
     )
 
 
+class _JobInputs(TypedDict):
+    """What the conversion and evaluation Jobs of one promotion are both built from."""
+
+    bucket: str
+    bucket_arn: str
+    key_arn: str
+    role_arn: str
+    region: str
+    ns: str
+    checkpoint: str
+    model: str
+    version: str
+    run_id: str
+    mirror: Mirror | None
+
+
+def _job_inputs(req: Promotion, bucket: str, target: ServingTarget, checkpoint: registry.Checkpoint) -> _JobInputs:
+    role_arn, bucket_arn, key_arn = job_access(target)
+    return _JobInputs(
+        bucket=bucket,
+        bucket_arn=bucket_arn,
+        key_arn=key_arn,
+        role_arn=role_arn,
+        region=target.region,
+        ns=target.config.serving.namespace,
+        checkpoint=checkpoint.prefix,
+        model=req.model,
+        version=req.version,
+        run_id=req.run_id,
+        mirror=target.image_mirror,
+    )
+
+
 def _conversion_objects(
-    req: Promotion,
-    bucket: str,
-    bucket_arn: str,
-    key_arn: str,
-    role_arn: str,
-    target: ServingTarget,
-    checkpoint: registry.Checkpoint,
-    sizes: dict[str, sizing.Resources],
-    servers: dict[str, ModelSpec],
+    req: Promotion, shared: _JobInputs, sizes: dict[str, sizing.Resources], servers: dict[str, ModelSpec]
 ) -> dict[str, list[dict[str, Any]]]:
     """Each variant's conversion Job, all built (and their session policies checked) before any starts; a
     calibrated variant's reads the request's calibration data."""
     try:
         return {
             variant: job_objects.conversion_objects(
-                bucket=bucket,
-                bucket_arn=bucket_arn,
-                key_arn=key_arn,
-                role_arn=role_arn,
-                region=target.region,
-                ns=target.config.serving.namespace,
-                checkpoint=checkpoint.prefix,
-                model=req.model,
-                version=req.version,
+                **shared,
                 variant=variant,
-                run_id=req.run_id,
                 resources=sizes[variant],
                 server=servers[variant],
-                mirror=target.image_mirror,
                 calibration=req.calibration if VARIANTS[variant].calibrated else None,
             )
             for variant in req.variants
@@ -214,38 +230,20 @@ def _conversion_objects(
 
 
 def _evaluation_objects(
-    req: Promotion,
-    bucket: str,
-    bucket_arn: str,
-    key_arn: str,
-    role_arn: str,
-    target: ServingTarget,
-    checkpoint: registry.Checkpoint,
-    servers: dict[str, ModelSpec],
+    req: Promotion, shared: _JobInputs, checkpoint: registry.Checkpoint, servers: dict[str, ModelSpec]
 ) -> dict[str, list[dict[str, Any]]]:
     """Each quantised variant's evaluation Job (built, and its session policy checked, before anything starts)."""
-    ns, data = target.config.serving.namespace, req.evaluation
-    if data is None:  # the request requires it for a quantised variant: then none is asked for
+    if req.evaluation is None:  # the request requires it for a quantised variant: then none is asked for
         return {}
     try:
         return {
             variant: [
                 evaluation.evaluation_job(
-                    bucket=bucket,
-                    bucket_arn=bucket_arn,
-                    key_arn=key_arn,
-                    role_arn=role_arn,
-                    region=target.region,
-                    ns=ns,
-                    checkpoint=checkpoint.prefix,
+                    **shared,
                     checkpoint_bytes=checkpoint.size,
-                    evaluation=data,
-                    model=req.model,
-                    version=req.version,
+                    evaluation=req.evaluation,
                     variant=variant,
-                    run_id=req.run_id,
                     server=servers[variant],
-                    mirror=target.image_mirror,
                 )
             ]
             for variant in req.variants
