@@ -1,7 +1,8 @@
 """`python -m infra simulate`: the serving fleet's twin run under a trace (docs/simulate.md).
 
 Settings come from the stack's offline preview (or a preview document), the trace from a built-in shape or a
-request log; the figures are printed (or --json), the replicas and nodes over time written as an SVG. --compare
+request log; the figures are printed (or --json), the replicas and nodes over time written as an SVG where
+--picture says (nothing is written without it, so a run leaves no file in the work tree). --compare
 runs the same trace through another configuration (a preview document, e.g. the main branch's, or -c overrides)
 and prints both and the change. The last line (or --json's "engine") says whether the twin ran compiled or from
 its source (infra/serving/twin/accel.py).
@@ -61,7 +62,10 @@ def add_simulate_parser(verbs: Any) -> None:
         "--spot-interruptions-per-node-hour", type=float, default=0.0, help="Spot reclaims per node-hour (0)"
     )
     sim.add_argument("--model", action="append", default=[], help="simulate only this model (repeatable)")
-    sim.add_argument("--picture", type=Path, help="SVG to write (default simulate-<stack>.svg)")
+    sim.add_argument(
+        "--picture", type=Path, metavar="PATH",
+        help="write the replicas and nodes over time as an SVG here (none is written without it)",
+    )  # fmt: skip
     sim.add_argument("--compare", type=Path, metavar="PATH", help="another configuration's preview document")
     sim.add_argument(
         "--compare-config", action="append", default=[], metavar="KEY=VALUE",
@@ -98,6 +102,11 @@ def check_numbers(args: argparse.Namespace) -> None:
         )
     if args.spot_interruptions_per_node_hour < 0:
         problems.append(Problem("--spot-interruptions-per-node-hour", "must be 0 or more"))
+    if args.picture is not None:
+        if args.picture.is_dir():
+            problems.append(Problem("--picture", f"{str(args.picture)!r} is a directory; name the SVG file to write"))
+        elif not args.picture.parent.is_dir():
+            problems.append(Problem("--picture", f"directory {str(args.picture.parent)!r} does not exist"))
     if problems:
         raise InputError(problems)
 
@@ -212,9 +221,10 @@ def run(args: argparse.Namespace) -> int:
     results = [figures(o) for o in outcomes]
     others = [figures(o) for o in run_twins(other_twins, args)] if other_twins else []
     name = args.stack or args.preview_json.stem
-    picture = args.picture or Path(f"simulate-{name}.svg")
     trace = args.trace if args.trace in SHAPES else Path(args.trace).name
-    picture.write_text(svg(outcomes, f"{name}: {trace} trace, seed {args.seed}"), encoding="utf-8")
+    picture: Path | None = args.picture
+    if picture is not None:
+        picture.write_text(svg(outcomes, f"{name}: {trace} trace, seed {args.seed}"), encoding="utf-8")
     by_model = {f.model: f for f in others}
     if args.json:
         doc: dict[str, Any] = {
@@ -226,7 +236,8 @@ def run(args: argparse.Namespace) -> int:
         if others:
             doc["compare"] = [f.as_json() for f in others]
         doc["engine"] = accel.ENGINE
-        doc["picture"] = str(picture)
+        if picture is not None:
+            doc["picture"] = str(picture)
         print(json.dumps(doc, indent=2))
         return 0
     out = []
@@ -236,7 +247,8 @@ def run(args: argparse.Namespace) -> int:
         out.append("compared with the other configuration (other -> this):")
         out += [comparison(f, by_model[f.model]) for f in results if f.model in by_model]
         out.append("")
-    out.append(f"picture: {picture}")
+    if picture is not None:
+        out.append(f"picture: {picture}")
     out.append(f"twin: {accel.describe()}")
     print("\n".join(out))
     return 0

@@ -78,11 +78,23 @@ def test_a_request_log_is_replayed(capsys, tmp_path):
         (("--model", "gpt"), "error: --model: gpt not in the preview; its models: llama-3-8b-neuron, mistral-7b"),
         (("--trace", "nowhere.csv"), "error: --trace: nowhere.csv: No such file or directory"),
         (("--prompt-tokens", "9:3"), "error: --prompt-tokens: '9:3' is not MEAN:P95 tokens with 0 < MEAN <= P95"),
+        (("--picture", "/no-such-dir/p.svg"), "error: --picture: directory '/no-such-dir' does not exist"),
+        (("--picture", "/"), "error: --picture: '/' is a directory; name the SVG file to write"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, args, error):
     code, out, err = _run(capsys, "--stack", "serving-demo", "--hours", "0.1", "--picture", str(tmp_path / "p"), *args)
     assert (code, out, err.strip()) == (2, "", error)
+
+
+def test_without_picture_nothing_is_written(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(capsys, "--stack", "serving-demo", "--trace", "steady", "--hours", "0.1", "--json")
+    assert (code, err) == (0, "")
+    assert "picture" not in json.loads(out)
+    code, out, _ = _run(capsys, "--stack", "serving-demo", "--trace", "steady", "--hours", "0.1")
+    assert code == 0 and "picture:" not in out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_stack_without_models_to_scale_exits_2(capsys, tmp_path):
