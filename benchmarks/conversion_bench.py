@@ -91,7 +91,9 @@ def synthetic(path: Path, layers: int = 2) -> int:
             f"model.layers.{i}.{n}.weight": ones.clone() for n in ("input_layernorm", "post_attention_layernorm")
         }
     save_file(tensors, str(path / "model-00002-of-00002.safetensors"))
-    (path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16"}))
+    (path / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16"}), encoding="utf-8"
+    )
     return sum(f.stat().st_size for f in path.glob("*.safetensors"))
 
 
@@ -108,7 +110,9 @@ def main() -> int:
         tiny_llama.save_checkpoint(reference, text, root / "tiny")
         (root / "calibration").mkdir()
         lines = [line for line in text.train.splitlines() + text.facts if line.strip()]
-        (root / "calibration" / "calibration.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
+        (root / "calibration" / "calibration.jsonl").write_text(
+            "".join(json.dumps({"text": t}) + "\n" for t in lines), encoding="utf-8"
+        )
         search_started = time.perf_counter()
         searched = subprocess.run(
             [sys.executable, str(AWQ_PROGRAM), "--checkpoint", str(root / "tiny"), "--calibration",

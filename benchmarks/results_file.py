@@ -21,4 +21,6 @@ def replace_section(document: str, heading: str, section: str) -> str:
 
 def write_section(path: Path, heading: str, section: str) -> None:
     """Set the section under `heading` of the Markdown file at `path` (created if missing) to `section`."""
-    path.write_text(replace_section(path.read_text() if path.exists() else "", heading, section))
+    path.write_text(
+        replace_section(path.read_text(encoding="utf-8") if path.exists() else "", heading, section), encoding="utf-8"
+    )

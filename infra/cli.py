@@ -130,7 +130,7 @@ def _schema(args: argparse.Namespace) -> int:
 
     text = json.dumps(stack_file_schema(), indent=2) + "\n"
     if args.out:
-        args.out.write_text(text)
+        args.out.write_text(text, encoding="utf-8")
         print(f"wrote {args.out}")
     else:
         sys.stdout.write(text)

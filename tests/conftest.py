@@ -9,14 +9,47 @@ import functools
 import json
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import botocore.loaders
 import botocore.session
+import hypothesis
+import hypothesis.configuration
 import pytest
 
 from infra.tools.offline import engine
 from infra.tools.offline.engine import Preview, preview, run_program
+
+# The suite runs against the emulators it starts on the loopback, never a developer's or a CI runner's own clouds:
+# whatever credentials, profiles, default regions and projects this machine holds (in the environment, in ~/.aws,
+# in gcloud's configuration, or at a cloud's metadata server) stay out of it, and so does any proxy, which would
+# take the emulators' loopback requests.
+for _name in (
+    "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+    "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT",
+    "PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS", "PULUMI_STACK", "PULUMI_PROJECT",
+):  # fmt: skip
+    os.environ.pop(_name, None)
+_nowhere = str(Path(__file__).resolve().parent / "data" / "no-such-cloud-config")
+os.environ.update(
+    AWS_CONFIG_FILE=_nowhere, AWS_SHARED_CREDENTIALS_FILE=_nowhere, AWS_EC2_METADATA_DISABLED="true",
+    CLOUDSDK_CONFIG=_nowhere, NO_GCE_CHECK="True",
+)  # fmt: skip
+for _name in ("NO_PROXY", "no_proxy"):
+    os.environ[_name] = ",".join(filter(None, [os.environ.get(_name, ""), "localhost,127.0.0.1,::1"]))
+
+# Property tests judge the same examples on every machine and leave nothing behind: no deadline (a slower CPU or a
+# busy xdist worker is not a failure), the examples drawn from a fixed seed, and no example database (a
+# `.hypothesis/` in the current directory would replay what an earlier run found, so one clone's run would differ
+# from another's). MLINFRA_HYPOTHESIS_EXPLORE=1 draws new examples each run, for hunting, with the same other settings.
+# Hypothesis still caches the constants it reads from our sources (keyed by their content): in the clone's ignored
+# `.hypothesis/`, whatever the current directory.
+hypothesis.configuration.set_hypothesis_home_dir(str(Path(__file__).resolve().parents[1] / ".hypothesis"))
+hypothesis.settings.register_profile("mlinfra", deadline=None, derandomize=True, database=None, print_blob=True)
+hypothesis.settings.register_profile("explore", parent=hypothesis.settings.get_profile("mlinfra"), derandomize=False)
+hypothesis.settings.load_profile("explore" if os.environ.get("MLINFRA_HYPOTHESIS_EXPLORE") == "1" else "mlinfra")
 
 # Each boto3 session the code under test makes (a runtime, a guard invocation) would parse botocore's service
 # models again: about a second of JSON per test against the moto server. One loader per data path (the loader
@@ -50,7 +83,7 @@ def _remembered_run(project: Any, stack: str, config: dict[str, Any], chain: tup
         stack,
         json.dumps(config, sort_keys=True, default=repr),
         chain,
-        tuple(sorted(os.environ.items())),
+        tuple(sorted((k, v) for k, v in os.environ.items() if not k.startswith("PYTEST_"))),  # pytest's own, per test
     )
     if key not in _previews:
         _previews[key] = _engine_run(project, stack, config, chain)
@@ -58,16 +91,6 @@ def _remembered_run(project: Any, stack: str, config: dict[str, Any], chain: tup
 
 
 engine._run = _remembered_run
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _shared_directory(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Under pytest-xdist, a directory every worker of this run sees (beside their own temporary directories),
-    for what one worker computes and the others reuse (tests/infra/ops/promotion/tiny_lm.py's trained models)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = tmp_path_factory.getbasetemp().parent / "shared"
-        shared.mkdir(exist_ok=True)
-        os.environ["MLINFRA_TESTS_SHARED_DIR"] = str(shared)
 
 
 @pytest.fixture(autouse=True)

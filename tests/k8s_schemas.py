@@ -31,7 +31,7 @@ def _closed(schema: Any) -> Any:
 
 @functools.cache
 def crd_schema(api_version: str, kind: str) -> dict[str, Any]:
-    crd = yaml.safe_load((CRD_DIR / CRD_FILES[(api_version, kind)]).read_text())
+    crd = yaml.safe_load((CRD_DIR / CRD_FILES[(api_version, kind)]).read_text(encoding="utf-8"))
     group, version = api_version.split("/")
     assert crd["spec"]["group"] == group and crd["spec"]["names"]["kind"] == kind
     [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]

@@ -14,7 +14,7 @@ Role = Literal["training", "serving"]
 
 @functools.cache
 def _roles() -> dict:
-    return json.loads(resources.files("infra.catalog").joinpath("data/roles.json").read_text())
+    return json.loads(resources.files("infra.catalog").joinpath("data/roles.json").read_text(encoding="utf-8"))
 
 
 def types_for(role: Role) -> tuple[str, ...]:

@@ -173,10 +173,10 @@ def _docs(args: argparse.Namespace) -> int:
         path = args.out / name
         text = render()
         if args.check:
-            if not path.exists() or path.read_text() != text:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(str(path))
             continue
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         print(f"wrote {path}")
     for path in stale:
         print(f"out of date: {path} (run `python -m infra docs`)")

@@ -260,7 +260,7 @@ def fabric_gate_section(gate: FabricGate | None, node_count: int) -> str:
 @cache
 def fabric_check_program() -> str:
     """The fabric gate's program, infra/training/fabric_check.py, as the node writes it."""
-    program = resources.files("infra.training").joinpath("fabric_check.py").read_text()
+    program = resources.files("infra.training").joinpath("fabric_check.py").read_text(encoding="utf-8")
     if _PROGRAM_END in program.splitlines() or "@@" in program:
         raise ValueError(f"fabric_check.py must not contain a line {_PROGRAM_END!r} nor '@@'")
     return program if program.endswith("\n") else program + "\n"
@@ -287,7 +287,7 @@ def template() -> str:
 
 @cache
 def _shell_file(name: str) -> str:
-    return resources.files("infra.training").joinpath(name).read_text()
+    return resources.files("infra.training").joinpath(name).read_text(encoding="utf-8")
 
 
 def shell_sections(package: str, filename: str) -> dict[str, str]:
@@ -295,7 +295,7 @@ def shell_sections(package: str, filename: str) -> dict[str, str]:
     lines before the first marker describe the file)."""
     sections: dict[str, str] = {}
     current = None
-    for line in resources.files(package).joinpath(filename).read_text().splitlines(keepends=True):
+    for line in resources.files(package).joinpath(filename).read_text(encoding="utf-8").splitlines(keepends=True):
         marker = re.fullmatch(r"# ==== (\w+) ====\n", line)
         if marker:
             current = marker.group(1)

@@ -10,6 +10,6 @@ from typing import Any
 def write_facts(folder: str, name: str, facts: dict[str, Any]) -> Path:
     out = Path(folder) / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(facts, indent=1) + "\n")
+    out.write_text(json.dumps(facts, indent=1) + "\n", encoding="utf-8")
     print(out)
     return out

@@ -12,7 +12,7 @@ import botocore
 
 from infra.training.aws.reservation import POOL_CONFIGURATION, capacity_reservation_arn
 
-FACTS = json.loads((Path(__file__).parent / "data" / "ec2_capacity_reservations.json").read_text())
+FACTS = json.loads((Path(__file__).parent / "data" / "ec2_capacity_reservations.json").read_text(encoding="utf-8"))
 MODELS = Path(botocore.__file__).parent / "data"
 
 

@@ -20,7 +20,7 @@ def facts(chart: charts.Chart) -> dict[str, Any]:
     name = chart.chart.rsplit("/", 1)[-1]
     path = DATA / f"{name}-{chart.version}.json"
     assert path.exists(), f"no facts for {name} {chart.version}: run tests/contracts/extract_chart.py at its tag"
-    loaded: dict[str, Any] = json.loads(path.read_text())
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
 
@@ -112,7 +112,7 @@ def test_neuron_kube_scheduler_matches_the_cluster_minor(minor):
 
 def test_every_fact_file_names_its_source():
     for path in DATA.glob("*.json"):
-        chart_facts = json.loads(path.read_text())
+        chart_facts = json.loads(path.read_text(encoding="utf-8"))
         source = chart_facts["source"]
         assert source["repository"].startswith("https://github.com/") and len(source["commit"]) == 40, path
         assert chart_facts["extracted"] >= "2026-01-01", path

@@ -13,7 +13,7 @@ from infra.ops.promotion import quantize
 from infra.ops.promotion.recipes import RECIPES
 from infra.serving.variants import VARIANTS
 
-CONTRACT = json.loads((Path(__file__).parent / "data" / "compressed_tensors.json").read_text())
+CONTRACT = json.loads((Path(__file__).parent / "data" / "compressed_tensors.json").read_text(encoding="utf-8"))
 RECORDED = CONTRACT["variants"]
 
 

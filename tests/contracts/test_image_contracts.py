@@ -22,7 +22,9 @@ from infra.serving.spec import ModelSpec
 from infra.serving.variants import facts
 from tests.helpers import ROOT
 
-IMAGES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "images.json").read_text())["images"]
+IMAGES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "images.json").read_text(encoding="utf-8"))[
+    "images"
+]
 SHELL_WORDS = {
     "set", "unset", "umask", "echo", "exit", "exec", "export", "case", "esac", "for", "in", "done", "do",
     "if", "then", "else", "fi", "[", "test", "true", "false", ":", "{", "}", "!", "while", "break", "return",

@@ -11,7 +11,7 @@ from infra.serving.aws.config import Inf2PoolSpec
 from infra.serving.scheduling import taint
 from infra.serving.servers import PROFILES
 
-FACTS = json.loads((Path(__file__).parent / "data" / "neuron-device-plugin.json").read_text())
+FACTS = json.loads((Path(__file__).parent / "data" / "neuron-device-plugin.json").read_text(encoding="utf-8"))
 
 
 def test_neuron_requests_use_a_resource_the_device_plugin_registers():

@@ -21,7 +21,7 @@ from infra.serving.variants import VARIANTS
 from tests.contracts.test_image_contracts import IMAGES
 from tests.infra.ops.promotion import nxd_format
 
-FACTS = json.loads((Path(__file__).parent / "data" / "nxd_inference.json").read_text())
+FACTS = json.loads((Path(__file__).parent / "data" / "nxd_inference.json").read_text(encoding="utf-8"))
 SERVER = ModelSpec.model_validate(
     {
         "name": "m",
@@ -103,7 +103,12 @@ def test_the_tests_writer_is_torchs_per_channel_int8_quantisation():
     assert str(values.dtype) == f"torch.{formats['weight']['dtype']}" and values.shape == w.shape
     assert str(written.dtype) == f"torch.{formats['scale']['dtype']}" and written.shape == (48, 1)
     nonzero = w.abs().amax(dim=1) > 0
-    assert torch.equal(values, q.int_repr())
+    # The same integers, but where w / scale lies within float rounding of a half (torch divides in float64, the
+    # writer in float32): there the two may round to neighbours.
+    ratio = (w / scale.unsqueeze(1)).abs()
+    at_a_half = (ratio - ratio.floor() - 0.5).abs() < 1e-4
+    differ = values != q.int_repr()
+    assert not (differ & ~at_a_half).any() and (values.int() - q.int_repr().int()).abs().max() <= 1
     assert torch.allclose(written[nonzero, 0], q.q_per_channel_scales().float()[nonzero], rtol=1e-7, atol=0)
     # Names without `model.`; lm_head (modules_to_not_convert) as it is, in the unquantised dtype.
     assert set(tensors) == {"layers.0.mlp.up_proj.weight", "layers.0.mlp.up_proj.scale", "lm_head.weight"}
@@ -113,7 +118,7 @@ def test_the_tests_writer_is_torchs_per_channel_int8_quantisation():
 def test_the_evaluation_reads_the_files_nxd_inference_writes():
     assert FACTS["format"]["files"] == ["model.safetensors", "model.safetensors.index.json"]
     assert evaluate.NXD_QUANTIZED == engine.NEURON_QUANTIZED_DIR
-    source = Path(evaluate.__file__).read_text()
+    source = Path(evaluate.__file__).read_text(encoding="utf-8")
     for name in FACTS["format"]["files"]:
         assert f'"{name}"' in source
 

@@ -15,7 +15,7 @@ from infra.catalog.aws.node_images import dlami_facts
 from infra.training.aws.userdata import render_user_data
 from tests.infra.training.aws.bootstrap_sim import training_spec
 
-DATA = json.loads((Path(__file__).parent / "data" / "torchrun.json").read_text())
+DATA = json.loads((Path(__file__).parent / "data" / "torchrun.json").read_text(encoding="utf-8"))
 
 
 def static_flags(script: str) -> list[str]:

@@ -50,7 +50,7 @@ class Parser(argparse.ArgumentParser):
 def facts(release: str) -> dict[str, Any]:
     path = DATA / f"vllm-{release}.json"
     assert path.exists(), f"no facts for vLLM {release}: run tests/contracts/extract_vllm_args.py with its wheel"
-    loaded: dict[str, Any] = json.loads(path.read_text())
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
 

@@ -59,7 +59,7 @@ def test_the_region_table_has_its_source_and_covers_the_machine_catalog():
     assert [r for r in regions if not GCP_REGION_PATTERN.fullmatch(r)] == []
     catalogued = {r for name in known_machine_types() for r in machine_type(name).regions}
     assert sorted(catalogued - set(regions)) == []
-    data = json.loads((ROOT / "infra" / "catalog" / "data" / "gcp_regions.json").read_text())
+    data = json.loads((ROOT / "infra" / "catalog" / "data" / "gcp_regions.json").read_text(encoding="utf-8"))
     assert set(data) == {"source", "asOf", "note", "regions"}
 
 

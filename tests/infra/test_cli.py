@@ -90,10 +90,10 @@ def test_catalog_unknown_type_lists_close_names():
 
 
 def test_committed_schema_is_current_and_stack_files_validate_against_it():
-    committed = json.loads((ROOT / "stacks" / "mlinfra-stack.schema.json").read_text())
+    committed = json.loads((ROOT / "stacks" / "mlinfra-stack.schema.json").read_text(encoding="utf-8"))
     assert committed == stack_file_schema(), "run: python -m infra schema --out stacks/mlinfra-stack.schema.json"
     for path in (ROOT / "stacks").glob("Pulumi.*.yaml"):
-        jsonschema.validate(yaml.safe_load(path.read_text()), committed)
+        jsonschema.validate(yaml.safe_load(path.read_text(encoding="utf-8")), committed)
 
 
 def test_schema_rejects_keys_of_another_kind():

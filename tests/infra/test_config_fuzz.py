@@ -31,7 +31,7 @@ NAMED = re.compile(r"^error: (?:[a-z]+:[A-Za-z][\w.\[\]-]*|--[a-z-]+|stacks/\S+|
 
 def documented_keys() -> list[tuple[str, str]]:
     keys, stack = [], None
-    for line in (ROOT / "docs" / "configuration.md").read_text().splitlines():
+    for line in (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             stack = SECTIONS.get(line[3:].strip())
         found = re.match(r"^\| `([^`]+)`", line)

@@ -14,7 +14,7 @@ from tests.helpers import ROOT
 
 
 def stack_values(stack: str) -> dict:
-    config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8"))["config"]
     return namespace_values(config)
 
 

@@ -26,7 +26,7 @@ def document():
 
 def violations(tmp_path, document) -> list[dict]:
     path = tmp_path / "preview.json"
-    path.write_text(json.dumps(document))
+    path.write_text(json.dumps(document), encoding="utf-8")
     done = run_cli("policy", "--preview-json", str(path), "--json")
     found = [v for v in json.loads(done.stdout)["violations"] if v["policy"] == rule.NAME]
     assert (done.returncode == 1) == bool(found), done.stdout + done.stderr

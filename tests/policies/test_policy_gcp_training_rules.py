@@ -239,7 +239,7 @@ def _broken(document, type_, mutate):
 )
 def test_runner_exits_1_naming_the_rule(tmp_path, document, type_, mutate, policy, message):
     path = tmp_path / "preview.json"
-    path.write_text(json.dumps(_broken(document, type_, mutate)))
+    path.write_text(json.dumps(_broken(document, type_, mutate)), encoding="utf-8")
     done = run_cli("policy", "--preview-json", str(path), "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     found = [v for v in json.loads(done.stdout)["violations"] if v["policy"] == policy]

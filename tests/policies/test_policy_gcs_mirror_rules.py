@@ -197,7 +197,7 @@ def test_runner_fails_a_broken_mirror_preview(tmp_path):
             step["newState"]["inputs"]["transferSpec"]["awsS3DataSource"]["path"] = ""
             step["newState"]["inputs"]["transferSpec"]["transferOptions"]["deleteObjectsFromSourceAfterTransfer"] = True
     path = tmp_path / "preview.json"
-    path.write_text(json.dumps(document))
+    path.write_text(json.dumps(document), encoding="utf-8")
     done = run_cli("policy", "--preview-json", str(path), "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     assert sorted(v["policy"] for v in json.loads(done.stdout)["violations"]) == [

@@ -194,7 +194,7 @@ def _broken(document, type_, family, mutate):
 )
 def test_runner_exits_1_naming_the_rule(tmp_path, document, type_, family, mutate, policy, message):
     path = tmp_path / "preview.json"
-    path.write_text(json.dumps(_broken(document, type_, family, mutate)))
+    path.write_text(json.dumps(_broken(document, type_, family, mutate)), encoding="utf-8")
     done = run_cli("policy", "--preview-json", str(path), "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     found = [v for v in json.loads(done.stdout)["violations"] if v["policy"] == policy]
@@ -203,7 +203,9 @@ def test_runner_exits_1_naming_the_rule(tmp_path, document, type_, family, mutat
 
 def test_missing_taint_is_advisory(tmp_path, document):
     path = tmp_path / "preview.json"
-    path.write_text(json.dumps(_broken(document, NODE_POOL, "l4", lambda i: i["nodeConfig"].pop("taints"))))
+    path.write_text(
+        json.dumps(_broken(document, NODE_POOL, "l4", lambda i: i["nodeConfig"].pop("taints"))), encoding="utf-8"
+    )
     done = run_cli("policy", "--preview-json", str(path), "--json")
     assert done.returncode == 0
     assert [v["policy"] for v in json.loads(done.stdout)["violations"]] == ["accelerator-node-pools-tainted"]

@@ -55,7 +55,7 @@ def test_enforcement_levels_are_set_by_the_pack():
 
 def test_every_rule_has_a_test_that_names_it():
     here = Path(__file__).parent
-    text = "\n".join(p.read_text() for p in here.glob("test_*.py") if p.name != Path(__file__).name)
+    text = "\n".join(p.read_text(encoding="utf-8") for p in here.glob("test_*.py") if p.name != Path(__file__).name)
     untested = [m.NAME for m in MODULES if m.__name__.rsplit(".", 1)[1] not in text and m.NAME not in text]
     assert untested == []
 

@@ -19,7 +19,7 @@ from tests.policies.policy_fixtures import (
 
 def write(tmp_path, document, name="preview.json"):
     path = tmp_path / name
-    path.write_text(json.dumps(document))
+    path.write_text(json.dumps(document), encoding="utf-8")
     return str(path)
 
 
@@ -248,7 +248,8 @@ def test_pack_config_sets_the_cost_ceiling(tmp_path):
     assert violations(done) == {("stack-hourly-cost-under-ceiling", "")}
     config = tmp_path / "pack.json"
     config.write_text(
-        json.dumps({"stack-hourly-cost-under-ceiling": {"enforcementLevel": "advisory", "maxHourlyCostUsd": 50}})
+        json.dumps({"stack-hourly-cost-under-ceiling": {"enforcementLevel": "advisory", "maxHourlyCostUsd": 50}}),
+        encoding="utf-8",
     )
     done = policy("--preview-json", path, "--policy-pack-config", str(config))
     assert (
@@ -295,7 +296,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, message):
 )
 def test_invalid_documents_exit_2(tmp_path, text):
     path = tmp_path / "bad.json"
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
     done = policy("--preview-json", str(path))
     assert (
         done.returncode == 2

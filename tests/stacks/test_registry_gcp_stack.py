@@ -123,10 +123,10 @@ def test_hourly_schedule_sets_the_repeat_interval():
 
 
 def test_serving_gcp_demo_reads_the_mirror_and_its_servers_are_the_readers():
-    serving = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]
-    mirror = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())["config"]["mlinfra:registry"][
-        "mirror"
-    ]
+    serving = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text(encoding="utf-8"))["config"]
+    mirror = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text(encoding="utf-8"))["config"][
+        "mlinfra:registry"
+    ]["mirror"]
     assert serving["mlinfra:serving"]["modelStore"]["bucket"] == mirror["bucketName"]
     from infra.core.labels import account_id
 

@@ -82,7 +82,9 @@ def test_authorized_networks_per_endpoint_access():
 
 def test_l4_pool_is_bounded_tainted_with_gke_installed_drivers(demo):
     l4 = pools(demo)["pool-l4"]
-    spec = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]["mlinfra:serving"]
+    spec = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text(encoding="utf-8"))["config"][
+        "mlinfra:serving"
+    ]
     bounds = spec["nodePools"]["l4"]
     # Total bounds over the zones: per-zone ones (minNodeCount) would keep one L4 node in every zone.
     assert l4["autoscaling"] == {

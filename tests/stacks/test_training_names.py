@@ -19,7 +19,9 @@ from infra.tools.offline.engine import preview
 from infra.training.spec import RUN_ID_PATTERN
 from tests.helpers import one
 
-FACTS = json.loads((Path(__file__).parents[1] / "contracts" / "data" / "aws_name_limits.json").read_text())
+FACTS = json.loads(
+    (Path(__file__).parents[1] / "contracts" / "data" / "aws_name_limits.json").read_text(encoding="utf-8")
+)
 LIMITS: dict[str, dict[str, Any]] = FACTS["limits"]
 LONGEST = "r" + "-x" * 19 + "9"
 AUTO_SUFFIX = 8  # "-" and 7 random characters

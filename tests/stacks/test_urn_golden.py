@@ -20,7 +20,9 @@ STACKS = sorted(p.stem for p in GOLDEN.glob("*.urns"))
 
 def _golden(stack: str) -> dict[str, str]:
     rows = [
-        line.split(" ", 1) for line in (GOLDEN / f"{stack}.urns").read_text().splitlines() if not line.startswith("#")
+        line.split(" ", 1)
+        for line in (GOLDEN / f"{stack}.urns").read_text(encoding="utf-8").splitlines()
+        if not line.startswith("#")
     ]
     return {urn: type_ for type_, urn in rows}
 

@@ -159,7 +159,7 @@ def _jobs(stacks: Any, stack: str, directory: str):
     if not kubeconfig:
         return KubectlJobs(os.environ.get("KUBECONFIG"))
     path = os.path.join(directory, "kubeconfig.yaml")
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
         handle.write(kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig))
     return KubectlJobs(path)
 

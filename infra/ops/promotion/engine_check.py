@@ -40,7 +40,7 @@ def main(argv):
         "tokensPerSecond": round(sum(generated) / max(finished - loaded, 1e-9), 1),
         "sample": outputs[0].outputs[0].text[:200] if outputs and outputs[0].outputs else "",
     }
-    with open(report_path, "w") as handle:
+    with open(report_path, "w", encoding="utf-8") as handle:
         json.dump(report, handle)
     if len(generated) != len(PROMPTS) or not all(generated):
         print(f"engine check failed: generated {generated} tokens for {len(PROMPTS)} prompts", file=sys.stderr)

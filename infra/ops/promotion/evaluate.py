@@ -239,7 +239,9 @@ def _nxd_files(directory: Path) -> list[Path]:
     index = directory / "model.safetensors.index.json"
     if not index.is_file():
         raise BadArtefact(f"{directory}: neither model.safetensors nor model.safetensors.index.json")
-    return [directory / name for name in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+    return [
+        directory / name for name in sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+    ]
 
 
 def load_nxd_int8(model: torch.nn.Module, directory: Path) -> torch.nn.Module:

@@ -46,7 +46,7 @@ DEADLINE_SECONDS = 2 * 3600
 # The evaluation program, written into the pod by the `evaluate` step (it runs in the server image: Python's
 # standard library and torch, transformers to load the two checkpoints, safetensors to read a neuron-int8
 # artefact's quantized checkpoint; tests/contracts checks the image).
-EVALUATE = (Path(__file__).parent / "evaluate.py").read_text()
+EVALUATE = (Path(__file__).parent / "evaluate.py").read_text(encoding="utf-8")
 PROGRAM = "/out/evaluate.py"
 RESULT = f"/out/{access.QUALITY_FILE}"
 _GIB = 1 << 30

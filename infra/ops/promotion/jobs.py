@@ -67,9 +67,11 @@ SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 SERVED = "/served"  # where `check` sees the artefact, read-only, as a server does
 _NO_CREDENTIALS = "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
 # The load-and-generate program, written into the work volume by `convert` (it runs in the server image).
-ENGINE_CHECK = (Path(__file__).parent / "engine_check.py").read_text()
+ENGINE_CHECK = (Path(__file__).parent / "engine_check.py").read_text(encoding="utf-8")
 # The programs a recipe's `convert` runs (its `programs`), shipped the same way.
-PROGRAMS = {name: (Path(__file__).parent / name).read_text() for r in RECIPES.values() for name in r.programs}
+PROGRAMS = {
+    name: (Path(__file__).parent / name).read_text(encoding="utf-8") for r in RECIPES.values() for name in r.programs
+}
 _REPORT_SCRIPT = """import hashlib, json, os, sys
 files = []
 for root, _, names in os.walk("/work/out"):

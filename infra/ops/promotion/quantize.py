@@ -315,7 +315,9 @@ def _linear(name: str, tensor: torch.Tensor) -> bool:
 def _shards(checkpoint: Path) -> list[Path]:
     index = checkpoint / "model.safetensors.index.json"
     if index.is_file():
-        return [checkpoint / f for f in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+        return [
+            checkpoint / f for f in sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        ]
     found = sorted(checkpoint.glob("*.safetensors"))
     if not found:
         raise BadCheckpoint(f"{checkpoint}: no *.safetensors (the conversion reads safetensors checkpoints only)")
@@ -326,7 +328,7 @@ def checkpoint_config(checkpoint: Path) -> dict[str, Any]:
     path = checkpoint / "config.json"
     if not path.is_file():
         raise BadCheckpoint(f"{path}: no such file")
-    config: dict[str, Any] = json.loads(path.read_text())
+    config: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     architectures = config.get("architectures") or []
     if not any(a in ARCHITECTURES for a in architectures):
         raise BadCheckpoint(f"{path}: architectures {architectures}; the conversion knows {', '.join(ARCHITECTURES)}")
@@ -433,8 +435,10 @@ def convert(
         path.rename(out / final)
         weight_map.update(dict.fromkeys(names, final))
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
-    (out / "config.json").write_text(json.dumps({**config, "quantization_config": quantization_config(scheme)}))
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    (out / "config.json").write_text(
+        json.dumps({**config, "quantization_config": quantization_config(scheme)}), encoding="utf-8"
+    )
     for path in sorted(checkpoint.iterdir()):  # tokenizer, generation config, ...: as they are
         if path.is_file() and not path.name.endswith(WEIGHT_FILES) and path.name not in CONVERTED:
             shutil.copyfile(path, out / path.name)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from infra.serving.twin.hpa import SYNC_SECONDS, Hpa
-from infra.serving.twin.keda import activation
+from infra.serving.twin.keda import activation, left_to_right
 from infra.serving.twin.replica import Replica, Tally
 from infra.serving.twin.settings import NodeGroup, Twin
 
@@ -344,7 +344,7 @@ class Simulation:
                 if pod.state in ("ready", "stopping"):
                     recent = [s[index] for s in pod.samples if s[0] > now - query.window_seconds]
                     if recent:
-                        averages.append(sum(recent) / len(recent))
+                        averages.append(left_to_right(recent) / len(recent))
             values.append(query.value(averages))
         return values
 

@@ -50,8 +50,17 @@ class Query:
         """The query's value from each pod's average over the window (`or vector(0)`: 0 without pods)."""
         if not per_pod_averages:
             return 0.0
-        total = sum(per_pod_averages)
+        total = left_to_right(per_pod_averages)
         return (total if self.aggregate == "sum" else total / len(per_pod_averages)) / self.divisor
+
+
+def left_to_right(values: list[float]) -> float:
+    """The floats' sum, added one after another: the same bits compiled and from source on every Python (from 3.12
+    the built-in sum() of floats is compensated, which a compiled loop is not)."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
 
 
 def parse_query(text: str) -> Query:

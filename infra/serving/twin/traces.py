@@ -21,7 +21,7 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.serving.queueing import Z95, Lengths
@@ -147,9 +147,12 @@ def _seconds(value: str, where: str) -> float:
     except ValueError:
         pass
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as error:
         raise TraceError(f"{where}: timestamp {value!r} is neither seconds nor ISO-8601") from error
+    # A time without a zone is UTC, not this machine's local time: the same log replays the same anywhere, and
+    # a daylight-saving change inside it does not move its requests by an hour.
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _tokens(value: object, key: str, where: str) -> int:

@@ -138,8 +138,14 @@ def test_the_archive_holds_main_requirements_and_the_package_only():
 
 
 def test_the_functions_requirements_are_the_projects_pins():
-    pins = dict(line.split("==") for line in (ROOT / "pyproject.toml").read_text().split('"') if "==" in line)
-    wanted = [line for line in guard.SOURCE_DIR.joinpath("requirements.txt").read_text().splitlines() if "==" in line]
+    pins = dict(
+        line.split("==") for line in (ROOT / "pyproject.toml").read_text(encoding="utf-8").split('"') if "==" in line
+    )
+    wanted = [
+        line
+        for line in guard.SOURCE_DIR.joinpath("requirements.txt").read_text(encoding="utf-8").splitlines()
+        if "==" in line
+    ]
     assert wanted and all(pins.get(line.split("==")[0]) == line.split("==")[1] for line in wanted), wanted
 
 
@@ -148,7 +154,7 @@ def test_the_guard_imports_only_what_its_requirements_install():
     stdlib = {"json", "os", "re", "uuid", "urllib", "collections", "dataclasses", "datetime", "typing"}
     found = set()
     for path in guard.SOURCE_DIR.glob("*.py"):
-        found |= set(re.findall(r"^\s*(?:from|import) ([a-z_]+)", path.read_text(), re.M))
+        found |= set(re.findall(r"^\s*(?:from|import) ([a-z_]+)", path.read_text(encoding="utf-8"), re.M))
     assert found - allowed - stdlib == set()
 
 

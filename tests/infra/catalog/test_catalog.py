@@ -78,7 +78,7 @@ def test_accelerator_kind_is_data_not_name(name):
 def test_trn2_chip_memory_is_corrected_to_96_gib():
     (chip,) = instance_type("trn2.48xlarge").accelerators
     assert (chip.kind, chip.count, chip.memory_mib) == ("neuron", 16, 96 * 1024)
-    raw = json.loads((files("infra.catalog") / "data" / "aws_instances.json").read_text())
+    raw = json.loads((files("infra.catalog") / "data" / "aws_instances.json").read_text(encoding="utf-8"))
     (correction,) = [c for c in raw["corrections"] if "trn2.48xlarge" in c["instanceTypes"]]
     assert correction["snapshotValue"] == 512 * 1024 and correction["value"] == 96 * 1024
     assert correction["reason"]
@@ -154,7 +154,7 @@ def test_prices():
 
 
 def test_price_table_covers_the_reference_and_only_known_types():
-    raw = json.loads((files("infra.catalog") / "data" / "aws_prices.json").read_text())
+    raw = json.loads((files("infra.catalog") / "data" / "aws_prices.json").read_text(encoding="utf-8"))
     # The reference's types and every serving type the sizer ranks (roles.json), nothing else.
     assert set(raw["pricesPerHour"]) == set(REFERENCE_TYPES) | set(types_for("serving"))
     assert {h["pricePerHour"] for h in raw["history"]["p4d.24xlarge"]} == {32.77}

@@ -11,7 +11,7 @@ import pytest
 from infra.catalog.services import lustre_price_key, no_charge_reason, service_price, service_price_keys
 from tests.infra.tools.cost.cost_documents import DATA
 
-RAW = json.loads((DATA / "aws_service_prices.json").read_text())
+RAW = json.loads((DATA / "aws_service_prices.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("key", sorted(RAW["prices"]))

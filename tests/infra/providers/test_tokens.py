@@ -25,9 +25,9 @@ def _constants() -> dict[str, str]:
 
 
 def _custom_resource_identities() -> set[tuple[str, str, str]]:
-    keda = yaml.safe_load((CRDS / "keda.sh_scaledobjects.yaml").read_text())["spec"]
+    keda = yaml.safe_load((CRDS / "keda.sh_scaledobjects.yaml").read_text(encoding="utf-8"))["spec"]
     found = {(keda["group"], v["name"], keda["names"]["kind"]) for v in keda["versions"]}
-    for crd in json.loads((CRDS / "karpenter_identities.json").read_text())["crds"]:
+    for crd in json.loads((CRDS / "karpenter_identities.json").read_text(encoding="utf-8"))["crds"]:
         found |= {(crd["group"], version, crd["kind"]) for version in crd["versions"]}
     return found
 
@@ -56,7 +56,7 @@ def test_every_function_token_is_an_invoke_of_its_sdk():
         snake = re.sub(r"(?<!^)(?=[A-Z])", "_", function).lower()
         folder = module.split("/")[0]
         where = SDK[package] + ("" if folder == "index" else "." + folder) + "." + snake
-        source = Path(importlib.import_module(where).__file__).read_text()
+        source = Path(importlib.import_module(where).__file__).read_text(encoding="utf-8")
         if f"'{token}'" not in source and f'"{token}"' not in source:
             wrong.append(f"{name} = {token}")
     assert wrong == []
@@ -75,7 +75,7 @@ def test_no_module_spells_a_token_itself():
         for f in files
         if f.endswith(".py") and f != "infra/providers/tokens.py"
         if (ROOT / f).exists()
-        for m in TOKEN.findall((ROOT / f).read_text())
+        for m in TOKEN.findall((ROOT / f).read_text(encoding="utf-8"))
         if m != "aws:kms:dsse"
     ]
     assert spelled == []

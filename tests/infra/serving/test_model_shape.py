@@ -47,7 +47,7 @@ def test_kv_heads_are_replicated_past_the_kv_head_count():
 
 
 def test_mixture_of_experts_counts_total_and_active_parameters():
-    config = json.loads((MODELS / "mistral-7b" / "config.json").read_text())
+    config = json.loads((MODELS / "mistral-7b" / "config.json").read_text(encoding="utf-8"))
     config.update(architectures=["MixtralForCausalLM"], num_local_experts=8, num_experts_per_tok=2)
     shape = model_shape(config)
     mlp = 3 * 4096 * 14336
@@ -56,7 +56,7 @@ def test_mixture_of_experts_counts_total_and_active_parameters():
 
 
 def test_head_dim_given_or_derived():
-    config = json.loads((MODELS / "llama-3-8b" / "config.json").read_text())
+    config = json.loads((MODELS / "llama-3-8b" / "config.json").read_text(encoding="utf-8"))
     assert model_shape(config).head_dim == 128
     assert model_shape({**config, "head_dim": 256}).head_dim == 256
 
@@ -74,7 +74,7 @@ def test_head_dim_given_or_derived():
     ],
 )
 def test_a_config_the_sizing_cannot_read_names_the_key(change, message):
-    config = json.loads((MODELS / "llama-3-8b" / "config.json").read_text())
+    config = json.loads((MODELS / "llama-3-8b" / "config.json").read_text(encoding="utf-8"))
     config.update(change)
     config = {k: v for k, v in config.items() if v is not None}
     with pytest.raises(ModelConfigError) as error:
@@ -86,9 +86,9 @@ def test_file_errors_name_the_file(tmp_path):
     missing = tmp_path / "config.json"
     with pytest.raises(ModelConfigError, match=rf"^{missing}: no such file"):
         load_model_shape(missing)
-    missing.write_text("{not json")
+    missing.write_text("{not json", encoding="utf-8")
     with pytest.raises(ModelConfigError, match=rf"^{missing}: not JSON: "):
         load_model_shape(missing)
-    missing.write_text("[1, 2]")
+    missing.write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(ModelConfigError, match=rf"^{missing}: not a JSON object"):
         load_model_shape(missing)

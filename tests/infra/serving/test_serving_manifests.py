@@ -131,7 +131,8 @@ def test_the_model_servers_refuse_a_failed_or_unfinished_artefact(tmp_path, keys
     (tmp_path / "aws").write_text(
         "#!/bin/sh\n"
         f"case \"$1 $2\" in 's3api list-objects-v2') printf '%s\\n' '{listing}';;\n"
-        "  's3 sync') echo SYNC;; *) exit 9;; esac\n"
+        "  's3 sync') echo SYNC;; *) exit 9;; esac\n",
+        encoding="utf-8",
     )
     (tmp_path / "aws").chmod(0o755)
     for command, fetches in (
@@ -458,7 +459,7 @@ def test_gke_servers_refuse_a_failed_or_unfinished_mounted_artefact(tmp_path, fi
     import subprocess
 
     for name in files:
-        (tmp_path / name).write_text("x")
+        (tmp_path / name).write_text("x", encoding="utf-8")
     command = servers.mounted_check_command("gs://b/models/m/v1/cuda/")
     command[-1] = command[-1].replace(f" {servers.MODEL_DIR}/", f" {tmp_path}/")
     done = subprocess.run(command, capture_output=True, text=True)

@@ -28,19 +28,19 @@ def _slug(heading: str) -> str:
 
 
 def _anchors(page: str) -> set[str]:
-    text = (ROOT / page).read_text()
+    text = (ROOT / page).read_text(encoding="utf-8")
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     return {_slug(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
 
 
 @pytest.mark.parametrize("name", sorted(docs.PAGES))
 def test_generated_pages_are_current(name):
-    committed = (ROOT / "docs" / name).read_text()
+    committed = (ROOT / "docs" / name).read_text(encoding="utf-8")
     assert committed == docs.PAGES[name](), f"docs/{name} is out of date: run `python -m infra docs`"
 
 
 def test_docs_check_verb_reports_a_stale_page(tmp_path):
-    (tmp_path / "configuration.md").write_text("stale\n")
+    (tmp_path / "configuration.md").write_text("stale\n", encoding="utf-8")
     result = run_cli("docs", "--out", str(tmp_path), "--check")
     assert result.returncode == 1
     assert f"out of date: {tmp_path / 'configuration.md'}" in result.stdout
@@ -50,7 +50,7 @@ def test_docs_check_verb_reports_a_stale_page(tmp_path):
 @pytest.mark.parametrize("page", PAGES)
 def test_every_relative_link_resolves(page):
     broken = []
-    text = re.sub(r"```.*?```", "", (ROOT / page).read_text(), flags=re.S)
+    text = re.sub(r"```.*?```", "", (ROOT / page).read_text(encoding="utf-8"), flags=re.S)
     for target in LINK.findall(re.sub(r"`[^`\n]*`", "", text)):
         if re.match(r"^[a-z]+:", target):
             continue
@@ -64,7 +64,7 @@ def test_every_relative_link_resolves(page):
 
 
 def test_readme_is_short():
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
 
 
 def test_no_file_cites_a_document_a_clone_lacks():
@@ -82,6 +82,6 @@ def test_no_file_cites_a_document_a_clone_lacks():
         if f != me
         and (ROOT / f).is_file()
         and not f.endswith((".svg", ".gz"))
-        and re.search(r"REFERENCE\.md|DESIGN\.md|\.\./shared", (ROOT / f).read_text(errors="replace"))
+        and re.search(r"REFERENCE\.md|DESIGN\.md|\.\./shared", (ROOT / f).read_text(errors="replace", encoding="utf-8"))
     ]
     assert citing == []

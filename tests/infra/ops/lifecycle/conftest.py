@@ -50,7 +50,9 @@ def moto_url():
         line = proc.stdout.readline() if ready else ""
         if not line.startswith("READY "):
             log.flush()
-            raise RuntimeError(f"moto server did not start (exit {proc.poll()}): {Path(log.name).read_text()[-2000:]}")
+            raise RuntimeError(
+                f"moto server did not start (exit {proc.poll()}): {Path(log.name).read_text(encoding='utf-8')[-2000:]}"
+            )
         url = f"http://127.0.0.1:{int(line.split()[1])}"
         _wait_until_answering(url)
         yield url

@@ -82,7 +82,7 @@ else:
 def fake(tmp_path: Path):
     (tmp_path / "bin").mkdir()
     script = tmp_path / "bin" / "pulumi"
-    script.write_text(FAKE_PULUMI.format(python=sys.executable, here=str(tmp_path)))
+    script.write_text(FAKE_PULUMI.format(python=sys.executable, here=str(tmp_path)), encoding="utf-8")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     state = {
         "stacks": ["registry", "organization/mlinfra/training-demo"],
@@ -90,15 +90,15 @@ def fake(tmp_path: Path):
         "outputs": deployed_outputs(),
         "destroy_failures": [],
     }
-    (tmp_path / "state.json").write_text(json.dumps(state))
+    (tmp_path / "state.json").write_text(json.dumps(state), encoding="utf-8")
 
     def calls() -> list[list[str]]:
-        lines = (tmp_path / "calls.jsonl").read_text().splitlines()
+        lines = (tmp_path / "calls.jsonl").read_text(encoding="utf-8").splitlines()
         return [json.loads(line)["argv"] for line in lines]
 
     def fail_destroy(output: str) -> None:
         state["destroy_failures"].append(output)
-        (tmp_path / "state.json").write_text(json.dumps(state))
+        (tmp_path / "state.json").write_text(json.dumps(state), encoding="utf-8")
 
     stacks = AutomationStacks(project_dir=ROOT, pulumi_root=str(tmp_path))
     return stacks, calls, fail_destroy, tmp_path
@@ -109,7 +109,7 @@ def test_the_workspace_is_built_on_first_use_with_a_version_check(fake):
     assert not (tmp_path / "calls.jsonl").exists()
     assert stacks.list_stacks() == ["registry", STACK]
     assert calls() == [["version"], ["--non-interactive", "stack", "ls", "--json"]]
-    first = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[1])
+    first = json.loads((tmp_path / "calls.jsonl").read_text(encoding="utf-8").splitlines()[1])
     assert first["cwd"] == str(ROOT) and first["automation"] == "true"
 
 

@@ -435,7 +435,7 @@ def test_expiry_gives_up_after_the_last_round_and_keeps_the_file_system(aws, env
 
 def test_rounds_beyond_lambdas_loop_detection_need_recursion_allowed():
     """Lambda stops a self-invocation chain after about 16 calls unless its recursion config allows it."""
-    component = (ROOT / "components" / "training" / "aws" / "run_guard.py").read_text()
+    component = (ROOT / "components" / "training" / "aws" / "run_guard.py").read_text(encoding="utf-8")
     assert guard_config.MAX_ROUNDS <= guard_config.RECURSION_LIMIT_WITHOUT_ALLOW or re.search(
         r'FunctionRecursionConfig\([^)]*recursive_loop="Allow"', component, re.S
     )
@@ -668,7 +668,7 @@ def test_the_guard_agrees_with_the_lifecycle_limits_and_the_run_id_pattern():
 
 def test_the_guard_source_stands_alone():
     for path in (ROOT / "run_guard").glob("*.py"):
-        imports = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", path.read_text(), re.M)
+        imports = re.findall(r"^\s*(?:from|import)\s+([\w.]+)", path.read_text(encoding="utf-8"), re.M)
         assert all(
             name.split(".")[0]
             in {

@@ -71,7 +71,7 @@ def _project_with(tmp_path: Path, name: str, training: dict) -> object:
         "mlinfra:registryStack": "registry",
         "mlinfra:training": training,
     }
-    (tmp_path / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))
+    (tmp_path / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
     return load_project(tmp_path)
 
 

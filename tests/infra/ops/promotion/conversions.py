@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,11 @@ from pathlib import Path
 
 from infra.ops.promotion import quantize
 from tests.infra.ops.promotion import tiny_llama
+
+# The programs run on one thread wherever they run (directly here, or through a Job's script with its own bare
+# environment): AWQ's search picks each scale by the smallest of several float sums, and a sum's last bits follow
+# the thread count, so two runs under different counts could pick differently where two candidates tie.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 PROGRAM = Path(quantize.__file__)
 SCHEMES = {"cuda-fp8": "fp8", "cuda-int8": "int8", "cuda-int4": "int4"}
@@ -39,7 +45,9 @@ def calibration(root: Path) -> Path:
     """A datasets/calibration/<name>/ prefix as the Job fetches it: calibration.jsonl."""
     path = root / "calibration"
     path.mkdir()
-    (path / "calibration.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in calibration_lines()))
+    (path / "calibration.jsonl").write_text(
+        "".join(json.dumps({"text": t}) + "\n" for t in calibration_lines()), encoding="utf-8"
+    )
     return path
 
 
@@ -58,7 +66,7 @@ def awq_scales(root: Path) -> tuple[Path, dict[str, object]]:
     done = subprocess.run(
         [sys.executable, str(work / "awq.py"), "--checkpoint", str(checkpoint(root)), "--calibration",
          str(calibration(root)), "--out", str(root / "awq-scales.safetensors")],
-        capture_output=True, text=True, check=False, cwd=work,
+        capture_output=True, text=True, check=False, cwd=work, env={**os.environ, **ONE_THREAD},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return root / "awq-scales.safetensors", json.loads(done.stdout.strip().splitlines()[-1])
@@ -73,7 +81,7 @@ def converted(root: Path, scheme: str, shard_bytes: int = 1 << 30, awq: bool = F
     done = subprocess.run(
         [sys.executable, str(work / "quantize.py"), "convert", "--scheme", scheme, "--checkpoint",
          str(checkpoint(root)), "--out", str(out), "--shard-bytes", str(shard_bytes), *scales],
-        capture_output=True, text=True, check=False, cwd=work,
+        capture_output=True, text=True, check=False, cwd=work, env={**os.environ, **ONE_THREAD},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return out, json.loads(done.stdout.strip().splitlines()[-1])

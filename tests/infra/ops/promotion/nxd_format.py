@@ -58,4 +58,6 @@ def save(tensors: dict[str, torch.Tensor], directory: Path, shards: int = 1) -> 
         part = names[i::shards]
         save_file({k: tensors[k] for k in part}, str(directory / file), metadata={"format": "pt"})
         weight_map |= dict.fromkeys(part, file)
-    (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (directory / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map}), encoding="utf-8"
+    )

@@ -204,7 +204,7 @@ def test_bad_calibration_data_exits_2_naming_file_and_line(root, tmp_path, conte
     data = tmp_path / "calibration"
     data.mkdir()
     if content is not None:
-        (data / "calibration.jsonl").write_text(content)
+        (data / "calibration.jsonl").write_text(content, encoding="utf-8")
     done = search(root, data, tmp_path)
     assert (done.returncode, done.stderr) == (2, "error: " + error.format(path=data / "calibration.jsonl") + "\n")
     assert not (tmp_path / "scales.safetensors").exists()
@@ -237,7 +237,7 @@ def test_scales_that_do_not_fit_the_checkpoint_exit_2(root, tmp_path):
     assert done.returncode == 2 and done.stderr.endswith(
         "error: --scales: AWQ scales are searched for int4 weights (--scheme int4) only\n"
     )
-    (tmp_path / "not.safetensors").write_text("{}")
+    (tmp_path / "not.safetensors").write_text("{}", encoding="utf-8")
     done = run_convert(root, tmp_path / "a", "--scheme", "int4", "--scales", str(tmp_path / "not.safetensors"))
     assert done.returncode == 2 and done.stderr.startswith(
         f"error: {tmp_path / 'not.safetensors'}: not an AWQ scales file of awq.py ("
@@ -264,7 +264,7 @@ def test_scales_that_do_not_fit_the_checkpoint_exit_2(root, tmp_path):
 
 def test_a_checkpoint_the_conversion_refuses_is_refused_before_it_is_loaded(root, tmp_path):
     (tmp_path / "gpt2").mkdir()
-    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(Path(awq.__file__)), "--checkpoint", str(tmp_path / "gpt2"), "--calibration",
          str(tmp_path), "--out", str(tmp_path / "s.safetensors")],
@@ -278,7 +278,7 @@ def test_a_checkpoint_the_conversion_refuses_is_refused_before_it_is_loaded(root
 
 
 def test_calibration_texts_without_tokens_exit_2(root, tmp_path, capsys):
-    (tmp_path / "calibration.jsonl").write_text('{"text": "x"}\n')
+    (tmp_path / "calibration.jsonl").write_text('{"text": "x"}\n', encoding="utf-8")
     model, _ = tiny_llama.trained()
     argv = ["--checkpoint", str(checkpoint(root)), "--calibration", str(tmp_path), "--out", str(tmp_path / "s")]
     assert awq.main(argv, load=lambda _path: (model, lambda _text: [])) == 2

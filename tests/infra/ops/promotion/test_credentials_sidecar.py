@@ -40,7 +40,7 @@ def world(tmp_path: Path) -> dict:
     bin_dir, state, aws_dir = tmp_path / "bin", tmp_path / "state", tmp_path / "aws"
     for d in (bin_dir, state, aws_dir):
         d.mkdir()
-    (bin_dir / "aws").write_text(STAND_IN)
+    (bin_dir / "aws").write_text(STAND_IN, encoding="utf-8")
     (bin_dir / "aws").chmod(0o755)
     env = {
         **os.environ,
@@ -71,17 +71,17 @@ def test_the_sidecar_proves_refreshes_and_stops_on_sigterm(world):
     )
     try:
         wait_for(lambda: (world["aws"] / "ready").exists())
-        assert json.loads((world["aws"] / "session.json").read_text())["Version"] == 1
-        assert (
-            world["aws"] / "config"
-        ).read_text() == f"[default]\ncredential_process = /bin/cat {world['aws']}/session.json\n"
-        wait_for(lambda: int((world["state"] / "n").read_text()) >= 3)  # refreshed, not written once
-        assert json.loads((world["aws"] / "session.json").read_text())["AccessKeyId"] != "ASIA1"
+        assert json.loads((world["aws"] / "session.json").read_text(encoding="utf-8"))["Version"] == 1
+        assert (world["aws"] / "config").read_text(
+            encoding="utf-8"
+        ) == f"[default]\ncredential_process = /bin/cat {world['aws']}/session.json\n"
+        wait_for(lambda: int((world["state"] / "n").read_text(encoding="utf-8")) >= 3)  # refreshed, not written once
+        assert json.loads((world["aws"] / "session.json").read_text(encoding="utf-8"))["AccessKeyId"] != "ASIA1"
         sidecar.send_signal(signal.SIGTERM)
         assert sidecar.wait(timeout=5) == 0
     finally:
         sidecar.kill()
-    calls = (world["state"] / "calls").read_text().splitlines()
+    calls = (world["state"] / "calls").read_text(encoding="utf-8").splitlines()
     identity = [c for c in calls if c.startswith("sts get-caller-identity")]
     # The proof reads the down-scoped config, not the pod's container credentials.
     assert identity == [f"sts get-caller-identity --output text --query Arn | uri= config={world['aws']}/config"]
@@ -93,13 +93,15 @@ def test_a_role_that_cannot_be_assumed_fails_the_s3_steps_at_once(world):
     sidecar = subprocess.Popen(["sh", "-c", script(steps()["credentials"], world["aws"])], env=world["env"])
     try:
         wait_for(lambda: (world["aws"] / "ready").exists())
-        assert "cannot assume arn:aws:iam::" in (world["aws"] / "failed").read_text()
+        assert "cannot assume arn:aws:iam::" in (world["aws"] / "failed").read_text(encoding="utf-8")
         assert sidecar.poll() is None  # a sidecar that exits would be restarted; it waits for the pod to end
         fetch = subprocess.run(
             ["sh", "-c", script(steps()["fetch"], world["aws"])], env=world["env"], capture_output=True, text=True
         )
         assert fetch.returncode == 1 and "cannot assume" in fetch.stderr
-        assert not [c for c in (world["state"] / "calls").read_text().splitlines() if c.startswith("s3 ")]
+        assert not [
+            c for c in (world["state"] / "calls").read_text(encoding="utf-8").splitlines() if c.startswith("s3 ")
+        ]
     finally:
         sidecar.send_signal(signal.SIGTERM)
         sidecar.wait(timeout=5)
@@ -112,6 +114,6 @@ def test_the_s3_steps_run_without_the_pods_credentials(world, name):
     env["AWS_CONFIG_FILE"] = str(world["aws"] / "config")
     done = subprocess.run(["sh", "-c", script(step, world["aws"])], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    calls = (world["state"] / "calls").read_text().splitlines()
+    calls = (world["state"] / "calls").read_text(encoding="utf-8").splitlines()
     assert calls and all(c.startswith("s3 ") and f" | uri= config={world['aws']}/config" in c for c in calls)
     assert {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"} in step["env"]

@@ -40,7 +40,7 @@ MODEL = ModelSpec.model_validate(
 
 def run(tmp_path, **env):
     (tmp_path / "vllm").mkdir(exist_ok=True)
-    (tmp_path / "vllm" / "__init__.py").write_text(STANDIN)
+    (tmp_path / "vllm" / "__init__.py").write_text(STANDIN, encoding="utf-8")
     keywords = json.dumps(engine.engine_settings(MODEL).keywords())
     log, report = tmp_path / "log.json", tmp_path / "report.json"
     done = subprocess.run(
@@ -50,14 +50,14 @@ def run(tmp_path, **env):
         env={"PYTHONPATH": str(tmp_path), "STANDIN_LOG": str(log), **env},
         timeout=60,
     )
-    return done, (json.loads(log.read_text()) if log.exists() else None), report
+    return done, (json.loads(log.read_text(encoding="utf-8")) if log.exists() else None), report
 
 
 def test_the_engine_gets_exactly_the_servers_settings_and_the_report_is_written(tmp_path):
     done, seen, report = run(tmp_path)
     assert done.returncode == 0, done.stderr
     assert seen == {"model": "/served", "keywords": engine.engine_settings(MODEL).keywords()}
-    written = json.loads(report.read_text())
+    written = json.loads(report.read_text(encoding="utf-8"))
     assert written["generatedTokens"] == [3, 3] and written["sample"] == "Paris"
     assert "engine check passed: 6 tokens" in done.stdout
 
@@ -65,7 +65,10 @@ def test_the_engine_gets_exactly_the_servers_settings_and_the_report_is_written(
 def test_an_artefact_that_generates_nothing_fails_the_check(tmp_path):
     done, _, report = run(tmp_path, STANDIN_TOKENS="0")
     assert done.returncode == 1 and "engine check failed: generated [0, 0] tokens" in done.stderr
-    assert json.loads(report.read_text())["generatedTokens"] == [0, 0]  # the figures stay for the Job's log
+    assert json.loads(report.read_text(encoding="utf-8"))["generatedTokens"] == [
+        0,
+        0,
+    ]  # the figures stay for the Job's log
 
 
 def test_an_artefact_that_does_not_load_fails_the_check(tmp_path):

@@ -172,10 +172,10 @@ def test_it_ships_the_projects_evaluation_program_unchanged(tmp_path):
     assert shipped == evaluation.EVALUATE
     # The heredoc writes it byte for byte (no line of it ends the heredoc early, no expansion: quoted delimiter).
     path = tmp_path / "evaluate.sh"
-    path.write_text(script.replace("/out/", f"{tmp_path}/").rsplit("\npython3 ", 1)[0] + "\n")
+    path.write_text(script.replace("/out/", f"{tmp_path}/").rsplit("\npython3 ", 1)[0] + "\n", encoding="utf-8")
     done = subprocess.run(["sh", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "evaluate.py").read_text() == evaluation.EVALUATE
+    assert (tmp_path / "evaluate.py").read_text(encoding="utf-8") == evaluation.EVALUATE
 
 
 def test_the_session_reads_three_prefixes_and_writes_the_one_quality_object():
@@ -229,7 +229,7 @@ def test_an_evaluation_error_fails_the_job_and_node_loss_is_retried():
 def test_the_steps_are_valid_shell(tmp_path):
     for name, step in steps().items():
         path = tmp_path / f"{name}.sh"
-        path.write_text(step["command"][-1])
+        path.write_text(step["command"][-1], encoding="utf-8")
         done = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True)
         assert done.returncode == 0, (name, done.stderr)
 
@@ -261,11 +261,11 @@ def test_the_shipped_program_runs_on_its_own(tmp_path):
     before any model is loaded."""
     script = steps()["evaluate"]["command"][-1]
     program = tmp_path / "evaluate.py"
-    program.write_text(script.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0] + "\n")
+    program.write_text(script.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0] + "\n", encoding="utf-8")
     data = tmp_path / "data"
     data.mkdir()
-    (data / "held-out.jsonl").write_text('{"text": "the registry keeps every version"}\n')
-    (data / "tasks.jsonl").write_text('{"prompt": "code of amber is"}\n')
+    (data / "held-out.jsonl").write_text('{"text": "the registry keeps every version"}\n', encoding="utf-8")
+    (data / "tasks.jsonl").write_text('{"prompt": "code of amber is"}\n', encoding="utf-8")
     argv = ["--reference", "r", "--variant", "v", "--data", str(data), "--out", str(tmp_path / "q.json")]
     done = subprocess.run(
         [sys.executable, "-I", str(program), *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120

@@ -282,7 +282,7 @@ def test_a_round_to_nearest_variant_ships_quantize_py_and_converts_on_the_cpu(va
 
     steps = {c["name"]: c for c in conversion(variant)["spec"]["template"]["spec"]["initContainers"]}
     script = steps["convert"]["command"][-1]
-    program = Path(quantize.__file__).read_text()
+    program = Path(quantize.__file__).read_text(encoding="utf-8")
     assert f"cat > /work/quantize.py <<'PY'\n{program}PY\n" in script  # the file as it is in mlinfra
     assert script.endswith(
         f"CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme {scheme} --checkpoint /work/checkpoint "
@@ -333,7 +333,7 @@ def test_neuron_int8_quantizes_with_nxd_inference_then_compiles_and_checks_as_th
     check_env = {e["name"]: e.get("value") for e in steps["check"]["env"]}
     assert check_env["NEURON_COMPILED_ARTIFACTS"] == "/served/neuron-compiled"
     script = steps["convert"]["command"][-1]
-    program = (Path(jobs.__file__).parent / "neuron_quantize.py").read_text()
+    program = (Path(jobs.__file__).parent / "neuron_quantize.py").read_text(encoding="utf-8")
     assert f"cat > /work/neuron_quantize.py <<'PY'\n{program}PY\n" in script  # the file as it is in mlinfra
     assert script.endswith(
         "find /work/checkpoint -maxdepth 1 -type f ! -name '*.safetensors' ! -name '*.bin' ! -name '*.pt' "
@@ -359,7 +359,7 @@ def test_the_steps_are_valid_shell(variant, tmp_path):
     steps = {c["name"]: c for c in conversion(variant)["spec"]["template"]["spec"]["initContainers"]}
     for name in ("convert", "check"):
         script = tmp_path / f"{name}.sh"
-        script.write_text(steps[name]["command"][-1])
+        script.write_text(steps[name]["command"][-1], encoding="utf-8")
         done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
 
@@ -393,7 +393,7 @@ def test_cuda_int4_fetches_its_calibration_data_and_searches_awq_scales_on_the_g
     script = steps["convert"]["command"][-1]
     for module in (quantize, awq, evaluate):
         name = Path(module.__file__).name
-        assert f"cat > /work/{name} <<'PY'\n{Path(module.__file__).read_text()}PY\n" in script
+        assert f"cat > /work/{name} <<'PY'\n{Path(module.__file__).read_text(encoding='utf-8')}PY\n" in script
     assert script.endswith(
         "python3 /work/awq.py --checkpoint /work/checkpoint --calibration /work/calibration "
         "--out /work/awq-scales.safetensors\n"

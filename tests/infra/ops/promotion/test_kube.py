@@ -35,16 +35,20 @@ UNSCHEDULABLE = {
 @pytest.fixture
 def kubectl(tmp_path):
     script, log, answers = tmp_path / "kubectl.py", tmp_path / "log.jsonl", tmp_path / "answers.json"
-    script.write_text(FAKE)
-    answers.write_text("{}")
+    script.write_text(FAKE, encoding="utf-8")
+    answers.write_text("{}", encoding="utf-8")
     wrapper = tmp_path / "kubectl"
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} {log} {answers} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} {log} {answers} "$@"\n', encoding="utf-8")
     wrapper.chmod(0o755)
 
     def calls() -> list[dict]:
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
 
-    return KubectlJobs("/tmp/kc.yaml", kubectl=str(wrapper)), (lambda a: answers.write_text(json.dumps(a))), calls
+    return (
+        KubectlJobs("/tmp/kc.yaml", kubectl=str(wrapper)),
+        (lambda a: answers.write_text(json.dumps(a), encoding="utf-8")),
+        calls,
+    )
 
 
 def test_jobs_are_created_one_by_one_never_applied(kubectl):

@@ -29,7 +29,7 @@ def _artefact(root: Path, scale_error: float, shards: int) -> Path:
     model, text = tiny_llama.trained()
     out = root / f"variant-{scale_error}-{shards}"
     out.mkdir()
-    (out / "config.json").write_text(json.dumps(tiny_llama.config(len(text.vocabulary))))
+    (out / "config.json").write_text(json.dumps(tiny_llama.config(len(text.vocabulary))), encoding="utf-8")
     quantized = nxd_format.quantized_state(model.state_dict(), scale_error=scale_error)
     nxd_format.save(quantized, out / engine.NEURON_QUANTIZED_DIR, shards)
     return out
@@ -73,7 +73,9 @@ def test_the_quantised_layers_are_the_int8_values_times_their_scale_and_the_rest
 def test_sharded_with_a_scale_in_another_file_loads_the_same(root):
     one, three = loaded(artefact(root)), loaded(artefact(root, shards=3))
     index = json.loads(
-        (artefact(root, shards=3) / engine.NEURON_QUANTIZED_DIR / "model.safetensors.index.json").read_text()
+        (artefact(root, shards=3) / engine.NEURON_QUANTIZED_DIR / "model.safetensors.index.json").read_text(
+            encoding="utf-8"
+        )
     )
     weight_map = index["weight_map"]
     assert any(
@@ -151,20 +153,20 @@ def test_the_program_evaluates_a_real_llama_artefact_on_the_cpu(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     (data / "held-out.jsonl").write_text(
-        "".join(json.dumps({"text": f"w{i} w{i + 1} w{i + 2}"}) + "\n" for i in range(8))
+        "".join(json.dumps({"text": f"w{i} w{i + 1} w{i + 2}"}) + "\n" for i in range(8)), encoding="utf-8"
     )
     (data / "tasks.jsonl").write_text(
-        "".join(json.dumps({"prompt": f"w{i}", "answer": " w1"}) + "\n" for i in range(4))
+        "".join(json.dumps({"prompt": f"w{i}", "answer": " w1"}) + "\n" for i in range(4)), encoding="utf-8"
     )
     program = tmp_path / "evaluate.py"
-    program.write_text(evaluation.EVALUATE)
+    program.write_text(evaluation.EVALUATE, encoding="utf-8")
     argv = ["--reference", str(tmp_path / "reference"), "--variant", str(variant), "--data", str(data)]
     done = subprocess.run(
         [sys.executable, "-I", str(program), *argv, "--out", str(tmp_path / "quality.json")],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    figures = json.loads((tmp_path / "quality.json").read_text())
+    figures = json.loads((tmp_path / "quality.json").read_text(encoding="utf-8"))
     assert quality.judge(figures, quality.Budget()).passed, figures
     assert figures["perplexity"]["increase"] != 0 or figures["perplexity"]["reference"] > 0
     # The loader's weights, read back the same way: bf16 of int8 values x scale, lm_head as it was.
@@ -181,8 +183,8 @@ def test_a_broken_artefact_exits_2_with_one_line(tmp_path, capsys):
     (tmp_path / "variant" / "neuron-quantized").mkdir(parents=True)
     data = tmp_path / "data"
     data.mkdir()
-    (data / "held-out.jsonl").write_text('{"text": "a b"}\n')
-    (data / "tasks.jsonl").write_text('{"prompt": "a", "answer": "b"}\n')
+    (data / "held-out.jsonl").write_text('{"text": "a b"}\n', encoding="utf-8")
+    (data / "tasks.jsonl").write_text('{"prompt": "a", "answer": "b"}\n', encoding="utf-8")
 
     def load(path: str) -> tuple[evaluate.Model, evaluate.Encode]:
         evaluate.load_nxd_int8(torch.nn.Linear(1, 1), Path(path) / "neuron-quantized")

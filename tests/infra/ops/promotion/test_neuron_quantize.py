@@ -88,7 +88,7 @@ def standins(root: Path) -> Path:
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         for parent in path.relative_to(root).parents:
             if str(parent) != ".":
                 (root / parent / "__init__.py").touch()
@@ -98,10 +98,10 @@ def standins(root: Path) -> Path:
 def run(tmp_path: Path, engine: dict, write: str = "safetensors") -> tuple[subprocess.CompletedProcess[str], dict]:
     program = tmp_path / "work" / "neuron_quantize.py"
     program.parent.mkdir(exist_ok=True)
-    program.write_text(jobs.PROGRAMS["neuron_quantize.py"])  # as the Job writes it
+    program.write_text(jobs.PROGRAMS["neuron_quantize.py"], encoding="utf-8")  # as the Job writes it
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir(exist_ok=True)
-    (checkpoint / "config.json").write_text(json.dumps(tiny_llama.config(40)))
+    (checkpoint / "config.json").write_text(json.dumps(tiny_llama.config(40)), encoding="utf-8")
     env = {
         **os.environ,
         "PYTHONPATH": str(standins(tmp_path / "site")),
@@ -112,7 +112,11 @@ def run(tmp_path: Path, engine: dict, write: str = "safetensors") -> tuple[subpr
         [sys.executable, str(program), str(checkpoint), json.dumps(engine)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
     )  # fmt: skip
-    record = json.loads((tmp_path / "record.json").read_text()) if (tmp_path / "record.json").exists() else {}
+    record = (
+        json.loads((tmp_path / "record.json").read_text(encoding="utf-8"))
+        if (tmp_path / "record.json").exists()
+        else {}
+    )
     return done, record
 
 

@@ -173,7 +173,7 @@ def test_a_promotion_builds_the_stacks_once_and_removes_its_kubeconfig(bucket, a
             path=path,
             mode=stat.S_IMODE(os.stat(path).st_mode),
             args=kubectl._base,
-            config=json.loads(open(path).read()),
+            config=json.loads(open(path, encoding="utf-8").read()),
         )
         return Cluster(store)
 

@@ -23,6 +23,7 @@ from tests.infra.ops.promotion import tiny_llama
 from tests.infra.ops.promotion.conversions import (
     AWQ_BUILT,
     JOB_PROGRAMS,
+    ONE_THREAD,
     PROGRAM,
     SCHEMES,
     awq_scales,
@@ -33,13 +34,15 @@ from tests.infra.ops.promotion.conversions import (
     programs,
 )
 
-CONTRACT = json.loads((Path(__file__).parents[3] / "contracts" / "data" / "compressed_tensors.json").read_text())
+CONTRACT = json.loads(
+    (Path(__file__).parents[3] / "contracts" / "data" / "compressed_tensors.json").read_text(encoding="utf-8")
+)
 
 
 @pytest.mark.parametrize("variant", SCHEMES)
 def test_the_artefact_has_the_recorded_compressed_tensors_config(root, variant):
     out, report = built(root, variant)
-    config = json.loads((out / "config.json").read_text())
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     block = config[CONTRACT["configKey"]]
     expected = CONTRACT["variants"][variant]
     assert block["quant_method"] == CONTRACT["quantMethod"] and block["format"] == expected["format"]
@@ -63,7 +66,9 @@ def test_the_artefact_has_the_recorded_compressed_tensors_config(root, variant):
     )
     # the rest of the checkpoint is carried over as it was
     assert {k: v for k, v in config.items() if k != "quantization_config"} == tiny_llama.config(len(tiny_lm_text()))
-    assert (out / "vocabulary.json").read_text() == (checkpoint(root) / "vocabulary.json").read_text()
+    assert (out / "vocabulary.json").read_text(encoding="utf-8") == (checkpoint(root) / "vocabulary.json").read_text(
+        encoding="utf-8"
+    )
 
 
 def tiny_lm_text() -> str:
@@ -151,7 +156,7 @@ def test_each_artefact_passes_the_default_gate_when_evaluated(root, variant):
 def test_the_output_is_sharded_and_indexed_without_holding_the_model(root):
     """A shard limit below one layer's output writes one file per tensor or so, all in the index."""
     out, report = converted(root, "int8", shard_bytes=64 << 10)
-    index = json.loads((out / "model.safetensors.index.json").read_text())
+    index = json.loads((out / "model.safetensors.index.json").read_text(encoding="utf-8"))
     files = sorted(p.name for p in out.glob("*.safetensors"))
     assert report["files"] == len(files) > 4 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
     assert set(index["weight_map"].values()) == set(files) and not list(out.glob(".part-*"))
@@ -175,13 +180,13 @@ def test_bad_checkpoints_exit_2_with_one_line(tmp_path):
     (tmp_path / "in").mkdir()
     done = run("--scheme", "fp8", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
     assert (done.returncode, done.stderr) == (2, f"error: {tmp_path / 'in' / 'config.json'}: no such file\n")
-    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}), encoding="utf-8")
     done = run("--scheme", "fp8", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and done.stderr == (
         f"error: {tmp_path / 'in' / 'config.json'}: architectures ['GPT2LMHeadModel']; the conversion knows "
         "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM\n"
     )
-    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}), encoding="utf-8")
     done = run("--scheme", "int4", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and done.stderr == (
         f"error: {tmp_path / 'in'}: no *.safetensors (the conversion reads safetensors checkpoints only)\n"
@@ -192,7 +197,7 @@ def test_int4_refuses_a_layer_whose_inputs_are_not_whole_groups(tmp_path):
     from safetensors.torch import save_file
 
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (tmp_path / "in" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}), encoding="utf-8")
     save_file({"model.layers.0.mlp.down_proj.weight": torch.zeros(8, 96)}, str(tmp_path / "in" / "m.safetensors"))
     done = run("--scheme", "int4", "--checkpoint", str(tmp_path / "in"), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and done.stderr == (
@@ -294,14 +299,16 @@ def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
     shutil.copytree(checkpoint(root), work / "checkpoint")
     shutil.copytree(calibration(root), work / "calibration")  # as `fetch` copies the calibration prefix
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # this venv's python
+    (tmp_path / "bin" / "python3").write_text(
+        f'#!/bin/sh\nexec {sys.executable} "$@"\n', encoding="utf-8"
+    )  # this venv's python
     (tmp_path / "bin" / "python3").chmod(0o755)
     script = jobs.convert_script(RECIPES["cuda-int4"]).replace("/work/", f"{work}/")
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", **ONE_THREAD}  # as the direct run: the same AWQ search
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
     for name in JOB_PROGRAMS:
-        assert (work / name).read_text() == PROGRAM.with_name(name).read_text()
+        assert (work / name).read_text(encoding="utf-8") == PROGRAM.with_name(name).read_text(encoding="utf-8")
     expected, _ = converted(root, "int4", awq=True)
     _, written = tiny_llama.read_artefact(work / "out")
     _, direct = tiny_llama.read_artefact(expected)

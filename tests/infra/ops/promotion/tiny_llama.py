@@ -105,11 +105,15 @@ class TinyLlama(nn.Module):
         return self.lm_head(self.model.norm(x))
 
 
+RECIPE = tiny_lm.Recipe("tiny-llama", TinyLlama, (RMSNorm, rotary, Attention, MLP, Layer, Decoder, TinyLlama))
+
+
 @functools.cache
-def trained(steps: int = 250, seed: int = 0) -> tuple[TinyLlama, tiny_lm.Corpus]:
-    text = tiny_lm.corpus()
-    name = f"tiny-llama-{steps}-{seed}"
-    return tiny_lm.trained_once(name, lambda: TinyLlama(len(text.vocabulary)), text, steps, seed), text
+def trained() -> tuple[TinyLlama, tiny_lm.Corpus]:
+    """The TinyLlama trained as tiny_lm's model is, with the recorded weights."""
+    model, text = RECIPE.trained()
+    assert isinstance(model, TinyLlama)
+    return model, text
 
 
 def config(vocabulary: int) -> dict[str, Any]:
@@ -155,21 +159,23 @@ def save_checkpoint(model: TinyLlama, text: tiny_lm.Corpus, path: Path) -> None:
     for file, keys in shards.items():
         save_file({k: state[k] for k in keys}, str(path / file), metadata={"format": "pt"})
     weight_map = {k: file for file, keys in shards.items() for k in keys}
-    (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    (path / "config.json").write_text(json.dumps(config(len(text.vocabulary))))
-    (path / "vocabulary.json").write_text(json.dumps(text.vocabulary))
+    (path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map}), encoding="utf-8"
+    )
+    (path / "config.json").write_text(json.dumps(config(len(text.vocabulary))), encoding="utf-8")
+    (path / "vocabulary.json").write_text(json.dumps(text.vocabulary), encoding="utf-8")
     save_tokenizer(text, path)
 
 
 def read_artefact(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """(config.json, every tensor), through the index as vLLM reads it."""
-    index = json.loads((path / "model.safetensors.index.json").read_text())
+    index = json.loads((path / "model.safetensors.index.json").read_text(encoding="utf-8"))
     tensors = {}
     for file in sorted(set(index["weight_map"].values())):
         with safe_open(str(path / file), framework="pt") as handle:
             tensors.update({k: handle.get_tensor(k) for k in handle.keys()})
     assert set(tensors) == set(index["weight_map"])
-    return json.loads((path / "config.json").read_text()), tensors
+    return json.loads((path / "config.json").read_text(encoding="utf-8")), tensors
 
 
 def unpack_int4(packed: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:

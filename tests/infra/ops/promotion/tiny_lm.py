@@ -1,5 +1,6 @@
-"""A tiny causal language model, built and trained by the tests in seconds on the bundled corpus
-(data/quality/: train.txt, held-out.txt, facts.txt, written for these tests), for the quality gate's programs.
+"""A tiny causal language model, trained on the bundled corpus (data/quality/: train.txt, heldout.txt, facts.txt,
+written for these tests), for the quality gate's programs. Its weights are recorded (trained_weights.py), so every
+machine evaluates the same model; test_trained_weights.py checks the recipe still learns.
 
 Character level: a two-layer pre-norm transformer decoder (causal self-attention, MLP), learned positions, an
 untied lm_head. It learns the prose and memorises the facts ("code of amber is 840."), so exact match on the
@@ -8,21 +9,20 @@ facts is a task score that quantisation can break while perplexity on the prose 
 
 from __future__ import annotations
 
-import fcntl
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 import torch
 from torch import nn
 
+from tests.infra.ops.promotion import trained_weights
+
 DATA = Path(__file__).parent / "data" / "quality"
+CORPUS_FILES = ("train.txt", "facts.txt", "heldout.txt")
 CONTEXT = 96  # longer than any line of the corpus
-SHARED_DIR = "MLINFRA_TESTS_SHARED_DIR"  # set by tests/conftest.py under pytest-xdist: one directory per run
-Model = TypeVar("Model", bound=nn.Module)
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,9 @@ class Corpus:
 
 
 def corpus() -> Corpus:
-    train = (DATA / "train.txt").read_text()
-    facts = (DATA / "facts.txt").read_text().splitlines()
-    held_out = (DATA / "heldout.txt").read_text().splitlines()
+    train = (DATA / "train.txt").read_text(encoding="utf-8")
+    facts = (DATA / "facts.txt").read_text(encoding="utf-8").splitlines()
+    held_out = (DATA / "heldout.txt").read_text(encoding="utf-8").splitlines()
     vocabulary = "".join(sorted(set(train + "\n".join(facts) + "\n".join(held_out) + "\n")))
     return Corpus(train, held_out, facts, vocabulary)
 
@@ -95,40 +95,63 @@ def _batches(text: list[int], steps: int, batch: int, generator: torch.Generator
     return [torch.stack([data[s : s + CONTEXT + 1] for s in row]) for row in starts]
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """How a tiny model is built and trained; its weights are recorded once (trained_weights.py) and loaded."""
+
+    name: str
+    build: Callable[[int], nn.Module]  # vocabulary size -> an untrained model
+    parts: tuple[Any, ...]  # the classes and functions whose source decides the trained weights
+    steps: int = 250
+    seed: int = 0
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}-{self.steps}-{self.seed}"
+
+    def fingerprint(self) -> str:
+        files = [DATA / name for name in CORPUS_FILES]
+        return trained_weights.fingerprint(files, self.steps, self.seed, (*self.parts, train, _batches, corpus))
+
+    def untrained(self, text: Corpus) -> nn.Module:
+        """The model as built from the seed (so torch's global random state afterwards is the same whether its
+        weights are then loaded or trained)."""
+        torch.manual_seed(self.seed)
+        return self.build(len(text.vocabulary))
+
+    def trained(self) -> tuple[nn.Module, Corpus]:
+        text = corpus()
+        return trained_weights.load(self.file, self.untrained(text), self.fingerprint()), text
+
+    def train_now(self) -> nn.Module:
+        """Trained here and now, as the recorded weights were (on one thread: a second buys little at this size)."""
+        text = corpus()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return train(self.untrained(text), text, self.steps, self.seed)
+        finally:
+            torch.set_num_threads(threads)
+
+    def record(self) -> Path:
+        return trained_weights.record(self.file, self.train_now(), self.fingerprint())
+
+
+RECIPE = Recipe("tiny-lm", TinyLM, (Block, TinyLM))
+
+
 @functools.cache
-def trained(steps: int = 250, seed: int = 0) -> tuple[TinyLM, Corpus]:
-    """The model after `steps` of AdamW on the training prose and the facts (facts repeated, shuffled lines).
-
-    One thread: the tier runs beside other tests, and a second thread buys little for a model this small."""
-    text = corpus()
-    return trained_once(f"tiny-lm-{steps}-{seed}", lambda: TinyLM(len(text.vocabulary)), text, steps, seed), text
-
-
-def trained_once(name: str, build: Callable[[], Model], text: Corpus, steps: int, seed: int) -> Model:
-    """`build()` trained by `train`, once per test run: under pytest-xdist the first worker to ask trains it and
-    leaves its weights in the run's shared directory; the others wait for them and load them (a state dict is
-    bit for bit the trained model). The model is built from the seed either way, so torch's global random state
-    afterwards is the same whichever worker trained it."""
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    model = build()
-    shared = os.environ.get(SHARED_DIR)
-    if shared is None:
-        return train(model, text, steps, seed)
-    weights = Path(shared) / f"{name}.pt"
-    with open(Path(shared) / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if weights.exists():
-            model.load_state_dict(torch.load(weights))
-            return model.eval()
-        train(model, text, steps, seed)
-        torch.save(model.state_dict(), weights.with_suffix(".part"))
-        weights.with_suffix(".part").replace(weights)
-        return model
+def trained() -> tuple[TinyLM, Corpus]:
+    """The TinyLM after 250 steps of AdamW on the training prose and the facts (facts repeated, shuffled lines),
+    with the recorded weights."""
+    model, text = RECIPE.trained()
+    assert isinstance(model, TinyLM)
+    return model, text
 
 
 def train(model: nn.Module, text: Corpus, steps: int, seed: int) -> nn.Module:
-    """`model` (any (batch, n) ids -> logits module) trained as `trained` trains the TinyLM, put in eval mode."""
+    """`model` (any (batch, n) ids -> logits module) after `steps` of AdamW on the training prose and the facts
+    (facts repeated, shuffled lines), put in eval mode."""
     generator = torch.Generator().manual_seed(seed)
     lines = text.train.splitlines() + text.facts * 12
     order = torch.randperm(len(lines), generator=generator).tolist()

@@ -164,7 +164,7 @@ def test_the_zone_data_covers_the_system_pools_types():
 
 
 def test_the_eks_zone_facts_name_their_source():
-    facts = json.loads((ROOT / "infra" / "catalog" / "data" / "eks_zones.json").read_text())
+    facts = json.loads((ROOT / "infra" / "catalog" / "data" / "eks_zones.json").read_text(encoding="utf-8"))
     assert "network-reqs" in facts["source"] and facts["asOf"] and facts["checked"]
     assert facts["unsupportedZoneIds"] == {
         "ca-central-1": ["cac1-az3"],
@@ -173,11 +173,12 @@ def test_the_eks_zone_facts_name_their_source():
     }
 
 
+AWS_ZONES = json.loads((ROOT / "infra/catalog/data/aws_zones.json").read_text(encoding="utf-8"))
 SERVING_TYPES = sorted(
-    {t for by_type in json.loads((ROOT / "infra/catalog/data/aws_zones.json").read_text())["zoneIdOfferings"].values()
+    {t for by_type in AWS_ZONES["zoneIdOfferings"].values()
      for t in by_type if t.split(".")[0] in ("inf2", "g4dn", "g5", "g6", "g6e")}
 )  # fmt: skip
-REGIONS = sorted(json.loads((ROOT / "infra/catalog/data/aws_zones.json").read_text())["offlineZones"])
+REGIONS = sorted(AWS_ZONES["offlineZones"])
 
 
 @settings(max_examples=300, deadline=None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from infra.serving.queueing import Lengths
@@ -48,6 +50,19 @@ def test_csv_and_json_lines_replay_from_the_first_request():
         '{"timestamp": "2026-11-27T10:00:02Z", "prompt_tokens": 1, "output_tokens": 1}\n'
     )
     assert parse_log(jsonl) == [(0.0, 3, 4), (2.0, 1, 1)]
+
+
+def test_a_timestamp_without_a_zone_is_utc_whatever_the_machines_zone(monkeypatch):
+    # 01:30 and 03:30 on the night Berlin moves its clocks forward: two hours apart in UTC, one in Berlin's time.
+    log = HEADER + "2026-03-29T01:30:00,1,1\n2026-03-29T03:30:00+00:00,1,1\n2026-03-29T03:30:00,1,1\n"
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        berlin = parse_log(log)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert berlin == parse_log(log) == [(0.0, 1, 1), (7200.0, 1, 1), (7200.0, 1, 1)]
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,12 @@ STACK = "urn:pulumi:t::mlinfra::pulumi:pulumi:Stack::mlinfra-t"
 
 def prices() -> dict[str, Any]:
     """Instance prices per hour, read straight from the data file (not through the catalog code)."""
-    return json.loads((DATA / "aws_prices.json").read_text())["pricesPerHour"]
+    return json.loads((DATA / "aws_prices.json").read_text(encoding="utf-8"))["pricesPerHour"]
 
 
 def service(key: str) -> float:
     """A service price, read straight from the data file."""
-    return json.loads((DATA / "aws_service_prices.json").read_text())["prices"][key]["usd"]
+    return json.loads((DATA / "aws_service_prices.json").read_text(encoding="utf-8"))["prices"][key]["usd"]
 
 
 def urn(type_: str, name: str) -> str:

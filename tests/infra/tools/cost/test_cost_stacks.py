@@ -24,7 +24,7 @@ def cost_json(capsys, *args: str) -> dict:
 
 
 def stack_file(stack: str) -> dict:
-    return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8"))["config"]
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,9 @@ def test_compare_against_another_configuration(capsys, tmp_path):
 
 def test_a_request_log_is_replayed(capsys, tmp_path):
     log = tmp_path / "requests.csv"
-    log.write_text("timestamp,prompt_tokens,output_tokens\n" + "".join(f"{i},200,50\n" for i in range(120)))
+    log.write_text(
+        "timestamp,prompt_tokens,output_tokens\n" + "".join(f"{i},200,50\n" for i in range(120)), encoding="utf-8"
+    )
     code, out, _ = _run(
         capsys, "--stack", "serving-demo", "--trace", str(log), "--model", "mistral-7b", "--json",
         "--picture", str(tmp_path / "p.svg"),
@@ -110,7 +112,7 @@ def test_a_preview_document_is_simulated_as_the_stack(capsys, tmp_path):
     from infra.tools.offline.engine import preview
 
     document = tmp_path / "main.json"
-    document.write_text(json.dumps(to_digest(preview("serving-demo")), default=str))
+    document.write_text(json.dumps(to_digest(preview("serving-demo")), default=str), encoding="utf-8")
     args = ("--trace", "steady", "--hours", "0.25", "--model", "mistral-7b", "--json")
     from_file = json.loads(_run(capsys, "--preview-json", str(document), *args, "--picture", str(tmp_path / "a"))[1])
     from_stack = json.loads(_run(capsys, "--stack", "serving-demo", *args, "--picture", str(tmp_path / "a"))[1])

@@ -114,11 +114,19 @@ if [[ " $* " == *fabric_check.py* ]]; then
   esac
   exit 0
 fi
+# Until it starts its worker the agent runs builtins only, as torchrun starts no process before its workers (the
+# grace stopper's `pkill -P` would take any child, a `grep` or a `sleep`, for a worker).
 printf '%s\\0' "$@" > "$FAKE_OUT/args.$FAKE_IP"
-env | grep -E '^(FI_|NEURON_|NCCL_|MLINFRA_|JOB_)' | sort > "$FAKE_OUT/env.$FAKE_IP"
-# A long job whose worker saves a checkpoint and ends cleanly on SIGTERM:
+for name in ${!FI_@} ${!JOB_@} ${!MLINFRA_@} ${!NCCL_@} ${!NEURON_@}; do
+  printf '%s=%s\\n' "$name" "${!name}"
+done > "$FAKE_OUT/env.$FAKE_IP"
+# A long job whose worker saves a checkpoint and ends cleanly on SIGTERM, started after FAKE_WORKER_DELAY seconds
+# (torchrun's rendezvous), waited for on the fifo start_node made (a read that times out: no child process):
 if [[ -n "$FAKE_RUN_SECONDS" ]]; then
   trap 'echo "agent got TERM" > "$FAKE_OUT/agent-term.$FAKE_IP"' TERM
+  if [[ -n "$FAKE_WORKER_DELAY" ]]; then
+    read -r -t "$FAKE_WORKER_DELAY" <> "$FAKE_OUT/delay.$FAKE_IP" || true
+  fi
   bash -c 'sleep "$FAKE_RUN_SECONDS" &
     trap "kill \\$!; echo saved > \"$FAKE_OUT/stopped.$FAKE_IP\"; exit 0" TERM; wait' &
   wait $!
@@ -164,19 +172,18 @@ def prepare(tmp_path: Path, spec: NodeBootstrap, efa_found=None, checkpoint=Fals
     for i in range(spec.efa_devices if efa_found is None else efa_found):
         (ib / f"rdmap{i}").mkdir(exist_ok=True)
     for name, body in STUBS.items():
-        (bin_dir / name).write_text(body)
+        (bin_dir / name).write_text(body, encoding="utf-8")
         (bin_dir / name).chmod(stat.S_IRWXU)
     if plugin:
         (tmp_path / "ofi-nccl" / "lib").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "ofi-nccl" / "lib" / "libnccl-net-ofi.so").write_text("")
+        (tmp_path / "ofi-nccl" / "lib" / "libnccl-net-ofi.so").write_text("", encoding="utf-8")
     if poll_cap is not None:
-        (bin_dir / "sleep").write_text(
-            f'#!/bin/bash\nexec /bin/sleep "$(awk -v s="$1" \'BEGIN {{ print (s > {poll_cap}) ? {poll_cap} : s }}\')"\n'
-        )
+        capped = f"awk -v s=\"$1\" 'BEGIN {{ print (s > {poll_cap}) ? {poll_cap} : s }}'"
+        (bin_dir / "sleep").write_text(f'#!/bin/bash\nexec /bin/sleep "$({capped})"\n', encoding="utf-8")
         (bin_dir / "sleep").chmod(stat.S_IRWXU)
     if checkpoint:
         (fsx / "checkpoints").mkdir(exist_ok=True)
-        (fsx / "checkpoints" / "step-100.pt").write_text("weights")
+        (fsx / "checkpoints" / "step-100.pt").write_text("weights", encoding="utf-8")
     script = render_user_data(spec)
     for real, fake in (
         ("/fsx", fsx),
@@ -188,7 +195,7 @@ def prepare(tmp_path: Path, spec: NodeBootstrap, efa_found=None, checkpoint=Fals
         script = script.replace(real, str(fake))
     # The script pins its PATH to the system's directories: point it at the stubs instead.
     script = re.sub(r"^PATH=.*$", f"PATH={bin_dir}:/usr/bin:/bin", script, count=1, flags=re.M)
-    (tmp_path / "user-data.sh").write_text(script)
+    (tmp_path / "user-data.sh").write_text(script, encoding="utf-8")
     return tmp_path / "user-data.sh"
 
 
@@ -197,7 +204,9 @@ def start_node(tmp_path: Path, ip: str, **fake) -> subprocess.Popen:
     state directory (/var/lib/mlinfra) is its own, state/<ip>: nodes sharing one would race on the fabric gate's
     result file, which no two instances do."""
     script = tmp_path / f"user-data.{ip}.sh"
-    script.write_text((tmp_path / "user-data.sh").read_text().replace(NODE, ip))
+    script.write_text((tmp_path / "user-data.sh").read_text(encoding="utf-8").replace(NODE, ip), encoding="utf-8")
+    if fake.get("worker_delay") is not None:
+        os.mkfifo(tmp_path / "out" / f"delay.{ip}")
     env = {
         "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
         "FAKE_IP": ip,
@@ -231,5 +240,5 @@ def register_stale(hosts_dir: Path, ips, age_seconds: int = 600) -> None:
     hosts_dir.mkdir(parents=True, exist_ok=True)
     old = time.time() - age_seconds
     for ip in ips:
-        (hosts_dir / ip).write_text(f"{ip}\n")
+        (hosts_dir / ip).write_text(f"{ip}\n", encoding="utf-8")
         os.utime(hosts_dir / ip, (old, old))

@@ -30,7 +30,7 @@ SUCCESS, FAILED = MARKER.format("SUCCESS"), MARKER.format("FAILED")
 
 def marker(cluster, name=FAILED) -> dict:
     assert list(cluster.markers()) == [name], cluster.logs
-    return json.loads(cluster.markers()[name].read_text())
+    return json.loads(cluster.markers()[name].read_text(encoding="utf-8"))
 
 
 def args_of(cluster, ip, kind="args") -> list[str]:
@@ -55,7 +55,7 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
             "--tag",
             "; touch PWNED #",
         ]
-        env = (cluster.out / f"env.{ip}").read_text()
+        env = (cluster.out / f"env.{ip}").read_text(encoding="utf-8")
         assert "FI_PROVIDER=efa\n" in env and f"MLINFRA_NODE_RANK={ordered.index(ip)}\n" in env
         assert "NCCL_NET=OFI\n" in env and f"NCCL_NET_PLUGIN={tmp_path}/ofi-nccl/lib/libnccl-net-ofi.so\n" in env
         assert "JOB_NOTE=$(touch PWNED) x\n" in env  # the job's env reaches the job, verbatim
@@ -77,12 +77,12 @@ def test_simulated_cluster_ranks_nodes_and_reports_success(tmp_path):
     assert found["generation"] == "p4d.24xlarge-x3-us-east-1a-on-demand"
     assert found["expires_at"] == 0  # this deployment has no expiry: the marker says which deployment wrote it
     assert found["started_at"] <= found["ended_at"] and found["ended_at"].endswith("Z")
-    args = (cluster.s3 / f"{SUCCESS}.args").read_text().split("\n")
+    args = (cluster.s3 / f"{SUCCESS}.args").read_text(encoding="utf-8").split("\n")
     assert args[:4] == ["s3", "cp", "-", "s3://mlinfra-registry-123456789012/runs/demo-001/_SUCCESS"]
     assert "--sse\naws:kms\n" in "\n".join(args)
     assert found["checkpoints_exported"] is True
     for ip in ips:  # every node powers off once its job ends
-        assert (cluster.out / f"shutdown.{ip}").read_text().startswith("-h\n+1\n")
+        assert (cluster.out / f"shutdown.{ip}").read_text(encoding="utf-8").startswith("-h\n+1\n")
 
 
 # ---- launch generations (defect 5): a replaced fleet's registrations never count ----
@@ -144,7 +144,7 @@ def test_a_path_that_says_archived_is_not_an_exported_file(tmp_path):
     spec = sim_spec(node_count=1, export_timeout_seconds=1)
     prepare(tmp_path, spec)
     (tmp_path / "fsx/checkpoints/archived").mkdir(parents=True)
-    (tmp_path / "fsx/checkpoints/archived/step-200.pt").write_text("weights")
+    (tmp_path / "fsx/checkpoints/archived/step-200.pt").write_text("weights", encoding="utf-8")
     cluster = run(tmp_path, spec, ["10.0.3.4"], lfs_flags="00000001", poll_cap=0.2)
     assert marker(cluster)["checkpoints_exported"] is False
     assert "0 of 1 files" in cluster.logs["10.0.3.4"]
@@ -240,10 +240,12 @@ def test_the_fabric_gate_runs_with_the_static_rendezvous_before_the_job(tmp_path
         ]
         assert gate[6].endswith(f"/state/{ip}/fabric_check.py")
         assert gate[7:13] == ["--backend", "nccl", "--bytes", "1073741824", "--min-busbw", "12.5"]
-        gate_env = (cluster.out / f"gate-env.{ip}").read_text()
+        gate_env = (cluster.out / f"gate-env.{ip}").read_text(encoding="utf-8")
         assert "NCCL_NET=OFI\n" in gate_env and "FI_PROVIDER=efa\n" in gate_env
         assert "fabric gate passed: all-reduce bus bandwidth 75.34 GB/s" in cluster.logs[ip]
-        assert (tmp_path / "state" / ip / "fabric_check.py").read_text().startswith('"""The fabric gate')
+        assert (
+            (tmp_path / "state" / ip / "fabric_check.py").read_text(encoding="utf-8").startswith('"""The fabric gate')
+        )
     assert marker(cluster, SUCCESS)["reason"] == ""
 
 
@@ -287,7 +289,7 @@ def test_trainium_root_comm_id_names_torchruns_rank_0(tmp_path):
         args = args_of(cluster, ip)
         assert f"--node-rank={rank}" in args and "--rdzv-backend=static" in args and "--master-addr=10.0.6.20" in args
         assert not any(a.startswith(("--rdzv-endpoint", "--rdzv-id")) for a in args)
-        env = (cluster.out / f"env.{ip}").read_text()
+        env = (cluster.out / f"env.{ip}").read_text(encoding="utf-8")
         assert "NEURON_RT_ROOT_COMM_ID=10.0.6.20:41000\n" in env
         assert "--backend" in args_of(cluster, ip, "gate-args") and "xla" in args_of(cluster, ip, "gate-args")
 
@@ -326,11 +328,21 @@ def test_grace_period_stops_the_job_before_expiry_and_the_run_ends_normally(tmp_
     cluster = run(tmp_path, spec, ["10.0.5.1"], run_seconds=60, checkpoint=True)  # real sleeps: the job's 60 s
     assert cluster.codes == {"10.0.5.1": 0}, cluster.logs
     assert time.monotonic() - started < 30  # stopped by the grace signal, not by the job's own end
-    assert (cluster.out / "stopped.10.0.5.1").read_text() == "saved\n"
+    assert (cluster.out / "stopped.10.0.5.1").read_text(encoding="utf-8") == "saved\n"
     assert "expiry grace period reached: asking the workers to save and stop" in cluster.logs["10.0.5.1"]
     assert not (cluster.out / "agent-term.10.0.5.1").exists()  # torchrun itself is left to see its workers end
     assert marker(cluster, SUCCESS)["expires_at"] == spec.expires_at_epoch  # the deployment that wrote it
     assert (cluster.out / "shutdown.10.0.5.1").exists()
+
+
+def test_a_node_that_starts_after_the_grace_point_still_stops_its_workers(tmp_path):
+    # The stopper fires before torchrun has started a worker: it asks again until one hears it.
+    spec = sim_spec(node_count=1, stop_at_epoch=int(time.time()) - 60, expires_at_epoch=int(time.time()) + 3600)
+    started = time.monotonic()
+    cluster = run(tmp_path, spec, ["10.0.5.1"], run_seconds=60, worker_delay=2, checkpoint=True)
+    assert cluster.codes == {"10.0.5.1": 0}, cluster.logs
+    assert time.monotonic() - started < 30
+    assert (cluster.out / "stopped.10.0.5.1").read_text(encoding="utf-8") == "saved\n"
 
 
 def test_without_export_the_marker_follows_the_exit_code_and_waits_for_nothing(tmp_path):
@@ -351,6 +363,6 @@ def test_every_node_schedules_its_own_power_off_after_expiry(tmp_path):
     spec = sim_spec(node_count=1, power_off_on_exit=False, expires_at_epoch=expires)
     cluster = run(tmp_path, spec, ["10.0.8.1"], poll_cap=0.2)
     assert cluster.codes == {"10.0.8.1": 0}, cluster.logs
-    args = (cluster.out / "shutdown.10.0.8.1").read_text().split("\n")
+    args = (cluster.out / "shutdown.10.0.8.1").read_text(encoding="utf-8").split("\n")
     # 3600 s to expiry + 300 s backstop, rounded up to whole minutes (65, or 66 across a second boundary)
     assert args[0] == "-h" and args[1] in ("+65", "+66") and args[2] == "mlinfra: run demo-001 expires"

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from infra.training.aws.userdata import render_user_data
+from tests.helpers import shellcheck
 from tests.infra.training.aws.bootstrap_sim import BASH, training_spec
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -47,17 +47,16 @@ def test_rendered_script_matches_golden(filename):
 @pytest.mark.parametrize("filename", sorted(GOLDEN_SPECS))
 def test_rendered_script_is_valid_bash(filename, tmp_path):
     script = tmp_path / "user-data.sh"
-    script.write_text(render_user_data(GOLDEN_SPECS[filename]()))
+    script.write_text(render_user_data(GOLDEN_SPECS[filename]()), encoding="utf-8")
     result = subprocess.run([BASH, "-n", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
 @pytest.mark.parametrize("filename", sorted(GOLDEN_SPECS))
 def test_rendered_script_passes_shellcheck(filename, tmp_path):
     script = tmp_path / "user-data.sh"
-    script.write_text(render_user_data(GOLDEN_SPECS[filename]()))
-    result = subprocess.run(["shellcheck", "-s", "bash", str(script)], capture_output=True, text=True)
+    script.write_text(render_user_data(GOLDEN_SPECS[filename]()), encoding="utf-8")
+    result = shellcheck(script)
     assert result.returncode == 0, result.stdout
 
 

@@ -2,8 +2,6 @@
 Lustre sizing, label-safe expiry, and the startup script pinned by a golden file (and shellcheck)."""
 
 import os
-import shutil
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from infra.training.gcp.plan import plan_gcp_training
 from infra.training.gcp.startup import GcpNodeBootstrap, render_startup_script
 from infra.training.launch import plan_fabric_gate
 from infra.training.lustre import LustreIntent
+from tests.helpers import shellcheck
 
 P = "mlinfra:training."
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -276,10 +275,9 @@ def mega():
     )
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
 @pytest.mark.parametrize("spec", [bootstrap, mega], ids=["a3-highgpu-8g", "a3-megagpu-8g"])
 def test_startup_script_passes_shellcheck(tmp_path, spec):
     path = tmp_path / "startup.sh"
-    path.write_text(render_startup_script(spec()))
-    done = subprocess.run(["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True)
+    path.write_text(render_startup_script(spec()), encoding="utf-8")
+    done = shellcheck(path)
     assert done.returncode == 0, done.stdout

@@ -28,11 +28,11 @@ def run_fabric_env(tmp_path, spec, ip_addr=IP_ADDR, make_dirs=True) -> subproces
     """The script's FABRIC_ENV section under bash, on a node whose `ip` answers `ip_addr`; prints NCCL's env."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "ip").write_text(f"#!/bin/bash\ncat <<'EOF'\n{ip_addr}EOF\n")
+    (bin_dir / "ip").write_text(f"#!/bin/bash\ncat <<'EOF'\n{ip_addr}EOF\n", encoding="utf-8")
     (bin_dir / "ip").chmod(stat.S_IRWXU)
     lib = tmp_path / "lib64"
     lib.mkdir()
-    (lib / "nccl-env-profile.sh").write_text('export NCCL_PROFILE_SET="from ${NCCL_LIB_DIR}"\n')
+    (lib / "nccl-env-profile.sh").write_text('export NCCL_PROFILE_SET="from ${NCCL_LIB_DIR}"\n', encoding="utf-8")
     if make_dirs:
         (tmp_path / "rxdm").mkdir()
     section = gpu_nic_env(spec)

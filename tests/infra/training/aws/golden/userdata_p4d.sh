@@ -469,9 +469,14 @@ MLINFRA_JOB_PID=$!
 # the normal exit (export wait, _SUCCESS marker) before the run guard's hard stop at expires-at.
 if (( MLINFRA_STOP_AT > 0 )); then
   mlinfra_stop_in=$(( MLINFRA_STOP_AT - $(date -u +%s) ))
+  # A node that reaches the grace point before torchrun has started its workers (a slow start, a late
+  # replacement) has nobody to signal yet: ask again each second until a worker gets it or the job has ended.
   ( sleep "$(( mlinfra_stop_in > 0 ? mlinfra_stop_in : 0 ))"
     log "expiry grace period reached: asking the workers to save and stop"
-    pkill -TERM -P "$MLINFRA_JOB_PID" 2>/dev/null ) &
+    until pkill -TERM -P "$MLINFRA_JOB_PID" 2>/dev/null; do
+      kill -0 "$MLINFRA_JOB_PID" 2>/dev/null || break
+      sleep 1
+    done ) &
   MLINFRA_STOPPER_PID=$!
 fi
 mlinfra_job_code=0
