@@ -137,7 +137,7 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     profile = servers.PROFILES[model.accelerator]
     source = registry.uri(artefact_prefix(model))
     n = str(model.accelerators_per_replica)
-    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    mounts: list[dict[str, Any]] = [dict(servers.SHM_MOUNT)]
     env = registry.env()
     local = profile.fetch_to_disk or registry.mounted
     if local:
@@ -252,7 +252,7 @@ def _spread(model: ModelSpec, registry: Registry) -> list[dict[str, Any]]:
 
 def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     profile = servers.PROFILES[model.accelerator]
-    volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}]
+    volumes: list[dict[str, Any]] = [servers.shm_volume()]
     pod: dict[str, Any] = {
         "serviceAccountName": model.name,
         "automountServiceAccountToken": False,

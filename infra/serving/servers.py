@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from infra.serving import engine
 from infra.serving.families import FAMILIES
@@ -22,6 +23,18 @@ RUNNING_METRIC = "vllm:num_requests_running"  # sequences in the running batch
 KV_CACHE_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 # Pinned image of the init container that copies Neuron artefacts from the registry onto the node.
 AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
+# An in-memory /dev/shm for every pod that runs an engine (servers, and the promotion Jobs' conversion, load check
+# and evaluation): vLLM's shared-memory broadcast queue and NCCL's SHM transport between tensor-parallel workers
+# outgrow the container runtime's 64 MiB default. Its pages count against the pod's memory as they are used.
+SHM_SIZE = "8Gi"
+SHM_MOUNT = {"name": "shm", "mountPath": "/dev/shm"}
+
+
+def shm_volume() -> dict[str, Any]:
+    """The in-memory /dev/shm volume, a new dict per pod."""
+    return {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}
+
+
 # The Neuron helm chart's scheduler (kube-scheduler + Neuron extension), for topology-aware device allocation.
 NEURON_SCHEDULER = "my-scheduler"
 

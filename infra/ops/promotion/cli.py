@@ -27,9 +27,8 @@ def add_promotion_parsers(verbs: Any) -> None:
     promote.add_argument("--version", required=True, help="new, never used version (versions are immutable)")
     promote.add_argument(
         "--variants",
-        default="neuron,cuda",
-        help=f"comma-separated, from {', '.join(VARIANT_NAMES)} (default: neuron,cuda); a quantised variant needs "
-        "a node pool of the serving stack whose devices run it",
+        help=f"comma-separated, from {', '.join(VARIANT_NAMES)} (default: the variants the stack's entries of the "
+        "model serve); a quantised variant needs a node pool of the serving stack whose devices run it",
     )
     promote.add_argument(
         "--checkpoint",

@@ -11,13 +11,15 @@ A model here is any callable taking a (1, n) tensor of token ids and returning (
 object with `.logits` (Hugging Face's output). Perplexity alone is not enough: task scores can collapse while
 perplexity stays flat (AutoAWQ issue 475: HumanEval 0.67 -> 0.37), hence both.
 
-The program loads both models with transformers (and safetensors, for a neuron-int8 artefact: load_nxd_int8),
-which the server images have (tests/contracts/data/images.json).
+The program loads the models with transformers (and safetensors, for a neuron-int8 artefact: load_nxd_int8), which
+the server images have (tests/contracts/data/images.json), one at a time: the reference is measured and freed
+before the variant is loaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import random
@@ -146,30 +148,39 @@ class Comparison:
         }
 
 
-def compare(
-    reference: Model,
-    variant: Model,
-    held_out: Sequence[Sequence[int]],
-    tasks: Sequence[tuple[Sequence[int], Sequence[int]]],
-    seed: int = 0,
-) -> Comparison:
-    """Run the one evaluation on both models."""
+@dataclass(frozen=True)
+class Measurement:
+    """What one model did on the evaluation: each held-out sequence's (nll, tokens), each task right or not."""
+
+    nll: list[tuple[float, int]]
+    exact: list[bool]
+
+
+def measure(
+    model: Model, held_out: Sequence[Sequence[int]], tasks: Sequence[tuple[Sequence[int], Sequence[int]]]
+) -> Measurement:
+    """One model on the fixed evaluation (the program measures the reference, frees it, then the variant)."""
     if not held_out or not tasks:
         raise ValueError("the evaluation needs held-out sequences and tasks")
-    ref_nll = [sequence_nll(reference, ids) for ids in held_out]
-    var_nll = [sequence_nll(variant, ids) for ids in held_out]
-    tokens = sum(n for _, n in ref_nll)
-    ppl_ref = math.exp(sum(x for x, _ in ref_nll) / tokens)
-    ppl_var = math.exp(sum(x for x, _ in var_nll) / tokens)
-    ref_em, var_em = exact_matches(reference, tasks), exact_matches(variant, tasks)
-    n = len(tasks)
+    return Measurement([sequence_nll(model, ids) for ids in held_out], exact_matches(model, tasks))
+
+
+def combine(reference: Measurement, variant: Measurement, seed: int = 0) -> Comparison:
+    """The variant's figures against the reference's, from their measurements on the same evaluation."""
+    if len(reference.nll) != len(variant.nll) or len(reference.exact) != len(variant.exact):
+        raise ValueError("the two measurements are of different evaluations")
+    tokens = sum(n for _, n in reference.nll)
+    ppl_ref = math.exp(sum(x for x, _ in reference.nll) / tokens)
+    ppl_var = math.exp(sum(x for x, _ in variant.nll) / tokens)
+    ref_em, var_em = reference.exact, variant.exact
+    n = len(ref_em)
     return Comparison(
-        sequences=len(held_out),
+        sequences=len(reference.nll),
         tokens=tokens,
         perplexity_reference=ppl_ref,
         perplexity_variant=ppl_var,
         perplexity_increase=ppl_var / ppl_ref - 1,
-        perplexity_increase_ci95=perplexity_increase_interval(ref_nll, var_nll, seed),
+        perplexity_increase_ci95=perplexity_increase_interval(reference.nll, variant.nll, seed),
         tasks=n,
         exact_match_reference=sum(ref_em) / n,
         exact_match_variant=sum(var_em) / n,
@@ -178,6 +189,24 @@ def compare(
         task_drop=(sum(ref_em) - sum(var_em)) / n,
         task_drop_ci95=drop_interval(ref_em, var_em, seed),
     )
+
+
+def compare(
+    reference: Model,
+    variant: Model,
+    held_out: Sequence[Sequence[int]],
+    tasks: Sequence[tuple[Sequence[int], Sequence[int]]],
+    seed: int = 0,
+) -> Comparison:
+    """Run the one evaluation on both models."""
+    return combine(measure(reference, held_out, tasks), measure(variant, held_out, tasks), seed)
+
+
+def release() -> None:
+    """Give back the memory of a model nobody holds any more (host, and the GPU's cache)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 # --- the program: python3 evaluate.py --reference DIR --variant DIR --data DIR --out quality.json -----------
@@ -314,14 +343,24 @@ def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> i
     except BadEvaluationData as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    # One model in memory at a time: the reference is measured and let go before the variant is loaded, so the
+    # step holds the larger of the two, never both (evaluation.py sizes it so).
     try:
         reference, encode = load(args.reference)
-        variant, _ = load(args.variant)
     except BadArtefact as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     sequences = [ids for ids in (encode(row["text"]) for row in held_out) if len(ids) > 1]
-    result = compare(reference, variant, sequences, encoded_tasks(encode, tasks))
+    pairs = encoded_tasks(encode, tasks)
+    of_reference = measure(reference, sequences, pairs)
+    del reference
+    release()
+    try:
+        variant, _ = load(args.variant)
+    except BadArtefact as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    result = combine(of_reference, measure(variant, sequences, pairs))
     args.out.write_text(json.dumps(result.as_dict(), indent=1) + "\n", encoding="utf-8")
     print(json.dumps(result.as_dict()))
     return 0

@@ -12,10 +12,11 @@ image:
                                     data to /work/reference, /work/variant, /work/data;
   3. init `evaluate` (server image) sees them read-only under /in, writes the project's evaluation program
                                     (evaluate.py, shipped in the command as engine_check.py is) to /out and
-                                    runs it on both models: /out/quality.json; no AWS credentials at all.
-                                    On inf2 it runs on the host CPU: a neuron-int8 variant is the reference's
-                                    architecture with NxD Inference's dequantised int8 weights, and the step
-                                    asks for memory for both models (memory_gib);
+                                    runs it on the reference, then (the reference freed) the variant:
+                                    /out/quality.json; no AWS credentials at all. On inf2 it runs on the host
+                                    CPU: a neuron-int8 variant is the reference's architecture with NxD
+                                    Inference's dequantised int8 weights. The step asks for one model's memory
+                                    (resources), and promote checks it fits a node before anything runs;
   4. `upload`        (aws-cli)      copies /out/quality.json where gate.py reads it.
 Only then does `promote` judge the variant. An evaluation error fails the Job at once (podFailurePolicy); a
 node lost is retried without counting, as for the conversion Jobs.
@@ -24,18 +25,21 @@ node lost is retried without counting, as for the conversion Jobs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from shlex import quote
 from typing import Any
 
+from infra.core.errors import Problem
 from infra.core.naming import slug
-from infra.ops.promotion import jobs
+from infra.ops.promotion import jobs, sizing
+from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
 from infra.serving.aws import converter_access as access
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.families import FAMILIES
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
-from infra.serving.servers import PROFILES
+from infra.serving.servers import PROFILES, SHM_MOUNT, shm_volume
 from infra.serving.spec import ModelSpec
 
 Manifest = dict[str, Any]
@@ -51,13 +55,16 @@ PROGRAM = "/out/evaluate.py"
 RESULT = f"/out/{access.QUALITY_FILE}"
 _GIB = 1 << 30
 WORK_MARGIN_GIB = 10  # beside the reference and the variant (each at most the checkpoint's size)
-# On Neuron pools the evaluation runs on the host CPU (a compiled Neuron model is no torch module): both models in
-# their checkpoint dtype in host memory, the variant's int8 weights read one tensor at a time, plus Python, torch
-# and transformers. An estimate, not a measurement; more than the server asks for, which keeps its weights on
-# the devices, and less than the neuron-int8 conversion on the same pool (2.5 x checkpoint + 8 GiB, recipes.py),
-# whose fit to a node type promote checks before anything runs.
-CPU_MODELS = 2
-CPU_MARGIN_GIB = 8
+# evaluate.py holds one model at a time (the reference is measured and freed before the variant is loaded), in
+# its checkpoint dtype, so no step of it needs more than the checkpoint's size of weights:
+# - host memory: transformers reads the weights into host memory before they go to the GPU, and on inf2 the model
+#   runs there (a compiled Neuron model is no torch module); plus Python, torch, transformers, the tokenizer and
+#   the data (HOST_MARGIN_GIB);
+# - device memory (GPU pools): the whole model on one device (evaluate.py's transformers loader), plus the CUDA
+#   context and one sequence's activations (DEVICE_MARGIN_GIB).
+# Estimates on the safe side, not measurements; a variant dequantised by its loader is the reference's size.
+HOST_MARGIN_GIB = 8
+DEVICE_MARGIN_GIB = 2
 
 
 def on_cpu(server: ModelSpec) -> bool:
@@ -65,11 +72,39 @@ def on_cpu(server: ModelSpec) -> bool:
     return FAMILIES[server.accelerator].neuron
 
 
-def memory_gib(server: ModelSpec, checkpoint_bytes: int) -> int:
-    """The server's memory, or on the CPU enough for the two models: CPU_MODELS x checkpoint + CPU_MARGIN_GIB."""
-    if not on_cpu(server):
-        return server.memory_gib
-    return max(server.memory_gib, math.ceil(CPU_MODELS * checkpoint_bytes / _GIB) + CPU_MARGIN_GIB)
+def memory_gib(checkpoint_bytes: int) -> int:
+    """The evaluate step's memory: one model of the checkpoint's size, and the margin."""
+    return math.ceil(checkpoint_bytes / _GIB) + HOST_MARGIN_GIB
+
+
+def device_gib(server: ModelSpec, checkpoint_bytes: int) -> float | None:
+    """The memory one device needs to hold a model of the checkpoint's size; None where the CPU evaluates."""
+    return None if on_cpu(server) else checkpoint_bytes / _GIB + DEVICE_MARGIN_GIB
+
+
+def resources(server: ModelSpec, checkpoint_bytes: int) -> Resources:
+    """The evaluate step's requests: the server's CPU and devices, memory and disk from the checkpoint."""
+    return Resources(
+        cpu=server.cpu,
+        memory_gib=memory_gib(checkpoint_bytes),
+        disk_gib=work_gib(checkpoint_bytes),
+        devices=server.accelerators_per_replica,
+    )
+
+
+def fit_problems(
+    variant: str, server: ModelSpec, instance_types: Sequence[str], disk_gib: int, checkpoint_bytes: int
+) -> list[Problem]:
+    """Whether the variant's evaluation Job fits a node of its pool, and its model one of the node's devices:
+    promote refuses a variant whose gate could not run before any Job starts (also with --dry-run)."""
+    task = f"evaluate its {checkpoint_bytes / _GIB:.1f} GiB reference and itself, one model at a time"
+    pool = server.accelerator
+    need = resources(server, checkpoint_bytes)
+    found = [sizing.fit_problem(variant, pool, instance_types, disk_gib, need, checkpoint_bytes, task)]
+    device = device_gib(server, checkpoint_bytes)
+    if device is not None:
+        found.append(sizing.device_memory_problem(variant, pool, instance_types, device, task))
+    return [problem for problem in found if problem is not None]
 
 
 def job_name(model: str, version: str, variant: str) -> str:
@@ -168,7 +203,7 @@ def evaluation_job(
         for source, into in ((checkpoint, "reference"), (prefix, "variant"), (evaluation, "data"))
     )
     disk = f"{work_gib(checkpoint_bytes)}Gi"
-    memory = f"{memory_gib(server, checkpoint_bytes)}Gi"
+    memory = f"{memory_gib(checkpoint_bytes)}Gi"
     evaluate = {
         "name": "evaluate",
         "image": pulled(mirror, server.image),
@@ -178,9 +213,10 @@ def evaluation_job(
         "volumeMounts": [
             {"name": "work", "mountPath": "/in", "readOnly": True},
             {"name": "out", "mountPath": "/out"},
+            dict(SHM_MOUNT),
         ],
         "securityContext": {"allowPrivilegeEscalation": False},
-        # The server's own requests (manifests.py; on the CPU, memory for both models), and the work volume as
+        # The server's CPU and devices (manifests.py), memory for one model (resources), and the work volume as
         # ephemeral storage.
         "resources": {
             "requests": {
@@ -216,6 +252,7 @@ def evaluation_job(
             {"name": "work", "emptyDir": {"sizeLimit": disk}},
             {"name": "out", "emptyDir": {"sizeLimit": "16Mi"}},
             {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            shm_volume(),
         ],
     }
     if profile.scheduler_name:

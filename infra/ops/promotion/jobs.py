@@ -42,11 +42,11 @@ from infra.core.naming import slug
 from infra.ops.promotion.recipes import CALIBRATION_DIR, CHECK_PROGRAM, RECIPES, Recipe
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
-from infra.serving import engine
+from infra.serving import engine, servers
 from infra.serving.aws import converter_access as access
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
-from infra.serving.servers import AWS_CLI_IMAGE, PROFILES
+from infra.serving.servers import AWS_CLI_IMAGE, PROFILES, SHM_MOUNT
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import VARIANTS
 
@@ -233,7 +233,7 @@ def conversion_job(
         "image": pulled(mirror, server.image),
         "command": ["/bin/sh", "-c", convert_script(recipe)],
         "env": engine_env["convert"],
-        "volumeMounts": mount,
+        "volumeMounts": [*mount, dict(SHM_MOUNT)],
         "securityContext": secure,
         # The pod asks for its largest init step. The work volume counts as ephemeral storage.
         "resources": {
@@ -247,7 +247,11 @@ def conversion_job(
         "command": ["/bin/sh", "-c", check_script(recipe)],
         "env": engine_env["check"] + [{"name": name, "value": value} for name, value in recipe.check_env],
         # The artefact as a server sees it: read-only, so a load that would compile again fails here.
-        "volumeMounts": mount + [{"name": "work", "mountPath": SERVED, "subPath": "out", "readOnly": True}],
+        "volumeMounts": [
+            *mount,
+            {"name": "work", "mountPath": SERVED, "subPath": "out", "readOnly": True},
+            dict(SHM_MOUNT),
+        ],
         "securityContext": secure,
         "resources": {"requests": on_devices, "limits": {"memory": memory, profile.resource: devices}},
     }
@@ -270,6 +274,7 @@ def conversion_job(
         "volumes": [
             {"name": "work", "emptyDir": {"sizeLimit": disk}},
             {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            servers.shm_volume(),
         ],
     }
     if profile.scheduler_name:

@@ -101,13 +101,15 @@ def _evaluation_line(
 ) -> None:
     prefix = job_objects.artefact_prefix(req.model, req.version, variant)
     resource = PROFILES[server.accelerator].resource
-    memory = evaluation.memory_gib(server, checkpoint.size)
-    where = "both models on the host CPU" if evaluation.on_cpu(server) else "as its server"
+    need = evaluation.resources(server, checkpoint.size)
+    device = evaluation.device_gib(server, checkpoint.size)
+    where = "on the host CPU" if device is None else f"{device:.1f} GiB on one device"
     rt.say(
         f"    then job {ns}/{evaluation.job_name(req.model, req.version, variant)}: evaluates {variant} against the "
-        f"bf16 reference on {server.accelerator} ({resource}: {server.accelerators_per_replica}, cpu {server.cpu}, "
-        f"memory {memory}Gi, {where}), image {image}; reads {checkpoint.prefix} + {prefix} + "
-        f"{req.evaluation}, writes {evaluation.quality_key(req.model, req.version, variant)}"
+        f"bf16 reference on {server.accelerator} ({resource}: {need.devices}, cpu {need.cpu:g}, memory "
+        f"{need.memory_gib:g}Gi, disk {need.disk_gib:g}Gi; one model at a time, {where}), image {image}; reads "
+        f"{checkpoint.prefix} + {prefix} + {req.evaluation}, writes "
+        f"{evaluation.quality_key(req.model, req.version, variant)}"
     )
     rt.say(f"    quality gate: {_budget(req.budget)}")
 

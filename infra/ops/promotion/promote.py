@@ -24,7 +24,7 @@ from infra.ops.promotion import evaluation, gate, plan, registry, sizing
 from infra.ops.promotion import jobs as job_objects
 from infra.ops.promotion.ports import Conflict, Jobs, JobState, ObjectStore
 from infra.ops.promotion.recipes import RECIPES
-from infra.ops.promotion.request import Promotion, Rollback
+from infra.ops.promotion.request import Promotion, Rollback, with_variants
 from infra.ops.promotion.serving import ServingTarget, job_access, serving_target
 from infra.ops.runtime import Runtime, iso, span
 from infra.registry import layout as registry_layout
@@ -44,6 +44,17 @@ def promote(
     req: Promotion, stacks: StackOps, store_for: StoreFor, jobs_for: JobsFor, rt: Runtime, dry_run: bool = False
 ) -> int:
     target = serving_target(stacks, req.stack, req.model, req.alias)
+    if not req.variants:
+        served_here = target.variants_served(req.model)
+        if not served_here:
+            raise InputError(
+                Problem(
+                    "--variants",
+                    f"stack {req.stack} has no entry of {req.model} to build for: name the variants "
+                    f"(from {', '.join(VARIANTS)})",
+                )
+            )
+        req = with_variants(req, served_here, f"the variants stack {req.stack} serves {req.model} as")
     served = target.served_variant()
     if served is not None and served not in req.variants:
         raise InputError(
@@ -295,6 +306,10 @@ def _sizes(
         )
         if problem:
             problems.append(problem)
+        if VARIANTS[variant].quantised and req.evaluation is not None:
+            problems += evaluation.fit_problems(
+                variant, servers[variant], pool.instance_types, pool.disk_gib, checkpoint.size
+            )
     if target.follower is not None:
         entry = target.config.serving.models[target.follower]
         pool = getattr(target.config.serving.node_pools, entry.accelerator)

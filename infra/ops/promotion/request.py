@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ class Promotion:
     run_id: str
     model: str
     version: str
-    variants: tuple[str, ...]
+    variants: tuple[str, ...]  # empty: those the serving stack's entries of the model serve (promote resolves it)
     alias: str = "production"
     stack: str = "serving-demo"
     checkpoint: str | None = None  # a prefix under checkpoints/<run-id>/; None: the run's final checkpoint
@@ -45,7 +46,7 @@ def promotion(
     run_id: str,
     model: str,
     version: str,
-    variants: str,
+    variants: str | None,
     alias: str,
     stack: str,
     checkpoint: str | None = None,
@@ -66,9 +67,9 @@ def promotion(
             )
         )
     problems += version_problems(version)
-    names = [v.strip() for v in variants.split(",") if v.strip()]
+    names = [] if variants is None else [v.strip() for v in variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
-    if not names or unknown:
+    if (variants is not None and not names) or unknown:
         problems.append(
             Problem(
                 "--variants",
@@ -83,6 +84,15 @@ def promotion(
     if problems:
         raise InputError(problems)
     return Promotion(run_id, model, version, tuple(names), alias, stack, checkpoint, limits, calibration, evaluation)
+
+
+def with_variants(req: Promotion, variants: tuple[str, ...], why: str) -> Promotion:
+    """`req` building `variants` (the stack's, when --variants was not given); InputError when the data flags do
+    not cover them, saying where they came from."""
+    problems = _data_problems(list(variants), req.calibration, req.evaluation)
+    if problems:
+        raise InputError([Problem(p.path, f"{p.message} ({why})") for p in problems])
+    return dataclasses.replace(req, variants=variants)
 
 
 def _data_problems(variants: list[str], calibration: str | None, evaluation: str | None) -> list[Problem]:

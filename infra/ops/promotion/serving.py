@@ -38,6 +38,11 @@ class ServingTarget:
     def served_version(self) -> str | None:
         return None if self.follower is None else self.config.serving.models[self.follower].version
 
+    def variants_served(self, model: str) -> tuple[str, ...]:
+        """The artefact variants the stack's entries of `model` serve (following an alias or pinned), in order."""
+        found = [m.artefact_variant for m in self.config.serving.models if m.name == model]
+        return tuple(dict.fromkeys(found))
+
     def server_for(self, variant: str, model: str, version: str) -> ModelSpec:
         """The model entry that will serve `variant`: the one following the alias when it serves this variant
         (its pool, image and engine settings), else the defaults of a pool with its recipe's image: the recipe's

@@ -130,9 +130,16 @@ def holds(name: str, need: Resources) -> bool:
 
 
 def fit_problem(
-    variant: str, pool: str, instance_types: Sequence[str], disk_gib: int, need: Resources, checkpoint_bytes: int
+    variant: str,
+    pool: str,
+    instance_types: Sequence[str],
+    disk_gib: int,
+    need: Resources,
+    checkpoint_bytes: int,
+    task: str | None = None,
 ) -> Problem | None:
-    """None when some instance type of the pool holds the Job; else the problem, saying what would."""
+    """None when some instance type of the pool holds the step; else the problem, saying what would. `task`: what
+    the step does, after "to" (default: convert the checkpoint)."""
     fitting = [t for t in instance_types if holds(t, need)]
     disk_ok = usable_disk(disk_gib) >= need.disk_gib
     if fitting and disk_ok:
@@ -152,9 +159,39 @@ def fit_problem(
         (
             f"variant {variant} needs {_devices(need)}{_n(need.cpu)} CPU, {_n(need.memory_gib)} GiB memory and "
             f"{_n(need.disk_gib)} GiB "
-            f"disk to convert a {checkpoint_bytes / GIB:.1f} GiB checkpoint; no instance type of node pool {pool} "
+            f"disk to {task or f'convert a {checkpoint_bytes / GIB:.1f} GiB checkpoint'}; no instance type of node "
+            f"pool {pool} "
             f"({', '.join(instance_types)}; diskGib {disk_gib}, {usable_disk(disk_gib):.0f} GiB usable) holds it: "
             + "; ".join(would)
+        ),
+    )
+
+
+def device_memory_problem(
+    variant: str, pool: str, instance_types: Sequence[str], need_gib: float, task: str
+) -> Problem | None:
+    """None when a device of some instance type of the pool holds `need_gib`; else the problem, naming the
+    smallest catalog type whose devices would."""
+    devices = [instance_type(t).accelerators[0] for t in instance_types if instance_type(t).accelerators]
+    if not devices or max(d.memory_mib for d in devices) / 1024 >= need_gib:
+        return None
+    largest = max(devices, key=lambda d: d.memory_mib)
+    kind = largest.kind
+    able = [
+        it
+        for it in (instance_type(n) for n in known_instance_types())
+        if it.accelerators and it.accelerators[0].kind == kind and it.accelerators[0].memory_mib / 1024 >= need_gib
+    ]
+    bigger = min(able, key=lambda it: (it.accelerators[0].memory_mib, it.memory_mib, it.name), default=None)
+    return Problem(
+        f"mlinfra:serving.nodePools.{pool}",
+        f"variant {variant} needs {need_gib:.1f} GiB on one device to {task}; the largest device of node pool "
+        f"{pool} ({', '.join(instance_types)}): {largest.model}, {largest.memory_mib / 1024:.1f} GiB; "
+        + (
+            f"a pool of {bigger.name} ({bigger.accelerators[0].model}, "
+            f"{bigger.accelerators[0].memory_mib / 1024:.1f} GiB per device) would hold it"
+            if bigger
+            else "no device in the catalog holds it"
         ),
     )
 

@@ -85,47 +85,41 @@ def test_the_job_runs_on_the_variants_serving_pool_as_its_server(variant):
     evaluate = steps(variant)["evaluate"]
     [server_container] = served["spec"]["containers"]
     assert evaluate["image"] == server_container["image"] == server.image
-    # The server's own requests and limits, plus the work volume as ephemeral storage; on inf2 (the host CPU
-    # evaluates) memory for both models.
-    memory = {"cuda-int4": "40Gi", "neuron-int8": "38Gi"}[variant]  # g5: the server's; inf2: 2 x 15 GiB + 8
+    # The server's CPU and devices; memory for one model of the checkpoint's size (evaluate.py frees the reference
+    # before it loads the variant) and the work volume as ephemeral storage, both from the checkpoint.
     requests = dict(evaluate["resources"]["requests"])
     assert requests.pop("ephemeral-storage") == "40Gi"  # 2 x 15 GiB checkpoint + 10
-    assert requests == {**server_container["resources"]["requests"], "memory": memory}
-    assert evaluate["resources"]["limits"] == {**server_container["resources"]["limits"], "memory": memory}
+    assert requests == {**server_container["resources"]["requests"], "memory": "23Gi"}  # 15 GiB + 8
+    assert evaluate["resources"]["limits"] == {**server_container["resources"]["limits"], "memory": "23Gi"}
     assert pod["serviceAccountName"] == "model-converter" and pod["restartPolicy"] == "Never"
 
 
-def test_the_cuda_int4_job_asks_for_what_its_g5_server_asks():
+def test_the_cuda_int4_job_asks_for_the_servers_cpu_and_gpu_and_memory_for_one_model():
     requests = steps()["evaluate"]["resources"]["requests"]
-    assert requests == {"cpu": "6", "memory": "40Gi", "ephemeral-storage": "40Gi", "nvidia.com/gpu": "1"}
+    assert requests == {"cpu": "6", "memory": "23Gi", "ephemeral-storage": "40Gi", "nvidia.com/gpu": "1"}
     pod = job()["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def test_on_inf2_it_asks_for_memory_for_both_models_on_the_host_cpu():
-    """A compiled Neuron model is no torch module: evaluate.py measures neuron-int8 on the CPU, the reference and
-    the dequantised variant side by side, so the Job asks for twice the checkpoint (plus 8 GiB), never less than
-    its server; a GPU pool's evaluation keeps the server's memory (the models go to the GPU)."""
-    server = SERVERS["neuron-int8"]
-    assert server.memory_gib == 10
-    assert evaluation.memory_gib(server, 15 << 30) == 38
-    assert evaluation.memory_gib(server, 1 << 30) == 10  # the server's, when larger
-    assert evaluation.memory_gib(SERVERS["cuda-int4"], 100 << 30) == 40
+@pytest.mark.parametrize(("gib", "memory"), [(1, 9), (15, 23), (140, 148)])
+def test_the_step_holds_one_model_whatever_the_servers_memory(gib, memory):
+    """The server's memoryGib is what serving needs (weights on the devices); the evaluation reads one model
+    through host memory (and on inf2 runs it there), so it asks for the checkpoint's size plus 8 GiB, never the
+    server's figure: a 10 GiB default spec would be OOM-killed by an 8B model."""
+    for server in SERVERS.values():
+        assert evaluation.memory_gib(gib << 30) == memory
+        assert evaluation.resources(server, gib << 30).memory_gib == memory
+    assert evaluation.device_gib(SERVERS["cuda-int4"], 15 << 30) == 17.0  # the model on one GPU, + 2 GiB
+    assert evaluation.device_gib(SERVERS["neuron-int8"], 15 << 30) is None  # the host CPU evaluates
     requests = steps("neuron-int8")["evaluate"]["resources"]["requests"]
-    assert requests == {"cpu": "2", "memory": "38Gi", "ephemeral-storage": "40Gi", "aws.amazon.com/neuron": "1"}
+    assert requests == {"cpu": "2", "memory": "23Gi", "ephemeral-storage": "40Gi", "aws.amazon.com/neuron": "1"}
 
 
-@pytest.mark.parametrize("gib", [1, 15, 60, 140])
-def test_the_cpu_evaluation_fits_where_the_neuron_int8_conversion_fits(gib):
-    """promote checks before anything runs that the conversion fits a node type of the pool; the evaluation on the
-    same pool asks for no more (its server's cpu and devices aside), so it fits there too."""
-    from infra.ops.promotion import sizing
-    from infra.ops.promotion.recipes import RECIPES
-
-    conversion = sizing.conversion_resources(RECIPES["neuron-int8"], gib << 30)
-    assert evaluation.memory_gib(SERVERS["neuron-int8"], gib << 30) <= max(conversion.memory_gib, 10)
-    assert evaluation.work_gib(gib << 30) <= conversion.disk_gib
+def test_every_step_that_runs_an_engine_gets_the_servers_dev_shm():
+    pod = job()["spec"]["template"]["spec"]
+    assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
+    assert {"name": "shm", "mountPath": "/dev/shm"} in steps()["evaluate"]["volumeMounts"]
 
 
 def test_it_fetches_reference_variant_and_data_and_uploads_one_object():
@@ -156,6 +150,7 @@ def test_what_it_judges_is_mounted_read_only():
     assert s["evaluate"]["volumeMounts"] == [
         {"name": "work", "mountPath": "/in", "readOnly": True},
         {"name": "out", "mountPath": "/out"},
+        {"name": "shm", "mountPath": "/dev/shm"},  # in memory, nothing it judges
     ]
     assert {"name": "out", "mountPath": "/out", "readOnly": True} in s["upload"]["volumeMounts"]
     assert "work" not in {m["name"] for m in s["upload"]["volumeMounts"]}

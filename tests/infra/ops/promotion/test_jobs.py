@@ -11,7 +11,7 @@ from infra.ops.promotion import jobs
 from infra.ops.promotion.kube import job_state
 from infra.ops.promotion.recipes import RECIPES, VARIANTS
 from infra.ops.promotion.sizing import Resources
-from infra.serving import engine
+from infra.serving import engine, manifests
 from infra.serving.aws import converter_access as access
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import facts
@@ -422,3 +422,16 @@ def test_the_calibration_data_goes_to_calibrated_variants_only():
         conversion("cuda-int4", calibration=None)
     with pytest.raises(ValueError, match="cuda-int8: calibration data 'datasets/calibration/chat-512/'"):
         conversion("cuda-int8", calibration=CALIBRATION)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_steps_that_run_an_engine_get_the_servers_dev_shm(variant):
+    """vLLM's shared-memory broadcast and NCCL's SHM transport between tensor-parallel workers outgrow the runtime's
+    64 MiB /dev/shm: the conversion and its load check mount the servers' in-memory one."""
+    server = SERVERS[variant]
+    served = manifests.deployment(server, "models", manifests.Registry("b", "us-east-1", "s3"))["spec"]["template"]
+    pod = conversion(variant)["spec"]["template"]["spec"]
+    [shm] = [v for v in served["spec"]["volumes"] if v["name"] == "shm"]
+    assert shm in pod["volumes"] and shm["emptyDir"]["medium"] == "Memory"
+    for step in ("convert", "check"):
+        assert {"name": "shm", "mountPath": "/dev/shm"} in containers(variant)[step]["volumeMounts"]

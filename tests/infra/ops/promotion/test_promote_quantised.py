@@ -99,7 +99,7 @@ def test_neuron_int8_is_planned_on_inf2_with_its_evaluation_on_the_host_cpu():
         )
     assert (
         "job models/evaluate-mistral-7b-v2-neuron-int8: evaluates neuron-int8 against the bf16 reference on inf2 "
-        "(aws.amazon.com/neuron: 1, cpu 2, memory 10Gi, both models on the host CPU), image "
+        "(aws.amazon.com/neuron: 1, cpu 2, memory 9Gi, disk 11Gi; one model at a time, on the host CPU), image "
         "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04; reads "
     ) in text
     assert "evaluate-mistral-7b-v2-neuron:" not in text  # a bf16 variant has no evaluation

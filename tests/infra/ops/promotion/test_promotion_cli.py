@@ -76,6 +76,22 @@ def test_dry_run_prints_the_plan_and_writes_nothing(wired, aws, capsys):
     assert not [c for c in wired.calls if c[0] in ("set_config", "up")]
 
 
+def test_without_variants_it_builds_what_the_stacks_entries_of_the_model_serve(wired, aws, capsys):
+    code, out, _ = _run(capsys, "--run-id", RUN_ID, "--version", "v2", "--dry-run")
+    assert code == 0
+    # serving-demo serves mistral-7b from g5 only: nothing is compiled for inf2, which never serves it.
+    assert "job models/convert-mistral-7b-v2-cuda: cuda on g5" in out and "-neuron" not in out
+
+
+def test_without_variants_a_model_the_stack_does_not_serve_needs_them(wired, aws, capsys):
+    code = main(["promote", "--model", "llama-3-70b", "-s", "serving-demo", "--run-id", RUN_ID, "--version", "v2"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "error: --variants: stack serving-demo has no entry of llama-3-70b to build for: name the variants (from "
+        "neuron, cuda, cuda-fp8, cuda-int4, cuda-int8, neuron-int8)\n"
+    )
+
+
 def test_bad_flags_exit_2_one_line_each(capsys):
     code = main(
         [
@@ -227,7 +243,7 @@ def test_a_second_promotion_of_a_version_being_promoted_is_refused_and_touches_n
         return state(namespace, name)
 
     first.state = state_then_second_promotion
-    code, out, _ = _run(capsys, "--run-id", RUN_ID, "--version", "v2")
+    code, out, _ = _run(capsys, "--run-id", RUN_ID, "--version", "v2", "--variants", "neuron,cuda")
     assert during == {
         "code": 2,
         "unchanged": True,

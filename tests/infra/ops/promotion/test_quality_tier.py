@@ -159,3 +159,29 @@ def test_perplexity_alone_would_pass_a_variant_the_task_score_fails():
     (reason,) = verdict.reasons
     (measured,) = figures_in(r"exact match ([\d.]+)% is .* \(budget 5\.0 points\)", reason)
     assert measured == pytest.approx(comparison.exact_match_variant * 100, abs=0.1)
+
+
+def test_the_program_holds_one_model_at_a_time(tmp_path):
+    """The reference is measured and let go before the variant is loaded: the Job's memory is one model's."""
+    import weakref
+
+    reference, text = tiny_lm.trained()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held-out.jsonl").write_text(
+        "".join(json.dumps({"text": "\n" + line}) + "\n" for line in text.held_out[:2]), encoding="utf-8"
+    )
+    (data / "tasks.jsonl").write_text('{"prompt": "\\ncode of amber is ", "answer": "840."}\n', encoding="utf-8")
+    loaded: dict[str, weakref.ref] = {}
+
+    def load(path: str):
+        if path == "var":
+            assert loaded["ref"]() is None, "the reference is still in memory"
+        model = copy.deepcopy(reference)
+        loaded[path] = weakref.ref(model)
+        return (lambda ids: model(ids)), text.encode
+
+    argv = ["--reference", "ref", "--variant", "var", "--data", str(data), "--out", str(tmp_path / "q.json")]
+    assert evaluate.main(argv, load=load) == 0
+    assert set(loaded) == {"ref", "var"}
+    assert json.loads((tmp_path / "q.json").read_text(encoding="utf-8"))["perplexity"]["increase"] == 0
