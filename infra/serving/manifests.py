@@ -172,7 +172,8 @@ def _fetch_container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     return {
         "name": "fetch-model",
         "image": registry.image(servers.AWS_CLI_IMAGE),
-        "command": servers.fetch_command(source),
+        # The compiled shape too: a Neuron artefact built for another engine would start, then fail (engine.py).
+        "command": servers.fetch_command(source, servers.compiled_shape(engine.engine_settings(model).keywords())),
         "env": [{"name": "AWS_REGION", "value": registry.region}],
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
         "volumeMounts": [{"name": "model", "mountPath": servers.MODEL_DIR}],

@@ -6,6 +6,7 @@ deep learning container) on inf2. Both export the same engine metrics, which the
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -150,11 +151,45 @@ def check_command(source: str) -> list[str]:
     return ["/bin/sh", "-c", "set -euf\n" + check_script(source)]
 
 
-def fetch_command(source: str) -> list[str]:
+# The engine settings compiled into a Neuron artefact: vLLM-Neuron builds the model from the artefact's own config,
+# so a server whose settings differ starts and then fails on the first request the artefact was not compiled for.
+COMPILED_SHAPE = ("tensor_parallel_size", "max_num_seqs", "max_model_len", "dtype")
+
+
+def compiled_shape(keywords: dict[str, object]) -> dict[str, object]:
+    """The compiled part of an engine's keywords (engine.EngineSettings.keywords()), in COMPILED_SHAPE's order."""
+    return {key: keywords[key] for key in COMPILED_SHAPE if key in keywords}
+
+
+def shape_text(shape: dict[str, object]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in shape.items())
+
+
+def shape_check_script(source: str, shape: dict[str, object]) -> str:
+    """Shell refusing (exit 1) an artefact whose manifest records another compiled shape than `shape` (the
+    server's), both named; read from the manifest before the artefact is copied (jq, in the aws-cli image)."""
+    picked = "{" + ", ".join(COMPILED_SHAPE) + "}"
+    names = ", ".join(f'"{key}"' for key in COMPILED_SHAPE)
+    want = json.dumps(shape, sort_keys=True, separators=(",", ":"))
+    manifest = f"{MODEL_DIR}/manifest.json"
+    return (
+        f"aws s3 cp --only-show-errors {shlex.quote(source + 'manifest.json')} {manifest}\n"
+        f"if [ \"$(jq -cS '.engine | {picked}' {manifest})\" != {shlex.quote(want)} ]; then\n"
+        f'  shown="$(jq -r \'.engine as $e | [{names} | "\\(.)=\\($e[.])"] | join(", ")\' {manifest})"\n'
+        f'  echo "refusing {source}: compiled for $shown; this server runs {shape_text(shape)} (the compiled shape: '
+        'promote a version for this one)" >&2; exit 1\n'
+        "fi\n"
+    )
+
+
+def fetch_command(source: str, shape: dict[str, object] | None = None) -> list[str]:
+    """The Neuron server's init step: refuse a failed, unfinished or (with `shape`) differently compiled artefact,
+    then copy it to MODEL_DIR."""
     return [
         "/bin/sh",
         "-c",
         "set -euf\n"
         + check_script(source)
+        + (shape_check_script(source, shape) if shape is not None else "")
         + f"exec aws s3 sync --only-show-errors {shlex.quote(source)} {MODEL_DIR}\n",
     ]

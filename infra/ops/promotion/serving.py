@@ -44,14 +44,14 @@ class ServingTarget:
         return tuple(dict.fromkeys(found))
 
     def server_for(self, variant: str, model: str, version: str) -> ModelSpec:
-        """The model entry that will serve `variant`: the one following the alias when it serves this variant
-        (its pool, image and engine settings), else the defaults of a pool with its recipe's image: the recipe's
-        pool when the stack declares it, else the first declared pool whose devices run the variant (the Jobs
-        are built and checked there)."""
-        if self.follower is not None:
-            entry = self.config.serving.models[self.follower]
-            if entry.artefact_variant == variant:
-                return entry.model_copy(update={"version": version})
+        """The model entry that will serve `variant` (its pool, image and engine settings): the stack's entry of
+        the model when it serves this variant, following the alias or pinned to another version (it is how this
+        one would be served: a Neuron artefact is compiled for its shape; a stack has one entry per model), else
+        the defaults of a pool with its recipe's image: the recipe's pool when the stack declares it, else the
+        first declared pool whose devices run the variant (the Jobs are built and checked there)."""
+        entry = next((m for m in self.config.serving.models if m.name == model), None)
+        if entry is not None and entry.artefact_variant == variant:
+            return entry.model_copy(update={"version": version})
         recipe = RECIPES[variant]
         declared = self.config.serving.node_pools.declared()
         able = [pool for pool in declared if hardware_refusal(variant, pool) is None]

@@ -97,7 +97,8 @@ def test_artefacts_come_from_the_models_prefix_of_the_matching_variant():
     inf2 = pod(INF2)
     [fetch] = inf2["initContainers"]
     source = "s3://mlinfra-registry-123456789012-us-east-1/models/llama/1.0/neuron/"
-    assert fetch["command"] == servers.fetch_command(source)
+    shape = {"tensor_parallel_size": 2, "max_num_seqs": 8, "max_model_len": 4096, "dtype": "bfloat16"}
+    assert fetch["command"] == servers.fetch_command(source, shape)  # the server's own compiled shape
     assert fetch["command"][-1].endswith(f"exec aws s3 sync --only-show-errors {source} /models\n")
     assert inf2["containers"][0]["args"][:2] == ["--model", "/models"]
     # g5 streams from S3 and fetches nothing first: one step only checks the artefact before the server starts.
@@ -145,6 +146,48 @@ def test_the_model_servers_refuse_a_failed_or_unfinished_artefact(tmp_path, keys
             assert said in done.stderr and done.stdout == ""  # refused before any copy
         else:
             assert done.stdout == ("SYNC\n" if fetches else "")
+
+
+SHAPE = {"tensor_parallel_size": 2, "max_num_seqs": 8, "max_model_len": 8192, "dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(
+    ("recorded", "code"),
+    [
+        ({**SHAPE, "override_neuron_config": {"save_sharded_checkpoint": True}}, 0),
+        ({**SHAPE, "max_model_len": 4096}, 1),
+    ],
+    ids=["the servers-shape", "compiled-for-4096"],
+)
+def test_the_neuron_server_refuses_an_artefact_compiled_for_another_shape(tmp_path, recorded, code):
+    """The rendered fetch command, run by /bin/sh with the real jq and a stand-in `aws` serving a manifest: an
+    artefact whose recorded engine is not the server's compiled shape is refused, both shapes named, before the
+    copy; the same shape (other settings aside) is fetched."""
+    import json
+    import subprocess
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"variant": "neuron", "engine": recorded}), encoding="utf-8")
+    (tmp_path / "aws").write_text(
+        "#!/bin/sh\n"
+        "case \"$1 $2\" in 's3api list-objects-v2') printf '%s\\n' 'models/m/v1/neuron/manifest.json';;\n"
+        f"  's3 cp') cp {tmp_path}/manifest.json \"$5\";; 's3 sync') echo SYNC;; *) exit 9;; esac\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "aws").chmod(0o755)
+    models = tmp_path / "models"
+    models.mkdir()
+    command = servers.fetch_command("s3://b/models/m/v1/neuron/", SHAPE)
+    command[-1] = command[-1].replace(f" {servers.MODEL_DIR}", f" {models}")
+    done = subprocess.run(command, capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert done.returncode == code, done.stderr
+    if code:
+        assert done.stdout == "" and done.stderr == (
+            "refusing s3://b/models/m/v1/neuron/: compiled for tensor_parallel_size=2, max_num_seqs=8, "
+            "max_model_len=4096, dtype=bfloat16; this server runs tensor_parallel_size=2, max_num_seqs=8, "
+            "max_model_len=8192, dtype=bfloat16 (the compiled shape: promote a version for this one)\n"
+        )
+    else:
+        assert done.stdout == "SYNC\n"
 
 
 def test_tensor_parallel_degree_counts_neuron_cores():
