@@ -4,48 +4,31 @@ The `convert` step dominates the pod (init containers run one at a time, so the 
 of them): its requests are sized from the checkpoint by the recipe's factors (recipes.py), and the work
 volume holds checkpoint, intermediates and artefact. A Job no instance type of its pool can hold would
 stay Pending for ever, so promote refuses it at plan time (also with --dry-run), naming the size that
-would fit.
-
-Allocatable resources are approximated from the catalog (vCPUs, memory) minus a system reserve, as the
-EKS-optimised AMI sets it up, plus what the pool's DaemonSets take:
-- CPU: kube-reserved by the AMI's formula (6% of the first core, 1% of the second, 0.5% of the third and
-  fourth, 0.25% of every core above four) plus DAEMONSET_CPU;
-- memory: kube-reserved 255 MiB + 11 MiB per pod at MAX_PODS, the kubelet's hard eviction threshold
-  (memory.available < 100Mi) and DAEMONSET_MEMORY_MIB;
-- disk: the pool's root volume (`diskGib`) less the kubelet's hard eviction threshold (nodefs.available <
-  10%) and IMAGE_RESERVE_GIB for the OS and container images (the conversion images are 10-20 GB each).
-The real figures depend on the AMI release, max-pods and the DaemonSets running; these are estimates on
-the safe side, not measurements.
+would fit. What a node leaves for pods is the serving domain's estimate (infra/serving/aws/allocatable.py),
+the same the serving config's schedulability check uses.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from infra.catalog.aws import instance_type, known_instance_types
 from infra.core.errors import Problem
 from infra.ops.promotion.recipes import Recipe
+from infra.serving.aws.allocatable import (  # noqa: F401  (re-exported: promote's sizing reads them here)
+    GIB,
+    Resources,
+    allocatable,
+    disk_needed,
+    holds,
+    kube_reserved_cpu,
+    larger_type,
+    usable_disk,
+)
 from infra.serving.families import FAMILIES
 from infra.serving.fit import host_memory_gib
 from infra.serving.spec import ModelSpec
-
-GIB = 1024**3
-MAX_PODS = 110  # the largest max-pods the AMI sets without prefix delegation on these sizes
-EVICTION_MEMORY_MIB = 100  # kubelet evictionHard memory.available
-DAEMONSET_CPU = 0.25  # aws-node, kube-proxy, the Pod Identity agent, the device plugin
-DAEMONSET_MEMORY_MIB = 512
-EVICTION_DISK_FRACTION = 0.10  # kubelet evictionHard nodefs.available
-IMAGE_RESERVE_GIB = 40  # OS, kubelet and the container images on the root volume
-
-
-@dataclass(frozen=True)
-class Resources:
-    cpu: float  # cores
-    memory_gib: float
-    disk_gib: float
-    devices: int = 0  # accelerators (GPUs or Neuron devices) on one node
 
 
 def conversion_resources(recipe: Recipe, checkpoint_bytes: int, devices: int = 1) -> Resources:
@@ -90,43 +73,6 @@ def server_problems(field: str, model: ModelSpec, instance_types: Sequence[str],
             )
         )
     return problems
-
-
-def kube_reserved_cpu(vcpus: int) -> float:
-    """The EKS AMI's kube-reserved CPU, in cores."""
-    tiers = ((1, 0.06), (1, 0.01), (2, 0.005))
-    reserved, left = 0.0, vcpus
-    for cores, share in tiers:
-        used = min(left, cores)
-        reserved, left = reserved + used * share, left - used
-    return reserved + left * 0.0025
-
-
-def allocatable(name: str, disk_gib: int) -> Resources:
-    """What a node of type `name` with a `disk_gib` root volume leaves for pods (estimate, see module doc)."""
-    it = instance_type(name)
-    reserved_mib = 255 + 11 * MAX_PODS + EVICTION_MEMORY_MIB + DAEMONSET_MEMORY_MIB
-    return Resources(
-        cpu=it.vcpus - kube_reserved_cpu(it.vcpus) - DAEMONSET_CPU,
-        memory_gib=(it.memory_mib - reserved_mib) / 1024,
-        disk_gib=usable_disk(disk_gib),
-    )
-
-
-def usable_disk(disk_gib: int) -> float:
-    return disk_gib * (1 - EVICTION_DISK_FRACTION) - IMAGE_RESERVE_GIB
-
-
-def disk_needed(need: Resources) -> int:
-    """The smallest root volume (diskGib) whose usable part holds `need.disk_gib`."""
-    return math.ceil((need.disk_gib + IMAGE_RESERVE_GIB) / (1 - EVICTION_DISK_FRACTION))
-
-
-def holds(name: str, need: Resources) -> bool:
-    """Whether a node of type `name` holds `need` in devices, CPU and memory (disk is the pool's, checked apart)."""
-    room = allocatable(name, 0)
-    devices = instance_type(name).accelerator_count
-    return devices >= need.devices and room.cpu >= need.cpu and room.memory_gib >= need.memory_gib
 
 
 def fit_problem(
@@ -194,14 +140,6 @@ def device_memory_problem(
             else "no device in the catalog holds it"
         ),
     )
-
-
-def larger_type(instance_types: Sequence[str], need: Resources) -> str | None:
-    """The smallest catalog type with the pool's accelerator (same model) that holds `need`."""
-    models = {instance_type(t).accelerator_model for t in instance_types}
-    candidates = [instance_type(n) for n in known_instance_types()]
-    same = [it for it in candidates if it.accelerator_model in models and holds(it.name, need)]
-    return min(same, key=lambda it: (it.memory_mib, it.vcpus, it.name)).name if same else None
 
 
 def _devices(need: Resources) -> str:

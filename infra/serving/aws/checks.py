@@ -6,6 +6,7 @@ from infra.catalog.accelerators import device, device_of
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
+from infra.serving.aws.allocatable import Resources, allocatable, holds, larger_type
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
@@ -168,4 +169,44 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
                 f"to nodePools.{model.accelerator}.instanceTypes",
             )
         )
+    elif ours:
+        findings += _schedulable_findings(where, model, [t.name for t in ours])
     return findings
+
+
+def _schedulable_findings(where: str, model: AwsModelSpec, types: list[str]) -> list[Problem]:
+    """A replica's CPU and memory requests against what each type of its pool leaves for pods: a replica no node
+    holds stays Pending, and `pulumi up` waits out its timeout on it."""
+    replica = Resources(model.cpu, model.memory_gib, 0, model.accelerators_per_replica)
+    if any(holds(t, replica) for t in types):
+        return []
+    bigger = larger_type(types, replica)
+    types = [t for t in types if instance_type(t).accelerator_count >= replica.devices]  # the others never can
+    room = {t: allocatable(t, 0) for t in types}
+    fix = f"add {bigger} to nodePools.{model.accelerator}.instanceTypes" if bigger else "no catalog type holds it"
+    asks = f"a replica of {model.name} asks for {model.cpu:g} CPU and {model.memory_gib} GiB of memory"
+    found = []
+    for field, unit, value, left in (
+        ("cpu", "CPU", model.cpu, lambda r: r.cpu),
+        ("memoryGib", "GiB of memory", model.memory_gib, lambda r: r.memory_gib),
+    ):
+        best = max(types, key=lambda t: left(room[t]))
+        if value > left(room[best]):
+            found.append(
+                Problem(
+                    where + field,
+                    f"{value:g}: {asks}; the largest node of the {model.accelerator} pool for it ({best}) leaves "
+                    f"{left(room[best]):.1f} {unit} for pods (EKS AMI reservations and DaemonSets, estimated), so "
+                    f"its pods would stay Pending: lower {field} or {fix}",
+                )
+            )
+    if not found:  # each fits some type, but no type fits both
+        found.append(
+            Problem(
+                where.rstrip("."),
+                f"{asks}; no type of the {model.accelerator} pool leaves both for pods ("
+                + ", ".join(f"{t}: {room[t].cpu:.1f} CPU, {room[t].memory_gib:.1f} GiB" for t in types)
+                + f"): {fix}",
+            )
+        )
+    return found

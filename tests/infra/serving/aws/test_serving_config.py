@@ -158,6 +158,38 @@ def test_accelerators_per_replica_must_fit_the_largest_size():
     assert load(flat(value)).serving.models[0].accelerators_per_replica == 2
 
 
+def test_a_replica_no_node_of_its_pool_holds_is_refused_with_the_figures():
+    """The demo's Neuron entry at 40 CPU and 200 GiB (an inf2.8xlarge leaves about 31.6 CPU and 126 GiB for pods)
+    would stay Pending; the autoscaler would refuse to add a node for it and `pulumi up` wait out its timeout."""
+    value = serving(nodePools={"inf2": {"instanceTypes": ["inf2.xlarge", "inf2.8xlarge"]}})
+    value["models"][0].update(cpu=40, memoryGib=200)
+    assert problems(value) == [
+        "mlinfra:serving.models[0].cpu: 40: a replica of llama asks for 40 CPU and 200 GiB of memory; the largest "
+        "node of the inf2 pool for it (inf2.8xlarge) leaves 31.6 CPU for pods (EKS AMI reservations and "
+        "DaemonSets, estimated), so its pods would stay Pending: lower cpu or add inf2.24xlarge to "
+        "nodePools.inf2.instanceTypes",
+        "mlinfra:serving.models[0].memoryGib: 200: a replica of llama asks for 40 CPU and 200 GiB of memory; the "
+        "largest node of the inf2 pool for it (inf2.8xlarge) leaves 126.0 GiB of memory for pods (EKS AMI "
+        "reservations and DaemonSets, estimated), so its pods would stay Pending: lower memoryGib or add "
+        "inf2.24xlarge to nodePools.inf2.instanceTypes",
+    ]
+    value["models"][0].update(cpu=24, memoryGib=100)  # what an inf2.8xlarge holds
+    assert load(flat(value)).serving.models[0].cpu == 24
+
+
+def test_only_types_with_the_replicas_devices_count_for_its_cpu_and_memory():
+    # g5.16xlarge has 64 vCPUs but one GPU; g5.12xlarge has the four GPUs and 48 vCPUs.
+    value = serving(nodePools={"g5": {"instanceTypes": ["g5.12xlarge", "g5.16xlarge"]}})
+    value["models"][0].update(
+        accelerator="g5", variant="cuda", image="docker.io/vllm/vllm-openai:v0.8.5", acceleratorsPerReplica=4, cpu=50
+    )
+    assert problems(value) == [
+        "mlinfra:serving.models[0].cpu: 50: a replica of llama asks for 50 CPU and 10 GiB of memory; the largest "
+        "node of the g5 pool for it (g5.12xlarge) leaves 47.6 CPU for pods (EKS AMI reservations and DaemonSets, "
+        "estimated), so its pods would stay Pending: lower cpu or add g5.24xlarge to nodePools.g5.instanceTypes"
+    ]
+
+
 @pytest.mark.parametrize(
     "cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"]]
 )
