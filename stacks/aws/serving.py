@@ -66,7 +66,11 @@ def build(config: ServingStackConfig) -> None:
     )
     plans = [
         *node_pools.system_plans(),
-        *(plan for family, pool in declared.items() for plan in node_pools.accelerator_plans(family, pool)),
+        *(
+            plan
+            for family, pool in declared.items()
+            for plan in node_pools.accelerator_plans(family, pool, node_pools.replicas_of(spec.models, family))
+        ),
     ]
     # Node groups name the cluster, so Pulumi deletes them (draining their nodes) before the cluster.
     pools = [

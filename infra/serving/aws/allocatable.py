@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.catalog.aws import instance_type, known_instance_types
+from infra.serving.spec import ModelSpec
 
 GIB = 1024**3
 MAX_PODS = 110  # the largest max-pods the AMI sets without prefix delegation on these sizes
@@ -38,6 +39,11 @@ class Resources:
     memory_gib: float
     disk_gib: float
     devices: int = 0  # accelerators (GPUs or Neuron devices) on one node
+
+
+def replica(model: ModelSpec) -> Resources:
+    """What one replica of a model server asks of a node (its container's requests)."""
+    return Resources(model.cpu, model.memory_gib, 0, model.accelerators_per_replica)
 
 
 def kube_reserved_cpu(vcpus: int) -> float:

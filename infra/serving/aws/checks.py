@@ -6,7 +6,7 @@ from infra.catalog.accelerators import device, device_of
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
-from infra.serving.aws.allocatable import Resources, allocatable, holds, larger_type
+from infra.serving.aws.allocatable import allocatable, holds, larger_type, replica
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
@@ -177,11 +177,11 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
 def _schedulable_findings(where: str, model: AwsModelSpec, types: list[str]) -> list[Problem]:
     """A replica's CPU and memory requests against what each type of its pool leaves for pods: a replica no node
     holds stays Pending, and `pulumi up` waits out its timeout on it."""
-    replica = Resources(model.cpu, model.memory_gib, 0, model.accelerators_per_replica)
-    if any(holds(t, replica) for t in types):
+    need = replica(model)
+    if any(holds(t, need) for t in types):
         return []
-    bigger = larger_type(types, replica)
-    types = [t for t in types if instance_type(t).accelerator_count >= replica.devices]  # the others never can
+    bigger = larger_type(types, need)
+    types = [t for t in types if instance_type(t).accelerator_count >= need.devices]  # the others never can
     room = {t: allocatable(t, 0) for t in types}
     fix = f"add {bigger} to nodePools.{model.accelerator}.instanceTypes" if bigger else "no catalog type holds it"
     asks = f"a replica of {model.name} asks for {model.cpu:g} CPU and {model.memory_gib} GiB of memory"

@@ -139,7 +139,13 @@ class NodePoolSpec(Spec):
         description="Two or more sizes of the pool's family, so a capacity shortage of one size does not stop "
         "scaling; each size is its own node group (the autoscaler models a group by one shape).",
     )
-    min_size: int = Field(1, ge=0, le=100, description="Nodes of the first instance type kept running without load.")
+    min_size: int = Field(
+        1,
+        ge=0,
+        le=100,
+        description="Nodes kept running without load, of the pool's smallest type that holds a replica of every "
+        "model it serves.",
+    )
     max_size: int = Field(
         4, ge=1, le=100, description="Most nodes of each instance type (each type's node group stops there)."
     )
@@ -174,8 +180,9 @@ class GpuPoolSpec(NodePoolSpec):
         1,
         ge=0,
         le=100,
-        description="With capacityType spot: nodes of the first type bought on demand and kept running, so a "
-        "Spot reclaim never takes every replica (replicas spread over capacity types). 0: Spot only.",
+        description="With capacityType spot: nodes bought on demand and kept running, of the type that keeps the "
+        "pool's minimum (the smallest that holds its models' replicas), so a Spot reclaim never takes every replica "
+        "(replicas spread over capacity types). 0: Spot only.",
     )
 
 

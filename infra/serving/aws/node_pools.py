@@ -9,15 +9,18 @@ one group per shape the autoscaler's expander chooses among the groups whose sha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from infra.catalog.aws import instance_type
+from infra.serving.aws.allocatable import Resources, holds, replica
 from infra.serving.aws.config import NodePoolSpec
 from infra.serving.charts import GPU_PRESENT_LABEL
 from infra.serving.families import AMI_NVIDIA, FAMILIES
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
 from infra.serving.servers import PROFILES
+from infra.serving.spec import ModelSpec
 
 # The EKS node group API spells taint effects NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE.
 EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
@@ -75,9 +78,24 @@ class NodePoolPlan:
         return tags
 
 
-def accelerator_plans(family: str, spec: NodePoolSpec) -> list[NodePoolPlan]:
-    """One group per instance type of the pool. The pool's minSize is kept on its first type; maxSize bounds
-    each type's group (the autoscaler scales the groups whose shape holds the waiting pods)."""
+def replicas_of(models: Sequence[ModelSpec], family: str) -> list[Resources]:
+    """What one replica of each model the pool serves asks of a node."""
+    return [replica(m) for m in models if m.accelerator == family]
+
+
+def minimum_type(instance_types: Sequence[str], replicas: Sequence[Resources]) -> str:
+    """The type that keeps the pool's minimum: the first (in the pool's order, smallest first) that holds a replica
+    of every model the pool serves; the first type when none does (the config check refuses that) or none is
+    given. A minimum on a type too small for its models would run idle: their replicas need another node."""
+    able = [t for t in instance_types if all(holds(t, replica) for replica in replicas)]
+    return (able or list(instance_types))[0]
+
+
+def accelerator_plans(family: str, spec: NodePoolSpec, replicas: Sequence[Resources] = ()) -> list[NodePoolPlan]:
+    """One group per instance type of the pool. The pool's minSize (and a Spot pool's on-demand baseline) is kept
+    on minimum_type of the model servers' `replicas`; maxSize bounds each type's group (the autoscaler scales the
+    groups whose shape holds the waiting pods)."""
+    kept = minimum_type(spec.instance_types, replicas)
     labels: dict[str, str] = {ACCELERATOR_LABEL: family, POOL_LABEL: family}
     if not FAMILIES[family].neuron:
         # The NVIDIA device plugin chart schedules on nodes carrying this label when no node feature
@@ -91,19 +109,19 @@ def accelerator_plans(family: str, spec: NodePoolSpec) -> list[NodePoolPlan]:
             instance_type=name,
             capacity_type="SPOT" if spot else "ON_DEMAND",
             ami_type=AMI_TYPE[family],
-            min_size=spec.min_size if index == 0 else 0,
+            min_size=spec.min_size if name == kept else 0,
             max_size=spec.max_size,
             disk_gib=spec.disk_gib,
             labels=labels,
             taints=(taint(family),),
             devices=instance_type(name).accelerator_count,
         )
-        for index, name in enumerate(spec.instance_types)
+        for name in spec.instance_types
     ]
     base = getattr(spec, "on_demand_base", 0)
     if spot and base:
         # Kept running on demand: with replicas spread over capacity types, a reclaim leaves one serving.
-        first = plans[0]
+        first = next(plan for plan in plans if plan.instance_type == kept)
         plans.append(replace(first, capacity_type="ON_DEMAND", min_size=base, max_size=base, baseline=True))
     return plans
 

@@ -374,6 +374,28 @@ def test_node_pool_plans():
     assert node_pools.launch_template_metadata()["http_tokens"] == "required"
 
 
+def test_the_pools_minimum_lands_on_the_smallest_type_that_holds_its_models():
+    """The demo's inf2 pool is [inf2.xlarge, inf2.8xlarge] with minSize 1, and its only model's replica (4 CPU,
+    24 GiB) needs an inf2.8xlarge: a minimum on the xlarge would run idle (~$550 a month) beside the node the
+    replica scales up, and could never be removed."""
+    neuron = INF2.model_copy(update={"cpu": 4, "memory_gib": 24})
+    pool = Inf2PoolSpec(instance_types=["inf2.xlarge", "inf2.8xlarge"], min_size=1)
+    small, large = node_pools.accelerator_plans("inf2", pool, node_pools.replicas_of([neuron, G5], "inf2"))
+    assert (small.instance_type, small.min_size, large.instance_type, large.min_size) == (
+        "inf2.xlarge",
+        0,
+        "inf2.8xlarge",
+        1,
+    )
+    light = node_pools.replicas_of([INF2.model_copy(update={"cpu": 2, "memory_gib": 8})], "inf2")
+    assert [p.min_size for p in node_pools.accelerator_plans("inf2", pool, light)] == [1, 0]  # the xlarge holds it
+    # A Spot pool's on-demand baseline goes with its minimum.
+    g5 = G5PoolSpec(instance_types=["g5.xlarge", "g5.2xlarge"], capacity_type="spot", on_demand_base=1)
+    big = node_pools.replicas_of([G5.model_copy(update={"cpu": 6, "memory_gib": 20})], "g5")
+    *groups, base = node_pools.accelerator_plans("g5", g5, big)
+    assert [p.min_size for p in groups] == [0, g5.min_size] and base.name == "pool-g5-2xlarge-on-demand"
+
+
 def test_a_spot_pool_keeps_an_on_demand_baseline_and_replicas_spread_over_both():
     spot = node_pools.accelerator_plans("g5", G5PoolSpec(capacity_type="spot", on_demand_base=2))
     base = spot[-1]

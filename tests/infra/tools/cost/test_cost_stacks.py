@@ -85,11 +85,14 @@ def test_training_run_defaults_to_the_ttl(capsys):
 def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys):
     pools = stack_file("serving-demo")["mlinfra:serving"]["nodePools"]
     p = prices()
-    # One node group per instance type: minSize on the pool's first type, maxSize on each type's group.
-    low = sum(pool["minSize"] * p[pool["instanceTypes"][0]] for pool in pools.values())
+    # One node group per instance type: minSize on the smallest type that holds the pool's model servers (the demo's
+    # Neuron replica, 4 CPU and 24 GiB, needs an inf2.8xlarge: an inf2.xlarge at minimum would idle), maxSize on
+    # each type's group.
+    kept = {"inf2": "inf2.8xlarge", "g5": "g5.xlarge"}
+    low = sum(pool["minSize"] * p[kept[name]] for name, pool in pools.items())
     high = sum(pool["maxSize"] * p[t] for pool in pools.values() for t in pool["instanceTypes"])
-    # The Spot g5 pool's on-demand baseline (onDemandBase 1 of its first type), at the same list price.
-    base = p[pools["g5"]["instanceTypes"][0]]
+    # The Spot g5 pool's on-demand baseline (onDemandBase 1 of its minimum's type), at the same list price.
+    base = p[kept["g5"]]
     low, high = low + base, high + base
     doc = cost_json(capsys, "--stack", "serving-demo")
     compute = doc["hourly"]["byGroup"]["compute"]
