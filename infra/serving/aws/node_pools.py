@@ -87,7 +87,7 @@ def minimum_type(instance_types: Sequence[str], replicas: Sequence[Resources]) -
     """The type that keeps the pool's minimum: the first (in the pool's order, smallest first) that holds a replica
     of every model the pool serves; the first type when none does (the config check refuses that) or none is
     given. A minimum on a type too small for its models would run idle: their replicas need another node."""
-    able = [t for t in instance_types if all(holds(t, replica) for replica in replicas)]
+    able = [t for t in instance_types if all(holds(t, need) for need in replicas)]
     return (able or list(instance_types))[0]
 
 
