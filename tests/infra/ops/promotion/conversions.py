@@ -19,6 +19,15 @@ from tests.infra.ops.promotion import tiny_llama
 # environment): AWQ's search picks each scale by the smallest of several float sums, and a sum's last bits follow
 # the thread count, so two runs under different counts could pick differently where two candidates tie.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# What else picks torch's kernels (the CPU capability, BLAS's reproducibility mode and threading): a run with a bare
+# environment gets the same as the direct run.
+KERNEL_VARIABLES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "ATEN_CPU_CAPABILITY")
+
+
+def kernel_env() -> dict[str, str]:
+    """This process's kernel-choosing variables, on one thread: for a program run with an otherwise bare env."""
+    return {**{k: v for k, v in os.environ.items() if k.startswith(KERNEL_VARIABLES)}, **ONE_THREAD}
+
 
 PROGRAM = Path(quantize.__file__)
 SCHEMES = {"cuda-fp8": "fp8", "cuda-int8": "int8", "cuda-int4": "int4"}

@@ -23,7 +23,6 @@ from tests.infra.ops.promotion import tiny_llama
 from tests.infra.ops.promotion.conversions import (
     AWQ_BUILT,
     JOB_PROGRAMS,
-    ONE_THREAD,
     PROGRAM,
     SCHEMES,
     awq_scales,
@@ -31,6 +30,7 @@ from tests.infra.ops.promotion.conversions import (
     calibration,
     checkpoint,
     converted,
+    kernel_env,
     programs,
 )
 
@@ -304,7 +304,7 @@ def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
     )  # this venv's python
     (tmp_path / "bin" / "python3").chmod(0o755)
     script = jobs.convert_script(RECIPES["cuda-int4"]).replace("/work/", f"{work}/")
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", **ONE_THREAD}  # as the direct run: the same AWQ search
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", **kernel_env()}  # the direct run's kernels: the same search
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
     for name in JOB_PROGRAMS:
