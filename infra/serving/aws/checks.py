@@ -6,9 +6,10 @@ from infra.catalog.accelerators import device, device_of
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
-from infra.serving.aws.allocatable import allocatable, holds, larger_type, replica
+from infra.serving.aws.allocatable import Resources, allocatable, holds, larger_type, replica
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
+from infra.serving.aws.node_pools import minimum_type, replicas_of
 from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
@@ -16,6 +17,7 @@ from infra.serving.fit import fit_findings
 from infra.serving.variants import variant_problem
 
 P = "mlinfra:serving."
+SURGE = 1  # the model Deployments' rollingUpdate.maxSurge (manifests.py), with maxUnavailable 0
 
 
 def device_of_family(family: str) -> str:
@@ -31,10 +33,15 @@ POOL_ACCELERATOR_MODEL = {name: device_of_family(name) for name in AWS_FAMILIES}
 
 def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
     findings = endpoint_findings(spec.cluster.endpoint) + _mirror_findings(spec, region) + _zone_findings(spec, region)
+    sound = set()  # pools without findings: their types and bounds can be counted on
     for family, pool in spec.node_pools.declared().items():
-        findings += _pool_findings(family, pool, region)
+        found = _pool_findings(family, pool, region)
+        findings += found
+        if not found:
+            sound.add(family)
     for index, model in enumerate(spec.models):
-        findings += _model_findings(index, model, spec)
+        found = _model_findings(index, model, spec)
+        findings += found or (_rollout_findings(index, model, spec) if model.accelerator in sound else [])
     return findings
 
 
@@ -210,3 +217,43 @@ def _schedulable_findings(where: str, model: AwsModelSpec, types: list[str]) -> 
             )
         )
     return found
+
+
+def pods_per_node(name: str, need: Resources) -> int:
+    """How many replicas of `need` one node of type `name` holds (devices, CPU and memory it leaves for pods)."""
+    room, devices = allocatable(name, 0), instance_type(name).accelerator_count
+    return int(min(devices // max(need.devices, 1), room.cpu // need.cpu, room.memory_gib // need.memory_gib))
+
+
+def _rollout_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[Problem]:
+    """At maxReplicas a rollout surges one more pod (maxSurge 1, maxUnavailable 0: manifests.py), so the pool's
+    groups whose type holds a replica must reach maxReplicas + 1 replicas, or the surge pod stays Pending and the
+    rollout (a promote's `pulumi up`) never ends. Each model is counted alone (a pool shared by models is not
+    checked for their sum)."""
+    pool = spec.node_pools.declared()[model.accelerator]
+    need = replica(model)
+    slots = {t: pods_per_node(t, need) for t in pool.instance_types}
+    room = sum(pool.max_size * n for n in slots.values())
+    base = getattr(pool, "on_demand_base", 0) if getattr(pool, "capacity_type", "on-demand") == "spot" else 0
+    if base:  # the on-demand baseline group, of the minimum's type (node_pools.py)
+        room += base * slots[minimum_type(pool.instance_types, replicas_of(spec.models, model.accelerator))]
+    peak = model.max_replicas + SURGE
+    if room >= peak:
+        return []
+    holding = [f"{t}: {n} per node" for t, n in slots.items() if n] or ["none"]
+    more = max(n for n in slots.values()) if any(slots.values()) else 0
+    grow = (
+        f"raise nodePools.{model.accelerator}.maxSize to {pool.max_size + -(-(peak - room) // more)} or "
+        if more
+        else ""
+    )
+    return [
+        Problem(
+            f"{P}models[{index}].maxReplicas",
+            f"{model.max_replicas}: a rollout at {model.max_replicas} replicas surges one more, {peak} pods, but the "
+            f"{model.accelerator} pool holds at most {room} ({', '.join(holding)}; maxSize {pool.max_size} per type"
+            + (f", {base} on demand" if base else "")
+            + f"): the surge pod would stay Pending and the rollout never end; {grow}lower maxReplicas to "
+            f"{max(room - SURGE, 0)}",
+        )
+    ]

@@ -173,8 +173,38 @@ def test_a_replica_no_node_of_its_pool_holds_is_refused_with_the_figures():
         "reservations and DaemonSets, estimated), so its pods would stay Pending: lower memoryGib or add "
         "inf2.24xlarge to nodePools.inf2.instanceTypes",
     ]
-    value["models"][0].update(cpu=24, memoryGib=100)  # what an inf2.8xlarge holds
+    value["models"][0].update(cpu=24, memoryGib=100, maxReplicas=3)  # what an inf2.8xlarge holds, and a surge
     assert load(flat(value)).serving.models[0].cpu == 24
+
+
+def test_a_rollout_at_max_replicas_must_have_a_node_for_its_surge_pod():
+    """maxSurge 1 / maxUnavailable 0: at maxReplicas a rollout adds one pod. The demo's Neuron replica fits only an
+    inf2.8xlarge, one per node; with maxSize 4 the fifth pod stays Pending and a promote's `pulumi up` never ends."""
+    value = serving(nodePools={"inf2": {"instanceTypes": ["inf2.xlarge", "inf2.8xlarge"], "maxSize": 4}})
+    value["models"][0].update(cpu=4, memoryGib=24, maxReplicas=4)
+    assert problems(value) == [
+        "mlinfra:serving.models[0].maxReplicas: 4: a rollout at 4 replicas surges one more, 5 pods, but the inf2 "
+        "pool holds at most 4 (inf2.8xlarge: 1 per node; maxSize 4 per type): the surge pod would stay Pending and "
+        "the rollout never end; raise nodePools.inf2.maxSize to 5 or lower maxReplicas to 3"
+    ]
+    value["nodePools"]["inf2"]["maxSize"] = 5
+    assert load(flat(value)).serving.node_pools.inf2.max_size == 5
+
+
+def test_a_spot_pools_on_demand_baseline_counts_for_the_surge():
+    value = serving(
+        nodePools={"g5": {"instanceTypes": ["g5.xlarge", "g5.2xlarge"], "maxSize": 2, "capacityType": "spot"}}
+    )
+    value["models"][0].update(accelerator="g5", variant="cuda", image="docker.io/vllm/vllm-openai:v0.8.5")
+    value["models"][0].update(maxReplicas=5, minReplicas=1)  # 2 + 2 Spot nodes and the on-demand one: 5
+    assert problems(value) == [
+        "mlinfra:serving.models[0].maxReplicas: 5: a rollout at 5 replicas surges one more, 6 pods, but the g5 "
+        "pool holds at most 5 (g5.xlarge: 1 per node, g5.2xlarge: 1 per node; maxSize 2 per type, 1 on demand): the "
+        "surge pod would stay Pending and the rollout never end; raise nodePools.g5.maxSize to 3 or lower "
+        "maxReplicas to 4"
+    ]
+    value["models"][0]["maxReplicas"] = 4
+    assert load(flat(value)).serving.models[0].max_replicas == 4
 
 
 def test_only_types_with_the_replicas_devices_count_for_its_cpu_and_memory():
