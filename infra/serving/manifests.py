@@ -137,7 +137,7 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     profile = servers.PROFILES[model.accelerator]
     source = registry.uri(artefact_prefix(model))
     n = str(model.accelerators_per_replica)
-    mounts: list[dict[str, Any]] = [dict(servers.SHM_MOUNT)]
+    mounts: list[dict[str, Any]] = [servers.shm_mount()]
     env = registry.env()
     local = profile.fetch_to_disk or registry.mounted
     if local:

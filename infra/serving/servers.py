@@ -28,12 +28,16 @@ AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 # and evaluation): vLLM's shared-memory broadcast queue and NCCL's SHM transport between tensor-parallel workers
 # outgrow the container runtime's 64 MiB default. Its pages count against the pod's memory as they are used.
 SHM_SIZE = "8Gi"
-SHM_MOUNT = {"name": "shm", "mountPath": "/dev/shm"}
 
 
 def shm_volume() -> dict[str, Any]:
     """The in-memory /dev/shm volume, a new dict per pod."""
     return {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}
+
+
+def shm_mount() -> dict[str, Any]:
+    """A container's mount of shm_volume at /dev/shm, a new dict per container."""
+    return {"name": "shm", "mountPath": "/dev/shm"}
 
 
 # The Neuron helm chart's scheduler (kube-scheduler + Neuron extension), for topology-aware device allocation.

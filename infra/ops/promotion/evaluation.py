@@ -39,7 +39,7 @@ from infra.serving.aws import converter_access as access
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.families import FAMILIES
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
-from infra.serving.servers import PROFILES, SHM_MOUNT, shm_volume
+from infra.serving.servers import PROFILES, shm_mount, shm_volume
 from infra.serving.spec import ModelSpec
 
 Manifest = dict[str, Any]
@@ -213,7 +213,7 @@ def evaluation_job(
         "volumeMounts": [
             {"name": "work", "mountPath": "/in", "readOnly": True},
             {"name": "out", "mountPath": "/out"},
-            dict(SHM_MOUNT),
+            shm_mount(),
         ],
         "securityContext": {"allowPrivilegeEscalation": False},
         # The server's CPU and devices (manifests.py), memory for one model (resources), and the work volume as

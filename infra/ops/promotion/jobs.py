@@ -42,11 +42,11 @@ from infra.core.naming import slug
 from infra.ops.promotion.recipes import CALIBRATION_DIR, CHECK_PROGRAM, RECIPES, Recipe
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
-from infra.serving import engine, servers
+from infra.serving import engine
 from infra.serving.aws import converter_access as access
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
-from infra.serving.servers import AWS_CLI_IMAGE, PROFILES, SHM_MOUNT
+from infra.serving.servers import AWS_CLI_IMAGE, PROFILES, shm_mount, shm_volume
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import VARIANTS
 
@@ -233,7 +233,7 @@ def conversion_job(
         "image": pulled(mirror, server.image),
         "command": ["/bin/sh", "-c", convert_script(recipe)],
         "env": engine_env["convert"],
-        "volumeMounts": [*mount, dict(SHM_MOUNT)],
+        "volumeMounts": [*mount, shm_mount()],
         "securityContext": secure,
         # The pod asks for its largest init step. The work volume counts as ephemeral storage.
         "resources": {
@@ -250,7 +250,7 @@ def conversion_job(
         "volumeMounts": [
             *mount,
             {"name": "work", "mountPath": SERVED, "subPath": "out", "readOnly": True},
-            dict(SHM_MOUNT),
+            shm_mount(),
         ],
         "securityContext": secure,
         "resources": {"requests": on_devices, "limits": {"memory": memory, profile.resource: devices}},
@@ -274,7 +274,7 @@ def conversion_job(
         "volumes": [
             {"name": "work", "emptyDir": {"sizeLimit": disk}},
             {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-            servers.shm_volume(),
+            shm_volume(),
         ],
     }
     if profile.scheduler_name:

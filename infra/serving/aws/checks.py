@@ -9,7 +9,7 @@ from infra.core.errors import Problem
 from infra.serving.aws.allocatable import Resources, allocatable, holds, larger_type, replica
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
-from infra.serving.aws.node_pools import minimum_type, replicas_of
+from infra.serving.aws.node_pools import accelerator_plans, replicas_of
 from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
@@ -233,10 +233,10 @@ def _rollout_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> lis
     pool = spec.node_pools.declared()[model.accelerator]
     need = replica(model)
     slots = {t: pods_per_node(t, need) for t in pool.instance_types}
-    room = sum(pool.max_size * n for n in slots.values())
-    base = getattr(pool, "on_demand_base", 0) if getattr(pool, "capacity_type", "on-demand") == "spot" else 0
-    if base:  # the on-demand baseline group, of the minimum's type (node_pools.py)
-        room += base * slots[minimum_type(pool.instance_types, replicas_of(spec.models, model.accelerator))]
+    # The groups the stack declares for the pool (a Spot pool's on-demand baseline among them), each up to its maxSize.
+    groups = accelerator_plans(model.accelerator, pool, replicas_of(spec.models, model.accelerator))
+    room = sum(group.max_size * slots[group.instance_type] for group in groups)
+    base = sum(group.max_size for group in groups if group.baseline)
     peak = model.max_replicas + SURGE
     if room >= peak:
         return []

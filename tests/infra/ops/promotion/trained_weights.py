@@ -29,7 +29,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-TRAINED = Path(__file__).parent / "data" / "trained"
+from tests.helpers import ROOT
+
+TRAINED = Path(__file__).resolve().parent / "data" / "trained"  # messages name it from the checkout's ROOT
 RECORD = "python -m tests.infra.ops.promotion.trained_weights"
 Model = TypeVar("Model", bound=nn.Module)
 
@@ -49,7 +51,7 @@ def load(name: str, model: Model, want: str) -> Model:
     """`model` with the recorded weights of `name`, in eval mode; fails the asking test when there are none for
     this recipe."""
     path = TRAINED / f"{name}.safetensors"
-    where = path.relative_to(Path(__file__).resolve().parents[4]) if path.is_absolute() else path
+    where = path.relative_to(ROOT)
     if not path.exists():
         pytest.fail(f"{where} is missing: record it with `{RECORD}`", pytrace=False)
     with safe_open(str(path), framework="pt") as handle:
