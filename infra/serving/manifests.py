@@ -149,7 +149,7 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
     return {
         "name": "server",
         "image": registry.image(model.image),
-        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "command": servers.server_command(model),
         "args": servers.server_args(model, servers.MODEL_DIR if local else source),
         "env": env,
         "ports": [{"name": "http", "containerPort": servers.PORT, "protocol": "TCP"}],

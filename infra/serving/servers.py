@@ -86,8 +86,17 @@ def termination_grace_seconds(model: ModelSpec) -> int:
     return ENDPOINT_DRAIN_SECONDS + model.max_request_seconds + 15
 
 
+def server_command(model: ModelSpec) -> list[str]:
+    """How the server starts: `vllm serve`, the CUDA image's own entrypoint (vLLM 0.33.0's docker/Dockerfile; the
+    `python3 -m vllm.entrypoints.openai.api_server` module it replaces warns that it is deprecated and may be
+    removed). The Neuron DLC's vLLM fork (0.9.1) is started by that module, as its image facts record."""
+    if FAMILIES[model.accelerator].neuron:
+        return ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    return ["vllm", "serve"]
+
+
 def server_args(model: ModelSpec, source: str) -> list[str]:
-    """Arguments of `python3 -m vllm.entrypoints.openai.api_server`; `source` is an s3:// URI or a path."""
+    """Arguments of the server_command; `source` is an s3:// URI or a path."""
     args = ["--model", source, "--served-model-name", model.name, "--port", str(PORT)]
     args += engine.engine_settings(model).flags()
     if source.startswith("s3://"):

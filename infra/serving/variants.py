@@ -8,19 +8,19 @@ device facts, never listed by name: a pool serves it when every device its types
 precision's activation format, holds weights and KV cache in its formats and meets the kernel's capability.
 The config check and `promote` refuse a variant on a pool that cannot, naming the pools that can.
 
-Sources (checked 2026-11-27): vLLM's quantization configs and scheme classes (v0.8.5/v0.9.1,
-vllm/model_executor/layers/quantization/): CompressedTensorsW8A8Int8.get_min_capability 75 ("turing and up"),
-CompressedTensorsWNA16 80 ("ampere and up"; Marlin, or Machete on Hopper), compressed-tensors W8A8 FP8 compute
-89 (fp8 tensor cores, Ada Lovelace and Hopper; below it vLLM falls back to weight-only Marlin, which is not
-W8A8); the --quantization choices of both releases in tests/contracts/data/vllm/. All three CUDA quantised
-variants are compressed-tensors artefacts (tests/contracts/data/compressed_tensors.json), written by quantize.py:
-cuda-fp8 and cuda-int8 round to nearest, cuda-int4 with AWQ's scales, searched on the calibration data of the
-promotion (`calibrated`: promote requires --calibration-data for it; awq.py). NxD Inference's NeuronConfig
-`quantized`, `quantization_type`, `quantization_dtype`, `modules_to_not_convert`, `quantized_checkpoints_path`
-(neuronx-distributed-inference v0.5.9230, the Neuron SDK 2.25 image's; tests/contracts/data/nxd_inference.json):
-int8 weight-only on Inferentia2, per output channel, symmetric (scale = max|w| / 127), computed in bf16; built by
-NxD Inference's own quantiser (recipes.py, neuron_quantize.py). Only a real accelerator confirms that a built
-artefact loads.
+Sources (re-read 2026-12-02 at vLLM 0.33.0, the CUDA image's): each compressed-tensors scheme class's
+get_min_capability(), called in the release wheel (tests/contracts/data/vllm/vllm-0.33.0.json,
+schemeMinCapability): CompressedTensorsW8A8Int8 75 ("turing and up"), CompressedTensorsWNA16 75 (Marlin takes
+Turing at 0.33.0; it needed Ampere, 80, at 0.9.1; Machete on Hopper), CompressedTensorsW8A8Fp8 89 (fp8 tensor
+cores, Ada Lovelace and Hopper; below it vLLM falls back to weight-only W8A16, which is not W8A8); --quantization's
+values, the release's QUANTIZATION_METHODS. All three CUDA quantised variants are compressed-tensors artefacts
+(tests/contracts/data/compressed_tensors.json), written by quantize.py: cuda-fp8 and cuda-int8 round to nearest,
+cuda-int4 with AWQ's scales, searched on the calibration data of the promotion (`calibrated`: promote requires
+--calibration-data for it; awq.py). NxD Inference's NeuronConfig `quantized`, `quantization_type`,
+`quantization_dtype`, `modules_to_not_convert`, `quantized_checkpoints_path` (neuronx-distributed-inference
+v0.5.9230, the Neuron SDK 2.25 image's; tests/contracts/data/nxd_inference.json): int8 weight-only on Inferentia2,
+per output channel, symmetric (scale = max|w| / 127), computed in bf16; built by NxD Inference's own quantiser
+(recipes.py, neuron_quantize.py). Only a real accelerator confirms that a built artefact loads.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ VARIANTS: dict[str, VariantFacts] = {
             "pack-quantized)",
             ("int4",),
             "Marlin/Machete (CompressedTensorsWNA16)",
-            8.0,
+            7.5,
             "compressed-tensors",
             None,
             True,
@@ -126,7 +126,7 @@ def facts(variant: str) -> VariantFacts:
     return VARIANTS[variant]
 
 
-def _device_refusal(found: Device, variant: VariantFacts) -> str | None:
+def device_refusal(found: Device, variant: VariantFacts) -> str | None:
     """Why `found` cannot serve any of the variant's precisions (the default's reason), or None."""
     reasons = [found.unsupported(precision(name)) for name in variant.precisions]
     if all(reasons):
@@ -148,7 +148,7 @@ def hardware_refusal(variant: str, pool: str) -> str | None:
     if wanted.kind != kind:
         return family.variant_reason
     for name in family.devices:
-        why = _device_refusal(device(name), wanted)
+        why = device_refusal(device(name), wanted)
         if why:
             return f"{variant} ({precision_label(wanted.precision)}) needs what {pool} lacks: {why}"
     return None
@@ -197,5 +197,5 @@ def serving_refusal(found: Device, precision_name: str) -> str | None:
     serving = [v for v in VARIANTS.values() if v.kind == kind and precision_name in v.precisions]
     if not serving:
         return f"no variant of mlinfra serves {precision_name} on {kind} devices"
-    reasons = [_device_refusal(found, replace(v, precisions=(precision_name,))) for v in serving]
+    reasons = [device_refusal(found, replace(v, precisions=(precision_name,))) for v in serving]
     return reasons[0] if all(reasons) else None

@@ -1,15 +1,22 @@
-"""Extract the command line of vLLM's OpenAI server (`python3 -m vllm.entrypoints.openai.api_server`) and the
-fields of its EngineArgs, from vLLM's own parser at one version, into tests/contracts/data/vllm/vllm-<v>.json.
+"""Extract the command line of vLLM's OpenAI server (`vllm serve`, and `python3 -m
+vllm.entrypoints.openai.api_server` before it), the fields of its EngineArgs, its registered load formats and the
+Prometheus metrics its engine exports, from vLLM's own code at one version, into
+tests/contracts/data/vllm/vllm-<v>.json.
 
 Run it from the repository root in a throwaway virtual environment holding that vLLM wheel (installed with
 --no-deps, plus what its argument modules import: transformers at the version the wheel asks for, torch's CPU
-build, pydantic, fastapi, openai, ...); no GPU is needed, platform detection is set to the CPU platform
+build, pydantic, fastapi, openai, xgrammar, ...); no GPU is needed, platform detection is set to the CPU platform
 because the parser builds a DeviceConfig:
 
     /tmp/vllmenv/bin/python -m tests.contracts.extract_vllm_args --out tests/contracts/data/vllm
 
-What is kept (facts, not code): per option its spellings, destination, nargs, choices, whether it is a flag,
-and the kind of value it converts to; the EngineArgs field names (the keyword arguments `LLM(...)` accepts).
+What is kept (facts, not code): per option its spellings, destination, nargs, choices, and what the option does,
+found by trying it: a flag's value per spelling (vLLM's --enable-X/--disable-X pairs set one destination to True
+or False), the kind of value an option converts (int, float, json, str: the narrowest that its own type function
+accepts); the EngineArgs field names (the keyword arguments `LLM(...)` accepts); the load formats its model
+loader registry holds and its quantization methods (--load-format's and --quantization's values: from 0.10 the
+parser no longer lists them as choices); each compressed-tensors scheme's minimum compute capability, as the
+scheme class answers it; the `vllm:` metric names its metrics module defines.
 """
 
 from __future__ import annotations
@@ -17,34 +24,103 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.contracts.facts_file import write_facts
 
+# Probe values per kind, narrowest first: an option's kind is the first whose probe its type function converts to
+# that Python type while refusing the probes of the kinds after it that it does not also pass.
+PROBES = (("int", "12", int), ("float", "0.5", float), ("json", '{"a": 1}', dict), ("str", "abc", str))
+
+
+def converts(action: argparse.Action, probe: str, kind: type) -> bool:
+    if action.type is None:
+        return kind is str
+    try:
+        return isinstance(action.type(probe), kind)  # type: ignore[operator]
+    except Exception:  # an argparse type function refuses with whatever it raises
+        return False
+
 
 def value_kind(action: argparse.Action) -> str:
-    if action.nargs == 0:
-        return "flag"
-    kind = getattr(action.type, "__name__", "") or type(action.type).__name__
-    if kind in ("int", "float", "str"):
-        return kind
-    if kind == "human_readable_int":
-        return "int"
-    if kind in ("_parse_type", "loads") or "json" in kind.lower():
-        return "json"
-    return "str"
+    accepts = [name for name, probe, kind in PROBES if converts(action, probe, kind)]
+    if "str" in accepts:
+        return "str"  # takes any text (a plain str, or vLLM's dict-or-str options)
+    return accepts[0] if accepts else "str"
 
 
-def action_facts(action: argparse.Action) -> dict[str, Any]:
-    return {
+def flag_values(server: argparse.ArgumentParser, action: argparse.Action) -> dict[str, Any]:
+    """What each spelling of a flag stores, by parsing it."""
+    values = {}
+    for option in action.option_strings:
+        parsed, _ = server.parse_known_args(["--model", "m", option])
+        values[option] = getattr(parsed, action.dest)
+    return values
+
+
+def action_facts(server: argparse.ArgumentParser, action: argparse.Action) -> dict[str, Any]:
+    flag = action.nargs == 0
+    facts: dict[str, Any] = {
         "options": list(action.option_strings),
         "dest": action.dest,
         "nargs": action.nargs if isinstance(action.nargs, str | int) or action.nargs is None else str(action.nargs),
         "choices": sorted(map(str, action.choices)) if action.choices else None,
-        "kind": value_kind(action),
+        "kind": "flag" if flag else value_kind(action),
     }
+    if flag:
+        facts["sets"] = flag_values(server, action)
+    return facts
+
+
+def load_formats() -> list[str]:
+    from vllm.model_executor import model_loader
+
+    registry = getattr(model_loader, "_LOAD_FORMAT_TO_MODEL_LOADER", None)
+    return sorted(registry) if registry is not None else []
+
+
+def quantization_methods() -> list[str]:
+    """--quantization's values (from 0.10 the parser no longer lists them as choices)."""
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
+    return sorted(QUANTIZATION_METHODS)
+
+
+def scheme_capabilities() -> dict[str, int]:
+    """Each compressed-tensors scheme's minimum CUDA compute capability, as the scheme class answers it."""
+    from vllm.model_executor.layers.quantization.compressed_tensors import schemes
+
+    found = {}
+    for name in dir(schemes):
+        scheme = getattr(schemes, name)
+        if isinstance(scheme, type) and scheme is not schemes.CompressedTensorsScheme:
+            if issubclass(scheme, schemes.CompressedTensorsScheme):
+                try:
+                    found[name] = scheme.get_min_capability()
+                except NotImplementedError:
+                    continue
+    return found
+
+
+def metric_names() -> list[str]:
+    """The metric names vLLM's V1 metrics module passes to its Prometheus classes."""
+    from vllm.v1.metrics import loggers
+
+    return sorted(set(re.findall(r'name="(vllm:[a-z_:]+)"', inspect.getsource(loggers))))
+
+
+def release_commit() -> str | None:
+    """The commit the wheel was built from, as its setuptools-scm version file names it ('g' + short hash)."""
+    try:
+        from vllm import _version
+    except ImportError:
+        return None
+    commit = getattr(_version, "commit_id", None)
+    return commit.removeprefix("g") if commit else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,17 +134,28 @@ def main(argv: list[str] | None = None) -> int:
 
     platforms._current_platform = CpuPlatform()  # type: ignore[attr-defined]
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
-    from vllm.utils import FlexibleArgumentParser
+
+    try:  # where the server's parser lives moved (0.8-0.9: openai/cli_args, utils; later: common/, argparse_utils)
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
+        from vllm.utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.entrypoints.common.cli_args import make_arg_parser  # type: ignore[no-redef]
+        from vllm.utils.argparse_utils import FlexibleArgumentParser  # type: ignore[no-redef]
 
     server = make_arg_parser(FlexibleArgumentParser())
     facts = {
         "vllm": vllm.__version__,
-        "source": f"https://pypi.org/project/vllm/{vllm.__version__}/ (the wheel's own make_arg_parser)",
+        "source": f"https://pypi.org/project/vllm/{vllm.__version__}/ (the wheel's own make_arg_parser, model loader "
+        "registry and vllm/v1/metrics/loggers.py)",
+        "commit": release_commit(),
         "extracted": datetime.date.today().isoformat(),
         "allowAbbrev": server.allow_abbrev,
-        "options": [action_facts(a) for a in server._actions if a.option_strings and a.dest != "help"],
+        "options": [action_facts(server, a) for a in server._actions if a.option_strings and a.dest != "help"],
         "engineArgs": sorted(f.name for f in dataclasses.fields(EngineArgs)),
+        "loadFormats": load_formats(),
+        "quantizationMethods": quantization_methods(),
+        "schemeMinCapability": scheme_capabilities(),
+        "metrics": metric_names(),
     }
     write_facts(args.out, f"vllm-{vllm.__version__}", facts)
     return 0

@@ -35,3 +35,11 @@ def test_int4_groups_are_a_size_marlin_takes():
 
 def test_every_quantised_cuda_variant_is_recorded():
     assert {name for name, facts in VARIANTS.items() if facts.kind == "gpu" and facts.quantised} == set(RECORDED)
+
+
+@pytest.mark.parametrize("variant", sorted(RECORDED))
+def test_the_recorded_capability_is_the_scheme_class_answer_at_the_pinned_vllm(variant):
+    """minCapability as vLLM 0.33.0's own scheme class answers get_min_capability() (extract_vllm_args.py)."""
+    answers = json.loads((Path(__file__).parent / "data" / "vllm" / "vllm-0.33.0.json").read_text(encoding="utf-8"))
+    scheme = RECORDED[variant]["vllmScheme"].split()[0]
+    assert answers["schemeMinCapability"][scheme] == RECORDED[variant]["minCapability"]

@@ -148,9 +148,14 @@ def test_the_reader_finds_what_a_command_calls():
     assert "optimum-cli" in programs(refused)[0]  # the old Neuron conversion, which the DLC cannot run
 
 
+# A full commit, or the abbreviated one a release wheel's setuptools-scm version file records (vLLM 0.33.0: 9 digits).
+COMMIT = r"[0-9a-f]{40}|[0-9a-f]{9,39}"
+
+
 def test_every_fact_names_its_dockerfile():
     for name, image in IMAGES.items():
-        assert image["source"]["repository"].startswith("https://github.com/") and len(image["source"]["commit"]) == 40
+        assert image["source"]["repository"].startswith("https://github.com/")
+        assert re.fullmatch(COMMIT, image["source"]["commit"]), name
         assert image["source"]["path"].rsplit("/", 1)[-1].startswith("Dockerfile"), name
 
 
@@ -162,7 +167,7 @@ def test_a_tagged_images_facts_name_that_tags_commit():
         if "tag" not in source:
             continue
         assert name.endswith(":" + source["tag"]), name
-        assert re.fullmatch(r"[0-9a-f]{40}", source["tagCommit"]), name
+        assert re.fullmatch(COMMIT, source["tagCommit"]), name
         if source["commit"] != source["tagCommit"]:
             assert source["read"].startswith("NOT the tag"), name
     vllm = [name for name in IMAGES if re.search(r"(?:^|/)vllm/vllm-openai:v", name)]

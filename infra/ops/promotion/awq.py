@@ -237,7 +237,7 @@ def transformers_loader(path: str) -> tuple[nn.Module, Encode]:
     cuda = torch.cuda.is_available()
     placed = {"device_map": "auto"} if cuda and importlib.util.find_spec("accelerate") else {}
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        path, torch_dtype=torch.bfloat16 if cuda else torch.float32, **placed
+        path, dtype=torch.bfloat16 if cuda else torch.float32, **placed
     )
     if cuda and not placed:
         model = model.to("cuda")

@@ -312,6 +312,18 @@ def load_nxd_int8(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
     return model.eval()
 
 
+def compressed_load_options(path: str) -> dict[str, Any]:
+    """A compressed-tensors artefact is decompressed as it loads: transformers 5 (the vLLM 0.33.0 image's) otherwise
+    keeps its quantised weights in plain Linear layers that cannot compute. The gate then measures the artefact's
+    weights, dequantised exactly as the library decodes them."""
+    import transformers
+
+    config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    if (config.get("quantization_config") or {}).get("quant_method") != "compressed-tensors":
+        return {}
+    return {"quantization_config": transformers.CompressedTensorsConfig(run_compressed=False)}
+
+
 def transformers_loader(path: str) -> tuple[Model, Encode]:
     """A Hugging Face checkpoint on the Job's accelerator, or a neuron-int8 artefact (its NXD_QUANTIZED
     directory) on the CPU, built from its config and filled by load_nxd_int8."""
@@ -325,7 +337,10 @@ def transformers_loader(path: str) -> tuple[Model, Encode]:
         model = load_nxd_int8(transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype), quantized)
     else:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto").to(device).eval()
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            path, torch_dtype="auto", **compressed_load_options(path)
+        )
+        model = model.to(device).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     return (lambda ids: model(ids.to(device))), (lambda text: list(tokenizer(text).input_ids))
 

@@ -266,10 +266,21 @@ class BadCheckpoint(ValueError):
     pass
 
 
+def _written_args(args: dict[str, Any] | None) -> dict[str, Any] | None:
+    """QuantizationArgs as compressed-tensors 0.17 writes them: scale and zero-point dtypes unset (the library's
+    default, the layer's own)."""
+    return None if args is None else {**args, "scale_dtype": None, "zp_dtype": None}
+
+
 def quantization_config(scheme: str) -> dict[str, Any]:
     """config.json's `quantization_config` for `scheme`: every Linear layer but lm_head."""
     found = SCHEMES[scheme]
-    group = {"targets": ["Linear"], "weights": found.weights, "input_activations": found.input_activations}
+    group = {
+        "targets": ["Linear"],
+        "weights": _written_args(found.weights),
+        "input_activations": _written_args(found.input_activations),
+        "format": None,  # the scheme's own format: none, the block's applies
+    }
     return {
         "quant_method": "compressed-tensors",
         "format": found.format,

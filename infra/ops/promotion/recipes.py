@@ -115,12 +115,12 @@ RECIPES = {
     "cuda": Recipe(
         "cuda",
         "g5",
-        "docker.io/vllm/vllm-openai:v0.8.5",
+        "docker.io/vllm/vllm-openai:v0.33.0",
         format="safetensors (Hugging Face layout)",
         precision="bf16",
         # A re-save in bf16 on the CPU: no GPU is needed to write safetensors.
         convert=f"CUDA_VISIBLE_DEVICES= {_PY} 'import torch, transformers as t; "
-        'm = t.AutoModelForCausalLM.from_pretrained("/work/checkpoint", torch_dtype=torch.bfloat16); '
+        'm = t.AutoModelForCausalLM.from_pretrained("/work/checkpoint", dtype=torch.bfloat16); '
         'm.save_pretrained("/work/out", safe_serialization=True); '
         't.AutoTokenizer.from_pretrained("/work/checkpoint").save_pretrained("/work/out")\'',
         convert_on_accelerator=False,

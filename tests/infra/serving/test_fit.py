@@ -9,7 +9,7 @@ from infra.serving.aws.config import AwsModelSpec
 from infra.serving.model_shape import load_model_shape
 from tests.helpers import ROOT
 
-BASE = {"name": "m", "version": "1", "image": "vllm/vllm-openai:v0.9.1"}
+BASE = {"name": "m", "version": "1", "image": "vllm/vllm-openai:v0.33.0"}
 
 
 def model(**fields) -> AwsModelSpec:

@@ -20,7 +20,7 @@ G5 = ModelSpec.model_validate(
         "name": "mistral",
         "version": "2.0",
         "accelerator": "g5",
-        "image": "vllm/vllm-openai:v0.8.5",
+        "image": "vllm/vllm-openai:v0.33.0",
         "acceleratorsPerReplica": 1,
         "autoscaling": {"scaleDownStabilizationSeconds": 600},
     }

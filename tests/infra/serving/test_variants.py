@@ -4,13 +4,15 @@ pools that can; the engine flags and precision a quantised variant gives the ser
 from __future__ import annotations
 
 import typing
+from dataclasses import replace
 
 import pytest
 
+from infra.catalog.accelerators import device
 from infra.serving import engine
 from infra.serving.fit import fit_findings
 from infra.serving.spec import VARIANT_PRECISIONS, ModelSpec, Variant
-from infra.serving.variants import VARIANTS, pools_for, variant_problem, variants_for
+from infra.serving.variants import VARIANTS, device_refusal, pools_for, variant_problem, variants_for
 from tests.contracts.test_vllm_contracts import vllm_parser
 from tests.infra.serving.aws.test_serving_config import problems, serving, with_architecture
 
@@ -26,7 +28,7 @@ def test_the_config_literal_and_the_table_name_the_same_variants():
         ("neuron", ("inf2",)),
         ("cuda", ("g5", "g4dn", "g6", "g6e", "l4", "a100")),  # fp16 on T4
         ("cuda-fp8", ("g6", "g6e", "l4")),  # fp8 compute: Ada Lovelace (L4, L40S)
-        ("cuda-int4", ("g5", "g6", "g6e", "l4", "a100")),  # Marlin needs 8.0: not T4
+        ("cuda-int4", ("g5", "g4dn", "g6", "g6e", "l4", "a100")),  # Marlin from Turing (7.5) at vLLM 0.33.0
         ("cuda-int8", ("g5", "g4dn", "g6", "g6e", "l4", "a100")),  # W8A8 int8 from Turing (7.5)
         ("neuron-int8", ("inf2",)),
     ],
@@ -36,7 +38,7 @@ def test_pools_that_can_serve_each_variant_come_from_the_device_facts(variant, p
 
 
 def test_variants_each_pool_runs():
-    assert variants_for("g4dn") == ("cuda", "cuda-int8")
+    assert variants_for("g4dn") == ("cuda", "cuda-int4", "cuda-int8")
     assert variants_for("g5") == ("cuda", "cuda-int4", "cuda-int8")
     assert variants_for("inf2") == ("neuron", "neuron-int8")
 
@@ -51,15 +53,14 @@ def test_fp8_on_a10g_is_refused_naming_the_pools_that_can():
     ]
 
 
-def test_int4_on_t4_is_refused_for_the_kernels_compute_capability():
-    value = serving(nodePools={"g4dn": {}})
-    value["models"][1].update(accelerator="g4dn", variant="cuda-int4")
-    assert problems(value) == [
-        "mlinfra:serving.models[1].variant: cuda-int4 artefacts cannot be served on g4dn: cuda-int4 (weights int4, "
-        "activations fp16, KV cache fp16) needs what g4dn lacks: T4 (Turing) has compute capability 7.5; "
-        "Marlin/Machete (CompressedTensorsWNA16) needs 8.0; pools that can: g5 (A10G), g6 (L4), g6e (L40S), l4 "
-        "(gcp L4), a100 (gcp A100-40GB/A100-80GB)"
-    ]
+def test_a_kernel_above_the_devices_compute_capability_is_refused():
+    """No catalogued device lacks only the capability at vLLM 0.33.0 (Marlin takes Turing; every fp8-computing
+    device is Ada or later): a kernel that needed Ampere, as Marlin did at vLLM 0.9.1, refuses T4 by it."""
+    ampere_marlin = replace(VARIANTS["cuda-int4"], min_compute_capability=8.0)
+    assert device_refusal(device("T4"), ampere_marlin) == (
+        "T4 (Turing) has compute capability 7.5; Marlin/Machete (CompressedTensorsWNA16) needs 8.0"
+    )
+    assert device_refusal(device("T4"), VARIANTS["cuda-int4"]) is None
 
 
 def test_a_cuda_variant_on_inf2_names_the_neuron_variants():
@@ -69,9 +70,10 @@ def test_a_cuda_variant_on_inf2_names_the_neuron_variants():
     )
 
 
-def test_int8_on_t4_and_int4_on_a10g_are_accepted():
+def test_int8_and_int4_on_t4_and_int4_on_a10g_are_accepted():
     value = serving(nodePools={"g4dn": {}, "g5": {}, "inf2": {}})
     value["models"][1].update(accelerator="g4dn", variant="cuda-int8")
+    value["models"].append({**value["models"][1], "name": "m2", "variant": "cuda-int4"})
     value["models"].append({**value["models"][1], "name": "m3", "accelerator": "g5", "variant": "cuda-int4"})
     value["models"].append({**value["models"][0], "name": "m4", "variant": "neuron-int8"})
     from infra.kinds import load
@@ -80,7 +82,7 @@ def test_int8_on_t4_and_int4_on_a10g_are_accepted():
     assert load(flat(value)) is not None
 
 
-def model(accelerator: str, variant: str, image: str = "vllm/vllm-openai:v0.9.1", **more) -> ModelSpec:
+def model(accelerator: str, variant: str, image: str = "vllm/vllm-openai:v0.33.0", **more) -> ModelSpec:
     return ModelSpec.model_validate(
         {"name": "m", "version": "1", "accelerator": accelerator, "image": image, "variant": variant, **more}
     )
@@ -96,7 +98,7 @@ def model(accelerator: str, variant: str, image: str = "vllm/vllm-openai:v0.9.1"
         ("g5", "cuda", None, "bfloat16"),
     ],
 )
-@pytest.mark.parametrize("release", ["0.8.5", "0.9.1"])
+@pytest.mark.parametrize("release", ["0.33.0"])
 def test_quantised_variants_flags_parse_with_the_pinned_vllm(release, accelerator, variant, quantization, dtype):
     settings = engine.engine_settings(model(accelerator, variant))
     parsed = vllm_parser(release).parse_args(["--model", "/m", *settings.flags()])

@@ -150,8 +150,8 @@ class Cluster:
         if outcome == "failed":
             return JobState("failed", "BackoffLimitExceeded: Job has reached the specified backoff limit")
         report = {
-            "compilerVersion": "neuronx-cc 2.19" if variant == "neuron" else "cuda 12.4",
-            "runtimeVersion": "vllm 0.8.5",
+            "compilerVersion": "neuronx-cc 2.19" if variant == "neuron" else "cuda 13.0",
+            "runtimeVersion": "vllm 0.33.0",
             "node": "ip-10-80-1-1.ec2.internal",
             "files": [
                 {

@@ -42,7 +42,7 @@ SERVERS = {
             "name": "mistral-7b",
             "version": "2026-03-01",
             "accelerator": "g5",
-            "image": "vllm/vllm-openai:v0.8.5",
+            "image": "vllm/vllm-openai:v0.33.0",
             "variant": "cuda-int4",
             "cpu": 6,
             "memoryGib": 40,

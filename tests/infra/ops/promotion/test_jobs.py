@@ -43,7 +43,7 @@ SERVERS = {
         }
     ),
     "cuda": ModelSpec.model_validate(
-        {"name": "mistral-7b", "version": "2026-03-01", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5"}
+        {"name": "mistral-7b", "version": "2026-03-01", "accelerator": "g5", "image": "vllm/vllm-openai:v0.33.0"}
     ),
     "neuron-int8": ModelSpec.model_validate(
         {
@@ -62,7 +62,7 @@ SERVERS = {
             "name": "mistral-7b",
             "version": "2026-03-01",
             "accelerator": pool,
-            "image": "vllm/vllm-openai:v0.8.5",
+            "image": "vllm/vllm-openai:v0.33.0",
             "variant": variant,
         }
     )
@@ -370,7 +370,7 @@ def test_every_image_of_the_job_comes_through_the_serving_stacks_mirror():
     host = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
     pod = conversion("cuda", mirror=Mirror(host, ("ecr-public", "docker-hub")))["spec"]["template"]["spec"]
     images = {c["name"]: c["image"] for c in pod["initContainers"] + pod["containers"]}
-    assert images["check"] == f"{host}/docker-hub/vllm/vllm-openai:v0.8.5"
+    assert images["check"] == f"{host}/docker-hub/vllm/vllm-openai:v0.33.0"
     assert images["fetch"] == f"{host}/ecr-public/aws-cli/aws-cli:2.27.0"
     assert all(image.startswith(host) for image in images.values())
 

@@ -138,7 +138,7 @@ def test_the_program_evaluates_a_real_llama_artefact_on_the_cpu(tmp_path):
     vocabulary = ["u"] + [f"w{i}" for i in range(63)]
     config = transformers.LlamaConfig(
         vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=64, torch_dtype="bfloat16", tie_word_embeddings=False,
+        num_key_value_heads=4, max_position_embeddings=64, dtype="bfloat16", tie_word_embeddings=False,
     )  # fmt: skip
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)

@@ -171,7 +171,7 @@ def test_the_plan_shows_the_calibration_data_cuda_int4_reads_and_its_job_fetches
     assert code == 0 and not cluster.applied
     assert (
         "  job models/convert-mistral-7b-v2-cuda-int4: cuda-int4 on g5 (nvidia.com/gpu: 1, cpu 2, memory 11Gi, disk "
-        "11Gi), image docker.io/vllm/vllm-openai:v0.8.5; reads checkpoints/llama-ft-007/step-1000/ + "
+        "11Gi), image docker.io/vllm/vllm-openai:v0.33.0; reads checkpoints/llama-ft-007/step-1000/ + "
         f"{CALIBRATION} (calibration data), writes models/mistral-7b/v2/cuda-int4/ + "
         "models/mistral-7b/v2/cuda-int4/manifest.json"
     ) in lines

@@ -67,7 +67,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(wired, aws, capsys):
     code, out, _ = _run(capsys, "--run-id", RUN_ID, "--version", "v2", "--dry-run")
     assert code == 0 and "dry run: nothing was started or written" in out
     # The demo's mistral-7b follows the alias on g5: its Job is built and checked for that server.
-    assert "(nvidia.com/gpu: 1, cpu 2, memory" in out and "image docker.io/vllm/vllm-openai:v0.8.5" in out
+    assert "(nvidia.com/gpu: 1, cpu 2, memory" in out and "image docker.io/vllm/vllm-openai:v0.33.0" in out
     assert (
         "built and load-checked for the server's engine: tensor_parallel_size=1, max_num_seqs=256, "
         "max_model_len=4096, dtype=bfloat16" in out

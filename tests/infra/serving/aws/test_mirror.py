@@ -13,8 +13,8 @@ BOTH = mirror.Mirror(HOST, ("ecr-public", "docker-hub"))
 @pytest.mark.parametrize(
     "image, mirrored",
     [
-        ("docker.io/vllm/vllm-openai:v0.8.5", f"{HOST}/docker-hub/vllm/vllm-openai:v0.8.5"),
-        ("vllm/vllm-openai:v0.9.1", f"{HOST}/docker-hub/vllm/vllm-openai:v0.9.1"),
+        ("docker.io/vllm/vllm-openai:v0.33.0", f"{HOST}/docker-hub/vllm/vllm-openai:v0.33.0"),
+        ("vllm/vllm-openai:v0.33.0", f"{HOST}/docker-hub/vllm/vllm-openai:v0.33.0"),
         ("ubuntu:22.04", f"{HOST}/docker-hub/library/ubuntu:22.04"),  # official images live under library/
         (
             "registry-1.docker.io/vllm/vllm-openai@sha256:" + "a" * 64,
@@ -32,7 +32,7 @@ def test_images_go_through_the_rule_of_their_upstream(image, mirrored):
 
 def test_without_a_docker_hub_rule_docker_hub_images_stay_as_they_are():
     public_only = mirror.Mirror(HOST, ("ecr-public",))
-    assert public_only.image("vllm/vllm-openai:v0.8.5") == "vllm/vllm-openai:v0.8.5"
+    assert public_only.image("vllm/vllm-openai:v0.33.0") == "vllm/vllm-openai:v0.33.0"
     assert public_only.image("public.ecr.aws/neuron/x:1") == f"{HOST}/ecr-public/neuron/x:1"
 
 

@@ -16,7 +16,7 @@ from tests.helpers import ROOT
 
 MODELS = [
     {"name": "llama", "version": "1.0", "accelerator": "inf2", "image": "neuron-vllm:1"},
-    {"name": "mistral", "version": "2.0", "accelerator": "g5", "image": "vllm/vllm-openai:v0.8.5"},
+    {"name": "mistral", "version": "2.0", "accelerator": "g5", "image": "vllm/vllm-openai:v0.33.0"},
 ]
 
 
@@ -195,7 +195,7 @@ def test_a_spot_pools_on_demand_baseline_counts_for_the_surge():
     value = serving(
         nodePools={"g5": {"instanceTypes": ["g5.xlarge", "g5.2xlarge"], "maxSize": 2, "capacityType": "spot"}}
     )
-    value["models"][0].update(accelerator="g5", variant="cuda", image="docker.io/vllm/vllm-openai:v0.8.5")
+    value["models"][0].update(accelerator="g5", variant="cuda", image="docker.io/vllm/vllm-openai:v0.33.0")
     value["models"][0].update(maxReplicas=5, minReplicas=1)  # 2 + 2 Spot nodes and the on-demand one: 5
     assert problems(value) == [
         "mlinfra:serving.models[0].maxReplicas: 5: a rollout at 5 replicas surges one more, 6 pods, but the g5 "
@@ -211,7 +211,7 @@ def test_only_types_with_the_replicas_devices_count_for_its_cpu_and_memory():
     # g5.16xlarge has 64 vCPUs but one GPU; g5.12xlarge has the four GPUs and 48 vCPUs.
     value = serving(nodePools={"g5": {"instanceTypes": ["g5.12xlarge", "g5.16xlarge"]}})
     value["models"][0].update(
-        accelerator="g5", variant="cuda", image="docker.io/vllm/vllm-openai:v0.8.5", acceleratorsPerReplica=4, cpu=50
+        accelerator="g5", variant="cuda", image="docker.io/vllm/vllm-openai:v0.33.0", acceleratorsPerReplica=4, cpu=50
     )
     assert problems(value) == [
         "mlinfra:serving.models[0].cpu: 50: a replica of llama asks for 50 CPU and 10 GiB of memory; the largest "
@@ -316,8 +316,8 @@ def test_type_not_offered_in_the_region():
     "image",
     [
         "vllm/vllm-openai",  # no tag or digest: whatever "latest" is that day
-        "vllm/vllm-openai:v0.9.1 --evil",
-        "vllm/vllm-openai:v0.9.1\nx",
+        "vllm/vllm-openai:v0.33.0 --evil",
+        "vllm/vllm-openai:v0.33.0\nx",
         "VLLM/openai:v1",
         "vllm/vllm-openai@sha256:abc",
     ],
@@ -335,7 +335,7 @@ def test_an_image_is_a_pinned_reference_and_nothing_else(image):
         "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
         "localhost:5000/team/server:1.0",
         "vllm/vllm-openai@sha256:" + "a" * 64,
-        "docker.io/vllm/vllm-openai:v0.8.5@sha256:" + "0" * 64,
+        "docker.io/vllm/vllm-openai:v0.33.0@sha256:" + "0" * 64,
     ],
 )
 def test_pinned_references_are_accepted(image):

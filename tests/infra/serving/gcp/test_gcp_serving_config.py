@@ -6,7 +6,7 @@ from infra.core.errors import InputError
 from infra.kinds import cloud_of, load
 from tests.helpers import run_cli
 
-MODEL = {"name": "m", "version": "1", "accelerator": "l4", "image": "vllm/vllm-openai:v0.9.1"}
+MODEL = {"name": "m", "version": "1", "accelerator": "l4", "image": "vllm/vllm-openai:v0.33.0"}
 
 
 def gcp(**serving):
