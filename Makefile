@@ -12,6 +12,15 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
 	touch $(STAMP)
 
+# The converter environment (images/converter/requirements.txt: llm-compressor and the compressed-tensors and
+# transformers it pins, which the vLLM image's differ from), with torch's CPU build: the tests run compress.py in it.
+CONVERTER := .venv-converter
+CONVERTER_STAMP := $(CONVERTER)/.installed
+$(CONVERTER_STAMP): images/converter/requirements.txt
+	$(PYTHON) -m venv $(CONVERTER)
+	$(CONVERTER)/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 -r images/converter/requirements.txt
+	touch $(CONVERTER_STAMP)
+
 preview: $(STAMP)
 	$(VENV)/bin/python -m infra preview --all
 
@@ -25,7 +34,7 @@ $(TWIN_RECORD): $(STAMP) $(addprefix $(TWIN)/,hpa.py keda.py replica.py engine.p
 twin: $(TWIN_RECORD)
 
 # One worker per core (pytest-xdist): the tests share no ports, files or state.
-test: $(STAMP) twin
+test: $(STAMP) twin $(CONVERTER_STAMP)
 	$(VENV)/bin/python -m pytest -n auto
 
 # Lint, format, types and the layering contracts (pyproject.toml); CI runs it before the tests.

@@ -168,8 +168,14 @@ def save_checkpoint(model: TinyLlama, text: tiny_lm.Corpus, path: Path) -> None:
 
 
 def read_artefact(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """(config.json, every tensor), through the index as vLLM reads it."""
-    index = json.loads((path / "model.safetensors.index.json").read_text(encoding="utf-8"))
+    """(config.json, every tensor), through the index as vLLM reads it (or the one model.safetensors that a
+    checkpoint of a single shard is, without an index)."""
+    indexed = path / "model.safetensors.index.json"
+    if indexed.exists():
+        index = json.loads(indexed.read_text(encoding="utf-8"))
+    else:
+        with safe_open(str(path / "model.safetensors"), framework="pt") as handle:
+            index = {"weight_map": dict.fromkeys(handle.keys(), "model.safetensors")}
     tensors = {}
     for file in sorted(set(index["weight_map"].values())):
         with safe_open(str(path / file), framework="pt") as handle:

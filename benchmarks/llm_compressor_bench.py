@@ -1,0 +1,138 @@
+"""Benchmark (not a test): llm-compressor's quantised CUDA variants against mlinfra's own quantiser, on CPU, side
+by side in one run, and the quality gate's wall time for each.
+
+    make .venv-converter/.installed
+    PYTHONPATH=. python benchmarks/llm_compressor_bench.py [--out benchmarks/RESULTS.md]
+
+The tests' tiny Llama-shaped checkpoint and calibration data (tests/infra/ops/promotion/conversions.py) are
+converted by quantize.py (fp8 and int8 round to nearest, int4 with awq.py's scales, run as the Job runs them)
+and by compress.py in the converter environment (llm-compressor: FP8_DYNAMIC, SmoothQuant + GPTQ W8A8, AWQ
+W4A16), each on one thread; every artefact is then gated by evaluate.py (read back with the test extra's
+compressed-tensors and transformers, vLLM 0.33.0's) and quality.py's default budget. `--out` replaces only this
+benchmark's section of the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from results_file import write_section  # this directory: the script's own
+
+from infra.ops.promotion import compress, evaluate, quality
+from tests.infra.ops.promotion import conversions
+from tests.infra.ops.promotion.test_llm_compressor import CONVERTER, eval_data
+
+HEADING = "# llm-compressor against mlinfra's quantiser, on CPU"
+SCHEMES = ("fp8", "int8", "int4")
+
+
+def timed(command: list[str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **conversions.ONE_THREAD, "PYTHONPATH": ""},
+    )
+    if done.returncode:
+        sys.exit(done.stderr[-2000:])
+    return time.perf_counter() - started
+
+
+def gate(root: Path, variant: Path) -> tuple[dict[str, object], quality.Verdict, float]:
+    out = root / f"quality-{variant.name}.json"
+    started = time.perf_counter()
+    code = evaluate.main(
+        [
+            "--reference",
+            str(conversions.checkpoint(root)),
+            "--variant",
+            str(variant),
+            "--data",
+            str(eval_data(root)),
+            "--out",
+            str(out),
+        ]
+    )
+    seconds = time.perf_counter() - started
+    assert code == 0
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    return figures, quality.judge(figures, quality.Budget()), seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    os.environ.update(conversions.ONE_THREAD)
+    root = Path(tempfile.mkdtemp(prefix="llmc-bench-"))
+    checkpoint, calibration = conversions.checkpoint(root), conversions.calibration(root)
+    rows = []
+    for scheme in SCHEMES:
+        started = time.perf_counter()
+        ours, _ = conversions.converted(root, scheme, awq=scheme == "int4")
+        ours_seconds = time.perf_counter() - started
+        theirs = root / f"llmc-{scheme}"
+        theirs_seconds = timed(
+            [
+                str(CONVERTER),
+                compress.__file__,
+                "--scheme",
+                scheme,
+                "--checkpoint",
+                str(checkpoint),
+                "--calibration",
+                str(calibration),
+                "--out",
+                str(theirs),
+            ]
+        )
+        for who, path, seconds in (
+            ("mlinfra quantize.py" + (" + awq.py" if scheme == "int4" else ""), ours, ours_seconds),
+            ("llm-compressor 0.14.0.1", theirs, theirs_seconds),
+        ):
+            figures, verdict, gate_seconds = gate(root, path)
+            rows.append((scheme, who, seconds, figures, verdict, gate_seconds))
+    lines = [
+        HEADING,
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, one thread. "
+        "Command: "
+        "`PYTHONPATH=. python benchmarks/llm_compressor_bench.py` (after `make .venv-converter/.installed`). "
+        f"Load average at the end: {os.getloadavg()[0]:.1f} (a shared machine).",
+        "The tests' tiny Llama-shaped model (width 128, two layers), its 44 calibration lines; each artefact gated as "
+        "a promotion gates it: 6 held-out lines (450 characters), 24 fact-recall tasks, default budget (+5% "
+        "perplexity, 5 points). Conversion s: wall time of the conversion, starting Python included (mlinfra's int4: "
+        "awq.py's search and quantize.py's conversion); gate s: evaluate.py's wall time in this process (reference "
+        "and variant, loading included).",
+        "",
+        "| scheme | built by | conversion s | ppl reference | ppl variant | ppl increase [95% CI] | EM variant | gate "
+        "| gate s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for scheme, who, seconds, figures, verdict, gate_seconds in rows:
+        ppl, em = figures["perplexity"], figures["exactMatch"]
+        low, high = ppl["increaseCi95"]
+        lines.append(
+            f"| {scheme} | {who} | {seconds:.1f} | {ppl['reference']:.3f} | {ppl['variant']:.3f} | "
+            f"{ppl['increase']:+.2%} [{low * 100:+.2f}, {high * 100:+.2f}] | {em['variant']:.3f} | "
+            f"{'pass' if verdict.passed else 'FAIL'} | {gate_seconds:.1f} |"
+        )
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if args.out:
+        write_section(args.out, HEADING, section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
