@@ -110,6 +110,16 @@ IMAGE_REFERENCE = (
 )
 
 
+def pinned_image(image: str) -> str:
+    """`image` when it is an image reference pinned by a tag or a digest, else ValueError saying what is allowed."""
+    if not re.fullmatch(IMAGE_REFERENCE, image):
+        raise ValueError(
+            "must be an image reference pinned by a tag or a digest: [registry/]path:tag or "
+            "[registry/]path@sha256:<64 hex digits>, lowercase path, no spaces or other characters"
+        )
+    return image
+
+
 class SloSpec(Spec):
     ttft_p95_ms: float = Field(gt=0, le=600_000, description="p95 time to first token the model must meet, ms.")
     tpot_p95_ms: float = Field(gt=0, le=60_000, description="p95 time per output token the model must meet, ms.")
@@ -133,12 +143,7 @@ class ModelSpec(Spec):
     @field_validator("image")
     @classmethod
     def _pinned_image(cls, image: str) -> str:
-        if not re.fullmatch(IMAGE_REFERENCE, image):
-            raise ValueError(
-                "must be an image reference pinned by a tag or a digest: [registry/]path:tag or "
-                "[registry/]path@sha256:<64 hex digits>, lowercase path, no spaces or other characters"
-            )
-        return image
+        return pinned_image(image)
 
     @field_validator("version")
     @classmethod

@@ -14,13 +14,14 @@ schemeMinCapability): CompressedTensorsW8A8Int8 75 ("turing and up"), Compressed
 Turing at 0.33.0; it needed Ampere, 80, at 0.9.1; Machete on Hopper), CompressedTensorsW8A8Fp8 89 (fp8 tensor
 cores, Ada Lovelace and Hopper; below it vLLM falls back to weight-only W8A16, which is not W8A8); --quantization's
 values, the release's QUANTIZATION_METHODS. All three CUDA quantised variants are compressed-tensors artefacts
-(tests/contracts/data/compressed_tensors.json), written by quantize.py: cuda-fp8 and cuda-int8 round to nearest,
-cuda-int4 with AWQ's scales, searched on the calibration data of the promotion (`calibrated`: promote requires
---calibration-data for it; awq.py). NxD Inference's NeuronConfig `quantized`, `quantization_type`,
-`quantization_dtype`, `modules_to_not_convert`, `quantized_checkpoints_path` (neuronx-distributed-inference
-v0.5.9230, the Neuron SDK 2.25 image's; tests/contracts/data/nxd_inference.json): int8 weight-only on Inferentia2,
-per output channel, symmetric (scale = max|w| / 127), computed in bf16; built by NxD Inference's own quantiser
-(recipes.py, neuron_quantize.py). Only a real accelerator confirms that a built artefact loads.
+(tests/contracts/data/compressed_tensors.json), written by llm-compressor (recipes.py, compress.py): cuda-fp8
+rounds to nearest, cuda-int8 (SmoothQuant, GPTQ) and cuda-int4 (AWQ) read the calibration data of the promotion
+(`calibrated`: promote requires --calibration-data for them). NxD Inference's NeuronConfig `quantized`,
+`quantization_type`, `quantization_dtype`, `modules_to_not_convert`, `quantized_checkpoints_path`
+(neuronx-distributed-inference v0.5.9230, the Neuron SDK 2.25 image's; tests/contracts/data/nxd_inference.json):
+int8 weight-only on Inferentia2, per output channel, symmetric (scale = max|w| / 127), computed in bf16; built by
+NxD Inference's own quantiser (recipes.py, neuron_quantize.py). Only a real accelerator confirms that a built
+artefact loads.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ VARIANTS: dict[str, VariantFacts] = {
         VariantFacts(
             "cuda-fp8",
             "gpu",
-            "W8A8 FP8: per-channel fp8 (e4m3) weights, dynamic per-token fp8 activations (compressed-tensors "
-            "float-quantized, llm-compressor's FP8_DYNAMIC scheme)",
+            "W8A8 FP8 (llm-compressor): per-channel fp8 (e4m3) weights, dynamic per-token fp8 activations "
+            "(compressed-tensors float-quantized, the FP8_DYNAMIC scheme)",
             ("fp8",),
             "CUTLASS fp8 scaled_mm",
             8.9,
@@ -77,9 +78,9 @@ VARIANTS: dict[str, VariantFacts] = {
         VariantFacts(
             "cuda-int4",
             "gpu",
-            "W4A16 AWQ: activation-aware scales searched on calibration data and folded into the preceding norms "
-            "and projections, then symmetric int4 weights in groups of 128, fp16 compute (compressed-tensors "
-            "pack-quantized)",
+            "W4A16 AWQ (llm-compressor): activation-aware scales searched on calibration data and folded into the "
+            "preceding norms and projections, then symmetric int4 weights in groups of 128, fp16 compute "
+            "(compressed-tensors pack-quantized)",
             ("int4",),
             "Marlin/Machete (CompressedTensorsWNA16)",
             7.5,
@@ -90,14 +91,14 @@ VARIANTS: dict[str, VariantFacts] = {
         VariantFacts(
             "cuda-int8",
             "gpu",
-            "W8A8 INT8: per-channel int8 weights, round to nearest (no SmoothQuant), dynamic per-token int8 "
-            "activations (compressed-tensors int-quantized)",
+            "W8A8 INT8 (llm-compressor): SmoothQuant (strength 0.8) on calibration data, then per-channel int8 "
+            "weights by GPTQ, dynamic per-token int8 activations (compressed-tensors int-quantized)",
             ("int8",),
             "CUTLASS int8 scaled_mm",
             7.5,
             "compressed-tensors",
             None,
-            False,
+            True,
         ),
         VariantFacts(
             "neuron-int8",

@@ -15,7 +15,7 @@ import pytest
 from infra.core.project import load_project, stack_config
 from infra.kinds import load
 from infra.ops.promotion import evaluation, jobs
-from infra.ops.promotion.recipes import RECIPES, VARIANTS
+from infra.ops.promotion.recipes import CONVERTER_PYTHON, RECIPES, VARIANTS
 from infra.ops.promotion.sizing import Resources
 from infra.serving import manifests
 from infra.serving.spec import ModelSpec
@@ -34,6 +34,7 @@ KEYWORDS = re.compile(r"^(?:(?:then|do|else|exec|if|while|until|!|\{)\s+)+")
 ASSIGNMENTS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
 HEREDOC = re.compile(r"<<'?(\w+)'?\n(.*?)\n\1\n", re.S)
 IMPORT_LINES = re.compile(r"(?:^|[;'\"])\s*(?:from\s+([A-Za-z_]\w*)|import\s+([\w., ]+))", re.M)
+CONVERTER_IMAGE = "mlinfra-converter:0.33.0-llmc0.14.0.1"  # images/converter/Dockerfile, as its comment tags it
 
 
 def imported(code: str) -> set[str]:
@@ -120,6 +121,7 @@ def containers() -> list[tuple[str, dict[str, Any]]]:
             role_arn="arn:aws:iam::123456789012:role/r", region="us-east-1", ns="models", checkpoint="checkpoints/r/s/",
             model="m", version="1", variant=variant, run_id="r", resources=Resources(1, 1, 1, 1), server=server,
             calibration="datasets/calibration/c/" if facts(variant).calibrated else None,
+            converter_image=CONVERTER_IMAGE,
         )  # fmt: skip
         pod = job["spec"]["template"]["spec"]
         found += [(f"promote:{variant}:{c['name']}", c) for c in pod["initContainers"] + pod["containers"]]
@@ -154,6 +156,9 @@ COMMIT = r"[0-9a-f]{40}|[0-9a-f]{9,39}"
 
 def test_every_fact_names_its_dockerfile():
     for name, image in IMAGES.items():
+        if image["source"]["repository"] == "this repository":  # built by the user from a Dockerfile of this tree
+            assert (ROOT / image["source"]["path"]).is_file(), name
+            continue
         assert image["source"]["repository"].startswith("https://github.com/")
         assert re.fullmatch(COMMIT, image["source"]["commit"]), name
         assert image["source"]["path"].rsplit("/", 1)[-1].startswith("Dockerfile"), name
@@ -172,3 +177,14 @@ def test_a_tagged_images_facts_name_that_tags_commit():
             assert source["read"].startswith("NOT the tag"), name
     vllm = [name for name in IMAGES if re.search(r"(?:^|/)vllm/vllm-openai:v", name)]
     assert vllm and all("tag" in IMAGES[name]["source"] for name in vllm)
+
+
+def test_the_converter_image_is_the_cuda_server_image_plus_the_converter_environment():
+    dockerfile = (ROOT / "images" / "converter" / "Dockerfile").read_text(encoding="utf-8")
+    assert f"FROM {RECIPES['cuda'].default_image}\n" in dockerfile
+    venv = CONVERTER_PYTHON.removesuffix("/bin/python3")
+    assert f"python3 -m venv --system-site-packages {venv}" in dockerfile
+    assert f"{venv}/bin/pip install --no-cache-dir -r /tmp/converter-requirements.txt" in dockerfile
+    pins = (ROOT / "images" / "converter" / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    assert "llmcompressor==0.14.0.1" in pins and not [p for p in pins if p.startswith("torch")]
+    assert CONVERTER_IMAGE.endswith("llmc0.14.0.1") and CONVERTER_IMAGE in dockerfile

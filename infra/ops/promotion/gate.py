@@ -47,6 +47,20 @@ def check_buildable(req: Promotion, declared: list[str]) -> None:
         raise InputError(problems)
 
 
+def check_converter(req: Promotion, converter_image: str | None) -> None:
+    """InputError when a variant is built by llm-compressor and the serving stack names no converter image."""
+    built = [variant for variant in req.variants if variant in RECIPES and RECIPES[variant].converter]
+    if built and converter_image is None:
+        raise InputError(
+            Problem(
+                "mlinfra:serving.converterImage",
+                f"{', '.join(built)} {'is' if len(built) == 1 else 'are'} built by llm-compressor in the converter "
+                f"image, and stack {req.stack} names none: build images/converter/Dockerfile, push it where the "
+                "cluster pulls from and set its reference (pinned by tag or digest)",
+            )
+        )
+
+
 def check_data(store: ObjectStore, req: Promotion) -> None:
     """InputError when a data prefix the request names holds nothing in the registry."""
     problems = [

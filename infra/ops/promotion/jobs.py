@@ -12,8 +12,8 @@ A Job runs as the serving stack's `model-converter` service account, on the hard
                                     calibration data to /work/calibration);
   3. init `convert` (server image)  builds /work/out (Neuron: compiles it on the devices for the server's
                                     engine shape, neuron-int8 after NxD Inference wrote its quantized
-                                    checkpoint on the CPU; cuda: re-saves it on the CPU; cuda-int4: searches
-                                    AWQ's scales on the devices, then quantises on the CPU);
+                                    checkpoint on the CPU; cuda: re-saves it on the CPU; cuda-fp8, cuda-int8,
+                                    cuda-int4: llm-compressor on the devices, in the converter image);
   4. init `check`   (server image)  loads /work/out, mounted read-only at /served as a server mounts it, with
                                     the server's engine settings on the accelerator and generates (the smoke
                                     test: no variant reaches a manifest, hence the alias, without it), then
@@ -167,13 +167,17 @@ def conversion_job(
     server: ModelSpec,
     mirror: Mirror | None = None,
     calibration: str | None = None,
+    converter_image: str | None = None,
 ) -> Manifest:
     """`server`: the model entry that will serve this variant (its pool, image and engine settings): the Job runs
     on that pool; `mirror`: the serving stack's image mirror, which every image of the Job comes through;
     `calibration`: the registry prefix of the calibration data (datasets/calibration/<name>/), which a calibrated
-    variant's Job fetches and no other reads."""
+    variant's Job fetches and no other reads; `converter_image`: where a converter recipe's `convert` runs
+    (llm-compressor's image; the server's image runs every other step)."""
 
     recipe = RECIPES[variant]
+    if recipe.converter and converter_image is None:
+        raise ValueError(f"{variant}: built in the converter image, and none was given")
     if VARIANTS[variant].calibrated != (calibration is not None):
         raise ValueError(
             f"{variant}: calibration data {calibration!r}, but calibrated is {VARIANTS[variant].calibrated}"
@@ -230,7 +234,7 @@ def conversion_job(
     }
     convert = {
         "name": "convert",
-        "image": pulled(mirror, server.image),
+        "image": pulled(mirror, converter_image if recipe.converter and converter_image else server.image),
         "command": ["/bin/sh", "-c", convert_script(recipe)],
         "env": engine_env["convert"],
         "volumeMounts": [*mount, shm_mount()],

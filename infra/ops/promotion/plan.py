@@ -6,6 +6,7 @@ from __future__ import annotations
 from infra.ops.promotion import evaluation, registry, sizing
 from infra.ops.promotion import jobs as job_objects
 from infra.ops.promotion.quality import Budget
+from infra.ops.promotion.recipes import RECIPES
 from infra.ops.promotion.request import Promotion
 from infra.ops.promotion.serving import ServingTarget
 from infra.ops.runtime import Runtime
@@ -42,6 +43,9 @@ def print_plan(
         size = sizes[variant]
         settings = engine.engine_settings(servers[variant]).keywords()
         image = pulled(target.image_mirror, servers[variant].image)
+        converter = target.config.serving.converter_image
+        if RECIPES[variant].converter and converter:
+            image = f"{pulled(target.image_mirror, converter)} (llm-compressor), then {image} (check)"
         calibration = f" + {req.calibration} (calibration data)" if VARIANTS[variant].calibrated else ""
         rt.say(
             f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {pool} "

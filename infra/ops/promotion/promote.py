@@ -61,6 +61,7 @@ def promote(
             Problem("--variants", f"stack {req.stack} serves the {served} artefact of {req.model}; include {served}")
         )
     gate.check_buildable(req, list(target.config.serving.node_pools.declared()))
+    gate.check_converter(req, target.config.serving.converter_image)
     store = store_for(target.bucket, target.region)
     gate.check_data(store, req)
     marker = registry.check_run(store, req.run_id)
@@ -71,7 +72,7 @@ def promote(
     sizes = _sizes(req, target, checkpoint, servers)
     ns = target.config.serving.namespace
     shared = _job_inputs(req, store.bucket, target, checkpoint)
-    objects = _conversion_objects(req, shared, sizes, servers)
+    objects = _conversion_objects(req, shared, sizes, servers, target.config.serving.converter_image)
     evaluations = _evaluation_objects(req, shared, checkpoint, servers)
     plan.print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
@@ -221,10 +222,14 @@ def _job_inputs(req: Promotion, bucket: str, target: ServingTarget, checkpoint: 
 
 
 def _conversion_objects(
-    req: Promotion, shared: _JobInputs, sizes: dict[str, sizing.Resources], servers: dict[str, ModelSpec]
+    req: Promotion,
+    shared: _JobInputs,
+    sizes: dict[str, sizing.Resources],
+    servers: dict[str, ModelSpec],
+    converter_image: str | None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Each variant's conversion Job, all built (and their session policies checked) before any starts; a
-    calibrated variant's reads the request's calibration data."""
+    calibrated variant's reads the request's calibration data; llm-compressor's run in the converter image."""
     try:
         return {
             variant: job_objects.conversion_objects(
@@ -233,6 +238,7 @@ def _conversion_objects(
                 resources=sizes[variant],
                 server=servers[variant],
                 calibration=req.calibration if VARIANTS[variant].calibrated else None,
+                converter_image=converter_image,
             )
             for variant in req.variants
         }

@@ -1,14 +1,15 @@
 """How each artefact variant is built and checked (facts as data): the hardware it is for, the conversion
 command, and what the manifest records about it.
 
-The quantised CUDA variants (cuda-fp8, cuda-int8, cuda-int4) are built by mlinfra's own program,
-quantize.py's `convert` (written into the pod as engine_check.py is), in the vLLM image that serves them:
-python3, torch, safetensors and numpy are there (tests/contracts/data/images.json). It writes the
-compressed-tensors format vLLM loads natively (tests/contracts/data/compressed_tensors.json) on the CPU,
-streaming the checkpoint a tensor at a time: round to nearest for cuda-fp8 and cuda-int8; cuda-int4 first
-searches AWQ's scales on the GPUs with the calibration data (awq.py, transformers in the same image), which the
-conversion folds in. Each is built on the first AWS pool whose devices
-can serve it (variants.pools_for): a stack without that pool cannot build it here.
+The quantised CUDA variants (cuda-fp8, cuda-int8, cuda-int4) are built by llm-compressor, the library vLLM's
+users convert with: compress.py (written into the pod as engine_check.py is) runs its `oneshot` in the converter
+image (mlinfra:serving.converterImage, built from images/converter/Dockerfile: the vLLM image plus llm-compressor in
+an environment of its own), on the pool's GPUs: FP8_DYNAMIC for cuda-fp8, SmoothQuant then GPTQ W8A8 for cuda-int8,
+AWQ W4A16 for cuda-int4 (the last two on the promotion's calibration data). It writes the compressed-tensors format
+vLLM loads natively (tests/contracts/data/compressed_tensors.json). mlinfra's own quantiser (quantize.py, awq.py)
+builds no artefact: it stays as what llm-compressor cannot be, the gate's test fixture that quantises in-process
+with deliberately wrong scales, and the baseline of the comparison in benchmarks/RESULTS.md. Each is built on the
+first AWS pool whose devices can serve it (variants.pools_for): a stack without that pool cannot build it here.
 
 neuron-int8 is built on inf2 by NxD Inference itself, which vLLM-Neuron does not do: neuron_quantize.py (shipped
 the same way) calls its save_quantized_state_dict on the CPU (int8 per output channel, symmetric; lm_head kept in
@@ -16,9 +17,9 @@ bf16) into the artefact's neuron-quantized/, then vLLM-Neuron compiles as for `n
 directory as its step sees the artefact (quantized_checkpoints_path, infra/serving/engine.py). The format is
 recorded in tests/contracts/data/nxd_inference.json.
 
-Every variant is built in the image of the model server that will serve it, and checked there: after the
-conversion, a load-and-generate check (engine_check.py) runs on the variant's accelerator with the engine
-settings the server is started with (infra/serving/engine.py). A variant with no model server in mlinfra has
+Every other variant is built in the image of the model server that will serve it, and every variant is checked
+there: after the conversion, a load-and-generate check (engine_check.py) runs on the variant's accelerator with the
+engine settings the server is started with (infra/serving/engine.py). A variant with no model server in mlinfra has
 no recipe: the TensorRT-LLM engine variant was removed for that reason.
 
 The commands read the checkpoint from /work/checkpoint and write the artefact to /work/out; the check reads
@@ -38,6 +39,7 @@ from infra.serving.variants import pools_for
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 CHECK_PROGRAM = "/work/engine_check.py"
 CALIBRATION_DIR = "/work/calibration"  # where the Job fetches a calibrated variant's datasets/calibration/<name>/
+CONVERTER_PYTHON = "/opt/converter/bin/python3"  # llm-compressor's environment in the converter image
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Recipe:
     disk_factor: float  # work volume = disk_factor * S + disk_base_gib (checkpoint, intermediates, artefact)
     disk_base_gib: float
     programs: tuple[str, ...] = ()  # files of this package `convert` writes to /work/ before it runs
+    converter: bool = False  # `convert` runs in the converter image (mlinfra:serving.converterImage), not the server's
 
 
 _PY = "python3 -c"
@@ -141,31 +144,38 @@ def _first_aws_pool(variant: str) -> str:
     return next(pool for pool in pools_for(variant) if FAMILIES[pool].cloud == "aws")
 
 
-def _quantised(variant: str, scheme: str, layout: str, writes: str) -> Recipe:
-    """A compressed-tensors variant (its CompressionFormat `layout`), written by quantize.py's `convert --scheme
-    <scheme>` (this module does not import quantize.py: that would load torch wherever mlinfra runs)."""
+def _quantised(variant: str, scheme: str, layout: str, writes: str, calibrated: bool) -> Recipe:
+    """A compressed-tensors variant (its CompressionFormat `layout`), built by llm-compressor: compress.py
+    `--scheme <scheme>` run by the converter image's python (images/converter/; this module does not import
+    compress.py: that would load torch wherever mlinfra runs)."""
+    data = f" --calibration {CALIBRATION_DIR}" if calibrated else ""
     return Recipe(
         variant,
         _first_aws_pool(variant),
         RECIPES["cuda"].default_image,
-        format=f"compressed-tensors {layout} safetensors (Hugging Face layout; {writes})",
+        format=f"compressed-tensors {layout} safetensors (Hugging Face layout; {writes}; llm-compressor 0.14.0.1)",
         precision=scheme,
-        # On the CPU, like the bf16 re-save: round to nearest needs no GPU, and the result does not depend on one.
-        convert=f"CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme {scheme} "
-        "--checkpoint /work/checkpoint --out /work/out",
-        convert_on_accelerator=False,
+        convert=f"{CONVERTER_PYTHON} /work/compress.py --scheme {scheme} --checkpoint /work/checkpoint{data} "
+        "--out /work/out",
+        # GPTQ's and AWQ's calibration passes run on the pool's GPUs (layer by layer: llm-compressor's sequential
+        # pipeline onloads one decoder layer at a time), FP8_DYNAMIC's rounding too when they are there.
+        convert_on_accelerator=True,
         check_env=(),
         compiler_version=RECIPES["cuda"].compiler_version,
         runtime_version=RECIPES["cuda"].runtime_version,
-        # Streaming: at most one output shard (quantize.SHARD_BYTES, 2 GiB) and one layer's weights in fp32 (and
-        # their intermediates; the largest layer grows with the model) are in memory. The work volume holds the
-        # checkpoint and the artefact (at most about half of it: 8-bit weights, bf16 embeddings). Estimates.
+        # The whole model in host memory once (transformers loads it there in bf16: S; the quantisation replaces
+        # each layer's weights in place), beside it the calibration samples' activations of the layer being
+        # calibrated and the CUDA context. The work volume holds the checkpoint and the artefact. Estimates, not
+        # measurements.
         cpu=2,
-        memory_factor=0.05,
-        memory_base_gib=8,
+        memory_factor=1.0,
+        memory_base_gib=10,
         disk_factor=1.6,
         disk_base_gib=10,
-        programs=("quantize.py",),
+        # compress.py reads the checkpoint as quantize.py's conversion checks it and calibration.jsonl with
+        # evaluate.py's reader: both beside it.
+        programs=("compress.py", "quantize.py", "evaluate.py"),
+        converter=True,
     )
 
 
@@ -175,33 +185,21 @@ RECIPES |= {
         "fp8",
         "float-quantized",
         "FP8_DYNAMIC: per-channel float8 e4m3 weights, dynamic per-token fp8 activations",
+        calibrated=False,
     ),
     "cuda-int8": _quantised(
-        "cuda-int8", "int8", "int-quantized", "INT8_W8A8: per-channel int8 weights, dynamic per-token int8 activations"
+        "cuda-int8",
+        "int8",
+        "int-quantized",
+        "SmoothQuant (strength 0.8) then GPTQ W8A8: per-channel int8 weights, dynamic per-token int8 activations",
+        calibrated=True,
     ),
-    "cuda-int4": replace(
-        _quantised(
-            "cuda-int4",
-            "int4",
-            "pack-quantized",
-            "W4A16 AWQ: activation-aware scales folded in, symmetric int4 weights in groups of 128, packed eight to "
-            "an int32",
-        ),
-        # AWQ in two phases (awq.py's docstring): the scale search runs the model on the calibration data, on the
-        # pool's GPUs (all the server's devices, so a model served tensor-parallel loads across them); then the
-        # streaming conversion folds the scales in and quantises on the CPU, as for the other schemes.
-        convert="python3 /work/awq.py --checkpoint /work/checkpoint "
-        f"--calibration {CALIBRATION_DIR} --out /work/awq-scales.safetensors\n"
-        "CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme int4 --scales /work/awq-scales.safetensors "
-        "--checkpoint /work/checkpoint --out /work/out",
-        convert_on_accelerator=True,
-        # The search loads the model with transformers: onto the GPUs when they hold it, else (device_map="auto")
-        # what does not fit stays in host memory, up to the whole checkpoint; beside it the kept input rows (about
-        # 1.5 GB for an 8B model, awq.py) and the CUDA context. The streaming phase needs less (0.05 S + 8 GiB).
-        # The work volume gains only the calibration data and the scales file (small). Estimates.
-        memory_factor=1.0,
-        memory_base_gib=10,
-        programs=("quantize.py", "awq.py", "evaluate.py"),  # awq.py reads calibration.jsonl with evaluate.py's reader
+    "cuda-int4": _quantised(
+        "cuda-int4",
+        "int4",
+        "pack-quantized",
+        "AWQ W4A16: activation-aware scales, symmetric int4 weights in groups of 128, packed eight to an int32",
+        calibrated=True,
     ),
 }
 VARIANTS = tuple(RECIPES)

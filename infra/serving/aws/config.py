@@ -13,7 +13,7 @@ from infra.core.network import is_rfc1918
 from infra.core.spec import Spec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX
 from infra.serving.charts import KUBERNETES_RELEASES
-from infra.serving.spec import EndpointSpec, ModelSpec
+from infra.serving.spec import IMAGE_REFERENCE, EndpointSpec, ModelSpec, pinned_image
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
 LOG_RETENTION_DAYS = (
@@ -269,6 +269,18 @@ class ServingSpec(Spec):
     image_mirror: ImageMirrorSpec = Field(
         default_factory=ImageMirrorSpec, description="Where the cluster's images are pulled from."
     )
+    converter_image: str | None = Field(
+        None,
+        description="The converter image promote builds the quantised CUDA variants in (cuda-fp8, cuda-int8, "
+        "cuda-int4: llm-compressor), built from images/converter/Dockerfile and pushed where the cluster pulls "
+        "from; pinned by tag or digest. Needed only to promote those variants.",
+        json_schema_extra={"pattern": IMAGE_REFERENCE},
+    )
+
+    @field_validator("converter_image")
+    @classmethod
+    def _pinned_converter(cls, image: str | None) -> str | None:
+        return None if image is None else pinned_image(image)
 
     @field_validator("models")
     @classmethod

@@ -71,11 +71,18 @@ SERVERS = {
 
 
 CALIBRATION = "datasets/calibration/chat-512/"
+CONVERTER = "123456789012.dkr.ecr.us-east-1.amazonaws.com/mlinfra-converter:0.33.0-llmc0.14.0.1"
 
 
 def job_args(variant: str) -> dict:
-    """ARGS, the variant's server, and the calibration data when its quantiser reads it (promote passes it)."""
-    return {**ARGS, "server": SERVERS[variant], "calibration": CALIBRATION if facts(variant).calibrated else None}
+    """ARGS, the variant's server, the calibration data when its quantiser reads it and the serving stack's
+    converter image (promote passes them)."""
+    return {
+        **ARGS,
+        "server": SERVERS[variant],
+        "calibration": CALIBRATION if facts(variant).calibrated else None,
+        "converter_image": CONVERTER,
+    }
 
 
 def conversion(variant: str, **changes) -> dict:
@@ -276,24 +283,35 @@ def test_there_is_no_variant_without_a_server():
     assert VARIANTS == ("neuron", "neuron-int8", "cuda", "cuda-fp8", "cuda-int8", "cuda-int4")
 
 
-@pytest.mark.parametrize(("variant", "scheme"), [("cuda-fp8", "fp8"), ("cuda-int8", "int8")])
-def test_a_round_to_nearest_variant_ships_quantize_py_and_converts_on_the_cpu(variant, scheme):
-    from infra.ops.promotion import quantize
+@pytest.mark.parametrize(("variant", "scheme"), [("cuda-fp8", "fp8"), ("cuda-int8", "int8"), ("cuda-int4", "int4")])
+def test_a_quantised_cuda_variant_is_built_by_llm_compressor_in_the_converter_image(variant, scheme):
+    """compress.py (with quantize.py's checkpoint check and evaluate.py's reader beside it) run by the converter
+    image's own python on the pool's GPU; the check loads the artefact in the server's image, as it serves."""
+    from infra.ops.promotion import compress, evaluate, quantize
 
     steps = {c["name"]: c for c in conversion(variant)["spec"]["template"]["spec"]["initContainers"]}
     script = steps["convert"]["command"][-1]
-    program = Path(quantize.__file__).read_text(encoding="utf-8")
-    assert f"cat > /work/quantize.py <<'PY'\n{program}PY\n" in script  # the file as it is in mlinfra
+    for module in (compress, quantize, evaluate):
+        name = Path(module.__file__).name
+        assert f"cat > /work/{name} <<'PY'\n{Path(module.__file__).read_text(encoding='utf-8')}PY\n" in script
+    data = " --calibration /work/calibration" if facts(variant).calibrated else ""
     assert script.endswith(
-        f"CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme {scheme} --checkpoint /work/checkpoint "
+        f"/opt/converter/bin/python3 /work/compress.py --scheme {scheme} --checkpoint /work/checkpoint{data} "
         "--out /work/out\n"
     )
-    assert "nvidia.com/gpu" not in steps["convert"]["resources"]["requests"]
+    assert steps["convert"]["image"] == CONVERTER and steps["check"]["image"] == SERVERS[variant].image
+    assert steps["convert"]["resources"]["requests"]["nvidia.com/gpu"] == "1"
     assert steps["check"]["resources"]["requests"]["nvidia.com/gpu"] == "1"
     # the check starts the engine as the server does: compressed-tensors, the variant's dtype
     assert json.loads(next(e["value"] for e in steps["check"]["env"] if e["name"] == "ENGINE"))["quantization"] == (
         "compressed-tensors"
     )
+
+
+def test_a_converter_variant_without_the_converter_image_is_not_built():
+    with pytest.raises(ValueError, match="cuda-int4: built in the converter image, and none was given"):
+        conversion("cuda-int4", converter_image=None)
+    assert containers("cuda")["convert"]["image"] == SERVERS["cuda"].image  # the bf16 re-save: the server's
 
 
 def test_neuron_int8_quantizes_with_nxd_inference_then_compiles_and_checks_as_the_server_loads():
@@ -375,12 +393,9 @@ def test_every_image_of_the_job_comes_through_the_serving_stacks_mirror():
     assert all(image.startswith(host) for image in images.values())
 
 
-def test_cuda_int4_fetches_its_calibration_data_and_searches_awq_scales_on_the_gpu():
+def test_cuda_int4_fetches_its_calibration_data_for_llm_compressor():
     """The AWQ recipe: `fetch` copies the calibration prefix too (and the session policy reads it, nothing more
-    of datasets/), `convert` writes awq.py beside quantize.py and evaluate.py (whose reader awq.py uses), searches
-    the scales on the pool's GPU, then converts with them on the CPU."""
-    from infra.ops.promotion import awq, evaluate, quantize
-
+    of datasets/), which `convert` gives compress.py."""
     job = conversion("cuda-int4")
     steps = {c["name"]: c for c in job["spec"]["template"]["spec"]["initContainers"]}
     assert steps["fetch"]["command"][-1].splitlines()[-2:] == [
@@ -389,16 +404,6 @@ def test_cuda_int4_fetches_its_calibration_data_and_searches_awq_scales_on_the_g
     ]
     assert job["metadata"]["annotations"]["mlinfra.io/calibration-data"] == (
         "s3://mlinfra-registry-promo/datasets/calibration/chat-512/"
-    )
-    script = steps["convert"]["command"][-1]
-    for module in (quantize, awq, evaluate):
-        name = Path(module.__file__).name
-        assert f"cat > /work/{name} <<'PY'\n{Path(module.__file__).read_text(encoding='utf-8')}PY\n" in script
-    assert script.endswith(
-        "python3 /work/awq.py --checkpoint /work/checkpoint --calibration /work/calibration "
-        "--out /work/awq-scales.safetensors\n"
-        "CUDA_VISIBLE_DEVICES= python3 /work/quantize.py convert --scheme int4 --scales /work/awq-scales.safetensors "
-        "--checkpoint /work/checkpoint --out /work/out\n"
     )
     assert steps["convert"]["resources"] == {
         "requests": {"cpu": "4", "memory": "35Gi", "ephemeral-storage": "44Gi", "nvidia.com/gpu": "1"},
@@ -412,16 +417,19 @@ def test_cuda_int4_fetches_its_calibration_data_and_searches_awq_scales_on_the_g
     assert reads["RegistryListRead"]["Condition"] == {
         "StringLike": {"s3:prefix": ["checkpoints/run-7/*", f"{CALIBRATION}*"]}
     }
-    # a variant that reads no calibration data gets none, and its policy reads no datasets/
-    int8 = conversion("cuda-int8")
-    assert "datasets/" not in json.dumps(int8) and "mlinfra.io/calibration-data" not in int8["metadata"]["annotations"]
+    # a variant that reads no calibration data (FP8_DYNAMIC) gets none, and its policy reads no datasets/
+    fp8 = conversion("cuda-fp8")
+    fp8_argv = assume_role_argv("cuda-fp8")
+    assert "datasets/" not in dict(zip(fp8_argv[7::2], fp8_argv[8::2], strict=True))["--policy"]
+    assert "datasets/" not in containers("cuda-fp8")["fetch"]["command"][-1]
+    assert "mlinfra.io/calibration-data" not in fp8["metadata"]["annotations"]
 
 
 def test_the_calibration_data_goes_to_calibrated_variants_only():
     with pytest.raises(ValueError, match="cuda-int4: calibration data None, but calibrated is True"):
         conversion("cuda-int4", calibration=None)
-    with pytest.raises(ValueError, match="cuda-int8: calibration data 'datasets/calibration/chat-512/'"):
-        conversion("cuda-int8", calibration=CALIBRATION)
+    with pytest.raises(ValueError, match="cuda-fp8: calibration data 'datasets/calibration/chat-512/'"):
+        conversion("cuda-fp8", calibration=CALIBRATION)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

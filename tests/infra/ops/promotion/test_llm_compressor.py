@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from infra.ops.promotion import compress, evaluate, quality
 from tests.helpers import ROOT
 from tests.infra.ops.promotion import tiny_llama
-from tests.infra.ops.promotion.conversions import ONE_THREAD, calibration, checkpoint
+from tests.infra.ops.promotion.conversions import ONE_THREAD, calibration, checkpoint, kernel_env
 
 CONVERTER = ROOT / ".venv-converter" / "bin" / "python"
 CONTRACT = json.loads((ROOT / "tests" / "contracts" / "data" / "compressed_tensors.json").read_text(encoding="utf-8"))
@@ -144,3 +145,28 @@ def test_calibrated_schemes_need_their_data_and_bad_input_exits_2(root, tmp_path
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "calibration.jsonl:1" in done.stderr
     done = run("--scheme", "fp8", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "o"))
     assert done.returncode == 2 and done.stderr.startswith("error: ") and not (tmp_path / "o").exists()
+
+
+def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
+    """cuda-int4's `convert` script itself (heredocs, the program files, the command), run by sh with /work/ moved
+    under tmp_path and the converter image's python as the converter environment's: the same artefact as
+    compress.py run directly (llm-compressor takes the calibration data in file order, so it is reproducible)."""
+    from infra.ops.promotion import jobs
+    from infra.ops.promotion.recipes import CONVERTER_PYTHON, RECIPES
+
+    work = tmp_path / "work"
+    shutil.copytree(checkpoint(root), work / "checkpoint")
+    shutil.copytree(calibration(root), work / "calibration")  # as `fetch` copies the calibration prefix
+    script = jobs.convert_script(RECIPES["cuda-int4"]).replace("/work/", f"{work}/")
+    script = script.replace(CONVERTER_PYTHON, str(CONVERTER))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **kernel_env()}
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in RECIPES["cuda-int4"].programs:
+        assert (work / name).read_text(encoding="utf-8") == (Path(compress.__file__).with_name(name)).read_text(
+            encoding="utf-8"
+        )
+    expected, _ = compressed(root, "int4")
+    _, written = tiny_llama.read_artefact(work / "out")
+    _, direct = tiny_llama.read_artefact(expected)
+    assert written.keys() == direct.keys() and all(torch.equal(written[k], direct[k]) for k in direct)

@@ -133,16 +133,16 @@ def test_quantised_variants_need_registry_data_named_in_the_request():
         "--calibration-data: required for cuda-int4: the quantiser's calibration samples, a prefix "
         "datasets/calibration/<name>/ of the registry",
     ]
-    # cuda-int4 is the one variant whose quantiser (AWQ's scale search) reads calibration data
-    assert [v.name for v in VARIANTS.values() if v.calibrated] == ["cuda-int4"]
+    # cuda-int4 (AWQ) and cuda-int8 (SmoothQuant, GPTQ) are the variants whose quantiser reads calibration data
+    assert [v.name for v in VARIANTS.values() if v.calibrated] == ["cuda-int4", "cuda-int8"]
     with pytest.raises(InputError) as caught:
         promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int4", "production", "serving-demo", evaluation=EVALS)
     assert [str(p) for p in caught.value.problems] == [
         "--calibration-data: required for cuda-int4: the quantiser's calibration samples, a prefix "
         "datasets/calibration/<name>/ of the registry",
     ]
-    made = promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-int8", "production", "serving-demo", evaluation=EVALS)
-    assert made.calibration is None  # round to nearest: none needed
+    made = promotion(RUN_ID, "mistral-7b", "v2", "cuda,cuda-fp8", "production", "serving-demo", evaluation=EVALS)
+    assert made.calibration is None  # FP8_DYNAMIC rounds to nearest: none needed
     with pytest.raises(InputError) as caught:
         promotion(
             RUN_ID,
@@ -171,7 +171,9 @@ def test_the_plan_shows_the_calibration_data_cuda_int4_reads_and_its_job_fetches
     assert code == 0 and not cluster.applied
     assert (
         "  job models/convert-mistral-7b-v2-cuda-int4: cuda-int4 on g5 (nvidia.com/gpu: 1, cpu 2, memory 11Gi, disk "
-        "11Gi), image docker.io/vllm/vllm-openai:v0.33.0; reads checkpoints/llama-ft-007/step-1000/ + "
+        "11Gi), image 123456789012.dkr.ecr.us-east-1.amazonaws.com/mlinfra-converter:0.33.0-llmc0.14.0.1 "
+        "(llm-compressor), then docker.io/vllm/vllm-openai:v0.33.0 (check); reads "
+        "checkpoints/llama-ft-007/step-1000/ + "
         f"{CALIBRATION} (calibration data), writes models/mistral-7b/v2/cuda-int4/ + "
         "models/mistral-7b/v2/cuda-int4/manifest.json"
     ) in lines
@@ -212,7 +214,7 @@ def test_a_variant_within_budget_carries_its_figures_and_the_alias_moves():
     code, world, _ = run(store, request(), figures(ppl_variant=8.2, em_variant=0.875))
     assert code == 0 and store.json(ALIAS)["version"] == "v2"
     block = store.json("models/mistral-7b/v2/cuda-int4/manifest.json")["quality"]
-    assert block["method"].startswith("W4A16 AWQ: activation-aware scales") and block["passed"] is True
+    assert block["method"].startswith("W4A16 AWQ (llm-compressor): activation-aware scales") and block["passed"] is True
     assert block["precision"] == {"weights": "int4", "activations": "fp16", "kvCache": "fp16"}
     assert block["budget"] == {"maxPerplexityIncrease": 0.05, "maxTaskDrop": 0.05}
     assert block["data"] == {"calibration": CALIBRATION, "evaluation": EVALS}  # AWQ read the calibration data
@@ -305,3 +307,19 @@ def test_a_variant_is_built_on_a_declared_pool_that_runs_it_when_its_recipes_poo
     assert pod["nodeSelector"] == {"mlinfra.io/accelerator": "g6e"}
     assert job["metadata"]["labels"]["mlinfra.io/accelerator"] == "g6e"
     assert code == 0 and store.json("models/mistral-7b/v2/cuda-fp8/manifest.json")["hardware"]["accelerator"] == "g6e"
+
+
+def test_a_stack_without_a_converter_image_is_refused_before_anything_starts():
+    store = MemoryStore()
+    cluster, world, stacks, rt = world_with(store)
+    del world.stacks["serving-demo"].config["mlinfra:serving"]["converterImage"]
+    with pytest.raises(InputError) as caught:
+        promote(request(("cuda", "cuda-int4", "cuda-int8")), stacks, lambda b, r: store, lambda s: cluster, rt, True)
+    assert [str(p) for p in caught.value.problems] == [
+        "mlinfra:serving.converterImage: cuda-int4, cuda-int8 are built by llm-compressor in the converter image, "
+        "and stack serving-demo names none: build images/converter/Dockerfile, push it where the cluster pulls from "
+        "and set its reference (pinned by tag or digest)"
+    ]
+    assert not cluster.applied and not [k for k in store.writes if k.startswith("models/")]
+    # the bf16 variant alone needs no converter
+    assert promote(request(("cuda",)), stacks, lambda b, r: store, lambda s: cluster, rt, True) == 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +29,6 @@ from tests.infra.ops.promotion.conversions import (
     calibration,
     checkpoint,
     converted,
-    kernel_env,
     programs,
 )
 
@@ -289,29 +287,3 @@ def test_transformers_loads_the_artefact_of_a_real_llama_checkpoint(tmp_path, sc
         assert torch.isfinite(loaded(ids).logits).all()
         forward, _ = evaluate.transformers_loader(str(tmp_path / "out"))  # the quality gate's own loader
         assert torch.equal(forward(ids).logits, loaded(ids).logits)
-
-
-def test_the_jobs_convert_step_runs_as_written(root, tmp_path):
-    """The conversion Job's `convert` script itself (heredocs, the program file, the command), run by sh with its
-    /work/ moved under tmp_path: it writes the same artefact as the program run directly."""
-    from infra.ops.promotion import jobs
-    from infra.ops.promotion.recipes import RECIPES
-
-    work = tmp_path / "work"
-    shutil.copytree(checkpoint(root), work / "checkpoint")
-    shutil.copytree(calibration(root), work / "calibration")  # as `fetch` copies the calibration prefix
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python3").write_text(
-        f'#!/bin/sh\nexec {sys.executable} "$@"\n', encoding="utf-8"
-    )  # this venv's python
-    (tmp_path / "bin" / "python3").chmod(0o755)
-    script = jobs.convert_script(RECIPES["cuda-int4"]).replace("/work/", f"{work}/")
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", **kernel_env()}  # the direct run's kernels: the same search
-    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
-    assert done.returncode == 0, done.stderr
-    for name in JOB_PROGRAMS:
-        assert (work / name).read_text(encoding="utf-8") == PROGRAM.with_name(name).read_text(encoding="utf-8")
-    expected, _ = converted(root, "int4", awq=True)
-    _, written = tiny_llama.read_artefact(work / "out")
-    _, direct = tiny_llama.read_artefact(expected)
-    assert written.keys() == direct.keys() and all(torch.equal(written[k], direct[k]) for k in direct)
