@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import save_file
 
 from benchmarks.quality_bench import ci
-from benchmarks.results_file import write_section
+from benchmarks.results_file import publish
 from infra.ops.promotion import evaluate, quality, quantize
 from tests.infra.ops.promotion import tiny_llama
 
@@ -180,10 +180,7 @@ def main() -> int:
         "on the GPUs and was not measured at this size (no GPU here). Only a GPU confirms that vLLM loads the "
         "artefacts and how fast it serves them.",
     ]
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.out:
-        write_section(args.out, HEADING, section)
+    publish(lines, HEADING, args.out)
     return 0
 
 

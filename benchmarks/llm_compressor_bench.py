@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results_file import write_section  # this directory: the script's own
+from results_file import publish  # this directory: the script's own
 
 from infra.ops.promotion import compress, evaluate, quality
 from tests.infra.ops.promotion import conversions
@@ -127,10 +127,7 @@ def main() -> int:
             f"{ppl['increase']:+.2%} [{low * 100:+.2f}, {high * 100:+.2f}] | {em['variant']:.3f} | "
             f"{'pass' if verdict.passed else 'FAIL'} | {gate_seconds:.1f} |"
         )
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.out:
-        write_section(args.out, HEADING, section)
+    publish(lines, HEADING, args.out)
     return 0
 
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import torch
-from results_file import write_section  # this directory: the script's own
+from results_file import publish  # this directory: the script's own
 
 from infra.ops.promotion import evaluate, quality, quantize
 from tests.infra.ops.promotion import test_quality_tier, tiny_lm
@@ -106,10 +106,7 @@ def main() -> int:
         "held-out perplexity (prose) stays within budget while the fact codes are lost, so only the task score "
         "fails it (the pattern of AutoAWQ issue 475).",
     ]
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.out:
-        write_section(args.out, HEADING, section)
+    publish(lines, HEADING, args.out)
     return 0
 
 

@@ -24,3 +24,11 @@ def write_section(path: Path, heading: str, section: str) -> None:
     path.write_text(
         replace_section(path.read_text(encoding="utf-8") if path.exists() else "", heading, section), encoding="utf-8"
     )
+
+
+def publish(lines: list[str], heading: str, out: Path | None) -> None:
+    """Print a benchmark's section (its lines) and, with `out`, set it in that results file."""
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if out:
+        write_section(out, heading, section)

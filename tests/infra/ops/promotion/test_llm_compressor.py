@@ -47,22 +47,9 @@ def compressed(root: Path, scheme: str) -> tuple[Path, dict[str, object]]:
 
 
 def eval_data(root: Path) -> Path:
-    """The tiny corpus' held-out prose and facts as datasets/evals/<name>/ holds them."""
-    _, text = tiny_llama.trained()
+    """The tiny corpus' held-out prose and facts as datasets/evals/<name>/ holds them (written once per root)."""
     data = root / "evals"
-    if not data.exists():
-        data.mkdir()
-        (data / "held-out.jsonl").write_text(
-            "".join(json.dumps({"text": "\n" + line}) + "\n" for line in text.held_out), encoding="utf-8"
-        )
-        (data / "tasks.jsonl").write_text(
-            "".join(
-                json.dumps({"prompt": "\n" + f.rpartition(" ")[0] + " ", "answer": f.rpartition(" ")[2]}) + "\n"
-                for f in text.facts
-            ),
-            encoding="utf-8",
-        )
-    return data
+    return data if data.exists() else tiny_llama.trained()[1].write_evaluation(data)
 
 
 def gated(root: Path, variant: Path, name: str) -> tuple[dict[str, object], quality.Verdict]:

@@ -114,18 +114,7 @@ def test_the_program_reads_the_registry_data_layout_and_writes_quality_json(tmp_
     variant_model = copy.deepcopy(reference)
     quantize.quantise_model(variant_model, "int4", calibration, scale_error=0.2)  # broken on purpose
     models = {"ref": reference, "var": variant_model}
-    data = tmp_path / "datasets" / "evals" / "facts"
-    data.mkdir(parents=True)
-    (data / "held-out.jsonl").write_text(
-        "".join(json.dumps({"text": "\n" + line}) + "\n" for line in text.held_out), encoding="utf-8"
-    )
-    (data / "tasks.jsonl").write_text(
-        "".join(
-            json.dumps({"prompt": "\n" + f.rpartition(" ")[0] + " ", "answer": f.rpartition(" ")[2]}) + "\n"
-            for f in text.facts
-        ),
-        encoding="utf-8",
-    )
+    data = text.write_evaluation(tmp_path / "datasets" / "evals" / "facts")
     out = tmp_path / "quality.json"
     argv = ["--reference", "ref", "--variant", "var", "--data", str(data), "--out", str(out)]
     assert evaluate.main(argv, load=lambda path: (models[path], text.encode)) == 0

@@ -10,6 +10,7 @@ facts is a task score that quantisation can break while perplexity on the prose 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,22 @@ class Corpus:
 
     def encode(self, text: str) -> list[int]:
         return [self.vocabulary.index(c) for c in text]
+
+    def write_evaluation(self, data: Path) -> Path:
+        """The held-out prose and the facts as a datasets/evals/<name>/ prefix holds them (held-out.jsonl,
+        tasks.jsonl), into the directory `data`, which must not exist yet."""
+        data.mkdir(parents=True)
+        (data / "held-out.jsonl").write_text(
+            "".join(json.dumps({"text": "\n" + line}) + "\n" for line in self.held_out), encoding="utf-8"
+        )
+        (data / "tasks.jsonl").write_text(
+            "".join(
+                json.dumps({"prompt": "\n" + f.rpartition(" ")[0] + " ", "answer": f.rpartition(" ")[2]}) + "\n"
+                for f in self.facts
+            ),
+            encoding="utf-8",
+        )
+        return data
 
     def tasks(self) -> list[tuple[list[int], list[int]]]:
         """(prompt, answer) per fact: "code of amber is " -> "840."."""
