@@ -32,8 +32,7 @@ from typing import Any
 
 from tests.contracts.facts_file import write_facts
 
-# Probe values per kind, narrowest first: an option's kind is the first whose probe its type function converts to
-# that Python type while refusing the probes of the kinds after it that it does not also pass.
+# One probe value per kind, and the Python type a type function that takes that kind returns for it.
 PROBES = (("int", "12", int), ("float", "0.5", float), ("json", '{"a": 1}', dict), ("str", "abc", str))
 
 
@@ -48,9 +47,12 @@ def converts(action: argparse.Action, probe: str, kind: type) -> bool:
 
 def value_kind(action: argparse.Action) -> str:
     accepts = [name for name, probe, kind in PROBES if converts(action, probe, kind)]
-    if "str" in accepts:
-        return "str"  # takes any text (a plain str, or vLLM's dict-or-str options)
-    return accepts[0] if accepts else "str"
+    # The widest kind the type function takes: any text; else JSON (which parses numbers too); else a float
+    # (which takes "12" as 12.0); else an int.
+    for kind in ("str", "json", "float", "int"):
+        if kind in accepts:
+            return kind
+    return "str"
 
 
 def flag_values(server: argparse.ArgumentParser, action: argparse.Action) -> dict[str, Any]:
