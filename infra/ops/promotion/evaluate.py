@@ -324,9 +324,36 @@ def compressed_load_options(path: str) -> dict[str, Any]:
     return {"quantization_config": transformers.CompressedTensorsConfig(run_compressed=False)}
 
 
-def transformers_loader(path: str) -> tuple[Model, Encode]:
-    """A Hugging Face checkpoint on the Job's accelerator, or a neuron-int8 artefact (its NXD_QUANTIZED
-    directory) on the CPU, built from its config and filled by load_nxd_int8."""
+def task_comparison(reference: Path, variant: Path) -> dict[str, Any]:
+    """Per lm-eval task, its first metric for the reference and the variant and the drop (the reference's score less
+    the variant's, or the other way round for a metric where lower is better), from two lm_tasks.py scores files."""
+    try:
+        ours, theirs = (json.loads(path.read_text(encoding="utf-8"))["tasks"] for path in (reference, variant))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise BadEvaluationData(f"--task-scores: {error}") from None
+    if set(ours) != set(theirs) or not ours:
+        raise BadEvaluationData(f"--task-scores: {reference} and {variant} score different tasks")
+    compared = {}
+    for task, scored in sorted(ours.items()):
+        metric = next(iter(scored["metrics"]), None)
+        if metric is None or metric not in theirs[task]["metrics"]:
+            raise BadEvaluationData(f"--task-scores: task {task} has no metric both score")
+        higher = scored["higherIsBetter"].get(metric, True)
+        ref, var = scored["metrics"][metric], theirs[task]["metrics"][metric]
+        compared[task] = {
+            "metric": metric,
+            "documents": scored["documents"],
+            "reference": round(ref, 4),
+            "variant": round(var, 4),
+            "drop": round(ref - var if higher else var - ref, 4),
+        }
+    return compared
+
+
+def transformers_model(path: str) -> tuple[Any, Any, str]:
+    """(model, tokenizer, device) of a Hugging Face checkpoint on the Job's accelerator (a compressed-tensors
+    artefact decompressed), or of a neuron-int8 artefact (its NXD_QUANTIZED directory) on the CPU, built from its
+    config and filled by load_nxd_int8. lm_tasks.py scores the same object."""
     import transformers
 
     quantized = Path(path) / NXD_QUANTIZED
@@ -341,7 +368,12 @@ def transformers_loader(path: str) -> tuple[Model, Encode]:
             path, torch_dtype="auto", **compressed_load_options(path)
         )
         model = model.to(device).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    return model, transformers.AutoTokenizer.from_pretrained(path), device
+
+
+def transformers_loader(path: str) -> tuple[Model, Encode]:
+    """The model as the evaluation calls it (ids in, logits out) and its tokenizer's encoding."""
+    model, tokenizer, device = transformers_model(path)
     return (lambda ids: model(ids.to(device))), (lambda text: list(tokenizer(text).input_ids))
 
 
@@ -351,10 +383,18 @@ def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> i
     parser.add_argument("--variant", required=True, help="the quantised variant (as the server loads it)")
     parser.add_argument("--data", required=True, type=Path, help="held-out.jsonl and tasks.jsonl")
     parser.add_argument("--out", required=True, type=Path, help="quality.json to write")
+    parser.add_argument(
+        "--task-scores",
+        nargs=2,
+        type=Path,
+        metavar=("REFERENCE", "VARIANT"),
+        help="lm_tasks.py's scores.json of the reference and of the variant: recorded beside the figures",
+    )
     args = parser.parse_args(argv)
     try:
         held_out = read_jsonl(args.data / "held-out.jsonl", ("text",))
         tasks = read_jsonl(args.data / "tasks.jsonl", ("prompt", "answer"))
+        scored = task_comparison(*args.task_scores) if args.task_scores else None
     except BadEvaluationData as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -375,9 +415,11 @@ def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> i
     except BadArtefact as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    result = combine(of_reference, measure(variant, sequences, pairs))
-    args.out.write_text(json.dumps(result.as_dict(), indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(result.as_dict()))
+    figures = combine(of_reference, measure(variant, sequences, pairs)).as_dict()
+    if scored is not None:
+        figures["lmEval"] = scored
+    args.out.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(figures))
     return 0
 
 

@@ -93,6 +93,14 @@ def judge(figures: Mapping[str, Any], limits: Budget) -> Verdict:
             f"reference's {_number(figures, 'exactMatch', 'reference'):.1%} over "
             f"{_number(figures, 'exactMatch', 'tasks'):.0f} tasks (budget {limits.max_task_drop * 100:.1f} points)"
         )
+    for task, scored in sorted((figures.get("lmEval") or {}).items()):  # lm-eval's tasks, each held to the budget
+        task_drop = _number(figures, "lmEval", task, "drop")
+        if task_drop > limits.max_task_drop:
+            variant, reference = (_number(figures, "lmEval", task, key) for key in ("variant", "reference"))
+            reasons.append(
+                f"lm-eval task {task}: {scored.get('metric', 'score')} {variant:.3f} is {task_drop * 100:.1f} points "
+                f"below the reference's {reference:.3f} (budget {limits.max_task_drop * 100:.1f} points)"
+            )
     return Verdict(not reasons, tuple(reasons))
 
 

@@ -136,16 +136,19 @@ def config(vocabulary: int) -> dict[str, Any]:
 
 
 def save_tokenizer(text: tiny_lm.Corpus, path: Path) -> None:
-    """The corpus' character-level encoding as a Hugging Face tokenizer (one token per character, no special
-    tokens), so that transformers' AutoTokenizer encodes as text.encode does (awq.py's loader reads it)."""
-    from tokenizers import Regex, Tokenizer, pre_tokenizers
+    """The corpus' character-level encoding as a Hugging Face tokenizer (one token per character, none added), so
+    that transformers' AutoTokenizer encodes as text.encode does (awq.py's loader reads it) and decodes back to
+    the text (lm-eval compares generations as text)."""
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
     vocabulary = {c: i for i, c in enumerate(text.vocabulary)}
     tokenizer = Tokenizer(WordLevel(vocabulary, unk_token=text.vocabulary[0]))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer).save_pretrained(str(path))
+    tokenizer.decoder = decoders.Fuse()  # characters back to the text, with no space between them
+    # A line ends a generation (lm-eval's generation asks for an end-of-sequence token); encoding adds none.
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="\n").save_pretrained(str(path))
 
 
 def save_checkpoint(model: TinyLlama, text: tiny_lm.Corpus, path: Path) -> None:

@@ -1,0 +1,127 @@
+"""The gate's task scores by lm-evaluation-harness, for real on the CPU: lm_tasks.py run by the converter
+environment's python on the tiny Llama and on llm-compressor's variants of it, merged by evaluate.py, judged by
+quality.py. A broken scale fails the gate by its task score."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from infra.ops.promotion import evaluate, lm_tasks, quality
+from tests.infra.ops.promotion.conversions import ONE_THREAD, checkpoint
+from tests.infra.ops.promotion.test_llm_compressor import CONVERTER, compressed, eval_data
+
+
+def scored(model: Path, data: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    assert CONVERTER.exists(), f"{CONVERTER}: the converter environment is missing; `make test` builds it"
+    return subprocess.run(
+        [str(CONVERTER), lm_tasks.__file__, "--model", str(model), "--data", str(data), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **ONE_THREAD, "PYTHONPATH": ""},
+    )
+
+
+def scores(model: Path, data: Path, out: Path) -> dict:
+    done = scored(model, data, out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def reference_scores(root: Path) -> Path:
+    """The reference's scores, once per session's root (as promote would keep them once per version)."""
+    out = root / "reference-scores.json"
+    scores(checkpoint(root), eval_data(root), out)
+    return out
+
+
+def gate(root: Path, variant: Path, tmp_path: Path) -> tuple[dict, quality.Verdict]:
+    data, reference = eval_data(root), reference_scores(root)
+    candidate = scores(variant, data, tmp_path / "variant.json")
+    out = tmp_path / "quality.json"
+    argv = ["--reference", str(checkpoint(root)), "--variant", str(variant), "--data", str(data), "--out", str(out)]
+    assert evaluate.main([*argv, "--task-scores", str(reference), str(tmp_path / "variant.json")]) == 0
+    assert candidate["tasks"].keys() == {"mlinfra_exact_match"}
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    return figures, quality.judge(figures, quality.Budget())
+
+
+def test_the_default_task_scores_the_facts_as_the_builtin_exact_match_does(root, tmp_path):
+    figures, verdict = gate(root, compressed(root, "int4")[0], tmp_path)
+    task = figures["lmEval"]["mlinfra_exact_match"]
+    assert task["metric"] == "exact_match,none" and task["documents"] == 24
+    # lm-eval's generation and mlinfra's greedy continuation agree on the reference's 24 facts
+    assert task["reference"] == figures["exactMatch"]["reference"] == 1.0
+    assert verdict.passed, verdict.reasons
+
+
+def test_a_broken_scale_fails_the_gate_by_the_task_score(root, tmp_path):
+    out, _ = compressed(root, "int4")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for item in out.iterdir():
+        if item.suffix == ".safetensors":
+            tensors = load_file(str(item))
+            scaled = {k: v * 0.2 if k.endswith(".weight_scale") else v for k, v in tensors.items()}
+            save_file(scaled, str(broken / item.name))
+        elif item.is_file():
+            (broken / item.name).write_bytes(item.read_bytes())
+    figures, verdict = gate(root, broken, tmp_path)
+    assert figures["lmEval"]["mlinfra_exact_match"]["drop"] > 0.5
+    assert any(reason.startswith("lm-eval task mlinfra_exact_match: exact_match,none ") for reason in verdict.reasons)
+
+
+def test_a_prefix_names_its_own_lm_eval_tasks_and_their_limit(root, tmp_path):
+    data = tmp_path / "evals"
+    data.mkdir()
+    own = data / "lm-eval"
+    own.mkdir()
+    rows = [json.loads(line) for line in (eval_data(root) / "tasks.jsonl").read_text(encoding="utf-8").splitlines()]
+    (own / "codes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:6]), encoding="utf-8")
+    yaml = lm_tasks._DEFAULT_YAML.format(name="team_codes", data=json.dumps(str(own / "codes.jsonl")))
+    (own / "team_codes.yaml").write_text(yaml, encoding="utf-8")
+    (own / "tasks.json").write_text(json.dumps({"tasks": ["team_codes"], "limit": 4}), encoding="utf-8")
+    found = scores(checkpoint(root), data, tmp_path / "scores.json")["tasks"]
+    assert list(found) == ["team_codes"] and found["team_codes"]["documents"] == 4
+    (own / "tasks.json").write_text(json.dumps({"tasks": ["no_such_task"]}), encoding="utf-8")
+    done = scored(checkpoint(root), data, tmp_path / "again.json")
+    assert done.returncode == 2 and "no lm-eval task no_such_task there" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("listing", "said"),
+    [
+        ("{not json", "tasks.json: "),
+        ('{"tasks": []}', 'needs "tasks", a list of lm-eval task names'),
+        ('{"tasks": ["t"], "limit": 0}', '"limit" must be a whole number of documents, at least 1'),
+    ],
+)
+def test_a_bad_task_listing_is_refused_with_its_file(tmp_path, listing, said):
+    (tmp_path / "lm-eval").mkdir()
+    (tmp_path / "lm-eval" / "tasks.json").write_text(listing, encoding="utf-8")
+    with pytest.raises(lm_tasks.BadTasks, match=said):
+        lm_tasks.task_set(tmp_path, tmp_path / "work")
+
+
+def test_the_comparison_takes_each_tasks_first_metric_in_its_direction(tmp_path):
+    def write(name: str, tasks: dict) -> Path:
+        (tmp_path / name).write_text(json.dumps({"tasks": tasks}), encoding="utf-8")
+        return tmp_path / name
+
+    def task(value: float, higher: bool) -> dict:
+        return {"metrics": {"m,none": value}, "documents": 10, "higherIsBetter": {"m,none": higher}}
+
+    ref = write("r.json", {"acc": task(0.8, True), "loss": task(1.0, False)})
+    var = write("v.json", {"acc": task(0.7, True), "loss": task(1.5, False)})
+    compared = evaluate.task_comparison(ref, var)
+    assert compared["acc"]["drop"] == pytest.approx(0.1) and compared["loss"]["drop"] == pytest.approx(0.5)
+    with pytest.raises(evaluate.BadEvaluationData, match="score different tasks"):
+        evaluate.task_comparison(ref, write("w.json", {"acc": task(0.7, True)}))
