@@ -3,7 +3,7 @@
 After a quantised variant's conversion Job succeeded, `promote` creates its evaluation Job. It runs as the
 serving stack's `model-converter` service account, on the variant's serving pool (the node selector,
 toleration, scheduler and resources of the model server that will serve it, manifests.py), in that server's
-image:
+image, or for a variant llm-compressor built, in the converter image, where lm-eval scores the tasks:
   1. sidecar `credentials` (aws-cli) assumes the converter role with this Job's own session policy: read the
                                     reference checkpoint, the variant's prefix and the evaluation data; write
                                     models/<name>/<version>/<variant>/quality.json, that one object
@@ -13,10 +13,13 @@ image:
   3. init `evaluate` (server image) sees them read-only under /in, writes the project's evaluation program
                                     (evaluate.py, shipped in the command as engine_check.py is) to /out and
                                     runs it on the reference, then (the reference freed) the variant:
-                                    /out/quality.json; no AWS credentials at all. On inf2 it runs on the host
-                                    CPU: a neuron-int8 variant is the reference's architecture with NxD
-                                    Inference's dequantised int8 weights. The step asks for one model's memory
-                                    (resources), and promote checks it fits a node before anything runs;
+                                    /out/quality.json; no AWS credentials at all. In the converter image
+                                    lm_tasks.py scores each model's lm-eval tasks first (one model at a
+                                    time, a process each), and evaluate.py records them beside its figures.
+                                    On inf2 it runs on the host CPU: a neuron-int8 variant is the reference's
+                                    architecture with NxD Inference's dequantised int8 weights. The step asks
+                                    for one model's memory (resources), and promote checks it fits a node
+                                    before anything runs;
   4. `upload`        (aws-cli)      copies /out/quality.json where gate.py reads it.
 Only then does `promote` judge the variant. An evaluation error fails the Job at once (podFailurePolicy); a
 node lost is retried without counting, as for the conversion Jobs.
@@ -33,6 +36,7 @@ from typing import Any
 from infra.core.errors import Problem
 from infra.core.naming import slug
 from infra.ops.promotion import jobs, sizing
+from infra.ops.promotion.recipes import CONVERTER_PYTHON, RECIPES
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
 from infra.serving.aws import converter_access as access
@@ -51,7 +55,10 @@ DEADLINE_SECONDS = 2 * 3600
 # standard library and torch, transformers to load the two checkpoints, safetensors to read a neuron-int8
 # artefact's quantized checkpoint; tests/contracts checks the image).
 EVALUATE = (Path(__file__).parent / "evaluate.py").read_text(encoding="utf-8")
+# The task half, lm-evaluation-harness, where the Job runs in the converter image (which installs it).
+LM_TASKS = (Path(__file__).parent / "lm_tasks.py").read_text(encoding="utf-8")
 PROGRAM = "/out/evaluate.py"
+TASKS_PROGRAM = "/out/lm_tasks.py"
 RESULT = f"/out/{access.QUALITY_FILE}"
 _GIB = 1 << 30
 WORK_MARGIN_GIB = 10  # beside the reference and the variant (each at most the checkpoint's size)
@@ -140,13 +147,25 @@ def session_policy(
     )
 
 
-def evaluate_script() -> str:
+def evaluate_script(python: str | None = None) -> str:
+    """The evaluate step: evaluate.py with the server image's python3; with `python` (the converter image's, which
+    has lm-eval), lm_tasks.py first scores the reference's and the variant's tasks, which evaluate.py records."""
     # The unset is a second guard beside the pod annotation (Pod Identity injects nothing here).
-    return (
+    script = (
         "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
         f"cat > {PROGRAM} <<'PY'\n{EVALUATE}PY\n"
-        f"python3 {PROGRAM} --reference /in/reference --variant /in/variant --data /in/data --out {RESULT}\n"
     )
+    args = f"--reference /in/reference --variant /in/variant --data /in/data --out {RESULT}"
+    if python is None:
+        return script + f"python3 {PROGRAM} {args}\n"
+    # lm-eval's datasets cache and the default task's YAML in the container's own disk, not the small /out.
+    script += f"cat > {TASKS_PROGRAM} <<'PY'\n{LM_TASKS}PY\nexport HF_HOME=/tmp/hf-home\n"
+    for model in ("reference", "variant"):
+        script += (
+            f"{python} {TASKS_PROGRAM} --model /in/{model} --data /in/data --out /out/tasks-{model}.json "
+            "--work /tmp/lm-eval-tasks\n"
+        )
+    return script + f"{python} {PROGRAM} {args} --task-scores /out/tasks-reference.json /out/tasks-variant.json\n"
 
 
 def evaluation_job(
@@ -166,9 +185,14 @@ def evaluation_job(
     run_id: str,
     server: ModelSpec,
     mirror: Mirror | None = None,
+    converter_image: str | None = None,
 ) -> Manifest:
     """`server`: the model entry that will serve this variant (its pool, resources and image); `evaluation`:
-    the registry prefix of the evaluation data (datasets/evals/<name>/)."""
+    the registry prefix of the evaluation data (datasets/evals/<name>/); `converter_image`: where a variant
+    llm-compressor built is evaluated, its tasks by lm-eval (installed there, not in the server image)."""
+    tasks_by_lm_eval = RECIPES[variant].converter
+    if tasks_by_lm_eval and converter_image is None:
+        raise ValueError(f"{variant}: evaluated in the converter image, and none was given")
     profile = PROFILES[server.accelerator]
     devices = str(server.accelerators_per_replica)
     prefix = registry_layout.model_prefix(model, version, variant)
@@ -206,8 +230,8 @@ def evaluation_job(
     memory = f"{memory_gib(checkpoint_bytes)}Gi"
     evaluate = {
         "name": "evaluate",
-        "image": pulled(mirror, server.image),
-        "command": ["/bin/sh", "-c", evaluate_script()],
+        "image": pulled(mirror, converter_image if tasks_by_lm_eval and converter_image else server.image),
+        "command": ["/bin/sh", "-c", evaluate_script(CONVERTER_PYTHON if tasks_by_lm_eval else None)],
         "env": env,
         # What it judges, read-only; only its result is writable.
         "volumeMounts": [

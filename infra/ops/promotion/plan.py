@@ -65,7 +65,9 @@ def print_plan(
                 checkpoint,
                 servers[variant],
                 variant,
-                pulled(target.image_mirror, servers[variant].image),
+                f"{pulled(target.image_mirror, converter)} (tasks by lm-eval)"
+                if RECIPES[variant].converter and converter
+                else pulled(target.image_mirror, servers[variant].image),
             )
     rt.say(
         f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "

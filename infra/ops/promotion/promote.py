@@ -73,7 +73,7 @@ def promote(
     ns = target.config.serving.namespace
     shared = _job_inputs(req, store.bucket, target, checkpoint)
     objects = _conversion_objects(req, shared, sizes, servers, target.config.serving.converter_image)
-    evaluations = _evaluation_objects(req, shared, checkpoint, servers)
+    evaluations = _evaluation_objects(req, shared, checkpoint, servers, target.config.serving.converter_image)
     plan.print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
         rt.say("dry run: nothing was started or written")
@@ -247,7 +247,11 @@ def _conversion_objects(
 
 
 def _evaluation_objects(
-    req: Promotion, shared: _JobInputs, checkpoint: registry.Checkpoint, servers: dict[str, ModelSpec]
+    req: Promotion,
+    shared: _JobInputs,
+    checkpoint: registry.Checkpoint,
+    servers: dict[str, ModelSpec],
+    converter_image: str | None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Each quantised variant's evaluation Job (built, and its session policy checked, before anything starts)."""
     if req.evaluation is None:  # the request requires it for a quantised variant: then none is asked for
@@ -261,6 +265,7 @@ def _evaluation_objects(
                     evaluation=req.evaluation,
                     variant=variant,
                     server=servers[variant],
+                    converter_image=converter_image,
                 )
             ]
             for variant in req.variants

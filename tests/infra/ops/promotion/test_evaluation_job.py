@@ -60,8 +60,12 @@ SERVERS = {
 }
 
 
+CONVERTER = "123456789012.dkr.ecr.us-east-1.amazonaws.com/mlinfra-converter:0.33.0-llmc0.14.0.1"
+
+
 def job(variant: str = "cuda-int4", **changes) -> dict:
-    return evaluation.evaluation_job(**{**ARGS, "variant": variant, "server": SERVERS[variant], **changes})
+    args = {**ARGS, "variant": variant, "server": SERVERS[variant], "converter_image": CONVERTER}
+    return evaluation.evaluation_job(**{**args, **changes})
 
 
 def steps(variant: str = "cuda-int4") -> dict[str, dict]:
@@ -84,7 +88,9 @@ def test_the_job_runs_on_the_variants_serving_pool_as_its_server(variant):
     assert pod.get("schedulerName") == served["spec"].get("schedulerName")
     evaluate = steps(variant)["evaluate"]
     [server_container] = served["spec"]["containers"]
-    assert evaluate["image"] == server_container["image"] == server.image
+    assert server_container["image"] == server.image
+    # A variant llm-compressor built is evaluated where lm-eval is: the converter image; the others in the server's.
+    assert evaluate["image"] == (CONVERTER if variant == "cuda-int4" else server.image)
     # The server's CPU and devices; memory for one model of the checkpoint's size (evaluate.py frees the reference
     # before it loads the variant) and the work volume as ephemeral storage, both from the checkpoint.
     requests = dict(evaluate["resources"]["requests"])
@@ -154,23 +160,46 @@ def test_what_it_judges_is_mounted_read_only():
     ]
     assert {"name": "out", "mountPath": "/out", "readOnly": True} in s["upload"]["volumeMounts"]
     assert "work" not in {m["name"] for m in s["upload"]["volumeMounts"]}
-    script = s["evaluate"]["command"][-1]
-    assert script.splitlines()[-1] == (
+    assert steps("neuron-int8")["evaluate"]["command"][-1].splitlines()[-1] == (
         "python3 /out/evaluate.py --reference /in/reference --variant /in/variant --data /in/data "
         "--out /out/quality.json"
     )
+    # In the converter image: lm_tasks.py scores each model's tasks (its scratch in /tmp, not the small /out), then
+    # evaluate.py records them
+    assert s["evaluate"]["command"][-1].splitlines()[-4:] == [
+        "export HF_HOME=/tmp/hf-home",
+        *(
+            f"/opt/converter/bin/python3 /out/lm_tasks.py --model /in/{m} --data /in/data --out /out/tasks-{m}.json "
+            "--work /tmp/lm-eval-tasks"
+            for m in ("reference", "variant")
+        ),
+        "/opt/converter/bin/python3 /out/evaluate.py --reference /in/reference --variant /in/variant --data "
+        "/in/data --out /out/quality.json --task-scores /out/tasks-reference.json /out/tasks-variant.json",
+    ]
 
 
-def test_it_ships_the_projects_evaluation_program_unchanged(tmp_path):
-    script = steps()["evaluate"]["command"][-1]
-    shipped = script.split("cat > /out/evaluate.py <<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0] + "\n"
-    assert shipped == evaluation.EVALUATE
-    # The heredoc writes it byte for byte (no line of it ends the heredoc early, no expansion: quoted delimiter).
+def shipped(script: str, program: str) -> str:
+    """The file a script's heredoc writes to /out/<program>."""
+    return script.split(f"cat > /out/{program} <<'PY'\n", 1)[1].split("\nPY\n", 1)[0] + "\n"
+
+
+@pytest.mark.parametrize("variant", SERVERS)
+def test_it_ships_the_projects_programs_unchanged(tmp_path, variant):
+    script = steps(variant)["evaluate"]["command"][-1]
+    programs = {"evaluate.py": evaluation.EVALUATE} | (
+        {"lm_tasks.py": evaluation.LM_TASKS} if variant == "cuda-int4" else {}
+    )
+    for name, text in programs.items():
+        assert shipped(script, name) == text
+    # The heredocs write them byte for byte (no line of them ends a heredoc early, no expansion: quoted delimiter).
+    lines = script.replace("/out/", f"{tmp_path}/").splitlines()
+    first_run = next(i for i, line in enumerate(lines) if line.startswith(("python3 ", "export ", "/opt/")))
     path = tmp_path / "evaluate.sh"
-    path.write_text(script.replace("/out/", f"{tmp_path}/").rsplit("\npython3 ", 1)[0] + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines[:first_run]) + "\n", encoding="utf-8")
     done = subprocess.run(["sh", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "evaluate.py").read_text(encoding="utf-8") == evaluation.EVALUATE
+    for name, text in programs.items():
+        assert (tmp_path / name).read_text(encoding="utf-8") == text
 
 
 def test_the_session_reads_three_prefixes_and_writes_the_one_quality_object():
@@ -256,7 +285,7 @@ def test_the_shipped_program_runs_on_its_own(tmp_path):
     before any model is loaded."""
     script = steps()["evaluate"]["command"][-1]
     program = tmp_path / "evaluate.py"
-    program.write_text(script.split("<<'PY'\n", 1)[1].rsplit("\nPY\n", 1)[0] + "\n", encoding="utf-8")
+    program.write_text(shipped(script, "evaluate.py"), encoding="utf-8")
     data = tmp_path / "data"
     data.mkdir()
     (data / "held-out.jsonl").write_text('{"text": "the registry keeps every version"}\n', encoding="utf-8")

@@ -105,19 +105,22 @@ def test_the_gate_passes_llm_compressors_variants_within_the_default_budget(root
     assert figures["perplexity"]["tokens"] == 450 and figures["exactMatch"]["tasks"] == 24
 
 
-def test_a_broken_scale_in_its_artefact_fails_the_gate(root, tmp_path):
-    """Its int4 artefact with every weight group's scale at a fifth: the weights clip, and the gate refuses it."""
-    out, _ = compressed(root, "int4")
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    for item in out.iterdir():
+def broken_copy(artefact: Path, into: Path, factor: float = 0.2) -> Path:
+    """`artefact` copied to `into` with every weight scale times `factor` (a fifth: the weights clip)."""
+    into.mkdir()
+    for item in artefact.iterdir():
         if item.suffix == ".safetensors":
             tensors = load_file(str(item))
-            save_file(
-                {k: v * 0.2 if k.endswith(".weight_scale") else v for k, v in tensors.items()}, str(broken / item.name)
-            )
+            scaled = {k: v * factor if k.endswith(".weight_scale") else v for k, v in tensors.items()}
+            save_file(scaled, str(into / item.name))
         elif item.is_file():
-            (broken / item.name).write_bytes(item.read_bytes())
+            (into / item.name).write_bytes(item.read_bytes())
+    return into
+
+
+def test_a_broken_scale_in_its_artefact_fails_the_gate(root, tmp_path):
+    """Its int4 artefact with every weight group's scale at a fifth: the weights clip, and the gate refuses it."""
+    broken = broken_copy(compressed(root, "int4")[0], tmp_path / "broken")
     _, verdict = gated(root, broken, "broken")
     assert not verdict.passed and any("held-out perplexity" in reason for reason in verdict.reasons)
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file, save_file
 
 from infra.ops.promotion import evaluate, lm_tasks, quality
 from tests.infra.ops.promotion.conversions import ONE_THREAD, checkpoint
-from tests.infra.ops.promotion.test_llm_compressor import CONVERTER, compressed, eval_data
+from tests.infra.ops.promotion.test_llm_compressor import CONVERTER, broken_copy, compressed, eval_data
 
 
 def scored(model: Path, data: Path, out: Path) -> subprocess.CompletedProcess[str]:
@@ -64,16 +64,7 @@ def test_the_default_task_scores_the_facts_as_the_builtin_exact_match_does(root,
 
 
 def test_a_broken_scale_fails_the_gate_by_the_task_score(root, tmp_path):
-    out, _ = compressed(root, "int4")
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    for item in out.iterdir():
-        if item.suffix == ".safetensors":
-            tensors = load_file(str(item))
-            scaled = {k: v * 0.2 if k.endswith(".weight_scale") else v for k, v in tensors.items()}
-            save_file(scaled, str(broken / item.name))
-        elif item.is_file():
-            (broken / item.name).write_bytes(item.read_bytes())
+    broken = broken_copy(compressed(root, "int4")[0], tmp_path / "broken")
     figures, verdict = gate(root, broken, tmp_path)
     assert figures["lmEval"]["mlinfra_exact_match"]["drop"] > 0.5
     assert any(reason.startswith("lm-eval task mlinfra_exact_match: exact_match,none ") for reason in verdict.reasons)
@@ -125,3 +116,27 @@ def test_the_comparison_takes_each_tasks_first_metric_in_its_direction(tmp_path)
     assert compared["acc"]["drop"] == pytest.approx(0.1) and compared["loss"]["drop"] == pytest.approx(0.5)
     with pytest.raises(evaluate.BadEvaluationData, match="score different tasks"):
         evaluate.task_comparison(ref, write("w.json", {"acc": task(0.7, True)}))
+
+
+def test_the_jobs_evaluate_step_runs_as_written(root, tmp_path):
+    """The evaluation Job's `evaluate` script for a variant llm-compressor built, run by sh in the converter
+    environment with /in, /out and /tmp moved under tmp_path: quality.json holds both halves, and it passes."""
+    from infra.ops.promotion import evaluation
+    from infra.ops.promotion.recipes import CONVERTER_PYTHON
+
+    seen, out = tmp_path / "in", tmp_path / "out"
+    out.mkdir()
+    for source, into in ((checkpoint(root), "reference"), (compressed(root, "int4")[0], "variant")):
+        shutil.copytree(source, seen / into)
+    shutil.copytree(eval_data(root), seen / "data")
+    script = evaluation.evaluate_script(CONVERTER_PYTHON).replace(CONVERTER_PYTHON, str(CONVERTER))
+    for scratch in ("/tmp/hf-home", "/tmp/lm-eval-tasks"):
+        script = script.replace(scratch, f"{tmp_path}{scratch}")
+    script = script.replace("/in/", f"{seen}/").replace("/out/", f"{out}/")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **ONE_THREAD}
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((out / "quality.json").read_text(encoding="utf-8"))
+    assert set(figures) == {"perplexity", "exactMatch", "lmEval"}
+    assert figures["lmEval"]["mlinfra_exact_match"]["documents"] == 24
+    assert quality.judge(figures, quality.Budget()).passed

@@ -125,7 +125,7 @@ def test_dry_run_prints_the_evaluation_jobs():
     assert (
         "    then job models/evaluate-mistral-7b-v2-cuda-int4: evaluates cuda-int4 against the bf16 reference on g5 "
         "(nvidia.com/gpu: 1, cpu 2, memory 9Gi, disk 11Gi; one model at a time, 2.0 GiB on one device), image "
-        "docker.io/vllm/vllm-openai:v0.33.0; reads "
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/mlinfra-converter:0.33.0-llmc0.14.0.1 (tasks by lm-eval); reads "
         f"checkpoints/llama-ft-007/step-1000/ + {INT4} + {EVALS}, writes {INT4}quality.json"
     ) in text
     assert (
