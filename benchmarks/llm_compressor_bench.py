@@ -26,7 +26,7 @@ from pathlib import Path
 
 from results_file import publish  # this directory: the script's own
 
-from infra.ops.promotion import compress, evaluate, quality
+from infra.ops.promotion import compress, evaluate, lm_tasks, quality
 from tests.infra.ops.promotion import conversions
 from tests.infra.ops.promotion.test_llm_compressor import CONVERTER, eval_data
 
@@ -48,25 +48,26 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def gate(root: Path, variant: Path) -> tuple[dict[str, object], quality.Verdict, float]:
+def tasks(root: Path, model: Path) -> tuple[Path, float]:
+    """lm_tasks.py's scores of `model` (the converter environment's python, as the Job runs it) and its wall time."""
+    out = root / f"tasks-{model.name}.json"
+    seconds = timed(
+        [str(CONVERTER), lm_tasks.__file__, "--model", str(model), "--data", str(eval_data(root)), "--out", str(out)]
+    )
+    return out, seconds
+
+
+def gate(root: Path, variant: Path, reference_tasks: Path) -> tuple[dict[str, object], quality.Verdict, float, float]:
+    """The gate on `variant`: its figures, verdict, evaluate.py's wall time and the variant's lm-eval wall time."""
+    scores, task_seconds = tasks(root, variant)
     out = root / f"quality-{variant.name}.json"
     started = time.perf_counter()
-    code = evaluate.main(
-        [
-            "--reference",
-            str(conversions.checkpoint(root)),
-            "--variant",
-            str(variant),
-            "--data",
-            str(eval_data(root)),
-            "--out",
-            str(out),
-        ]
-    )
+    argv = ["--reference", str(conversions.checkpoint(root)), "--variant", str(variant), "--data", str(eval_data(root))]
+    code = evaluate.main([*argv, "--out", str(out), "--task-scores", str(reference_tasks), str(scores)])
     seconds = time.perf_counter() - started
     assert code == 0
     figures = json.loads(out.read_text(encoding="utf-8"))
-    return figures, quality.judge(figures, quality.Budget()), seconds
+    return figures, quality.judge(figures, quality.Budget()), seconds, task_seconds
 
 
 def main() -> int:
@@ -76,6 +77,7 @@ def main() -> int:
     os.environ.update(conversions.ONE_THREAD)
     root = Path(tempfile.mkdtemp(prefix="llmc-bench-"))
     checkpoint, calibration = conversions.checkpoint(root), conversions.calibration(root)
+    reference_tasks, reference_seconds = tasks(root, checkpoint)
     rows = []
     for scheme in SCHEMES:
         started = time.perf_counter()
@@ -100,8 +102,7 @@ def main() -> int:
             ("mlinfra quantize.py" + (" + awq.py" if scheme == "int4" else ""), ours, ours_seconds),
             ("llm-compressor 0.14.0.1", theirs, theirs_seconds),
         ):
-            figures, verdict, gate_seconds = gate(root, path)
-            rows.append((scheme, who, seconds, figures, verdict, gate_seconds))
+            rows.append((scheme, who, seconds, *gate(root, path, reference_tasks)))
     lines = [
         HEADING,
         "",
@@ -112,20 +113,23 @@ def main() -> int:
         "The tests' tiny Llama-shaped model (width 128, two layers), its 44 calibration lines; each artefact gated as "
         "a promotion gates it: 6 held-out lines (450 characters), 24 fact-recall tasks, default budget (+5% "
         "perplexity, 5 points). Conversion s: wall time of the conversion, starting Python included (mlinfra's int4: "
-        "awq.py's search and quantize.py's conversion); gate s: evaluate.py's wall time in this process (reference "
-        "and variant, loading included).",
+        "awq.py's search and quantize.py's conversion); lm-eval: the default task's exact match (lm_tasks.py, as "
+        "the evaluation Job runs it); gate s: the gate's wall time for the variant, lm_tasks.py on it (starting "
+        f"Python and lm-eval included) plus evaluate.py (reference and variant, loading included); the reference's "
+        f"lm_tasks.py, once per version: {reference_seconds:.1f} s.",
         "",
-        "| scheme | built by | conversion s | ppl reference | ppl variant | ppl increase [95% CI] | EM variant | gate "
-        "| gate s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| scheme | built by | conversion s | ppl reference | ppl variant | ppl increase [95% CI] | EM variant "
+        "| lm-eval EM ref / variant | gate | gate s (lm-eval + evaluate) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for scheme, who, seconds, figures, verdict, gate_seconds in rows:
-        ppl, em = figures["perplexity"], figures["exactMatch"]
+    for scheme, who, seconds, figures, verdict, gate_seconds, task_seconds in rows:
+        ppl, em, task = figures["perplexity"], figures["exactMatch"], figures["lmEval"]["mlinfra_exact_match"]
         low, high = ppl["increaseCi95"]
         lines.append(
             f"| {scheme} | {who} | {seconds:.1f} | {ppl['reference']:.3f} | {ppl['variant']:.3f} | "
             f"{ppl['increase']:+.2%} [{low * 100:+.2f}, {high * 100:+.2f}] | {em['variant']:.3f} | "
-            f"{'pass' if verdict.passed else 'FAIL'} | {gate_seconds:.1f} |"
+            f"{task['reference']:.3f} / {task['variant']:.3f} | {'pass' if verdict.passed else 'FAIL'} | "
+            f"{task_seconds + gate_seconds:.1f} ({task_seconds:.1f} + {gate_seconds:.1f}) |"
         )
     publish(lines, HEADING, args.out)
     return 0
