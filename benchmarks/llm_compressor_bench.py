@@ -116,7 +116,7 @@ def main() -> int:
         "awq.py's search and quantize.py's conversion); lm-eval: the default task's exact match (lm_tasks.py, as "
         "the evaluation Job runs it); gate s: the gate's wall time for the variant, lm_tasks.py on it (starting "
         f"Python and lm-eval included) plus evaluate.py (reference and variant, loading included); the reference's "
-        f"lm_tasks.py, once per version: {reference_seconds:.1f} s.",
+        f"lm_tasks.py (run once here; each variant's evaluation Job runs it again): {reference_seconds:.1f} s.",
         "",
         "| scheme | built by | conversion s | ppl reference | ppl variant | ppl increase [95% CI] | EM variant "
         "| lm-eval EM ref / variant | gate | gate s (lm-eval + evaluate) |",

@@ -37,7 +37,7 @@ def scores(model: Path, data: Path, out: Path) -> dict:
 
 @functools.cache
 def reference_scores(root: Path) -> Path:
-    """The reference's scores, once per session's root (as promote would keep them once per version)."""
+    """The reference's scores, computed once for the tests of this session's root."""
     out = root / "reference-scores.json"
     scores(checkpoint(root), eval_data(root), out)
     return out
