@@ -72,8 +72,8 @@ def promote(
     sizes = _sizes(req, target, checkpoint, servers)
     ns = target.config.serving.namespace
     shared = _job_inputs(req, store.bucket, target, checkpoint)
-    objects = _conversion_objects(req, shared, sizes, servers, target.config.serving.converter_image)
-    evaluations = _evaluation_objects(req, shared, checkpoint, servers, target.config.serving.converter_image)
+    objects = _conversion_objects(req, shared, sizes, servers)
+    evaluations = _evaluation_objects(req, shared, checkpoint, servers)
     plan.print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
         rt.say("dry run: nothing was started or written")
@@ -202,6 +202,7 @@ class _JobInputs(TypedDict):
     version: str
     run_id: str
     mirror: Mirror | None
+    converter_image: str | None  # llm-compressor's and lm-eval's image (mlinfra:serving.converterImage)
 
 
 def _job_inputs(req: Promotion, bucket: str, target: ServingTarget, checkpoint: registry.Checkpoint) -> _JobInputs:
@@ -218,15 +219,12 @@ def _job_inputs(req: Promotion, bucket: str, target: ServingTarget, checkpoint: 
         version=req.version,
         run_id=req.run_id,
         mirror=target.image_mirror,
+        converter_image=target.config.serving.converter_image,
     )
 
 
 def _conversion_objects(
-    req: Promotion,
-    shared: _JobInputs,
-    sizes: dict[str, sizing.Resources],
-    servers: dict[str, ModelSpec],
-    converter_image: str | None,
+    req: Promotion, shared: _JobInputs, sizes: dict[str, sizing.Resources], servers: dict[str, ModelSpec]
 ) -> dict[str, list[dict[str, Any]]]:
     """Each variant's conversion Job, all built (and their session policies checked) before any starts; a
     calibrated variant's reads the request's calibration data; llm-compressor's run in the converter image."""
@@ -238,7 +236,6 @@ def _conversion_objects(
                 resources=sizes[variant],
                 server=servers[variant],
                 calibration=req.calibration if VARIANTS[variant].calibrated else None,
-                converter_image=converter_image,
             )
             for variant in req.variants
         }
@@ -247,11 +244,7 @@ def _conversion_objects(
 
 
 def _evaluation_objects(
-    req: Promotion,
-    shared: _JobInputs,
-    checkpoint: registry.Checkpoint,
-    servers: dict[str, ModelSpec],
-    converter_image: str | None,
+    req: Promotion, shared: _JobInputs, checkpoint: registry.Checkpoint, servers: dict[str, ModelSpec]
 ) -> dict[str, list[dict[str, Any]]]:
     """Each quantised variant's evaluation Job (built, and its session policy checked, before anything starts)."""
     if req.evaluation is None:  # the request requires it for a quantised variant: then none is asked for
@@ -265,7 +258,6 @@ def _evaluation_objects(
                     evaluation=req.evaluation,
                     variant=variant,
                     server=servers[variant],
-                    converter_image=converter_image,
                 )
             ]
             for variant in req.variants

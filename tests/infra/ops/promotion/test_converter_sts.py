@@ -136,6 +136,7 @@ def test_sts_accepts_the_evaluation_jobs_assume_role_request(aws, converter_role
         version=LONGEST["version"],
         variant="cuda-int4",
         run_id=LONGEST["run_id"],
+        converter_image="123456789012.dkr.ecr.us-east-1.amazonaws.com/mlinfra-converter:0.33.0-llmc0.14.0.1",
         server=ModelSpec.model_validate(
             {"name": LONGEST["model"], "version": "v1", "accelerator": "g5", "image": RECIPES["cuda"].default_image}
         ),
