@@ -134,12 +134,13 @@ def main(argv: list[str] | None = None) -> int:
             # In file order: the same checkpoint and data give the same artefact (oneshot shuffles by default).
             "shuffle_calibration_samples": False,
         }
-    oneshot(model=model, recipe=recipe(args.scheme), output_dir=str(args.out), **calibration)
+    modifiers = recipe(args.scheme)
+    oneshot(model=model, recipe=modifiers, output_dir=str(args.out), **calibration)
     tokenizer.save_pretrained(args.out)
     report = {
         "scheme": args.scheme,
         "library": f"llmcompressor {llmcompressor.__version__}",
-        "modifiers": [type(m).__name__ for m in recipe(args.scheme)],
+        "modifiers": [type(m).__name__ for m in modifiers],
         "samples": len(texts),
         "seconds": round(time.monotonic() - started, 1),
     }

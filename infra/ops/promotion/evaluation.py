@@ -36,7 +36,7 @@ from typing import Any
 from infra.core.errors import Problem
 from infra.core.naming import slug
 from infra.ops.promotion import jobs, sizing
-from infra.ops.promotion.recipes import CONVERTER_PYTHON, RECIPES
+from infra.ops.promotion.recipes import CONVERTER_PYTHON, RECIPES, step_image
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
 from infra.serving.aws import converter_access as access
@@ -190,9 +190,8 @@ def evaluation_job(
     """`server`: the model entry that will serve this variant (its pool, resources and image); `evaluation`:
     the registry prefix of the evaluation data (datasets/evals/<name>/); `converter_image`: where a variant
     llm-compressor built is evaluated, its tasks by lm-eval (installed there, not in the server image)."""
-    tasks_by_lm_eval = RECIPES[variant].converter
-    if tasks_by_lm_eval and converter_image is None:
-        raise ValueError(f"{variant}: evaluated in the converter image, and none was given")
+    image = step_image(variant, server.image, converter_image, step="evaluated")
+    tasks_by_lm_eval = RECIPES[variant].converter  # lm-eval is in the converter image only
     profile = PROFILES[server.accelerator]
     devices = str(server.accelerators_per_replica)
     prefix = registry_layout.model_prefix(model, version, variant)
@@ -230,7 +229,7 @@ def evaluation_job(
     memory = f"{memory_gib(checkpoint_bytes)}Gi"
     evaluate = {
         "name": "evaluate",
-        "image": pulled(mirror, converter_image if tasks_by_lm_eval and converter_image else server.image),
+        "image": pulled(mirror, image),
         "command": ["/bin/sh", "-c", evaluate_script(CONVERTER_PYTHON if tasks_by_lm_eval else None)],
         "env": env,
         # What it judges, read-only; only its result is writable.

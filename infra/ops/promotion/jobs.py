@@ -39,7 +39,7 @@ from shlex import quote
 from typing import Any
 
 from infra.core.naming import slug
-from infra.ops.promotion.recipes import CALIBRATION_DIR, CHECK_PROGRAM, RECIPES, Recipe
+from infra.ops.promotion.recipes import CALIBRATION_DIR, CHECK_PROGRAM, RECIPES, Recipe, step_image
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
 from infra.serving import engine
@@ -176,8 +176,7 @@ def conversion_job(
     (llm-compressor's image; the server's image runs every other step)."""
 
     recipe = RECIPES[variant]
-    if recipe.converter and converter_image is None:
-        raise ValueError(f"{variant}: built in the converter image, and none was given")
+    convert_image = step_image(variant, server.image, converter_image)
     if VARIANTS[variant].calibrated != (calibration is not None):
         raise ValueError(
             f"{variant}: calibration data {calibration!r}, but calibrated is {VARIANTS[variant].calibrated}"
@@ -234,7 +233,7 @@ def conversion_job(
     }
     convert = {
         "name": "convert",
-        "image": pulled(mirror, converter_image if recipe.converter and converter_image else server.image),
+        "image": pulled(mirror, convert_image),
         "command": ["/bin/sh", "-c", convert_script(recipe)],
         "env": engine_env["convert"],
         "volumeMounts": [*mount, shm_mount()],

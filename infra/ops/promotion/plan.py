@@ -6,7 +6,7 @@ from __future__ import annotations
 from infra.ops.promotion import evaluation, registry, sizing
 from infra.ops.promotion import jobs as job_objects
 from infra.ops.promotion.quality import Budget
-from infra.ops.promotion.recipes import RECIPES
+from infra.ops.promotion.recipes import RECIPES, step_image
 from infra.ops.promotion.request import Promotion
 from infra.ops.promotion.serving import ServingTarget
 from infra.ops.runtime import Runtime
@@ -42,10 +42,12 @@ def print_plan(
         prefix = job_objects.artefact_prefix(req.model, req.version, variant)
         size = sizes[variant]
         settings = engine.engine_settings(servers[variant]).keywords()
-        image = pulled(target.image_mirror, servers[variant].image)
+        image = served = pulled(target.image_mirror, servers[variant].image)
+        # promote has refused a converter variant without its image (gate.check_converter) before the plan
         converter = target.config.serving.converter_image
-        if RECIPES[variant].converter and converter:
-            image = f"{pulled(target.image_mirror, converter)} (llm-compressor), then {image} (check)"
+        built_in = pulled(target.image_mirror, step_image(variant, servers[variant].image, converter))
+        if RECIPES[variant].converter:
+            image = f"{built_in} (llm-compressor), then {served} (check)"
         calibration = f" + {req.calibration} (calibration data)" if VARIANTS[variant].calibrated else ""
         rt.say(
             f"  job {ns}/{job_objects.job_name(req.model, req.version, variant)}: {variant} on {pool} "
@@ -65,9 +67,7 @@ def print_plan(
                 checkpoint,
                 servers[variant],
                 variant,
-                f"{pulled(target.image_mirror, converter)} (tasks by lm-eval)"
-                if RECIPES[variant].converter and converter
-                else pulled(target.image_mirror, servers[variant].image),
+                f"{built_in} (tasks by lm-eval)" if RECIPES[variant].converter else served,
             )
     rt.say(
         f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "

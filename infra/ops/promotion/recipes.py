@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from infra.serving import engine
 from infra.serving.families import FAMILIES
+from infra.serving.variants import facts as variant_facts
 from infra.serving.variants import pools_for
 
 # A checkpoint's weights: what the Neuron artefact does not copy (NxD Inference writes its own sharded weights).
@@ -144,11 +145,11 @@ def _first_aws_pool(variant: str) -> str:
     return next(pool for pool in pools_for(variant) if FAMILIES[pool].cloud == "aws")
 
 
-def _quantised(variant: str, scheme: str, layout: str, writes: str, calibrated: bool) -> Recipe:
+def _quantised(variant: str, scheme: str, layout: str, writes: str) -> Recipe:
     """A compressed-tensors variant (its CompressionFormat `layout`), built by llm-compressor: compress.py
     `--scheme <scheme>` run by the converter image's python (images/converter/; this module does not import
     compress.py: that would load torch wherever mlinfra runs)."""
-    data = f" --calibration {CALIBRATION_DIR}" if calibrated else ""
+    data = f" --calibration {CALIBRATION_DIR}" if variant_facts(variant).calibrated else ""
     return Recipe(
         variant,
         _first_aws_pool(variant),
@@ -185,21 +186,28 @@ RECIPES |= {
         "fp8",
         "float-quantized",
         "FP8_DYNAMIC: per-channel float8 e4m3 weights, dynamic per-token fp8 activations",
-        calibrated=False,
     ),
     "cuda-int8": _quantised(
         "cuda-int8",
         "int8",
         "int-quantized",
         "SmoothQuant (strength 0.8) then GPTQ W8A8: per-channel int8 weights, dynamic per-token int8 activations",
-        calibrated=True,
     ),
     "cuda-int4": _quantised(
         "cuda-int4",
         "int4",
         "pack-quantized",
         "AWQ W4A16: activation-aware scales, symmetric int4 weights in groups of 128, packed eight to an int32",
-        calibrated=True,
     ),
 }
 VARIANTS = tuple(RECIPES)
+
+
+def step_image(variant: str, server_image: str, converter_image: str | None, step: str = "built") -> str:
+    """The image of a variant's convert and evaluate steps: the converter image for what llm-compressor builds (and
+    lm-eval gates), the server's for the rest; ValueError when a converter variant is given none."""
+    if not RECIPES[variant].converter:
+        return server_image
+    if converter_image is None:
+        raise ValueError(f"{variant}: {step} in the converter image, and none was given")
+    return converter_image
