@@ -2,8 +2,9 @@
 
 Source data: `moto/ec2/resources/instance_types.json.gz` (DescribeInstanceTypes) and
 `moto/ec2/resources/instance_type_offerings/availability-zone/<region>.json.gz`
-(DescribeInstanceTypeOfferings). Only ML families are kept. It also writes data/aws_zones.json (offerings by
-zone ID and the offline preview's zone list; refresh_zones.py). Known errors in the snapshot are
+(DescribeInstanceTypeOfferings). Only ML families are kept, and the general-purpose types of the serving cluster's
+system pool. It also writes data/aws_zones.json (offerings by zone ID and the offline preview's zone list;
+refresh_zones.py). Known errors in the snapshot are
 fixed by explicit corrections below, each recorded with its reason in the output.
 
     python infra/catalog/refresh.py           # rewrite the file
@@ -211,8 +212,12 @@ def generate() -> tuple[str, str]:
     resources = files("moto.ec2") / "resources"
     snapshot = resources / "instance_types.json.gz"
     raw_types = _load_gz(snapshot)
-    wanted = {name: raw for name, raw in raw_types.items() if name.split(".")[0] in FAMILIES}
-    missing = [name for name in REQUIRED if name not in wanted]
+    wanted = {
+        name: raw
+        for name, raw in raw_types.items()
+        if name.split(".")[0] in FAMILIES or name in refresh_zones.GENERAL_PURPOSE
+    }
+    missing = [name for name in (*REQUIRED, *refresh_zones.GENERAL_PURPOSE) if name not in wanted]
     if missing:
         raise SystemExit(
             f"not in the moto {version} snapshot: {', '.join(missing)}; "
@@ -236,6 +241,7 @@ def generate() -> tuple[str, str]:
         "asOfBasis": basis,
         "generatedBy": "python -m infra.catalog.refresh",
         "families": sorted(FAMILIES),
+        "generalPurposeTypes": list(refresh_zones.GENERAL_PURPOSE),
         "corrections": corrections,
         "instanceTypes": types,
     }

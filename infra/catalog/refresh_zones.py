@@ -22,8 +22,9 @@ from typing import Any
 
 OUTPUT = Path(__file__).resolve().parent / "data" / "aws_zones.json"
 
-# Not accelerator types, so not in aws_instances.json; the serving cluster's system node groups use them
-# (infra/serving/aws/node_pools.py SYSTEM_INSTANCE_TYPES; a test keeps the two in step).
+# Not accelerator types, but in aws_instances.json (no accelerators) so their shape and price are known: the serving
+# cluster's system node groups use them (infra/serving/aws/node_pools.py SYSTEM_INSTANCE_TYPES; a test keeps the two
+# in step).
 GENERAL_PURPOSE = ("m6i.large", "m6i.xlarge")
 
 

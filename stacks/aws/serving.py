@@ -52,7 +52,9 @@ def build(config: ServingStackConfig) -> None:
     )
     cluster_name = f"mlinfra-{slug(stack, 60)}"
 
-    vpc = ServingVpc("serving-net", ServingVpcArgs(cidr=spec.cluster.vpc_cidr, zones=zone_plan.zones, tags=tags))
+    vpc = ServingVpc(
+        "serving-net", ServingVpcArgs(cidr=spec.cluster.vpc_cidr, zones=zone_plan.zones, tags=tags, region=region)
+    )
     cluster = EksCluster(
         "serving-eks",
         EksClusterArgs(

@@ -92,7 +92,9 @@ def test_l4_pool_is_bounded_tainted_with_gke_installed_drivers(demo):
         "totalMaxNodeCount": bounds["maxNodes"],
         "locationPolicy": "ANY",
     }
-    assert l4["nodeLocations"] == ZONES and l4["initialNodeCount"] == 1
+    # Created empty: one per zone would be three L4 nodes for minNodes 1; the pending replicas bring the autoscaler.
+    assert l4["nodeLocations"] == ZONES and l4["initialNodeCount"] == 0
+    assert pools(demo)["pool-system"]["initialNodeCount"] == 1  # 1 per zone reaches the system pool's 2
     config = l4["nodeConfig"]
     assert config["machineType"] == "g2-standard-8"
     assert config["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]

@@ -1,4 +1,6 @@
-"""The serving cluster's network: private node subnets in two or more AZs, NAT egress, no public IPs.
+"""The serving cluster's network: private node subnets in two or more AZs, NAT egress, no public IPs, and an S3
+gateway endpoint on every private route table: weights streamed from the registry bucket and the image layers ECR
+serves from S3 stay off NAT's per-GB charge (docs/serving.md, "Network cost").
 
 Subnets are named by their slot (a, b, c: the slot's CIDR, eks.subnet_plan), not by the zone's letter, which
 differs per account; each is put in its zone by the name this account gives the chosen zone ID."""
@@ -21,6 +23,7 @@ class ServingVpcArgs:
     cidr: str
     zones: Sequence[Zone]  # the cluster's zones, in slot order (zones.choose_zones)
     tags: Mapping[str, str]
+    region: str  # the S3 gateway endpoint's service: com.amazonaws.<region>.s3
 
 
 class ServingVpc(pulumi.ComponentResource):
@@ -48,6 +51,7 @@ class ServingVpc(pulumi.ComponentResource):
             opts=child,
         )
         self.private_subnets: list[aws.ec2.Subnet] = []
+        private_route_tables: list[aws.ec2.RouteTable] = []
         for slot, plan in enumerate(subnet_plan(args.cidr, [zone.name for zone in args.zones])):
             suffix = "abcd"[slot]
             public = aws.ec2.Subnet(
@@ -92,6 +96,17 @@ class ServingVpc(pulumi.ComponentResource):
                 f"{name}-private-{suffix}-rta", subnet_id=private.id, route_table_id=routes.id, opts=child
             )
             self.private_subnets.append(private)
+            private_route_tables.append(routes)
+        # Same-region S3 only: a registry bucket in another region is still reached through NAT.
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=self.vpc.id,
+            service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[t.id for t in private_route_tables],
+            tags={**tags, "Name": f"{name}-s3"},
+            opts=child,
+        )
 
         self.private_subnet_ids = [s.id for s in self.private_subnets]  # slot order
         self.register_outputs({"vpcId": self.vpc.id, "privateSubnetIds": self.private_subnet_ids})

@@ -64,6 +64,17 @@ class GcpMachineType:
         )
 
 
+@dataclass(frozen=True)
+class GcpHostType:
+    """A machine type without accelerators (a cluster's system pool): its shape and its sourced price."""
+
+    name: str
+    vcpus: int
+    memory_gib: int
+    price: float  # USD/h, on demand, in the table's region
+    source: str
+
+
 class UnknownMachineType(LookupError):
     def __init__(self, name: str, known: tuple[str, ...]):
         self.name = name
@@ -83,6 +94,7 @@ class _Table:
     rows: Mapping[str, GcpMachineType]
     services: Mapping[str, Mapping[str, Any]]
     no_charge: Mapping[str, str]
+    hosts: Mapping[str, GcpHostType]
 
 
 @functools.cache
@@ -99,6 +111,12 @@ def _table() -> _Table:
         MappingProxyType(rows),
         MappingProxyType(dict(raw["services"])),
         MappingProxyType(dict(raw["noCharge"])),
+        MappingProxyType(
+            {
+                name: GcpHostType(name, item["vcpus"], item["memoryGiB"], item["pricePerHour"], item["source"])
+                for name, item in sorted(raw["generalPurposeTypes"].items())
+            }
+        ),
     )
 
 
@@ -111,6 +129,11 @@ def machine_type(name: str) -> GcpMachineType:
         return _table().rows[name]
     except (KeyError, TypeError):
         raise UnknownMachineType(str(name), known_machine_types()) from None
+
+
+def general_purpose_type(name: str) -> GcpHostType | None:
+    """The accelerator-less type `name` (the system pool's), or None when the table does not hold it."""
+    return _table().hosts.get(name)
 
 
 def on_demand_price(name: str) -> float | None:

@@ -43,7 +43,12 @@ class GkePoolPlan:
 
     @property
     def initial_nodes_per_zone(self) -> int:
-        """GKE creates initial_node_count nodes in every zone: as few as reach min_nodes in total."""
+        """GKE creates initial_node_count nodes in every zone. An accelerator pool starts empty: one per zone would be
+        three GPU nodes for `minNodes: 1`, and its model servers' pending replicas bring the autoscaler to add the
+        nodes they need (location policy ANY: in a zone with capacity). The system pool starts with as few per zone
+        as reach min_nodes in total, so the add-ons have nodes before the autoscaler runs."""
+        if self.accelerator_type is not None:
+            return 0
         zones = len(self.node_locations) or DEFAULT_ZONES
         return -(-self.min_nodes // zones)
 

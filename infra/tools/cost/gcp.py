@@ -1,32 +1,35 @@
 """GCP resources a stack declares: GKE's cluster management fee, node pools priced from the GCP machine
-catalog (infra/catalog/data/gcp_machines.json) and Cloud NAT. Prices without a source are 'unknown'."""
+catalog (infra/catalog/data/gcp_machines.json, the system pool's general-purpose types included) and Cloud NAT
+per VM it serves. Prices without a source are 'unknown'."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from infra.catalog.gcp import UnknownMachineType, machine_type
+from infra.catalog.gcp import UnknownMachineType, general_purpose_type, machine_type
 from infra.catalog.services import service_price
 from infra.core.shapes import dict_at, list_at
 from infra.providers import tokens
 from infra.tools.cost.gcp_guard import GCP_GUARD_PRICERS
 from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.managed import Priced
+from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, whole
 from infra.tools.preview_json import PolicyResource
 
 CLUSTER = tokens.GCP_CONTAINER_CLUSTER
 NODE_POOL = tokens.GCP_CONTAINER_NODE_POOL
 ROUTER_NAT = tokens.GCP_COMPUTE_ROUTER_NAT
+COMPUTE_INSTANCE = tokens.GCP_COMPUTE_INSTANCE
+LUSTRE_INSTANCE = tokens.GCP_LUSTRE_INSTANCE
 
 
 def gke_cluster(r: PolicyResource, res: Resources) -> Priced:
     return [hourly(r, res, "control plane", "gke.cluster", 1, "GKE cluster management fee")]
 
 
-def node_pool(r: PolicyResource, res: Resources) -> Priced:
-    config = dict_at(r.props, "nodeConfig")
-    name = str(config.get("machineType") or "")
+def pool_nodes(r: PolicyResource) -> tuple[int, int, str] | None:
+    """(nodes at the pool's lower bound, at its upper bound, where they are) of a GKE node pool, or None."""
     scaling = dict_at(r.props, "autoscaling")
     zones = len(list_at(r.props, "nodeLocations"))
     if scaling and ("totalMinNodeCount" in scaling or "totalMaxNodeCount" in scaling):
@@ -40,26 +43,37 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
         per_zone = f"{low}" if low == high else f"{low}-{high}"
         where = f" ({per_zone} per zone in {zones} zones)" if zones else " (per zone; zones not declared: at least one)"
         per_pool = zones or 1
-    if low is None or high is None or not name:
+    if low is None or high is None:
+        return None
+    return low * per_pool, high * per_pool, where
+
+
+def node_pool(r: PolicyResource, res: Resources) -> Priced:
+    name = str(dict_at(r.props, "nodeConfig").get("machineType") or "")
+    bounds = pool_nodes(r)
+    if bounds is None or not name:
         return [line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
-    low, high = low * per_pool, high * per_pool
+    low, high, where = bounds
     nodes = f"{low}" if low == high else f"{low}-{high}"
     try:
         mtype = machine_type(name)
     except UnknownMachineType:
-        return [
-            line(
-                r,
-                res,
-                "compute",
-                basis="unknown",
-                nodes=high,
-                what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}",
-            )
-        ]
+        host = general_purpose_type(name)
+        if host is None:
+            return [
+                line(
+                    r,
+                    res,
+                    "compute",
+                    basis="unknown",
+                    nodes=high,
+                    what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}",
+                )
+            ]
+        return [_nodes_line(r, res, low, high, host.price, f"{nodes} x {name} at ${host.price:.3f}/h{where}")]
     if mtype.price is None:
-        host = mtype.host_price_excluding_gpu
-        part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
+        host_part = mtype.host_price_excluding_gpu
+        part = f"; its vCPU and memory alone are ${host_part:.3f}/h" if host_part is not None else ""
         return [
             line(
                 r,
@@ -71,36 +85,58 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
                 f"sourced price for its GPUs{part}){where}",
             )
         ]
-    what = f"{nodes} x {name} at ${mtype.price:.3f}/h{where}"
+    return [_nodes_line(r, res, low, high, mtype.price, f"{nodes} x {name} at ${mtype.price:.3f}/h{where}")]
+
+
+def _nodes_line(r: PolicyResource, res: Resources, low: int, high: int, price: float, what: str) -> Line:
+    return line(
+        r, res, "compute", basis="hourly", what=what, low=low * price, high=high * price, nodes=high, node_usd=price
+    )
+
+
+NAT_VM_CAP = 32  # cloud.google.com/nat/pricing: the per-VM gateway rate is capped at 32 VM instances
+
+
+def router_nat(r: PolicyResource, res: Resources) -> Priced:
+    """A Public NAT gateway: per VM using it (capped at 32), one auto-allocated external address (AUTO_ONLY
+    allocates more only past its ports, ~1,000 VMs at the default 64 ports each), and per GiB processed."""
+    per_vm, capped = service_price("gcp.cloudNat.vm"), service_price("gcp.cloudNat.gateway")
+    address = service_price("gcp.cloudNat.address")
+    keys = (per_vm.key, capped.key, address.key, "gcp.cloudNat.data")
+    if per_vm.usd is None or capped.usd is None or address.usd is None:  # said, never estimated
+        return [line(r, res, "network", basis="unknown", price_keys=keys, what="Cloud NAT: no sourced price")]
+    vm_usd, capped_usd, address_usd = per_vm.usd, capped.usd, address.usd
+    low, high = _vms(res)
+
+    def gateway(vms: int) -> float:
+        return capped_usd if vms > NAT_VM_CAP else vms * vm_usd
+
+    vms = f"{low}" if low == high else f"{low}-{high}"
     return [
         line(
             r,
             res,
-            "compute",
+            "network",
             basis="hourly",
-            what=what,
-            low=low * mtype.price,
-            high=high * mtype.price,
-            nodes=high,
-            node_usd=mtype.price,
+            low=gateway(low) + address_usd,
+            high=gateway(high) + address_usd,
+            what=f"Cloud NAT gateway for {vms} VMs at {per_vm.per_unit()} ({capped.per_unit()} past {NAT_VM_CAP} "
+            f"VMs), 1 external address at {address.per_unit()}",
+            unit_prices=(service_price("gcp.cloudNat.data").per_unit(),),
+            price_keys=keys,
         )
     ]
 
 
-def router_nat(r: PolicyResource, res: Resources) -> Priced:
-    price = service_price("gcp.cloudNat.gateway")
-    if price.usd is None:
-        return [
-            line(
-                r,
-                res,
-                "network",
-                basis="unknown",
-                price_keys=(price.key, "gcp.cloudNat.data"),
-                what=f"Cloud NAT: unknown ({price.source})",
-            )
-        ]
-    return [hourly(r, res, "network", price.key, 1, "Cloud NAT gateway", usage=("gcp.cloudNat.data",))]
+def _vms(res: Resources) -> tuple[int, int]:
+    """The stack's VMs at its lower and upper bounds: every node pool's nodes and every plain instance."""
+    low = high = 0
+    for r in res.declared():
+        if r.type == COMPUTE_INSTANCE:
+            low, high = low + 1, high + 1
+        elif r.type == NODE_POOL and (bounds := pool_nodes(r)) is not None:
+            low, high = low + bounds[0], high + bounds[1]
+    return low, high
 
 
 def gcs_bucket(r: PolicyResource, res: Resources) -> Priced:
@@ -154,10 +190,6 @@ def mirror_notes() -> list[str]:
         f"list price, us-east-1) and ${storage.usd:g} per GB-month while stored; the transfer service is free and "
         "unchanged objects are not copied again"
     ]
-
-
-COMPUTE_INSTANCE = tokens.GCP_COMPUTE_INSTANCE
-LUSTRE_INSTANCE = tokens.GCP_LUSTRE_INSTANCE
 
 
 def compute_instance(r: PolicyResource, res: Resources) -> Priced:

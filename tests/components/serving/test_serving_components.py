@@ -34,7 +34,7 @@ def assert_tagged(result):
 
 def test_vpc_private_subnets_in_two_azs_with_nat_and_no_public_ips(record):
     zones = [Zone("us-east-1d", "use1-az4"), Zone("us-east-1a", "use1-az6")]
-    result = record(lambda: ServingVpc("net", ServingVpcArgs("10.80.0.0/16", zones, TAGS)))
+    result = record(lambda: ServingVpc("net", ServingVpcArgs("10.80.0.0/16", zones, TAGS, "us-east-1")))
     assert result.errors == []
     subnets = by_type(result, "aws:ec2/subnet:Subnet")
     private = [s for s in subnets if "internal-elb" in json.dumps(s.inputs["tags"])]
@@ -49,6 +49,10 @@ def test_vpc_private_subnets_in_two_azs_with_nat_and_no_public_ips(record):
         r for r in by_type(result, "aws:ec2/routeTable:RouteTable") if "natGatewayId" in json.dumps(r.inputs)
     ]
     assert len(private_routes) == 2
+    # Weights and image layers from S3 skip NAT: one gateway endpoint on every private route table.
+    s3 = one(result, "aws:ec2/vpcEndpoint:VpcEndpoint")
+    assert (s3.inputs["serviceName"], s3.inputs["vpcEndpointType"]) == ("com.amazonaws.us-east-1.s3", "Gateway")
+    assert sorted(s3.property_dependencies["routeTableIds"]) == sorted(r.urn for r in private_routes)
     assert one(result, "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup").inputs.get("ingress") in (None, [])
     assert_tagged(result)
 

@@ -20,6 +20,7 @@ from infra.catalog.aws import (
     on_demand_price,
     price_table_source,
 )
+from infra.catalog.refresh_zones import GENERAL_PURPOSE
 from infra.catalog.roles import types_for
 from tests.helpers import ROOT
 
@@ -121,7 +122,7 @@ def test_unknown_type_without_close_names_lists_families():
         instance_type("foo")
     assert str(err.value) == (
         "unknown instance type 'foo'; known families: "
-        "g4dn, g5, g6, g6e, inf2, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, trn1, trn1n, trn2"
+        "g4dn, g5, g6, g6e, inf2, m6i, p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, trn1, trn1n, trn2"
     )
     assert err.value.suggestions == ()
 
@@ -155,8 +156,8 @@ def test_prices():
 
 def test_price_table_covers_the_reference_and_only_known_types():
     raw = json.loads((files("infra.catalog") / "data" / "aws_prices.json").read_text(encoding="utf-8"))
-    # The reference's types and every serving type the sizer ranks (roles.json), nothing else.
-    assert set(raw["pricesPerHour"]) == set(REFERENCE_TYPES) | set(types_for("serving"))
+    # The reference's types, every serving type the sizer ranks (roles.json) and the serving cluster's system pool.
+    assert set(raw["pricesPerHour"]) == set(REFERENCE_TYPES) | set(types_for("serving")) | set(GENERAL_PURPOSE)
     assert {h["pricePerHour"] for h in raw["history"]["p4d.24xlarge"]} == {32.77}
     assert {h["pricePerHour"] for h in raw["history"]["p5.48xlarge"]} == {98.32}
 

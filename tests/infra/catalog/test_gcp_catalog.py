@@ -104,5 +104,5 @@ def test_unknown_type_lists_close_names():
 
 def test_gke_fee_and_free_gcp_types_join_the_service_table():
     assert service_price("gke.cluster").usd == 0.10
-    assert service_price("gcp.cloudNat.gateway").usd is None
+    assert (service_price("gcp.cloudNat.vm").usd, service_price("gcp.cloudNat.gateway").usd) == (0.0014, 0.044)
     assert no_charge_reason("gcp:compute/network:Network") == "VPC networks carry no charge"

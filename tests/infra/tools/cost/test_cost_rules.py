@@ -71,11 +71,11 @@ def test_types_missing_from_the_catalog_are_named():
     group = step(
         "aws:eks/nodeGroup:NodeGroup",
         "system",
-        {"instanceTypes": ["m6i.large"], "scalingConfig": {"minSize": 1, "maxSize": 2}},
+        {"instanceTypes": ["m7i.large"], "scalingConfig": {"minSize": 1, "maxSize": 2}},
         role="serving",
     )
     line = estimate(document(group)).lines[0]
-    assert line.basis == "unknown" and "m6i.large (not in the instance catalog)" in line.what
+    assert line.basis == "unknown" and "m7i.large (not in the instance catalog)" in line.what
 
 
 @pytest.mark.parametrize(

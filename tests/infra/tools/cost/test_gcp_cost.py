@@ -1,5 +1,5 @@
 """`python -m infra cost` on the GCP stacks: GKE's fee priced, node pools and training nodes from the GCP catalog,
-prices without a source reported as unknown (the totals are then lower bounds)."""
+Cloud NAT per VM it serves, prices without a source reported as unknown (the totals are then lower bounds)."""
 
 import json
 
@@ -17,17 +17,37 @@ def test_serving_gcp_demo_cost(capsys):
     l4 = lines["pool-l4-pool"]
     assert l4["basis"] == "hourly" and l4["what"] == "1-3 x g2-standard-8 at $0.854/h (in total over 3 zones)"
     assert (l4["minUsdPerHour"], l4["maxUsdPerHour"]) == (pytest.approx(0.853624), pytest.approx(3 * 0.853624))
-    assert "e2-standard-4 is not in the GCP machine catalog" in lines["pool-system-pool"]["what"]
-    assert lines["serving-net-nat"]["basis"] == "unknown"
+    system = lines["pool-system-pool"]
+    assert system["basis"] == "hourly" and system["what"] == "2-6 x e2-standard-4 at $0.134/h (in total over 3 zones)"
+    assert (system["minUsdPerHour"], system["maxUsdPerHour"]) == (
+        pytest.approx(2 * 0.13402),
+        pytest.approx(6 * 0.13402),
+    )
+    # Cloud NAT bills per VM it serves: the system pool's 2-6 nodes and the L4 pool's 1-3, plus one address.
+    nat = lines["serving-net-nat"]
+    assert nat["basis"] == "hourly" and "for 3-9 VMs" in nat["what"]
+    assert (nat["minUsdPerHour"], nat["maxUsdPerHour"]) == (
+        pytest.approx(3 * 0.0014 + 0.005),
+        pytest.approx(9 * 0.0014 + 0.005),
+    )
+    assert not [line for line in cost["lines"] if line["basis"] == "unknown"]
 
 
-def test_text_output_says_unknown_and_names_sources(capsys):
+def test_text_output_names_sources(capsys):
     assert main(["cost", "--stack", "serving-gcp-demo"]) == 0
     out = capsys.readouterr().out
-    assert "us-central1 list prices" in out and "at least $0.9536 at min to $2.66 at max" in out
+    assert "us-central1 list prices" in out and "Hourly: $1.23 at min to $3.48 at max" in out
     assert "Cyclenerd/google-cloud-pricing-cost-calculator" in out and "(as of 2025-03-06)" in out
     assert "gke.cluster: cloud.google.com/kubernetes-engine/pricing" in out
-    assert "some prices are unknown: the totals are lower bounds" in out
+    assert "gcp.cloudNat.vm: cloud.google.com/nat/pricing" in out
+    assert "unknown" not in out
+
+
+def test_cloud_nat_past_32_vms_bills_the_capped_gateway_rate(capsys):
+    args = ["cost", "--stack", "serving-gcp-demo", "--json", "-c", "mlinfra:serving.nodePools.l4.maxNodes=40"]
+    assert main(args) == 0
+    nat = next(line for line in json.loads(capsys.readouterr().out)["lines"] if line["resource"] == "serving-net-nat")
+    assert nat["maxUsdPerHour"] == pytest.approx(0.044 + 0.005)
 
 
 def test_training_gcp_demo_cost_prices_the_a3_nodes_and_their_idle_tail(capsys):
