@@ -61,31 +61,25 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
         host = general_purpose_type(name)
         if host is None:
             return [
-                line(
-                    r,
-                    res,
-                    "compute",
-                    basis="unknown",
-                    nodes=high,
-                    what=f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}",
+                _unknown_nodes(
+                    r, res, high, f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}"
                 )
             ]
         return [_nodes_line(r, res, low, high, host.price, f"{nodes} x {name} at ${host.price:.3f}/h{where}")]
     if mtype.price is None:
         host_part = mtype.host_price_excluding_gpu
         part = f"; its vCPU and memory alone are ${host_part:.3f}/h" if host_part is not None else ""
+        gpus = f"{mtype.accelerator.count} x {mtype.accelerator.model}"
         return [
-            line(
-                r,
-                res,
-                "compute",
-                basis="unknown",
-                nodes=high,
-                what=f"{nodes} x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no "
-                f"sourced price for its GPUs{part}){where}",
+            _unknown_nodes(
+                r, res, high, f"{nodes} x {name} ({gpus}): unknown (no sourced price for its GPUs{part}){where}"
             )
         ]
     return [_nodes_line(r, res, low, high, mtype.price, f"{nodes} x {name} at ${mtype.price:.3f}/h{where}")]
+
+
+def _unknown_nodes(r: PolicyResource, res: Resources, nodes: int, what: str) -> Line:
+    return line(r, res, "compute", basis="unknown", nodes=nodes, what=what)
 
 
 def _nodes_line(r: PolicyResource, res: Resources, low: int, high: int, price: float, what: str) -> Line:
