@@ -10,8 +10,8 @@ from infra.catalog.gcp import machine_type
 from infra.serving.gcp.config import GkePoolSpec
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
 
-# Add-ons (KEDA, Prometheus, kube-dns) run on untainted nodes; a general-purpose type, fixed here because
-# the GCP catalog holds accelerator types only.
+# Add-ons (KEDA, Prometheus, kube-dns) run on untainted nodes of this general-purpose type (priced from
+# gcp_machines.json's generalPurposeTypes; the rest of that catalog is accelerator types).
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)  # access decided by IAM, not scopes
 # What GKE nodes need to log, report metrics and pull images (Google's least-privilege node account roles).

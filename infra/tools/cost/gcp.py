@@ -53,39 +53,49 @@ def node_pool(r: PolicyResource, res: Resources) -> Priced:
     bounds = pool_nodes(r)
     if bounds is None or not name:
         return [line(r, res, "compute", basis="unknown", what="NodePool: unknown (machine type or bounds not known)")]
-    low, high, where = bounds
+    return [_machines(r, res, name, *bounds)]
+
+
+def _machines(r: PolicyResource, res: Resources, name: str, low: int, high: int, where: str = "") -> Line:
+    """`low`-`high` VMs of machine type `name`: its catalog price (an accelerator type's, or a general-purpose
+    type's), or unknown with the reason and the sourced host part."""
     nodes = f"{low}" if low == high else f"{low}-{high}"
     try:
         mtype = machine_type(name)
     except UnknownMachineType:
         host = general_purpose_type(name)
         if host is None:
-            return [
-                _unknown_nodes(
-                    r, res, high, f"{nodes} x {name}: unknown ({name} is not in the GCP machine catalog){where}"
-                )
-            ]
-        return [_nodes_line(r, res, low, high, host.price, f"{nodes} x {name} at ${host.price:.3f}/h{where}")]
-    if mtype.price is None:
-        host_part = mtype.host_price_excluding_gpu
-        part = f"; its vCPU and memory alone are ${host_part:.3f}/h" if host_part is not None else ""
-        gpus = f"{mtype.accelerator.count} x {mtype.accelerator.model}"
-        return [
-            _unknown_nodes(
+            return _unknown_machines(
+                r,
+                res,
+                high,
+                f"{nodes} x {name or 'machine'}: unknown ({name} is not in the GCP machine catalog)" + where,
+            )
+        price = host.price
+    else:
+        if mtype.price is None:
+            host_part = mtype.host_price_excluding_gpu
+            part = f"; its vCPU and memory alone are ${host_part:.3f}/h" if host_part is not None else ""
+            gpus = f"{mtype.accelerator.count} x {mtype.accelerator.model}"
+            return _unknown_machines(
                 r, res, high, f"{nodes} x {name} ({gpus}): unknown (no sourced price for its GPUs{part}){where}"
             )
-        ]
-    return [_nodes_line(r, res, low, high, mtype.price, f"{nodes} x {name} at ${mtype.price:.3f}/h{where}")]
-
-
-def _unknown_nodes(r: PolicyResource, res: Resources, nodes: int, what: str) -> Line:
-    return line(r, res, "compute", basis="unknown", nodes=nodes, what=what)
-
-
-def _nodes_line(r: PolicyResource, res: Resources, low: int, high: int, price: float, what: str) -> Line:
+        price = mtype.price
     return line(
-        r, res, "compute", basis="hourly", what=what, low=low * price, high=high * price, nodes=high, node_usd=price
+        r,
+        res,
+        "compute",
+        basis="hourly",
+        what=f"{nodes} x {name} at ${price:.3f}/h{where}",
+        low=low * price,
+        high=high * price,
+        nodes=high,
+        node_usd=price,
     )
+
+
+def _unknown_machines(r: PolicyResource, res: Resources, nodes: int, what: str) -> Line:
+    return line(r, res, "compute", basis="unknown", nodes=nodes, what=what)
 
 
 NAT_VM_CAP = 32  # cloud.google.com/nat/pricing: the per-VM gateway rate is capped at 32 VM instances
@@ -188,47 +198,7 @@ def mirror_notes() -> list[str]:
 
 def compute_instance(r: PolicyResource, res: Resources) -> Priced:
     """One VM (a training node): its machine type's catalog price, or unknown with the sourced host part."""
-    name = str(r.props.get("machineType") or "")
-    try:
-        mtype = machine_type(name)
-    except UnknownMachineType:
-        return [
-            line(
-                r,
-                res,
-                "compute",
-                basis="unknown",
-                nodes=1,
-                what=f"1 x {name or 'machine'}: unknown ({name} is not in the GCP machine catalog)",
-            )
-        ]
-    if mtype.price is None:
-        host = mtype.host_price_excluding_gpu
-        part = f"; its vCPU and memory alone are ${host:.3f}/h" if host is not None else ""
-        return [
-            line(
-                r,
-                res,
-                "compute",
-                basis="unknown",
-                nodes=1,
-                what=f"1 x {name} ({mtype.accelerator.count} x {mtype.accelerator.model}): unknown (no sourced "
-                f"price for its GPUs{part})",
-            )
-        ]
-    return [
-        line(
-            r,
-            res,
-            "compute",
-            basis="hourly",
-            what=f"1 x {name} at ${mtype.price:.3f}/h",
-            low=mtype.price,
-            high=mtype.price,
-            nodes=1,
-            node_usd=mtype.price,
-        )
-    ]
+    return [_machines(r, res, str(r.props.get("machineType") or ""), 1, 1)]
 
 
 LUSTRE_PRICE_KEYS = {125: "gcp.managedLustre.capacity125"}  # the tiers with a sourced price
