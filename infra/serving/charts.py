@@ -8,6 +8,7 @@ each chart's release tag into tests/contracts/data/charts/).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,6 @@ NVIDIA_DEVICE_PLUGIN = Chart(
 # at 1a1d41e, but not its templates at that commit, and the repository snapshot still ends at 8172e5e; without
 # the templates' `.Values` reads and ClusterRoles the check would not be the other charts' check, so no bump.
 NEURON = Chart("neuron", "oci://public.ecr.aws/neuron/neuron-helm-chart", "1.0.0", None, "kube-system")
-KEDA = Chart("keda", "keda", "2.16.1", "https://kedacore.github.io/charts", "keda")
 PROMETHEUS = Chart(
     "prometheus", "prometheus", "27.2.0", "https://prometheus-community.github.io/helm-charts", MONITORING_NAMESPACE
 )
@@ -55,16 +55,26 @@ class KubernetesRelease:
     cluster_autoscaler_chart: str
     # The Neuron chart's second kube-scheduler: within the version-skew policy only at the cluster's minor.
     kube_scheduler_image: str
+    # The newest KEDA chart whose release supports this minor (KEDA tests each release on three minors only).
+    keda_chart: str
 
 
 # Sources: the autoscaler chart's Chart.yaml at tag cluster-autoscaler-chart-<version> (kept as
 # tests/contracts/data/charts/cluster-autoscaler-<version>.json); the EKS Distro kube-scheduler tags as
 # published in public.ecr.aws/eks-distro/kubernetes/kube-scheduler (seen in EKS Distro release manifests
-# and the Neuron operator's samples, 2026-11-24). Add a minor only with both facts.
+# and the Neuron operator's samples, 2026-11-24); KEDA's supported minors from keda-docs' "Kubernetes
+# Compatibility" table (kept as tests/contracts/data/keda_kubernetes_support.json). Add a minor only with all three.
 KUBERNETES_RELEASES = {
-    "1.32": KubernetesRelease("9.46.6", "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.32.9-eks-1-32-24"),
-    "1.33": KubernetesRelease("9.51.0", "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.33.3-eks-1-33-10"),
+    "1.32": KubernetesRelease(
+        "9.46.6", "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.32.9-eks-1-32-24", keda_chart="2.19.0"
+    ),
+    "1.33": KubernetesRelease(
+        "9.51.0", "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.33.3-eks-1-33-10", keda_chart="2.20.2"
+    ),
 }
+# GKE follows its release channel, which moves the minor under the cluster: it gets the KEDA of the newest minor
+# pinned here, whose window (2.20: 1.33-1.35) is the widest ahead (docs/gcp.md says when to move it).
+GKE_KUBERNETES_VERSION = max(KUBERNETES_RELEASES, key=lambda v: tuple(map(int, v.split("."))))
 
 
 def cluster_autoscaler_chart(kubernetes_version: str) -> Chart:
@@ -74,6 +84,16 @@ def cluster_autoscaler_chart(kubernetes_version: str) -> Chart:
         KUBERNETES_RELEASES[kubernetes_version].cluster_autoscaler_chart,
         "https://kubernetes.github.io/autoscaler",
         AUTOSCALER_NAMESPACE,
+    )
+
+
+def keda_chart(kubernetes_version: str) -> Chart:
+    return Chart(
+        "keda",
+        "keda",
+        KUBERNETES_RELEASES[kubernetes_version].keda_chart,
+        "https://kedacore.github.io/charts",
+        "keda",
     )
 
 
@@ -142,7 +162,13 @@ def prometheus_values() -> dict[str, Any]:
     }
 
 
-def cluster_autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
+def cluster_autoscaler_values(
+    cluster_name: str, region: str, priorities: Mapping[int, Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """`priorities`: the priority expander's node group patterns by priority (node_pools.expander_priorities); the
+    chart renders them into the cluster-autoscaler-priority-expander ConfigMap (and its RBAC) only when the
+    expander list names `priority`."""
+    expander = "priority,least-waste" if priorities else "least-waste"
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
@@ -151,8 +177,12 @@ def cluster_autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
         # No image override: the chart (chosen by cluster_autoscaler_chart) ships the release its RBAC fits.
         "rbac": {"serviceAccount": {"create": True, "name": AUTOSCALER_SERVICE_ACCOUNT}},
         "nodeSelector": _SYSTEM_NODES,
+        # Spot groups first, then least-waste among the groups of one priority (cluster-autoscaler accepts a
+        # comma-separated chain from 1.23); a group whose launch failed backs off (5 minutes, doubling to 30),
+        # so the next priority's on-demand fallback is tried.
+        **({"expanderPriorities": {str(k): list(v) for k, v in sorted(priorities.items())}} if priorities else {}),
         "extraArgs": {
-            "expander": "least-waste",
+            "expander": expander,
             "balance-similar-node-groups": "true",
             "skip-nodes-with-system-pods": "false",
             # Consolidation when empty: an accelerator node with no model server goes after 5 minutes.

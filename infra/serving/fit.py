@@ -41,6 +41,26 @@ def host_memory_gib(device_kind: str, weights_bytes: float) -> int:
     return math.ceil(factor * weights_bytes / 1024**3 + base)
 
 
+# A Neuron server copies its artefact to a local volume before it starts (manifests.py): the variant's sharded
+# weights plus the compiled graphs and the config (estimate on the safe side, rounded up to 10 GiB). Without a
+# modelConfig to size it from, a volume for models up to ~70 GiB of weights.
+ARTEFACT_VOLUME = (1.2, 10.0)  # factor, base GiB
+DEFAULT_ARTEFACT_VOLUME_GIB = 100
+
+
+def artefact_volume_gib(model: ModelSpec, root: Path = ROOT) -> int:
+    """GiB of local disk a replica's copy of its artefact takes (only servers that fetch it to disk have one)."""
+    try:
+        shape = load_shape(model, root)
+    except ModelConfigError:  # refused by the fit check, with the file's problem
+        shape = None
+    if shape is None:
+        return DEFAULT_ARTEFACT_VOLUME_GIB
+    factor, base = ARTEFACT_VOLUME
+    weights = shape.weight_bytes(engine.precision_of(model).weights) / 1024**3
+    return 10 * math.ceil((factor * weights + base) / 10)
+
+
 def config_path(model: ModelSpec, root: Path = ROOT) -> Path | None:
     if model.architecture_config is None:
         return None

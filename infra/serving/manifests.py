@@ -154,7 +154,13 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
         "env": env,
         "ports": [{"name": "http", "containerPort": servers.PORT, "protocol": "TCP"}],
         "resources": {
-            "requests": {"cpu": str(model.cpu), "memory": f"{model.memory_gib}Gi", profile.resource: n},
+            "requests": {
+                "cpu": str(model.cpu),
+                "memory": f"{model.memory_gib}Gi",
+                profile.resource: n,
+                # The artefact's local copy is scheduled like the rest: a node without the disk is not chosen.
+                **({"ephemeral-storage": f"{fit.artefact_volume_gib(model)}Gi"} if profile.fetch_to_disk else {}),
+            },
             "limits": {"memory": f"{model.memory_gib}Gi", profile.resource: n},
         },
         # Loading weights (and Neuron graphs) takes minutes: the startup probe holds off the others.
@@ -251,6 +257,11 @@ def _spread(model: ModelSpec, registry: Registry) -> list[dict[str, Any]]:
     ]
 
 
+# Local volumes the cluster autoscaler may drop when it removes a node (utils/drain at cluster-autoscaler 1.33.0:
+# names split on ",", matched exactly).
+LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+
+
 def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     profile = servers.PROFILES[model.accelerator]
     volumes: list[dict[str, Any]] = [servers.shm_volume()]
@@ -268,7 +279,7 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     if profile.scheduler_name:
         pod["schedulerName"] = profile.scheduler_name
     if profile.fetch_to_disk:
-        volumes.append({"name": "model", "emptyDir": {"sizeLimit": "100Gi"}})
+        volumes.append({"name": "model", "emptyDir": {"sizeLimit": f"{fit.artefact_volume_gib(model)}Gi"}})
         pod["initContainers"] = [_fetch_container(model, registry)]
     elif registry.mounted:
         volumes.append(_fuse_volume(model, registry))
@@ -280,6 +291,10 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
         "prometheus.io/port": str(servers.PORT),
         "prometheus.io/path": "/metrics",
         **(FUSE_ANNOTATIONS if registry.mounted else {}),
+        # The artefact's local copy is fetched again on the next start: it must not keep the cluster autoscaler
+        # from consolidating the node (a disk emptyDir blocks scale-down unless named here; /dev/shm, in memory,
+        # never does).
+        **({LOCAL_VOLUMES_ANNOTATION: "model"} if profile.fetch_to_disk else {}),
     }
     return {
         "apiVersion": "apps/v1",

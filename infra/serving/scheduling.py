@@ -11,6 +11,9 @@ from infra.serving.families import FAMILIES
 Family = Literal["inf2", "g5", "g4dn", "g6", "g6e", "l4", "a100", "system"]
 ACCELERATOR_LABEL = "mlinfra.io/accelerator"
 POOL_LABEL = "mlinfra.io/pool"
+# On the on-demand groups behind a Spot pool's groups: their nodes stand in for Spot nodes the autoscaler could not
+# get (the cost report counts the pair once).
+FALLBACK_LABEL = "mlinfra.io/on-demand-fallback"
 
 # Extended resource the device plugin advertises, and the taint that keeps other pods off the nodes.
 ACCELERATOR_RESOURCE = {name: f.resource for name, f in FAMILIES.items()}

@@ -104,6 +104,7 @@ def build(config: ServingStackConfig) -> None:
             workload_namespace=spec.namespace,
             tags=tags,
             after=pools,
+            expander_priorities=node_pools.expander_priorities(plans),
         ),
         opts=on_cluster,
     )

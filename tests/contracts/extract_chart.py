@@ -31,6 +31,10 @@ WHOLE = re.compile(
 # Any `.Values.a.b.c` a template reads: a key the chart uses even where values.yaml leaves it out.
 READ = re.compile(r"\.Values\.([A-Za-z0-9_][A-Za-z0-9_.-]*[A-Za-z0-9_])")
 INDEX_WHOLE = re.compile(r'(?:toYaml|with)\s+\(?\s*index\s+\.Values\s+"([A-Za-z0-9_.-]+)"')
+# `with .Values.operator.nodeSelector | default .Values.nodeSelector`: the fallback is passed whole too (KEDA 2.20).
+DEFAULT_WHOLE = re.compile(
+    r"(?:toYaml|with)\s+\(?\s*\.Values\.[A-Za-z0-9_.-]+\s*\|\s*default\s+\.Values\.([A-Za-z0-9_.-]+)"
+)
 
 
 def git(git_dir: str, *args: str) -> str:
@@ -85,7 +89,7 @@ def extract(git_dir: str, ref: str, path: str, source: str) -> dict[str, Any]:
         if name.endswith((".yaml", ".yml", ".tpl"))
     ]
     texts = [git(git_dir, "show", f"{ref}:{name}") for name in templates]
-    whole = sorted({m for text in texts for m in WHOLE.findall(text) + INDEX_WHOLE.findall(text)})
+    whole = sorted({m for t in texts for m in WHOLE.findall(t) + INDEX_WHOLE.findall(t) + DEFAULT_WHOLE.findall(t)})
     return {
         "chart": chart["name"],
         "version": str(chart["version"]),

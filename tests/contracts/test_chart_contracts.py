@@ -58,8 +58,11 @@ def unknown_keys(values: dict[str, Any], chart_facts: dict[str, Any]) -> list[st
 VALUES: list[tuple[str, Callable[[], charts.Chart], Callable[[], dict[str, Any]]]] = (
     [
         ("nvidia", lambda: charts.NVIDIA_DEVICE_PLUGIN, charts.nvidia_values),
-        ("keda", lambda: charts.KEDA, charts.keda_values),
         ("prometheus", lambda: charts.PROMETHEUS, charts.prometheus_values),
+    ]
+    + [
+        (f"keda-k8s-{v}", lambda v=v: charts.keda_chart(v), charts.keda_values)  # type: ignore[misc]
+        for v in charts.KUBERNETES_RELEASES
     ]
     + [
         (f"neuron-k8s-{v}", lambda: charts.NEURON, lambda v=v: charts.neuron_values(v))  # type: ignore[misc]
@@ -69,7 +72,7 @@ VALUES: list[tuple[str, Callable[[], charts.Chart], Callable[[], dict[str, Any]]
         (
             f"cluster-autoscaler-k8s-{v}",
             lambda v=v: charts.cluster_autoscaler_chart(v),  # type: ignore[misc]
-            lambda: charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1"),
+            lambda: charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1", {10: [".*"], 20: ["^eks-pool-"]}),
         )
         for v in charts.KUBERNETES_RELEASES
     ]
@@ -82,12 +85,40 @@ def test_every_values_key_is_read_by_the_pinned_chart(label, chart, values):
 
 
 def test_an_unknown_or_mistyped_key_is_reported():
-    keda = facts(charts.KEDA)
+    keda = facts(charts.keda_chart("1.33"))
     values = {"operator": {"replicaCount": "2", "replicas": 2}, "nodeSelector": {"any/label": "x"}}
     assert unknown_keys(values, keda) == [
         "operator.replicaCount: the chart's default is a number, ours a string ('2')",
-        "operator.replicas: not a key of keda 2.16.1",
+        f"operator.replicas: not a key of keda {keda['version']}",
     ]
+
+
+KEDA_SUPPORT = json.loads((DATA.parent / "keda_kubernetes_support.json").read_text(encoding="utf-8"))
+
+
+def minor_of(version: str) -> tuple[int, int]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
+@pytest.mark.parametrize("minor", list(charts.KUBERNETES_RELEASES))
+def test_keda_chart_is_supported_on_the_clusters_minor(minor):
+    # KEDA tests each release on three Kubernetes minors; outside them a 2.16 operator ran on 1.33 unsupported.
+    chart_facts = facts(charts.keda_chart(minor))
+    keda = "{}.{}".format(*minor_of(chart_facts["appVersion"]))
+    assert keda in KEDA_SUPPORT["windows"], f"no recorded window for KEDA {keda}"
+    low, high = KEDA_SUPPORT["windows"][keda]
+    assert minor_of(low) <= minor_of(minor) <= minor_of(high), f"KEDA {keda} supports {low}-{high}, not {minor}"
+
+
+def test_gke_keda_is_the_newest_pinned():
+    # The release channel moves GKE's minor forward: the widest window ahead is the newest pin's.
+    newest = max(charts.KUBERNETES_RELEASES, key=minor_of)
+    assert charts.GKE_KUBERNETES_VERSION == newest
+    assert all(
+        minor_of(charts.keda_chart(newest).version) >= minor_of(charts.keda_chart(v).version)
+        for v in charts.KUBERNETES_RELEASES
+    )
 
 
 @pytest.mark.parametrize("minor", list(charts.KUBERNETES_RELEASES))

@@ -85,10 +85,17 @@ def test_both_accelerator_pools_with_their_taints(demo):
         "pool-g5-xlarge",
         "pool-g5-2xlarge",
         "pool-g5-xlarge-on-demand",  # the Spot pool's on-demand baseline (onDemandBase 1)
+        "pool-g5-xlarge-fallback",  # on demand behind each Spot group, empty until Spot cannot launch
+        "pool-g5-2xlarge-fallback",
     }
     assert groups["pool-g5-xlarge-on-demand"].inputs["capacityType"] == "ON_DEMAND"
     assert groups["pool-g5-xlarge-on-demand"].inputs["scalingConfig"] == {"minSize": 1, "maxSize": 1, "desiredSize": 1}
     del groups["pool-g5-xlarge-on-demand"]
+    for size in ("xlarge", "2xlarge"):
+        fallback = groups.pop(f"pool-g5-{size}-fallback")
+        assert fallback.inputs["capacityType"] == "ON_DEMAND" and fallback.inputs["instanceTypes"] == [f"g5.{size}"]
+        assert fallback.inputs["scalingConfig"] == {"minSize": 0, "maxSize": 6, "desiredSize": 0}
+        assert fallback.inputs["labels"]["mlinfra.io/on-demand-fallback"] == "true"
     for name, group in groups.items():
         family = name.split("-")[1]
         assert group.inputs["instanceTypes"] == [f"{family if family != 'system' else 'm6i'}.{name.split('-')[2]}"]

@@ -26,6 +26,8 @@ class ClusterAddonsArgs:
     workload_namespace: str
     tags: Mapping[str, str]
     after: Sequence[pulumi.Resource] = field(default_factory=list)  # node pools
+    # The cluster autoscaler's priority expander (node_pools.expander_priorities); none without Spot pools.
+    expander_priorities: Mapping[int, Sequence[str]] = field(default_factory=dict)
 
 
 class ClusterAddons(pulumi.ComponentResource):
@@ -85,12 +87,14 @@ class ClusterAddons(pulumi.ComponentResource):
         self.autoscaler = helm_release(
             f"{name}-cluster-autoscaler",
             charts.cluster_autoscaler_chart(args.kubernetes_version),
-            charts.cluster_autoscaler_values(args.cluster_name_plain, args.region),
+            charts.cluster_autoscaler_values(args.cluster_name_plain, args.region, args.expander_priorities),
             self,
             ready + [identity],
         )
         self.prometheus = helm_release(f"{name}-prometheus", charts.PROMETHEUS, charts.prometheus_values(), self, ready)
-        self.keda = helm_release(f"{name}-keda", charts.KEDA, charts.keda_values(), self, ready)
+        self.keda = helm_release(
+            f"{name}-keda", charts.keda_chart(args.kubernetes_version), charts.keda_values(), self, ready
+        )
         ns = manifests.namespace(args.workload_namespace)
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=ns["metadata"], opts=pulumi.ResourceOptions(parent=self, depends_on=ready)

@@ -11,7 +11,13 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aliases import aliased
-from infra.serving.aws.node_pools import EKS_EFFECT, TEMPLATE_PREFIX, NodePoolPlan, launch_template_metadata
+from infra.serving.aws.node_pools import (
+    EKS_EFFECT,
+    NODE_GROUP_SUFFIX,
+    TEMPLATE_PREFIX,
+    NodePoolPlan,
+    launch_template_metadata,
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class ServingNodePool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.node_group = aws.eks.NodeGroup(
-            f"{name}-nodes",
+            name + NODE_GROUP_SUFFIX,
             cluster_name=args.cluster_name,
             node_role_arn=args.node_role_arn,
             subnet_ids=list(args.subnet_ids),

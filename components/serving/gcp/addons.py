@@ -27,7 +27,9 @@ class GkeAddons(pulumi.ComponentResource):
         super().__init__("mlinfra:serving:GkeAddons", name, None, aliased(opts, "mlinfra:gke_addons:GkeAddons"))
         after = list(args.after)
         self.prometheus = helm_release(f"{name}-prometheus", charts.PROMETHEUS, charts.prometheus_values(), self, after)
-        self.keda = helm_release(f"{name}-keda", charts.KEDA, charts.keda_values(), self, after)
+        self.keda = helm_release(
+            f"{name}-keda", charts.keda_chart(charts.GKE_KUBERNETES_VERSION), charts.keda_values(), self, after
+        )
         ns = manifests.namespace(args.workload_namespace)
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=ns["metadata"], opts=pulumi.ResourceOptions(parent=self, depends_on=after)

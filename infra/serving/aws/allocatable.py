@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infra.catalog.aws import instance_type, known_instance_types
+from infra.serving.fit import artefact_volume_gib
+from infra.serving.servers import PROFILES
 from infra.serving.spec import ModelSpec
 
 GIB = 1024**3
@@ -42,8 +44,10 @@ class Resources:
 
 
 def replica(model: ModelSpec) -> Resources:
-    """What one replica of a model server asks of a node (its container's requests)."""
-    return Resources(model.cpu, model.memory_gib, 0, model.accelerators_per_replica)
+    """What one replica of a model server asks of a node (its container's requests; the local copy of its artefact
+    for a server that fetches it to disk)."""
+    disk = artefact_volume_gib(model) if PROFILES[model.accelerator].fetch_to_disk else 0
+    return Resources(model.cpu, model.memory_gib, disk, model.accelerators_per_replica)
 
 
 def kube_reserved_cpu(vcpus: int) -> float:

@@ -6,7 +6,16 @@ from infra.catalog.accelerators import device, device_of
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
-from infra.serving.aws.allocatable import Resources, allocatable, holds, larger_type, replica
+from infra.serving.aws.allocatable import (
+    IMAGE_RESERVE_GIB,
+    Resources,
+    allocatable,
+    disk_needed,
+    holds,
+    larger_type,
+    replica,
+    usable_disk,
+)
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.aws.node_pools import accelerator_plans, replicas_of
@@ -39,9 +48,15 @@ def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
         findings += found
         if not found:
             sound.add(family)
+    refused = set()  # pools with a model refused alone: their sum would repeat it
     for index, model in enumerate(spec.models):
         found = _model_findings(index, model, spec)
-        findings += found or (_rollout_findings(index, model, spec) if model.accelerator in sound else [])
+        found = found or (_rollout_findings(index, model, spec) if model.accelerator in sound else [])
+        if found:
+            refused.add(model.accelerator)
+        findings += found
+    for family in sorted(sound - refused):
+        findings += _shared_pool_findings(family, spec)
     return findings
 
 
@@ -177,8 +192,27 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
             )
         )
     elif ours:
-        findings += _schedulable_findings(where, model, [t.name for t in ours])
+        findings += _schedulable_findings(where, model, [t.name for t in ours]) + _disk_findings(where, model, pool)
     return findings
+
+
+def _disk_findings(where: str, model: AwsModelSpec, pool: NodePoolSpec) -> list[Problem]:
+    """A server that copies its artefact to local disk (Neuron) needs it on the node's root volume: a copy larger
+    than its volume is evicted mid-copy, and a request no node's disk holds stays Pending."""
+    need = replica(model)
+    usable = usable_disk(pool.disk_gib)
+    if need.disk_gib <= usable:
+        return []
+    return [
+        Problem(
+            f"{P}nodePools.{model.accelerator}.diskGib",
+            f"{pool.disk_gib}: a replica of {model.name} copies its artefact ({need.disk_gib} GiB, estimated"
+            + (" from modelConfig" if model.architecture_config else " without a modelConfig")
+            + f") to the node's disk, and a {pool.disk_gib} GiB root volume leaves {usable:.0f} GiB for it "
+            f"(the kubelet's eviction threshold and {IMAGE_RESERVE_GIB} GiB for the OS and images): raise diskGib to "
+            f"{disk_needed(need)}",
+        )
+    ]
 
 
 def _schedulable_findings(where: str, model: AwsModelSpec, types: list[str]) -> list[Problem]:
@@ -219,20 +253,49 @@ def _schedulable_findings(where: str, model: AwsModelSpec, types: list[str]) -> 
     return found
 
 
-def pods_per_node(name: str, need: Resources) -> int:
-    """How many replicas of `need` one node of type `name` holds (devices, CPU and memory it leaves for pods)."""
-    room, devices = allocatable(name, 0), instance_type(name).accelerator_count
-    return int(min(devices // max(need.devices, 1), room.cpu // need.cpu, room.memory_gib // need.memory_gib))
+def pods_per_node(name: str, need: Resources, disk_gib: int) -> int:
+    """How many replicas of `need` one node of type `name` with a `disk_gib` root volume holds (devices, CPU, memory
+    and local disk it leaves for pods)."""
+    room, devices = allocatable(name, disk_gib), instance_type(name).accelerator_count
+    fits = [devices // max(need.devices, 1), room.cpu // need.cpu, room.memory_gib // need.memory_gib]
+    if need.disk_gib:
+        fits.append(max(room.disk_gib, 0) // need.disk_gib)
+    return int(min(fits))
+
+
+def _shared_pool_findings(family: str, spec: ServingSpec) -> list[Problem]:
+    """Models sharing a pool need its devices for all of them at once: every model at maxReplicas, each surging one
+    more in a `pulumi up` that rolls them together. Devices are counted (a replica never shares one), so this
+    necessary bound never refuses a pool that could hold them; CPU and memory are checked per model above."""
+    models = [m for m in spec.models if m.accelerator == family]
+    if len(models) < 2:
+        return []
+    pool = spec.node_pools.declared()[family]
+    groups = accelerator_plans(family, pool, replicas_of(spec.models, family))
+    have = sum(group.max_size * group.devices for group in groups)
+    need = sum((m.max_replicas + SURGE) * m.accelerators_per_replica for m in models)
+    if need <= have:
+        return []
+    per_node = max(instance_type(t).accelerator_count for t in pool.instance_types)
+    return [
+        Problem(
+            f"{P}nodePools.{family}.maxSize",
+            f"{pool.max_size}: the {family} pool's models ("
+            + ", ".join(f"{m.name}: {m.max_replicas} + {SURGE} x {m.accelerators_per_replica}" for m in models)
+            + f") need {need} accelerators at their maxReplicas with a rollout's surge, but its groups reach {have}: "
+            f"raise maxSize to {pool.max_size + -(-(need - have) // per_node)} or lower the models' maxReplicas",
+        )
+    ]
 
 
 def _rollout_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[Problem]:
     """At maxReplicas a rollout surges one more pod (maxSurge 1, maxUnavailable 0: manifests.py), so the pool's
     groups whose type holds a replica must reach maxReplicas + 1 replicas, or the surge pod stays Pending and the
-    rollout (a promote's `pulumi up`) never ends. Each model is counted alone (a pool shared by models is not
-    checked for their sum)."""
+    rollout (a promote's `pulumi up`) never ends. Each model is counted alone here; _shared_pool_findings sums a
+    pool's models."""
     pool = spec.node_pools.declared()[model.accelerator]
     need = replica(model)
-    slots = {t: pods_per_node(t, need) for t in pool.instance_types}
+    slots = {t: pods_per_node(t, need, pool.disk_gib) for t in pool.instance_types}
     # The groups the stack declares for the pool (a Spot pool's on-demand baseline among them), each up to its maxSize.
     groups = accelerator_plans(model.accelerator, pool, replicas_of(spec.models, model.accelerator))
     room = sum(group.max_size * slots[group.instance_type] for group in groups)

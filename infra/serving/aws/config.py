@@ -184,6 +184,13 @@ class GpuPoolSpec(NodePoolSpec):
         "pool's minimum (the smallest that holds its models' replicas), so a Spot reclaim never takes every replica "
         "(replicas spread over capacity types). 0: Spot only.",
     )
+    on_demand_fallback: bool = Field(
+        True,
+        description="With capacityType spot: an on-demand group of each of the pool's types, empty until the cluster "
+        "autoscaler cannot get Spot capacity (its priority expander tries the Spot groups first, and a group whose "
+        "launch failed backs off), so a Spot shortage never leaves a model below its replicas. Its nodes are not "
+        "moved back to Spot: the autoscaler removes them when they are unneeded.",
+    )
 
 
 class G5PoolSpec(GpuPoolSpec):

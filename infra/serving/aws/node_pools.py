@@ -18,7 +18,7 @@ from infra.serving.aws.allocatable import Resources, holds, replica
 from infra.serving.aws.config import NodePoolSpec
 from infra.serving.charts import GPU_PRESENT_LABEL
 from infra.serving.families import AMI_NVIDIA, FAMILIES
-from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, Taint, taint
+from infra.serving.scheduling import ACCELERATOR_LABEL, FALLBACK_LABEL, POOL_LABEL, Taint, taint
 from infra.serving.servers import PROFILES
 from infra.serving.spec import ModelSpec
 
@@ -37,6 +37,7 @@ GPU_LABEL_VALUE = {name: f.gpu_label for name, f in FAMILIES.items() if f.gpu_la
 # autoscaler's scale-from-zero simulation (cluster-autoscaler/cloudprovider/aws/README.md, "Scaling a node
 # group to 0"). EKS managed node groups do not put their labels' and taints' tags on the group for us.
 TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template"
+NODE_GROUP_SUFFIX = "-nodes"  # the EKS node group resource of a plan is named <plan name>-nodes
 
 # Add-ons (CoreDNS, KEDA, Prometheus, the autoscaler, the Neuron scheduler) need untainted nodes; two
 # sizes of a general-purpose family, fixed here because the instance catalog holds accelerator types only.
@@ -57,12 +58,22 @@ class NodePoolPlan:
     devices: int  # accelerators of one node (the group's template resource)
 
     baseline: bool = False  # the on-demand baseline of a Spot pool
+    fallback: bool = False  # an on-demand group behind a Spot pool's group of the same type
 
     @property
     def name(self) -> str:
         """pool-<family>-<size>, e.g. pool-inf2-8xlarge (the type's family is the pool's); a Spot pool's
-        on-demand baseline adds -on-demand."""
-        return f"pool-{self.family}-{self.instance_type.split('.', 1)[1]}" + ("-on-demand" if self.baseline else "")
+        on-demand baseline adds -on-demand, its on-demand fallback -fallback."""
+        suffix = "-on-demand" if self.baseline else "-fallback" if self.fallback else ""
+        return f"pool-{self.family}-{self.instance_type.split('.', 1)[1]}{suffix}"
+
+    @property
+    def autoscaling_group_pattern(self) -> str:
+        """A regular expression matching this group's Auto Scaling group name, as the cluster autoscaler's AWS
+        provider names the node group (ASG name): EKS names it eks-<node group name>-<uuid>, and Pulumi names the
+        node group <resource name>-<random suffix>, the resource being <plan name>-nodes. Plan names are letters,
+        digits and hyphens: nothing to escape for Go's regexp."""
+        return f"^eks-{self.name}{NODE_GROUP_SUFFIX}-"
 
     @property
     def desired_size(self) -> int:
@@ -123,7 +134,31 @@ def accelerator_plans(family: str, spec: NodePoolSpec, replicas: Sequence[Resour
         # Kept running on demand: with replicas spread over capacity types, a reclaim leaves one serving.
         first = next(plan for plan in plans if plan.instance_type == kept)
         plans.append(replace(first, capacity_type="ON_DEMAND", min_size=base, max_size=base, baseline=True))
+    if spot and getattr(spec, "on_demand_fallback", False):
+        # Empty until the Spot group of its type cannot launch: the priority expander (expander_priorities) tries
+        # the Spot groups first.
+        spot_groups = [plan for plan in plans if plan.capacity_type == "SPOT"]
+        plans += [
+            replace(
+                plan,
+                capacity_type="ON_DEMAND",
+                min_size=0,
+                fallback=True,
+                labels={**plan.labels, FALLBACK_LABEL: "true"},
+            )
+            for plan in spot_groups
+        ]
     return plans
+
+
+SPOT_PRIORITY, DEFAULT_PRIORITY = 20, 10
+
+
+def expander_priorities(plans: Sequence[NodePoolPlan]) -> dict[int, list[str]]:
+    """The cluster autoscaler's priority expander: Spot groups first, every other group (system, on-demand pools,
+    the fallbacks behind Spot) after; least-waste chooses within a priority. Empty without Spot groups."""
+    spot = [plan.autoscaling_group_pattern for plan in plans if plan.capacity_type == "SPOT"]
+    return {DEFAULT_PRIORITY: [".*"], SPOT_PRIORITY: spot} if spot else {}
 
 
 def system_plans() -> list[NodePoolPlan]:

@@ -184,9 +184,10 @@ class Simulation:
             self._make_ready(0.0, pod)
 
     def _cheapest_groups(self) -> list[NodeGroup]:
-        """The groups whose nodes hold a replica, cheapest replica slot first (what least-waste picks here)."""
+        """The groups whose nodes hold a replica: Spot first (the priority expander's order, ahead of the on-demand
+        fallbacks), then the cheapest replica slot (what least-waste picks here)."""
         fitting = [g for g in self.twin.node_groups if g.pods_per_node > 0]
-        return sorted(fitting, key=lambda g: ((g.price_per_hour or math.inf) / g.pods_per_node, g.name))
+        return sorted(fitting, key=lambda g: (not g.spot, (g.price_per_hour or math.inf) / g.pods_per_node, g.name))
 
     def _size(self, group: NodeGroup) -> int:
         return sum(1 for n in self.nodes if n.group is group and n.gone is None)

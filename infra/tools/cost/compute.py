@@ -9,6 +9,7 @@ from infra.catalog.aws import UnknownInstanceType, on_demand_price
 from infra.catalog.services import hours_per_month, service_price
 from infra.core.shapes import dict_at, list_at
 from infra.providers import tokens
+from infra.serving.scheduling import FALLBACK_LABEL
 from infra.tools.cost.model import Line
 from infra.tools.cost.resources import Resources, whole
 from infra.tools.preview_json import PolicyResource
@@ -29,6 +30,7 @@ class Capacity:
     market: str  # "on-demand" | "spot" | "capacity-block"
     template: PolicyResource | None
     root_volume: dict  # the instance's own root block device, when it declares one
+    fallback: bool = False  # on-demand nodes that stand in for a Spot group's (counted at that group's bound)
 
 
 def compute_lines(resource: PolicyResource, res: Resources) -> list[Line]:
@@ -41,6 +43,7 @@ def compute_lines(resource: PolicyResource, res: Resources) -> list[Line]:
 
 def _capacity(r: PolicyResource, res: Resources) -> Capacity | None:
     p = r.props
+    fallback = False
     if r.type == FLEET:
         spec = dict_at(p, "targetCapacitySpecification")
         count = whole(spec.get("totalTargetCapacity"))
@@ -61,6 +64,7 @@ def _capacity(r: PolicyResource, res: Resources) -> Capacity | None:
         types = list_at(p, "instanceTypes")
         template = _template(r, res, "launchTemplate")
         market = "spot" if p.get("capacityType") == "SPOT" else "on-demand"
+        fallback = dict_at(p, "labels").get(FALLBACK_LABEL) == "true"
     elif r.type == AUTOSCALING_GROUP:
         low, high = whole(p.get("minSize")), whole(p.get("maxSize"))
         types = [
@@ -81,7 +85,7 @@ def _capacity(r: PolicyResource, res: Resources) -> Capacity | None:
     if low is None or high is None or not names:
         return None
     root = dict_at(p, "rootBlockDevice") if r.type == INSTANCE else {}
-    return Capacity(tuple(dict.fromkeys(names)), low, high, market, template, root)
+    return Capacity(tuple(dict.fromkeys(names)), low, high, market, template, root, fallback)
 
 
 def _template(r: PolicyResource, res: Resources, *keys: str) -> PolicyResource | None:
@@ -126,6 +130,10 @@ def _instances(r: PolicyResource, component: str, c: Capacity) -> Line:
         what += " (spot: billed at the market price, at most the on-demand price shown)"
     if missing:
         what += f"; not priced: {', '.join(missing)}"
+    if c.fallback:
+        # Its nodes run only in place of the Spot group's, whose bound is already at the on-demand price.
+        what += " (on-demand fallback behind its Spot group: runs in place of that group's nodes, counted there)"
+        return Line(**base, basis="hourly", what=what, low=0.0, high=0.0, nodes=c.high, node_usd=dearest[0])
     return Line(
         **base,
         basis="hourly",
@@ -166,8 +174,9 @@ def _volumes(r: PolicyResource, component: str, c: Capacity) -> list[Line]:
                 **base,
                 basis="hourly",
                 low=c.low * per_node,
-                high=c.high * per_node,
-                what=f"{nodes} x {size} GiB {kind} volumes at ${price.usd:g}/GB-month",
+                high=0.0 if c.fallback else c.high * per_node,
+                what=f"{nodes} x {size} GiB {kind} volumes at ${price.usd:g}/GB-month"
+                + (" (in place of its Spot group's, counted there)" if c.fallback else ""),
                 price_keys=(price.key,),
             )
         )

@@ -190,6 +190,39 @@ def test_the_neuron_server_refuses_an_artefact_compiled_for_another_shape(tmp_pa
         assert done.stdout == "SYNC\n"
 
 
+def test_the_neuron_artefact_volume_is_sized_from_the_model_and_scheduled():
+    """The local copy of a Neuron artefact is as large as the model's sharded weights and graphs, and requested as
+    ephemeral storage so the scheduler places the pod on a node whose disk holds it."""
+    sized = {
+        None: 100,  # no modelConfig: the default volume
+        "stacks/models/llama-3-8b/config.json": 30,  # ~15 GiB of bf16 weights
+        "stacks/models/llama-3-70b/config.json": 170,  # ~131.5 GiB
+    }
+    for config, gib in sized.items():
+        model = INF2.model_copy(update={"architecture_config": config})
+        spec = pod(model)
+        (volume,) = [v for v in spec["volumes"] if v["name"] == "model"]
+        assert volume["emptyDir"] == {"sizeLimit": f"{gib}Gi"}
+        (server,) = spec["containers"]
+        assert server["resources"]["requests"]["ephemeral-storage"] == f"{gib}Gi"
+        validate(manifests.deployment(model, "models", REGISTRY))
+    # Streaming servers keep nothing on disk: no request to schedule by.
+    assert "ephemeral-storage" not in pod(G5)["containers"][0]["resources"]["requests"]
+
+
+def test_the_autoscaler_may_consolidate_nodes_under_model_servers():
+    """cluster-autoscaler (skip-nodes-with-local-storage, default true) keeps any node whose pods have a disk-backed
+    emptyDir not named in safe-to-evict-local-volumes; in-memory ones (/dev/shm) never block."""
+    for model in (INF2, G5):
+        deployment = manifests.deployment(model, "models", REGISTRY)
+        spec = deployment["spec"]["template"]["spec"]
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        disk = {v["name"] for v in spec["volumes"] if "emptyDir" in v and v["emptyDir"].get("medium") != "Memory"}
+        named = set(annotations.get(manifests.LOCAL_VOLUMES_ANNOTATION, "").split(",")) - {""}
+        assert named == disk, model.accelerator
+        assert "cluster-autoscaler.kubernetes.io/safe-to-evict" not in annotations
+
+
 def test_tensor_parallel_degree_counts_neuron_cores():
     big = INF2.model_copy(update={"accelerators_per_replica": 6})
     assert engine.tensor_parallel_size(big) == 12
@@ -392,24 +425,56 @@ def test_the_pools_minimum_lands_on_the_smallest_type_that_holds_its_models():
     # A Spot pool's on-demand baseline goes with its minimum.
     g5 = G5PoolSpec(instance_types=["g5.xlarge", "g5.2xlarge"], capacity_type="spot", on_demand_base=1)
     big = node_pools.replicas_of([G5.model_copy(update={"cpu": 6, "memory_gib": 20})], "g5")
-    *groups, base = node_pools.accelerator_plans("g5", g5, big)
+    *groups, base = node_pools.accelerator_plans("g5", g5.model_copy(update={"on_demand_fallback": False}), big)
     assert [p.min_size for p in groups] == [0, g5.min_size] and base.name == "pool-g5-2xlarge-on-demand"
 
 
 def test_a_spot_pool_keeps_an_on_demand_baseline_and_replicas_spread_over_both():
     spot = node_pools.accelerator_plans("g5", G5PoolSpec(capacity_type="spot", on_demand_base=2))
-    base = spot[-1]
-    assert (base.name, base.capacity_type, base.min_size, base.max_size) == (
-        "pool-g5-xlarge-on-demand",
-        "ON_DEMAND",
-        2,
-        2,
-    )
-    assert [p.capacity_type for p in spot[:-1]] == ["SPOT", "SPOT"]
-    assert len(node_pools.accelerator_plans("g5", G5PoolSpec(capacity_type="spot", on_demand_base=0))) == 2
-    assert len(node_pools.accelerator_plans("g5", G5PoolSpec())) == 2  # on demand: no separate baseline
+    assert [(p.name, p.capacity_type, p.min_size, p.max_size) for p in spot] == [
+        ("pool-g5-xlarge", "SPOT", 1, 4),
+        ("pool-g5-2xlarge", "SPOT", 0, 4),
+        ("pool-g5-xlarge-on-demand", "ON_DEMAND", 2, 2),
+        # Behind each Spot group, empty until Spot cannot launch (the priority expander tries Spot first).
+        ("pool-g5-xlarge-fallback", "ON_DEMAND", 0, 4),
+        ("pool-g5-2xlarge-fallback", "ON_DEMAND", 0, 4),
+    ]
+    only_spot = G5PoolSpec(capacity_type="spot", on_demand_base=0, on_demand_fallback=False)
+    assert [p.capacity_type for p in node_pools.accelerator_plans("g5", only_spot)] == ["SPOT", "SPOT"]
+    assert len(node_pools.accelerator_plans("g5", G5PoolSpec())) == 2  # on demand: no baseline, no fallback
     keys = [c["topologyKey"] for c in pod(G5)["topologySpreadConstraints"]]
     assert "eks.amazonaws.com/capacityType" in keys
+
+
+def test_the_autoscaler_tries_spot_groups_before_their_on_demand_fallbacks():
+    """The priority expander matches its patterns against the node group's id, the Auto Scaling group's name
+    (eks-<node group name>-<uuid>; Pulumi names the node group <plan name>-nodes-<suffix>), unanchored: each Spot
+    pattern must match its own group only, never the baseline or fallback whose name begins the same."""
+    plans = node_pools.system_plans() + node_pools.accelerator_plans("g5", G5PoolSpec(capacity_type="spot"))
+    priorities = node_pools.expander_priorities(plans)
+    assert priorities == {
+        10: [".*"],
+        20: ["^eks-pool-g5-xlarge-nodes-", "^eks-pool-g5-2xlarge-nodes-"],
+    }
+    import re
+
+    def first(group: str) -> int:
+        return max(p for p, patterns in priorities.items() if any(re.search(x, group) for x in patterns))
+
+    asg = "eks-{}-nodes-a1b2c3d-8ec9f2a4-1b2c-4d5e-9f00-112233445566"
+    assert first(asg.format("pool-g5-xlarge")) == first(asg.format("pool-g5-2xlarge")) == 20
+    for name in ("pool-g5-xlarge-fallback", "pool-g5-xlarge-on-demand", "pool-system-large"):
+        assert first(asg.format(name)) == 10, name
+    every = [p for f, spec in NodePoolsSpec().declared().items() for p in node_pools.accelerator_plans(f, spec)]
+    assert all(re.fullmatch(r"[a-z0-9-]+", p.name) for p in every + plans), "a plan name Go's regexp reads plainly"
+    values = charts.cluster_autoscaler_values("c", "us-east-1", priorities)
+    assert values["extraArgs"]["expander"] == "priority,least-waste"
+    assert values["expanderPriorities"] == {"10": [".*"], "20": priorities[20]}
+    # Without Spot: no priorities, the expander alone.
+    on_demand = node_pools.system_plans() + node_pools.accelerator_plans("g5", G5PoolSpec())
+    assert node_pools.expander_priorities(on_demand) == {}
+    plain = charts.cluster_autoscaler_values("c", "us-east-1", {})
+    assert plain["extraArgs"]["expander"] == "least-waste" and "expanderPriorities" not in plain
 
 
 def test_each_group_tells_the_autoscaler_what_its_empty_nodes_offer():
@@ -435,7 +500,7 @@ def test_charts_are_pinned():
     pinned = [
         charts.NVIDIA_DEVICE_PLUGIN,
         charts.NEURON,
-        charts.KEDA,
+        charts.keda_chart("1.33"),
         charts.PROMETHEUS,
         charts.cluster_autoscaler_chart("1.33"),
     ]

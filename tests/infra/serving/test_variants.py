@@ -71,7 +71,7 @@ def test_a_cuda_variant_on_inf2_names_the_neuron_variants():
 
 
 def test_int8_and_int4_on_t4_and_int4_on_a10g_are_accepted():
-    value = serving(nodePools={"g4dn": {}, "g5": {}, "inf2": {}})
+    value = serving(nodePools={"g4dn": {"maxSize": 6}, "g5": {}, "inf2": {"maxSize": 6}})  # two models each at peak
     value["models"][1].update(accelerator="g4dn", variant="cuda-int8")
     value["models"].append({**value["models"][1], "name": "m2", "variant": "cuda-int4"})
     value["models"].append({**value["models"][1], "name": "m3", "accelerator": "g5", "variant": "cuda-int4"})

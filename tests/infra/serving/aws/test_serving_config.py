@@ -154,7 +154,8 @@ def test_accelerators_per_replica_must_fit_the_largest_size():
         "of the inf2 pool (inf2.xlarge) has 1; lower it or add a larger size to "
         "nodePools.inf2.instanceTypes"
     ]
-    value["nodePools"] = {"inf2": {"instanceTypes": ["inf2.xlarge", "inf2.24xlarge"]}}
+    # Disk for two replicas' 100 GiB artefact copies (the size without a modelConfig) on one node, and a surge.
+    value["nodePools"] = {"inf2": {"instanceTypes": ["inf2.xlarge", "inf2.24xlarge"], "diskGib": 300}}
     assert load(flat(value)).serving.models[0].accelerators_per_replica == 2
 
 
@@ -192,11 +193,16 @@ def test_a_rollout_at_max_replicas_must_have_a_node_for_its_surge_pod():
 
 
 def test_a_spot_pools_on_demand_baseline_counts_for_the_surge():
-    value = serving(
-        nodePools={"g5": {"instanceTypes": ["g5.xlarge", "g5.2xlarge"], "maxSize": 2, "capacityType": "spot"}}
-    )
+    pool = {
+        "instanceTypes": ["g5.xlarge", "g5.2xlarge"],
+        "maxSize": 2,
+        "capacityType": "spot",
+        "onDemandFallback": False,
+    }
+    value = serving(nodePools={"g5": pool})
     value["models"][0].update(accelerator="g5", variant="cuda", image="docker.io/vllm/vllm-openai:v0.33.0")
     value["models"][0].update(maxReplicas=5, minReplicas=1)  # 2 + 2 Spot nodes and the on-demand one: 5
+    value["models"] = value["models"][:1]  # the pool's only model
     assert problems(value) == [
         "mlinfra:serving.models[0].maxReplicas: 5: a rollout at 5 replicas surges one more, 6 pods, but the g5 "
         "pool holds at most 5 (g5.xlarge: 1 per node, g5.2xlarge: 1 per node; maxSize 2 per type, 1 on demand): the "
@@ -205,6 +211,10 @@ def test_a_spot_pools_on_demand_baseline_counts_for_the_surge():
     ]
     value["models"][0]["maxReplicas"] = 4
     assert load(flat(value)).serving.models[0].max_replicas == 4
+    # The on-demand fallbacks behind the Spot groups (2 more per type) hold the surge of 5 too.
+    value["models"][0]["maxReplicas"] = 5
+    pool["onDemandFallback"] = True
+    assert load(flat(value)).serving.models[0].max_replicas == 5
 
 
 def test_only_types_with_the_replicas_devices_count_for_its_cpu_and_memory():
@@ -485,3 +495,50 @@ def test_the_queue_depth_target_follows_the_slo_unless_set_by_hand():
     by_hand["models"][1]["autoscaling"] = {"queueDepthTarget": 9}
     assert fit.queue_depth_target(load(flat(by_hand)).serving.models[1]) == 9
     assert fit.queue_depth_target(load(flat(serving())).serving.models[1]) == fit.DEFAULT_QUEUE_DEPTH
+
+
+def test_a_neuron_artefact_larger_than_the_nodes_disk_is_refused_with_the_size_that_holds_it():
+    """A Neuron replica copies its artefact to the node's disk before it starts: 70B in bf16 is ~170 GiB with its
+    graphs, where a 200 GiB root volume leaves 140 GiB (a fixed 100 GiB volume evicted it mid-copy)."""
+    big = {"instanceTypes": ["inf2.24xlarge", "inf2.48xlarge"], "maxSize": 3}
+    value = serving(nodePools={"inf2": big, "g5": {}})
+    value["models"][0].update(
+        modelConfig="stacks/models/llama-3-70b/config.json", acceleratorsPerReplica=12, maxReplicas=2, cpu=16
+    )
+    value["models"][0]["memoryGib"] = 160
+    assert problems(value) == [
+        "mlinfra:serving.nodePools.inf2.diskGib: 200: a replica of llama copies its artefact (170 GiB, estimated "
+        "from modelConfig) to the node's disk, and a 200 GiB root volume leaves 140 GiB for it (the kubelet's "
+        "eviction threshold and 40 GiB for the OS and images): raise diskGib to 234"
+    ]
+    value["nodePools"]["inf2"]["diskGib"] = 234
+    assert load(flat(value)).serving.node_pools.inf2.disk_gib == 234
+
+
+def test_replicas_per_node_count_the_disk_their_artefacts_take():
+    # Two 100 GiB copies (no modelConfig) do not share a 200 GiB root volume: one replica per inf2.24xlarge, so
+    # three replicas and a surge need four nodes.
+    value = serving(nodePools={"inf2": {"instanceTypes": ["inf2.xlarge", "inf2.24xlarge"], "maxSize": 3}})
+    value["models"][0].update(acceleratorsPerReplica=2, maxReplicas=3)
+    found = problems(value)
+    assert len(found) == 1 and found[0].startswith("mlinfra:serving.models[0].maxReplicas: 3: a rollout")
+    assert "holds at most 3 (inf2.24xlarge: 1 per node" in found[0]
+    value["nodePools"]["inf2"]["diskGib"] = 300  # 230 GiB usable: two copies a node
+    assert load(flat(value)).serving.models[0].max_replicas == 3
+
+
+def test_models_sharing_a_pool_are_counted_together():
+    # Each fits alone (4 replicas + 1 surge on two groups of 4 single-GPU nodes), but both at their peak need 10.
+    value = serving(nodePools={"inf2": {}, "g5": {"maxSize": 4}})
+    value["models"] = [
+        value["models"][0],
+        {**MODELS[1], "maxReplicas": 4},
+        {**MODELS[1], "name": "qwen", "maxReplicas": 4},
+    ]
+    assert problems(value) == [
+        "mlinfra:serving.nodePools.g5.maxSize: 4: the g5 pool's models (mistral: 4 + 1 x 1, qwen: 4 + 1 x 1) need 10 "
+        "accelerators at their maxReplicas with a rollout's surge, but its groups reach 8: raise maxSize to 6 or "
+        "lower the models' maxReplicas"
+    ]
+    value["nodePools"]["g5"]["maxSize"] = 5
+    assert len(load(flat(value)).serving.models) == 3

@@ -52,7 +52,13 @@ def test_serving_demo_models_as_declared(digest):
     assert mistral.scrape_seconds == 15.0
     assert (mistral.autoscaler.unneeded_seconds, mistral.autoscaler.delay_after_add_seconds) == (300.0, 300.0)
     groups = {(g.instance_type, g.spot, g.min_size, g.max_size, g.pods_per_node) for g in mistral.node_groups}
-    assert groups == {("g5.xlarge", False, 1, 1, 1), ("g5.xlarge", True, 1, 6, 1), ("g5.2xlarge", True, 0, 6, 1)}
+    assert groups == {
+        ("g5.xlarge", False, 1, 1, 1),  # the on-demand baseline
+        ("g5.xlarge", True, 1, 6, 1),
+        ("g5.2xlarge", True, 0, 6, 1),
+        ("g5.xlarge", False, 0, 6, 1),  # the on-demand fallbacks behind the Spot groups
+        ("g5.2xlarge", False, 0, 6, 1),
+    }
 
 
 def test_a_node_type_the_pod_does_not_fit_holds_no_replica(digest):
