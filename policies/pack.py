@@ -47,6 +47,7 @@ from policies.rules.serving import (
     gke_shielded_nodes,
     gke_workload_identity_enabled,
     model_servers_fit_their_devices,
+    model_servers_fit_their_nodes,
     model_servers_scale_on_inference_signals,
     node_pools_have_limits,
     pods_without_host_access,
@@ -147,6 +148,7 @@ RULES: list[Rule] = [
     autoscalers_have_replica_bounds.RULE,
     model_servers_scale_on_inference_signals.RULE,
     model_servers_fit_their_devices.RULE,
+    model_servers_fit_their_nodes.RULE,
     pods_without_host_access.RULE,
     # role separation
     serving_pools_use_serving_types.RULE,

@@ -315,7 +315,7 @@ def model_deployment(name: str = "llama", resource: str = "aws.amazon.com/neuron
         "name": "server",
         "image": "vllm",
         "args": ["--tensor-parallel-size", "2", "--max-num-seqs", "8", "--max-model-len", "4096"],
-        "resources": {"requests": {"cpu": "4", resource: "1"}, "limits": {resource: "1"}},
+        "resources": {"requests": {"cpu": "3", resource: "1"}, "limits": {resource: "1"}},
     }
     pod = {"containers": [container], "nodeSelector": {"mlinfra.io/accelerator": "inf2"}}
     return {

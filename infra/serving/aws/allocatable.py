@@ -3,8 +3,7 @@ schedulability check (checks.py) and promote's Job sizing (infra/ops/promotion/s
 
 Allocatable resources are approximated from the catalog (vCPUs, memory) minus a system reserve, as the
 EKS-optimised AMI sets it up, plus what the pool's DaemonSets take:
-- CPU: kube-reserved by the AMI's formula (6% of the first core, 1% of the second, 0.5% of the third and
-  fourth, 0.25% of every core above four) plus DAEMONSET_CPU;
+- CPU: kube-reserved by the AMI's formula (node_room.kube_reserved_cpu) plus DAEMONSET_CPU;
 - memory: kube-reserved 255 MiB + 11 MiB per pod at MAX_PODS, the kubelet's hard eviction threshold
   (memory.available < 100Mi) and DAEMONSET_MEMORY_MIB;
 - disk: the pool's root volume (`diskGib`) less the kubelet's hard eviction threshold (nodefs.available <
@@ -17,30 +16,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from infra.catalog.aws import instance_type, known_instance_types
 from infra.serving.fit import artefact_volume_gib
+from infra.serving.node_room import EVICTION_MEMORY_MIB, Resources, fits, kube_reserved_cpu
 from infra.serving.servers import PROFILES
 from infra.serving.spec import ModelSpec
 
 GIB = 1024**3
 MAX_PODS = 110  # the largest max-pods the AMI sets without prefix delegation on these sizes
-EVICTION_MEMORY_MIB = 100  # kubelet evictionHard memory.available
 DAEMONSET_CPU = 0.25  # aws-node, kube-proxy, the Pod Identity agent, the device plugin
 DAEMONSET_MEMORY_MIB = 512
 EVICTION_DISK_FRACTION = 0.10  # kubelet evictionHard nodefs.available
 IMAGE_RESERVE_GIB = 40  # OS, kubelet and the container images on the root volume
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What a pod asks of one node, or what a node leaves for pods."""
-
-    cpu: float  # cores
-    memory_gib: float
-    disk_gib: float
-    devices: int = 0  # accelerators (GPUs or Neuron devices) on one node
 
 
 def replica(model: ModelSpec) -> Resources:
@@ -48,16 +36,6 @@ def replica(model: ModelSpec) -> Resources:
     for a server that fetches it to disk)."""
     disk = artefact_volume_gib(model) if PROFILES[model.accelerator].fetch_to_disk else 0
     return Resources(model.cpu, model.memory_gib, disk, model.accelerators_per_replica)
-
-
-def kube_reserved_cpu(vcpus: int) -> float:
-    """The EKS AMI's kube-reserved CPU, in cores."""
-    tiers = ((1, 0.06), (1, 0.01), (2, 0.005))
-    reserved, left = 0.0, vcpus
-    for cores, share in tiers:
-        used = min(left, cores)
-        reserved, left = reserved + used * share, left - used
-    return reserved + left * 0.0025
 
 
 def allocatable(name: str, disk_gib: int) -> Resources:
@@ -82,9 +60,7 @@ def disk_needed(need: Resources) -> int:
 
 def holds(name: str, need: Resources) -> bool:
     """Whether a node of type `name` holds `need` in devices, CPU and memory (disk is the pool's, checked apart)."""
-    room = allocatable(name, 0)
-    devices = instance_type(name).accelerator_count
-    return devices >= need.devices and room.cpu >= need.cpu and room.memory_gib >= need.memory_gib
+    return fits(allocatable(name, 0), instance_type(name).accelerator_count, need)
 
 
 def larger_type(instance_types: Sequence[str], need: Resources) -> str | None:

@@ -8,6 +8,7 @@ from infra.core.errors import Problem
 from infra.serving.checks import endpoint_findings
 from infra.serving.families import FAMILIES, GCP_FAMILIES
 from infra.serving.fit import fit_findings
+from infra.serving.gcp.allocatable import allocatable, holds, replica
 from infra.serving.gcp.config import GcpModelSpec, GcpServingSpec, GkePoolSpec
 from infra.serving.variants import variant_problem
 
@@ -35,10 +36,39 @@ def gcp_serving_findings(spec: GcpServingSpec, region: str | None) -> list[Probl
             if name in known_machine_types() and machine_type(name).accelerator.type in POOL_ACCELERATOR_TYPES[family]
         ]
     for index, model in enumerate(spec.models):
-        findings += _model_findings(index, model, largest)
+        found = _model_findings(index, model, largest)
         if model.accelerator in devices:
-            findings += fit_findings(f"{P}models[{index}].", model, devices[model.accelerator])
+            found += fit_findings(f"{P}models[{index}].", model, devices[model.accelerator])
+        if not found and devices.get(model.accelerator):
+            found += _schedulable_findings(index, model, spec.node_pools.declared()[model.accelerator])
+        findings += found
     return findings
+
+
+def _schedulable_findings(index: int, model: GcpModelSpec, pool: GkePoolSpec) -> list[Problem]:
+    """A replica's CPU and memory (with the FUSE sidecar's) against what the pool's machine type leaves for pods:
+    a replica no node holds stays Pending, and GKE's autoscaler never adds a node for it."""
+    (name,) = pool.machine_types
+    need = replica(model)
+    if holds(name, need):
+        return []
+    room = allocatable(name)
+    bigger = [t for t in pool_machine_types(model.accelerator) if holds(t, need)]
+    smallest = min(bigger, key=lambda t: (machine_type(t).memory_gib, machine_type(t).vcpus, t), default=None)
+    fix = f"use {smallest} in nodePools.{model.accelerator}.machineTypes" if smallest else "no catalog type holds it"
+    field, value, left, unit = (
+        ("cpu", model.cpu, room.cpu, "CPU")
+        if need.cpu > room.cpu
+        else ("memoryGib", model.memory_gib, room.memory_gib, "GiB of memory")
+    )
+    return [
+        Problem(
+            f"{P}models[{index}].{field}",
+            f"{value:g}: a replica of {model.name} asks for {need.cpu:g} CPU and {need.memory_gib:g} GiB with its "
+            f"Cloud Storage FUSE sidecar; a {name} node leaves {left:.1f} {unit} for pods (GKE's reservations and "
+            f"DaemonSets, estimated), so its pods would stay Pending: lower {field} or {fix}",
+        )
+    ]
 
 
 def _pool_findings(family: str, pool: GkePoolSpec, region: str | None) -> tuple[list[Problem], int]:

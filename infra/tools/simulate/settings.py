@@ -22,6 +22,7 @@ from infra.catalog.accelerators import UnknownAcceleratorFact, precision, servin
 from infra.catalog.aws import instance_type as instance_facts
 from infra.catalog.gcp import machine_type as gcp_machine
 from infra.core.errors import InputError, Problem
+from infra.core.quantity import quantity
 from infra.providers import tokens
 from infra.serving.manifests import slo_from_annotations
 from infra.serving.model_shape import ModelShape
@@ -47,14 +48,6 @@ def duration_seconds(text: str, where: str) -> float:
     if not match:
         raise InputError(Problem(where, f"{text!r} is not a duration the twin reads (a number and ms, s, m or h)"))
     return float(match.group(1)) * _UNIT[match.group(2)]
-
-
-def _quantity(text: object) -> float:
-    raw = str(text)
-    for suffix, factor in (("Gi", 1024**3), ("Mi", 1024**2), ("m", 0.001)):
-        if raw.endswith(suffix):
-            return float(raw[: -len(suffix)]) * factor
-    return float(raw)
 
 
 def _rules(raw: Any, default: Rules, where: str) -> Rules:
@@ -269,8 +262,8 @@ def twins(
                 raise InputError(Problem(f"{group.name}: instance type", str(error))) from None
             fit = min(
                 offer.devices // per_pod,
-                int((offer.vcpus - RESERVED_CPU) // _quantity(requests.get("cpu", 1))),
-                int(offer.memory_gib * 1024**3 * MEMORY_SHARE // _quantity(requests.get("memory", "1Gi"))),
+                int((offer.vcpus - RESERVED_CPU) // quantity(requests.get("cpu", 1))),
+                int(offer.memory_gib * 1024**3 * MEMORY_SHARE // quantity(requests.get("memory", "1Gi"))),
             )
             if fit < 1:  # the pod does not fit this type: its nodes cost, but never hold a replica
                 fit = 0

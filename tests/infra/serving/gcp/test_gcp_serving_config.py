@@ -148,3 +148,20 @@ def test_the_fit_check_reads_the_a100_pools_memory():
         nodePools={"a100": {"machineTypes": ["a2-ultragpu-2g"]}}, models=[{**model, "acceleratorsPerReplica": 2}]
     )
     assert load(large).serving.models[0].accelerators_per_replica == 2
+
+
+def test_a_replica_no_node_of_its_pool_holds_is_refused_with_the_machine_that_would():
+    """A g2-standard-8 (8 vCPU, 32 GiB) leaves about 7.6 CPU and 27.7 GiB for pods after GKE's reservations
+    (25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% above) and its DaemonSets; the model's
+    FUSE sidecar asks for 0.25 CPU and 256 MiB on top of the server."""
+    assert problems(gcp(models=[{**MODEL, "memoryGib": 28}])) == [
+        (
+            "mlinfra:serving.models[0].memoryGib",
+            "28: a replica of m asks for 2.25 CPU and 28.25 GiB with its Cloud Storage FUSE sidecar; a g2-standard-8 "
+            "node leaves 27.7 GiB of memory for pods (GKE's reservations and DaemonSets, estimated), so its pods "
+            "would stay Pending: lower memoryGib or use g2-standard-12 in nodePools.l4.machineTypes",
+        )
+    ]
+    assert problems(gcp(models=[{**MODEL, "cpu": 8}]))[0][0] == "mlinfra:serving.models[0].cpu"
+    fixed = gcp(nodePools={"l4": {"machineTypes": ["g2-standard-12"]}}, models=[{**MODEL, "memoryGib": 28}])
+    assert load(fixed).serving.models[0].memory_gib == 28
