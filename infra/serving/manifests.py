@@ -15,7 +15,7 @@ from typing import Any
 from infra.registry import layout as registry_layout
 from infra.serving import engine, fit, servers
 from infra.serving.aws.config import ModelSpec
-from infra.serving.aws.mirror import Mirror, pulled
+from infra.serving.images import ImageSource
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 from infra.serving.spec import SloSpec
 
@@ -32,10 +32,12 @@ class Registry:
     bucket: str
     region: str
     scheme: str = "s3"
-    mirror: Mirror | None = None  # the account's ECR pull-through cache, where images come from
+    # Where images come from: the account's ECR pull-through cache, or the project's Artifact Registry remote
+    # repository on GKE; None pulls them as named.
+    mirror: ImageSource | None = None
 
     def image(self, image: str) -> str:
-        return pulled(self.mirror, image)
+        return self.mirror.image(image) if self.mirror else image
 
     def uri(self, prefix: str) -> str:
         return f"{self.scheme}://{self.bucket}/{prefix}"

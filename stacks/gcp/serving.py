@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from components.serving.gcp.addons import GkeAddons, GkeAddonsArgs
 from components.serving.gcp.cluster import GkeCluster, GkeClusterArgs
+from components.serving.gcp.image_mirror import GkeImageMirror, GkeImageMirrorArgs
 from components.serving.gcp.model_server import GkeModelServer, GkeModelServerArgs
 from components.serving.gcp.model_store import GcsModelStore
 from components.serving.gcp.network import GkeNetwork, GkeNetworkArgs
@@ -62,6 +63,11 @@ def build(config: GcpServingStackConfig) -> None:
     on_cluster = pulumi.ResourceOptions(providers={"kubernetes": provider})
     addons = GkeAddons("serving-addons", GkeAddonsArgs(workload_namespace=spec.namespace, after=pools), opts=on_cluster)
     store = GcsModelStore(spec.model_store.bucket, grants=spec.model_store.grant_read)
+    mirror = (
+        GkeImageMirror("image-mirror", GkeImageMirrorArgs(project=project, region=region, labels=labels))
+        if spec.image_mirror.enabled
+        else None
+    )
     servers = {
         model.name: GkeModelServer(
             f"model-{model.name}",
@@ -71,7 +77,8 @@ def build(config: GcpServingStackConfig) -> None:
                 project=project,
                 store=store,
                 region=region,
-                after=[addons, *pools],
+                after=[addons, *pools, *([mirror] if mirror else [])],
+                mirror=mirror.cache if mirror else None,
             ),
             opts=on_cluster,
         )
@@ -82,6 +89,8 @@ def build(config: GcpServingStackConfig) -> None:
     pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
     pulumi.export("kubeconfig", pulumi.Output.secret(cluster.kubeconfig))
     pulumi.export("modelBucket", store.bucket)
+    if mirror:
+        pulumi.export("imageMirror", mirror.cache.prefix)
     pulumi.export(
         "models",
         {

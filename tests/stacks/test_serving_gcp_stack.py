@@ -179,3 +179,29 @@ def test_scales_on_queue_depth_and_every_kubernetes_object_validates(demo):
 def test_kubernetes_provider_targets_the_cluster_with_the_gke_auth_plugin(demo):
     provider = one(demo, "pulumi:providers:kubernetes").inputs
     assert "gke-gcloud-auth-plugin" in provider["kubeconfig"] and "https://192.0.2.10" in provider["kubeconfig"]
+
+
+def test_docker_hub_images_come_through_the_projects_artifact_registry(demo):
+    """The vLLM image (Docker Hub) is pulled through a remote repository in the stack's region, not anonymously
+    through Cloud NAT; the nodes read it with the project-wide artifactregistry.reader role they already have."""
+    repository = one(demo, "gcp:artifactregistry/repository:Repository").inputs
+    assert (repository["repositoryId"], repository["location"], repository["format"], repository["mode"]) == (
+        "docker-hub",
+        "us-central1",
+        "DOCKER",
+        "REMOTE_REPOSITORY",
+    )
+    assert repository["remoteRepositoryConfig"]["dockerRepository"] == {"publicRepository": "DOCKER_HUB"}
+    [cleanup] = repository["cleanupPolicies"]
+    assert cleanup["action"] == "DELETE" and cleanup["condition"] == {"olderThan": "2592000s"}
+    container = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
+    project = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]["gcp:project"]
+    assert container["image"] == f"us-central1-docker.pkg.dev/{project}/docker-hub/vllm/vllm-openai:v0.33.0"
+    from infra.serving.gcp.gke import NODE_ROLES
+
+    assert "roles/artifactregistry.reader" in NODE_ROLES
+    # Off: the entry's reference as it is, and no repository.
+    plain = preview("serving-gcp-demo", [("mlinfra:serving.imageMirror.enabled", "false")])
+    assert not by_type(plain, "gcp:artifactregistry/repository:Repository")
+    image = one(plain, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "vllm/vllm-openai:v0.33.0"

@@ -16,6 +16,7 @@ from infra.core.labels import account_id
 from infra.serving import manifests
 from infra.serving.gcp import gke
 from infra.serving.gcp.config import GcpModelSpec
+from infra.serving.images import ImageSource
 
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
 
@@ -28,6 +29,7 @@ class GkeModelServerArgs:
     store: GcsModelStore
     region: str
     after: Sequence[pulumi.Resource] = field(default_factory=list)  # add-ons: KEDA CRDs, namespace, node pools
+    mirror: ImageSource | None = None  # the Docker Hub cache the nodes pull through; None: as the entry names it
 
 
 class GkeModelServer(pulumi.ComponentResource):
@@ -55,7 +57,7 @@ class GkeModelServer(pulumi.ComponentResource):
             member=gke.workload_member(args.project, ns, model.name),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        location = manifests.Registry(bucket=args.store.bucket, region=args.region, scheme="gs")
+        location = manifests.Registry(bucket=args.store.bucket, region=args.region, scheme="gs", mirror=args.mirror)
         identity = [grant for grant in (read, binding) if grant is not None]
         objects = declare_model_objects(
             name,

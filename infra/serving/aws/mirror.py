@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DOCKER_HUB_HOSTS = ("docker.io", "index.docker.io", "registry-1.docker.io")
+from infra.serving.images import docker_hub_path, split_reference
+
 CREDENTIAL_SECRET_PREFIX = "ecr-pullthroughcache/"
 
 
@@ -26,23 +27,13 @@ ECR_PUBLIC = Upstream("ecr-public", "public.ecr.aws", needs_credential=False)
 DOCKER_HUB = Upstream("docker-hub", "registry-1.docker.io", needs_credential=True)
 
 
-def split_reference(image: str) -> tuple[str | None, str]:
-    """(registry host or None, the rest) as docker reads a reference: the first component is a host when it
-    has a dot or a port, or is localhost."""
-    first, _, rest = image.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return first, rest
-    return None, image
-
-
 def upstream_of(image: str) -> tuple[Upstream, str] | None:
     """The rule an image would come through, and its path under the rule's prefix; None for other registries."""
     host, rest = split_reference(image)
     if host == ECR_PUBLIC.url:
         return ECR_PUBLIC, rest
-    if host is None or host in DOCKER_HUB_HOSTS:
-        return DOCKER_HUB, rest if "/" in rest.split(":")[0].split("@")[0] else f"library/{rest}"
-    return None
+    path = docker_hub_path(image)
+    return (DOCKER_HUB, path) if path is not None else None
 
 
 def registry_host(account_id: str, region: str, dns_suffix: str = "amazonaws.com") -> str:

@@ -124,9 +124,20 @@ class GcpModelSpec(ModelSpec):
     )
 
 
+class GcpImageMirrorSpec(Spec):
+    enabled: bool = Field(
+        True,
+        description="Pull Docker Hub images through an Artifact Registry remote repository (docker-hub) in the "
+        "stack's region, which keeps what it pulled, instead of anonymously from Docker Hub through Cloud NAT.",
+    )
+
+
 class GcpServingSpec(Spec):
     cluster: GkeClusterSpec = Field(default_factory=GkeClusterSpec, description="The GKE cluster.")
     node_pools: GcpNodePoolsSpec = Field(default_factory=GcpNodePoolsSpec, description="Accelerator node pools.")
+    image_mirror: GcpImageMirrorSpec = Field(
+        default_factory=GcpImageMirrorSpec, description="Where the nodes pull Docker Hub images from."
+    )
     namespace: str = Field(
         "models",
         pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",

@@ -156,6 +156,19 @@ def gcs_bucket(r: PolicyResource, res: Resources) -> Priced:
     ]
 
 
+def artifact_registry(r: PolicyResource, res: Resources) -> Priced:
+    return [
+        usage(
+            r,
+            res,
+            "storage",
+            "Artifact Registry: per GB-month of the images it keeps (the remote repository's cache; the nodes' "
+            "pulls within its region are free)",
+            "gcp.artifactRegistry.storage",
+        )
+    ]
+
+
 def kms_key(r: PolicyResource, res: Resources) -> Priced:
     return [
         hourly(
@@ -228,6 +241,7 @@ GCP_PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
     COMPUTE_INSTANCE: compute_instance,
     LUSTRE_INSTANCE: lustre_instance,
     tokens.GCP_STORAGE_BUCKET: gcs_bucket,
+    tokens.GCP_ARTIFACT_REGISTRY_REPOSITORY: artifact_registry,
     tokens.GCP_KMS_CRYPTO_KEY: kms_key,
     tokens.GCP_STORAGE_TRANSFER_JOB: transfer_job,
     **GCP_GUARD_PRICERS,
