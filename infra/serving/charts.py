@@ -121,7 +121,9 @@ def neuron_values(kubernetes_version: str) -> dict[str, Any]:
         },
         "scheduler": {
             "enabled": True,
-            "nodeSelector": _SYSTEM_NODES,
+            # No scheduler.nodeSelector: the chart renders it only with defaultScheduler (rendered with Helm, see
+            # tests/contracts/data/rendered/). With the custom scheduler the extension is placed by it, without
+            # tolerations, so on untainted nodes: the system pool's (every accelerator pool is tainted).
             "customScheduler": {
                 "enabled": True,
                 "nodeSelector": _SYSTEM_NODES,

@@ -1,0 +1,151 @@
+"""Render each pinned chart with a real Helm, from its source at the pinned tag, with the values mlinfra passes, and
+keep the fields of the rendered objects that those values are meant to set, into
+tests/contracts/data/rendered/<chart>-<version>-<case>.json (facts, not the chart). test_rendered_charts.py then
+checks that the values of today are the ones rendered (their digest) and that the objects carry what we intend.
+
+Run during development when a pin or a values function changes, in an environment with Helm's Go SDK (not a
+project dependency; it needs Python 3.11+ and no helm binary):
+
+    python -m venv /tmp/helm && /tmp/helm/bin/pip install helm-python-sdk pyyaml pydantic
+    /tmp/helm/bin/python -m tests.contracts.render_chart --git-dir <clone>/.git --ref <tag> --path <chart folder> \
+        --source https://github.com/<owner>/<repo> --case <name>
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.serving import charts
+from tests.contracts.facts_file import write_facts
+
+# The values each case renders with, as the stacks pass them (representative inputs where they take any).
+PRIORITIES = {10: [".*"], 20: ["^eks-pool-g5-xlarge-nodes-", "^eks-pool-g5-2xlarge-nodes-"]}
+CASES: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
+    # case: (release namespace, values)
+    "keda": ("keda", charts.keda_values),
+    "cluster-autoscaler": (
+        charts.AUTOSCALER_NAMESPACE,
+        lambda: charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1", PRIORITIES),
+    ),
+    "neuron-1.33": ("kube-system", lambda: charts.neuron_values("1.33")),
+}
+KEPT_KINDS = ("Deployment", "DaemonSet", "PodDisruptionBudget", "ConfigMap", "Role", "ClusterRole")
+
+
+def values_digest(values: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def git(git_dir: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True).stdout
+
+
+def checkout(git_dir: str, ref: str, path: str, into: Path) -> Path:
+    """The chart folder's files at `ref` (git archive reads objects outside the path on some mirrors)."""
+    for name in git(git_dir, "ls-tree", "-r", "--name-only", ref, path).splitlines():
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(subprocess.run(["git", "--git-dir", git_dir, "show", f"{ref}:{name}"], check=True,
+                                          capture_output=True).stdout)  # fmt: skip
+    return into / path
+
+
+def _pod(doc: dict[str, Any]) -> dict[str, Any]:
+    pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+    containers = pod.get("containers") or []
+    return {
+        "nodeSelector": pod.get("nodeSelector") or {},
+        "tolerations": pod.get("tolerations") or [],
+        "serviceAccountName": pod.get("serviceAccountName"),
+        "schedulerName": pod.get("schedulerName"),
+        "containers": {
+            c["name"]: {
+                "image": c.get("image"),
+                "flags": sorted(a for a in (c.get("command") or []) + (c.get("args") or []) if str(a).startswith("--")),
+            }
+            for c in containers
+        },
+    }
+
+
+def effects(rendered: dict[str, str]) -> Iterator[dict[str, Any]]:
+    for name, text in sorted(rendered.items()):
+        if not name.endswith((".yaml", ".yml")):
+            continue  # NOTES.txt
+        for doc in yaml.safe_load_all(text):
+            if not isinstance(doc, dict) or doc.get("kind") not in KEPT_KINDS:
+                continue
+            kept: dict[str, Any] = {
+                "kind": doc["kind"],
+                "name": doc["metadata"]["name"],
+                "namespace": doc["metadata"].get("namespace"),
+            }
+            if doc["kind"] in ("Deployment", "DaemonSet"):
+                kept["replicas"] = doc["spec"].get("replicas")
+                kept.update(_pod(doc))
+            elif doc["kind"] == "PodDisruptionBudget":
+                kept.update({k: doc["spec"].get(k) for k in ("minAvailable", "maxUnavailable")})
+            elif doc["kind"] == "ConfigMap":
+                kept["data"] = doc.get("data") or {}
+            else:
+                kept["rules"] = [
+                    {k: r.get(k) for k in ("resources", "verbs", "resourceNames") if r.get(k)}
+                    for r in doc.get("rules") or []
+                ]
+            yield kept
+
+
+def render(git_dir: str, ref: str, path: str, source: str, case: str) -> dict[str, Any]:
+    import helm_python  # development only (module doc)
+
+    namespace, values_of = CASES[case]
+    values = values_of()
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = helm_python.Chart.load(str(checkout(git_dir, ref, path, Path(tmp))))
+        meta = yaml.safe_load((Path(tmp) / path / "Chart.yaml").read_text(encoding="utf-8"))
+        rendered = chart.render(values, name=meta["name"] if case != "neuron-1.33" else "neuron",
+                                namespace=namespace, is_install=True)  # fmt: skip
+    return {
+        "chart": meta["name"],
+        "version": str(meta["version"]),
+        "case": case,
+        "source": {
+            "repository": source,
+            "ref": ref,
+            "commit": git(git_dir, "rev-list", "-n", "1", ref).strip(),
+            "path": path,
+        },  # fmt: skip
+        "renderedWith": f"Helm {helm_python.helm_sdk_version()} (helm-python-sdk)",
+        "extracted": datetime.date.today().isoformat(),
+        "valuesDigest": values_digest(values),
+        "objects": list(effects(rendered)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--git-dir", required=True)
+    parser.add_argument("--ref", required=True)
+    parser.add_argument("--path", required=True)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--case", required=True, choices=sorted(CASES))
+    parser.add_argument("--out", default=str(Path(__file__).parent / "data" / "rendered"))
+    args = parser.parse_args(argv)
+    facts = render(args.git_dir, args.ref, args.path.rstrip("/"), args.source, args.case)
+    write_facts(args.out, f"{facts['chart']}-{facts['version']}-{args.case}", facts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

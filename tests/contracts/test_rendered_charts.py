@@ -1,0 +1,96 @@
+"""What the pinned charts render with mlinfra's values, as a real Helm rendered them from each chart's source at
+its tag (render_chart.py keeps the objects' relevant fields in data/rendered/): the values of today are the ones
+rendered, and the objects carry what the values are for. A key the chart reads only in a branch we do not take
+renders nothing, which a values-key check cannot see."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.serving import charts
+from infra.serving.scheduling import POOL_LABEL
+from tests.contracts.render_chart import CASES, PRIORITIES, values_digest
+
+DATA = Path(__file__).parent / "data" / "rendered"
+SYSTEM = {POOL_LABEL: "system"}
+
+
+def rendered(chart: charts.Chart, case: str) -> dict[str, Any]:
+    name = chart.chart.rsplit("/", 1)[-1]
+    path = DATA / f"{name}-{chart.version}-{case}.json"
+    assert path.exists(), f"{chart.chart} {chart.version} not rendered: run tests/contracts/render_chart.py"
+    facts: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    assert facts["valuesDigest"] == values_digest(CASES[case][1]()), (
+        f"the {case} values changed since {path.name} was rendered: render it again (render_chart.py)"
+    )
+    return facts
+
+
+def objects(facts: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["name"]: o for o in facts["objects"] if o["kind"] == kind}
+
+
+@pytest.mark.parametrize("minor", list(charts.KUBERNETES_RELEASES))
+def test_keda_runs_two_operators_on_the_system_pool_with_a_budget(minor):
+    facts = rendered(charts.keda_chart(minor), "keda")
+    deployments = objects(facts, "Deployment")
+    assert set(deployments) == {"keda-operator", "keda-operator-metrics-apiserver", "keda-admission-webhooks"}
+    for deployment in deployments.values():  # 2.20 reads each component's nodeSelector, falling back to ours
+        assert SYSTEM.items() <= deployment["nodeSelector"].items(), deployment["name"]
+    assert deployments["keda-operator"]["replicas"] == 2
+    assert objects(facts, "PodDisruptionBudget")["keda-operator"]["minAvailable"] == 1
+
+
+@pytest.mark.parametrize("minor", list(charts.KUBERNETES_RELEASES))
+def test_the_autoscaler_gets_every_flag_and_its_priority_configmap(minor):
+    facts = rendered(charts.cluster_autoscaler_chart(minor), "cluster-autoscaler")
+    (deployment,) = objects(facts, "Deployment").values()
+    (container,) = deployment["containers"].values()
+    values = CASES["cluster-autoscaler"][1]()
+    for flag, value in values["extraArgs"].items():
+        assert f"--{flag}={value}" in container["flags"], flag
+    assert deployment["nodeSelector"] == SYSTEM
+    assert deployment["serviceAccountName"] == charts.AUTOSCALER_SERVICE_ACCOUNT
+    # The expander reads its ConfigMap in its own namespace (--namespace), and the Role lets it watch that one.
+    configmap = objects(facts, "ConfigMap")["cluster-autoscaler-priority-expander"]
+    assert configmap["namespace"] == charts.AUTOSCALER_NAMESPACE
+    assert f"--namespace={charts.AUTOSCALER_NAMESPACE}" in container["flags"]
+    assert yaml.safe_load(configmap["data"]["priorities"]) == PRIORITIES
+    (role,) = objects(facts, "Role").values()
+    assert any(
+        "configmaps" in rule["resources"]
+        and "watch" in rule["verbs"]
+        and "cluster-autoscaler-priority-expander" in rule.get("resourceNames", [])
+        for rule in role["rules"]
+    )
+
+
+def test_the_neuron_chart_places_each_part_where_we_mean():
+    facts = rendered(charts.NEURON, "neuron-1.33")
+    plugin = objects(facts, "DaemonSet")["neuron-device-plugin"]
+    assert plugin["nodeSelector"] == {"mlinfra.io/accelerator": "inf2"}
+    assert {t["key"] for t in plugin["tolerations"]} == {"aws.amazon.com/neuron", "CriticalAddonsOnly"}
+    deployments = objects(facts, "Deployment")
+    custom = deployments["my-scheduler"]
+    assert custom["nodeSelector"] == SYSTEM
+    (scheduler,) = custom["containers"].values()
+    assert scheduler["image"] == charts.KUBERNETES_RELEASES["1.33"].kube_scheduler_image
+    # The extension, placed by the custom scheduler, renders no nodeSelector whatever scheduler.nodeSelector says
+    # (the chart reads it with defaultScheduler only); without tolerations it can run on untainted nodes only,
+    # which are the system pool's.
+    extension = deployments["k8s-neuron-scheduler"]
+    assert extension["schedulerName"] == "my-scheduler"
+    assert extension["nodeSelector"] == {} and extension["tolerations"] == []
+    assert "nodeSelector" not in charts.neuron_values("1.33")["scheduler"]
+
+
+def test_every_rendered_fact_names_its_source_and_renderer():
+    for path in DATA.glob("*.json"):
+        facts = json.loads(path.read_text(encoding="utf-8"))
+        assert facts["source"]["repository"].startswith("https://github.com/") and len(facts["source"]["commit"]) == 40
+        assert facts["renderedWith"].startswith("Helm v"), path
