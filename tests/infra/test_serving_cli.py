@@ -13,7 +13,8 @@ def test_preview_json_contains_the_fleet():
     digest = json.loads(done.stdout)
     types = [s["newState"]["type"] for s in digest["steps"]]
     assert types.count("aws:eks/cluster:Cluster") == 1
-    assert types.count("aws:eks/nodeGroup:NodeGroup") == 7  # one per instance type, and g5's on-demand base
+    # one per instance type, g5's on-demand base, and an on-demand fallback behind each g5 Spot type
+    assert types.count("aws:eks/nodeGroup:NodeGroup") == 9
     assert types.count("kubernetes:apps/v1:Deployment") == 2
     assert types.count("kubernetes:keda.sh/v1alpha1:ScaledObject") == 2
     assert not [d for d in digest["diagnostics"] if d["severity"] == "error"]

@@ -195,7 +195,9 @@ def test_docker_hub_images_come_through_the_projects_artifact_registry(demo):
     [cleanup] = repository["cleanupPolicies"]
     assert cleanup["action"] == "DELETE" and cleanup["condition"] == {"olderThan": "2592000s"}
     container = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
-    project = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text())["config"]["gcp:project"]
+    project = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text(encoding="utf-8"))["config"][
+        "gcp:project"
+    ]
     assert container["image"] == f"us-central1-docker.pkg.dev/{project}/docker-hub/vllm/vllm-openai:v0.33.0"
     from infra.serving.gcp.gke import NODE_ROLES
 
