@@ -135,7 +135,8 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     }
 
 
-def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
+def _container(model: ModelSpec, registry: Registry, local_copy_gib: int | None) -> dict[str, Any]:
+    """`local_copy_gib`: the volume a server that fetches its artefact to disk copies it to, None for the others."""
     profile = servers.PROFILES[model.accelerator]
     source = registry.uri(artefact_prefix(model))
     n = str(model.accelerators_per_replica)
@@ -161,7 +162,7 @@ def _container(model: ModelSpec, registry: Registry) -> dict[str, Any]:
                 "memory": f"{model.memory_gib}Gi",
                 profile.resource: n,
                 # The artefact's local copy is scheduled like the rest: a node without the disk is not chosen.
-                **({"ephemeral-storage": f"{fit.artefact_volume_gib(model)}Gi"} if profile.fetch_to_disk else {}),
+                **({"ephemeral-storage": f"{local_copy_gib}Gi"} if local_copy_gib is not None else {}),
             },
             "limits": {"memory": f"{model.memory_gib}Gi", profile.resource: n},
         },
@@ -266,6 +267,7 @@ LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local
 
 def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     profile = servers.PROFILES[model.accelerator]
+    local_copy_gib = fit.artefact_volume_gib(model) if profile.fetch_to_disk else None
     volumes: list[dict[str, Any]] = [servers.shm_volume()]
     pod: dict[str, Any] = {
         "serviceAccountName": model.name,
@@ -275,13 +277,13 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
         "topologySpreadConstraints": _spread(model, registry),
         "terminationGracePeriodSeconds": servers.termination_grace_seconds(model),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [_container(model, registry)],
+        "containers": [_container(model, registry, local_copy_gib)],
         "volumes": volumes,
     }
     if profile.scheduler_name:
         pod["schedulerName"] = profile.scheduler_name
     if profile.fetch_to_disk:
-        volumes.append({"name": "model", "emptyDir": {"sizeLimit": f"{fit.artefact_volume_gib(model)}Gi"}})
+        volumes.append({"name": "model", "emptyDir": {"sizeLimit": f"{local_copy_gib}Gi"}})
         pod["initContainers"] = [_fetch_container(model, registry)]
     elif registry.mounted:
         volumes.append(_fuse_volume(model, registry))

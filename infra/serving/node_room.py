@@ -21,14 +21,18 @@ class Resources:
     devices: int = 0  # accelerators (GPUs or Neuron devices) on one node
 
 
+def tiered_share(amount: float, tiers: tuple[tuple[float, float], ...], rest_share: float) -> float:
+    """What a reservation by tiers takes of `amount`: each (size, share) tier in turn, `rest_share` of what is left."""
+    reserved, left = 0.0, amount
+    for size, share in tiers:
+        used = min(left, size)
+        reserved, left = reserved + used * share, left - used
+    return reserved + left * rest_share
+
+
 def kube_reserved_cpu(vcpus: int) -> float:
     """The kubelet's reserved CPU on a node of `vcpus`, in cores."""
-    tiers = ((1, 0.06), (1, 0.01), (2, 0.005))
-    reserved, left = 0.0, vcpus
-    for cores, share in tiers:
-        used = min(left, cores)
-        reserved, left = reserved + used * share, left - used
-    return reserved + left * 0.0025
+    return tiered_share(vcpus, ((1, 0.06), (1, 0.01), (2, 0.005)), 0.0025)
 
 
 def fits(room: Resources, devices: int, need: Resources) -> bool:

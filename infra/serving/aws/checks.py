@@ -192,14 +192,15 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
             )
         )
     elif ours:
-        findings += _schedulable_findings(where, model, [t.name for t in ours]) + _disk_findings(where, model, pool)
+        need = replica(model)  # reads modelConfig once for both
+        findings += _schedulable_findings(where, model, need, [t.name for t in ours])
+        findings += _disk_findings(model, need, pool)
     return findings
 
 
-def _disk_findings(where: str, model: AwsModelSpec, pool: NodePoolSpec) -> list[Problem]:
+def _disk_findings(model: AwsModelSpec, need: Resources, pool: NodePoolSpec) -> list[Problem]:
     """A server that copies its artefact to local disk (Neuron) needs it on the node's root volume: a copy larger
     than its volume is evicted mid-copy, and a request no node's disk holds stays Pending."""
-    need = replica(model)
     usable = usable_disk(pool.disk_gib)
     if need.disk_gib <= usable:
         return []
@@ -215,10 +216,9 @@ def _disk_findings(where: str, model: AwsModelSpec, pool: NodePoolSpec) -> list[
     ]
 
 
-def _schedulable_findings(where: str, model: AwsModelSpec, types: list[str]) -> list[Problem]:
+def _schedulable_findings(where: str, model: AwsModelSpec, need: Resources, types: list[str]) -> list[Problem]:
     """A replica's CPU and memory requests against what each type of its pool leaves for pods: a replica no node
     holds stays Pending, and `pulumi up` waits out its timeout on it."""
-    need = replica(model)
     if any(holds(t, need) for t in types):
         return []
     bigger = larger_type(types, need)

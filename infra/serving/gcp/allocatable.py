@@ -13,7 +13,7 @@ they are). No local disk is asked for: the weights are read from the bucket.
 from __future__ import annotations
 
 from infra.catalog.gcp import machine_type
-from infra.serving.node_room import EVICTION_MEMORY_MIB, Resources, fits, kube_reserved_cpu
+from infra.serving.node_room import EVICTION_MEMORY_MIB, Resources, fits, kube_reserved_cpu, tiered_share
 from infra.serving.spec import ModelSpec
 
 MEMORY_TIERS = ((4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06))  # (GiB, share reserved); 2% of the rest
@@ -25,11 +25,7 @@ SIDECAR_MEMORY_GIB = 0.25  # and its default memory request (256Mi)
 
 
 def reserved_memory_gib(memory_gib: float) -> float:
-    reserved, left = 0.0, memory_gib
-    for size, share in MEMORY_TIERS:
-        used = min(left, size)
-        reserved, left = reserved + used * share, left - used
-    return reserved + left * MEMORY_REST_SHARE
+    return tiered_share(memory_gib, MEMORY_TIERS, MEMORY_REST_SHARE)
 
 
 def allocatable(name: str) -> Resources:

@@ -32,6 +32,12 @@ class Capacity:
     root_volume: dict  # the instance's own root block device, when it declares one
     fallback: bool = False  # on-demand nodes that stand in for a Spot group's (counted at that group's bound)
 
+    @property
+    def counted_high(self) -> int:
+        """Nodes counted at the upper bound: a fallback's run in place of its Spot group's, whose bound is already
+        at the on-demand price, so they add none."""
+        return 0 if self.fallback else self.high
+
 
 def compute_lines(resource: PolicyResource, res: Resources) -> list[Line]:
     capacity = _capacity(resource, res)
@@ -131,15 +137,13 @@ def _instances(r: PolicyResource, component: str, c: Capacity) -> Line:
     if missing:
         what += f"; not priced: {', '.join(missing)}"
     if c.fallback:
-        # Its nodes run only in place of the Spot group's, whose bound is already at the on-demand price.
         what += " (on-demand fallback behind its Spot group: runs in place of that group's nodes, counted there)"
-        return Line(**base, basis="hourly", what=what, low=0.0, high=0.0, nodes=c.high, node_usd=dearest[0])
     return Line(
         **base,
         basis="hourly",
         what=what,
         low=c.low * cheapest[0],
-        high=c.high * dearest[0],
+        high=c.counted_high * dearest[0],
         nodes=c.high,
         node_usd=dearest[0],
     )
@@ -174,7 +178,7 @@ def _volumes(r: PolicyResource, component: str, c: Capacity) -> list[Line]:
                 **base,
                 basis="hourly",
                 low=c.low * per_node,
-                high=0.0 if c.fallback else c.high * per_node,
+                high=c.counted_high * per_node,
                 what=f"{nodes} x {size} GiB {kind} volumes at ${price.usd:g}/GB-month"
                 + (" (in place of its Spot group's, counted there)" if c.fallback else ""),
                 price_keys=(price.key,),

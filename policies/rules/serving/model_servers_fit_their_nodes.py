@@ -33,8 +33,7 @@ EKS_DEFAULT_DISK_GIB = 20  # a managed node group's root volume when nothing siz
 
 
 def _requests(container: Any) -> Resources:
-    asked = dict_at(dict_at(container).get("resources")).get("requests")
-    asked = dict_at(asked)
+    asked = dict_at(container, "resources", "requests")
     devices = next((asked[k] for k in ACCELERATOR_RESOURCES if k in asked), 0)
     return Resources(
         quantity(asked.get("cpu", 0)),
@@ -68,8 +67,8 @@ def pod_request(workload: Resource) -> Resources:
     apps = none
     for container in as_list(pod.get("containers")):
         apps = _add(apps, _requests(container))
-    annotations = dict_at(dict_at(dict_at(workload.get("spec")).get("template")).get("metadata")).get("annotations")
-    if dict_at(annotations).get("gke-gcsfuse/volumes") == FUSE_ANNOTATIONS["gke-gcsfuse/volumes"]:
+    annotations = dict_at(workload.get("spec"), "template", "metadata", "annotations")
+    if annotations.get("gke-gcsfuse/volumes") == FUSE_ANNOTATIONS["gke-gcsfuse/volumes"]:
         sidecars = _add(sidecars, Resources(gke.SIDECAR_CPU, gke.SIDECAR_MEMORY_GIB, 0, 0))
     return _most(_add(apps, sidecars), _add(steps, sidecars))
 
