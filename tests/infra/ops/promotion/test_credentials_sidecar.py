@@ -16,12 +16,13 @@ import pytest
 
 from tests.infra.ops.promotion.test_jobs import conversion
 
+# The assume counter is replaced by rename, as the sidecar replaces its session: a poll never reads it half-written.
 STAND_IN = """#!/bin/sh
 echo "$* | uri=${AWS_CONTAINER_CREDENTIALS_FULL_URI:-} config=${AWS_CONFIG_FILE:-}" >> "$CALLS"
 case "$1 $2" in
   "sts assume-role")
     [ -e "$STATE/refuse" ] && { echo "AccessDenied" >&2; exit 254; }
-    n=$(($(cat "$STATE/n" 2>/dev/null || echo 0) + 1)); echo $n > "$STATE/n"
+    n=$(($(cat "$STATE/n" 2>/dev/null || echo 0) + 1)); echo $n > "$STATE/n.new"; mv "$STATE/n.new" "$STATE/n"
     printf '{"Version": 1, "AccessKeyId": "ASIA%s", "SecretAccessKey": "s", "SessionToken": "t", ' "$n"
     echo '"Expiration": "2099-01-01T00:00:00Z"}' ;;
   "sts get-caller-identity") echo "arn:aws:sts::1:assumed-role/converter/promote" ;;
