@@ -28,6 +28,7 @@ AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 # and evaluation): vLLM's shared-memory broadcast queue and NCCL's SHM transport between tensor-parallel workers
 # outgrow the container runtime's 64 MiB default. Its pages count against the pod's memory as they are used.
 SHM_SIZE = "8Gi"
+STREAMER_LOAD_FORMAT = "runai_streamer"
 
 
 def shm_volume() -> dict[str, Any]:
@@ -95,13 +96,19 @@ def server_command(model: ModelSpec) -> list[str]:
     return ["vllm", "serve"]
 
 
+def streamed_load(source: str) -> dict[str, str]:
+    """The engine keyword that loads `source`: an s3:// URI streams its safetensors straight to device memory with
+    the Run:ai Model Streamer (no disk copy on cold start; vLLM pulls the config and tokenizer files with it too),
+    a path loads as vLLM's default does. The server's flag and the promotion Job's load check both read it."""
+    return {"load_format": STREAMER_LOAD_FORMAT} if source.startswith("s3://") else {}
+
+
 def server_args(model: ModelSpec, source: str) -> list[str]:
     """Arguments of the server_command; `source` is an s3:// URI or a path."""
     args = ["--model", source, "--served-model-name", model.name, "--port", str(PORT)]
     args += engine.engine_settings(model).flags()
-    if source.startswith("s3://"):
-        # Stream safetensors from S3 straight to GPU memory: no disk copy on cold start.
-        args += ["--load-format", "runai_streamer"]
+    for keyword, value in streamed_load(source).items():
+        args += [f"--{keyword.replace('_', '-')}", value]
     return args
 
 

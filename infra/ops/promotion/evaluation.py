@@ -280,7 +280,7 @@ def evaluation_job(
     }
     if profile.scheduler_name:
         pod["schedulerName"] = profile.scheduler_name
-    skip = {jobs.SKIP_CREDENTIALS_ANNOTATION: "fetch,evaluate,upload"}
+    skip = jobs.sidecar_only_credentials(pod)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -14,14 +14,19 @@ A Job runs as the serving stack's `model-converter` service account, on the hard
                                     engine shape, neuron-int8 after NxD Inference wrote its quantized
                                     checkpoint on the CPU; cuda: re-saves it on the CPU; cuda-fp8, cuda-int8,
                                     cuda-int4: llm-compressor on the devices, in the converter image);
-  4. init `check`   (server image)  loads /work/out, mounted read-only at /served as a server mounts it, with
-                                    the server's engine settings on the accelerator and generates (the smoke
-                                    test: no variant reaches a manifest, hence the alias, without it), then
-                                    writes /work/conversion.json: versions, node, the check's figures, and
-                                    size + sha256 of every file;
-  5. `upload`       (aws-cli)       copies /work/out to models/<name>/<version>/<variant>/, the report last.
-`fetch` and `upload` get only the down-scoped session, `convert` and `check` no AWS credentials at all (see
-CONVERT_HAS_NO_CREDENTIALS).
+  4. init `publish` (aws-cli)      for a server that streams its artefact from S3 (every CUDA server on EKS):
+                                    copies /work/out to models/<name>/<version>/<variant>/ first;
+  5. init `check`   (server image)  loads the artefact as its server will, with the server's engine settings on
+                                    the accelerator, and generates (the smoke test: no variant reaches a
+                                    manifest, hence the alias, without it): a streaming server's from S3 with the
+                                    streamer (the same load format, the down-scoped session through the CLI
+                                    config, as boto3 and the streamer's C++ client read it), a Neuron server's
+                                    from /work/out mounted read-only at /served, as its copy on the node is
+                                    mounted; then writes /work/conversion.json: versions, node, the check's
+                                    figures, and size + sha256 of every file;
+  6. `upload`       (aws-cli)       copies /work/out there too (Neuron), then the report, last.
+`fetch`, `publish`, `upload` and a streaming `check` get only the down-scoped session, `convert` and a local `check`
+no AWS credentials at all (see sidecar_only_credentials).
 
 The `convert` and `check` steps are sized from the checkpoint (sizing.py) and the work volume holds
 checkpoint, intermediates and artefact. The pod holds its accelerators from start to end (Kubernetes sizes a
@@ -46,7 +51,7 @@ from infra.serving import engine
 from infra.serving.aws import converter_access as access
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
-from infra.serving.servers import AWS_CLI_IMAGE, PROFILES, shm_mount, shm_volume
+from infra.serving.servers import AWS_CLI_IMAGE, PROFILES, shm_mount, shm_volume, streamed_load
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import VARIANTS
 
@@ -59,8 +64,6 @@ BACKOFF_LIMIT = 2  # retries of a failed fetch/upload (S3 hiccups); node loss is
 # (SkipContainersAnnotation = "skip-containers", under the "eks.amazonaws.com" prefix) and its test pod
 # pkg/handler/testdata/containercredentials/rawPodSkip.pod.yaml (Pod Identity's container credentials).
 SKIP_CREDENTIALS_ANNOTATION = "eks.amazonaws.com/skip-containers"
-# Only the `credentials` sidecar holds the pod's own (full-role) credentials; the S3 steps read its session.
-CONVERT_HAS_NO_CREDENTIALS = {SKIP_CREDENTIALS_ANNOTATION: "fetch,convert,check,upload"}
 # The cluster autoscaler never removes a node to consolidate while a conversion runs on it.
 SAFE_TO_EVICT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 
@@ -93,8 +96,10 @@ with open("/work/conversion.json", "w") as handle:
 
 
 def engine_keywords(server: ModelSpec, artefact_dir: str) -> str:
-    """$ENGINE of a step: the server's engine keywords (JSON) with the artefact seen at `artefact_dir`."""
-    return json.dumps(engine.engine_settings(server, artefact_dir).keywords(), sort_keys=True)
+    """$ENGINE of a step: the server's engine keywords (JSON) with the artefact seen at `artefact_dir`, and the load
+    format that reads it there (servers.streamed_load: the streamer for an s3:// URI)."""
+    keywords = {**engine.engine_settings(server, artefact_dir).keywords(), **streamed_load(artefact_dir)}
+    return json.dumps(keywords, sort_keys=True)
 
 
 def job_name(model: str, version: str, variant: str, verb: str = "convert") -> str:
@@ -183,6 +188,7 @@ def conversion_job(
         )
     pool = server.accelerator
     profile = PROFILES[pool]
+    streamed = not profile.fetch_to_disk  # the server streams the artefact from S3 (manifests.py): so does the check
     devices = str(server.accelerators_per_replica)
     name = job_name(model, version, variant)
     target = f"s3://{bucket}/{artefact_prefix(model, version, variant)}"
@@ -229,7 +235,7 @@ def conversion_job(
     # The server's engine; a neuron-int8 quantized checkpoint's path as each step sees the artefact (engine.py).
     engine_env = {
         step: env + [{"name": "ENGINE", "value": engine_keywords(server, artefact)}, node]
-        for step, artefact in (("convert", "/work/out"), ("check", SERVED))
+        for step, artefact in (("convert", "/work/out"), ("check", target if streamed else SERVED))
     }
     convert = {
         "name": "convert",
@@ -247,23 +253,31 @@ def conversion_job(
     check = {
         "name": "check",
         "image": pulled(mirror, server.image),
-        "command": ["/bin/sh", "-c", check_script(recipe)],
-        "env": engine_env["check"] + [{"name": name, "value": value} for name, value in recipe.check_env],
-        # The artefact as a server sees it: read-only, so a load that would compile again fails here.
+        "command": ["/bin/sh", "-c", check_script(recipe, target if streamed else SERVED, streamed)],
+        "env": engine_env["check"]
+        + [{"name": name, "value": value} for name, value in recipe.check_env]
+        + (session_env() if streamed else []),
+        # A local artefact as a server sees it: read-only, so a load that would compile again fails here.
         "volumeMounts": [
             *mount,
-            {"name": "work", "mountPath": SERVED, "subPath": "out", "readOnly": True},
+            *(
+                [session_mount()]
+                if streamed
+                else [{"name": "work", "mountPath": SERVED, "subPath": "out", "readOnly": True}]
+            ),
             shm_mount(),
         ],
         "securityContext": secure,
         "resources": {"requests": on_devices, "limits": {"memory": memory, profile.resource: devices}},
     }
+    sync = f"aws s3 sync --only-show-errors /work/out {quote(target)}"
+    publish = s3_container("publish", mirror, env, sync, mount)
     upload = s3_container(
         "upload",
         mirror,
         env,
-        f"aws s3 sync --only-show-errors /work/out {quote(target)}\n"
-        f"aws s3 cp --only-show-errors /work/conversion.json {quote(target + 'conversion.json')}",
+        ("" if streamed else f"{sync}\n")
+        + f"aws s3 cp --only-show-errors /work/conversion.json {quote(target + 'conversion.json')}",
         mount,
     )
     pod: dict[str, Any] = {
@@ -272,7 +286,7 @@ def conversion_job(
         "nodeSelector": {ACCELERATOR_LABEL: pool},
         "tolerations": [taint(pool).toleration()],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "initContainers": [credentials, fetch, convert, check],
+        "initContainers": [credentials, fetch, convert, *([publish] if streamed else []), check],
         "containers": [upload],
         "volumes": [
             {"name": "work", "emptyDir": {"sizeLimit": disk}},
@@ -292,7 +306,7 @@ def conversion_job(
             "activeDeadlineSeconds": DEADLINE_SECONDS,
             "ttlSecondsAfterFinished": KEEP_FINISHED_SECONDS,
             "template": {
-                "metadata": {"labels": meta["labels"], "annotations": {**CONVERT_HAS_NO_CREDENTIALS, **SAFE_TO_EVICT}},
+                "metadata": {"labels": meta["labels"], "annotations": {**sidecar_only_credentials(pod), **SAFE_TO_EVICT}},
                 "spec": pod,
             },
         },
@@ -320,6 +334,25 @@ def credentials_container(mirror: Mirror | None, env: list[dict[str, Any]], scri
     }
 
 
+def sidecar_only_credentials(pod: dict[str, Any]) -> dict[str, str]:
+    """The pod annotation that keeps Pod Identity's (full-role) credentials out of every step but the `credentials`
+    sidecar: the S3 steps read its down-scoped session, the others need none."""
+    steps = [c["name"] for c in pod["initContainers"] + pod["containers"] if c["name"] != "credentials"]
+    return {SKIP_CREDENTIALS_ANNOTATION: ",".join(steps)}
+
+
+def session_env() -> list[dict[str, str]]:
+    """What points a step's AWS SDKs (the CLI, boto3, the streamer's C++ client) at the sidecar's session only."""
+    return [
+        {"name": "AWS_CONFIG_FILE", "value": access.CONFIG_FILE},
+        {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"},
+    ]
+
+
+def session_mount() -> dict[str, Any]:
+    return {"name": "aws", "mountPath": access.CREDENTIALS_DIR, "readOnly": True}
+
+
 def s3_container(
     name: str, mirror: Mirror | None, env: list[dict[str, Any]], command: str, mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -328,12 +361,8 @@ def s3_container(
     return {
         "name": name,
         "image": pulled(mirror, AWS_CLI_IMAGE),
-        "env": env
-        + [
-            {"name": "AWS_CONFIG_FILE", "value": access.CONFIG_FILE},
-            {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"},
-        ],
-        "volumeMounts": mounts + [{"name": "aws", "mountPath": access.CREDENTIALS_DIR, "readOnly": True}],
+        "env": env + session_env(),
+        "volumeMounts": mounts + [session_mount()],
         "securityContext": {"allowPrivilegeEscalation": False},
         "command": ["/bin/sh", "-c", access.s3_step(command)],
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
@@ -356,14 +385,15 @@ def convert_script(recipe: Recipe) -> str:
     )
 
 
-def check_script(recipe: Recipe) -> str:
-    return (
-        f"set -eu\n{_NO_CREDENTIALS}"
-        f'python3 {CHECK_PROGRAM} {SERVED} "$ENGINE" /work/check.json\n'
+def check_script(recipe: Recipe, source: str = SERVED, streamed: bool = False) -> str:
+    """The check of the artefact at `source`; `streamed`: read from S3 with the down-scoped session only."""
+    body = (
+        f'python3 {CHECK_PROGRAM} {quote(source)} "$ENGINE" /work/check.json\n'
         f'compiler="$({recipe.compiler_version} 2>/dev/null || echo unknown)"\n'
         f'runtime="$({recipe.runtime_version} 2>/dev/null || echo unknown)"\n'
-        f'python3 - "$compiler" "$runtime" <<\'PY\'\n{_REPORT_SCRIPT}PY\n'
+        f'python3 - "$compiler" "$runtime" <<\'PY\'\n{_REPORT_SCRIPT}PY'
     )
+    return access.s3_step(body) if streamed else f"set -eu\n{_NO_CREDENTIALS}{body}\n"
 
 
 def manifest_facts(recipe: Recipe, server: ModelSpec) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from infra.ops.promotion import jobs
 from infra.ops.promotion.kube import job_state
 from infra.ops.promotion.recipes import RECIPES, VARIANTS
 from infra.ops.promotion.sizing import Resources
-from infra.serving import engine, manifests
+from infra.serving import engine, manifests, servers
 from infra.serving.aws import converter_access as access
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import facts
@@ -141,11 +141,34 @@ def test_the_job_reads_the_checkpoint_and_writes_only_its_variant_prefix():
     ]
 
 
+@pytest.mark.parametrize("variant", ["cuda", "cuda-int8"])
+def test_a_streaming_servers_variant_is_checked_as_the_server_loads_it_from_s3(variant):
+    pod = conversion(variant)["spec"]["template"]["spec"]
+    steps = containers(variant)
+    target = f"s3://mlinfra-registry-promo/models/mistral-7b/2026-03-01/{variant}/"
+    # published before the check, so that the check reads the objects the server will read; the report last
+    assert steps["publish"]["command"][-1].splitlines()[-1] == f"aws s3 sync --only-show-errors /work/out {target}"
+    assert pod["containers"][0]["command"][-1].splitlines()[-1] == (
+        f"aws s3 cp --only-show-errors /work/conversion.json {target}conversion.json"
+    )
+    check = steps["check"]
+    assert f'python3 /work/engine_check.py {target} "$ENGINE" /work/check.json' in check["command"][-1]
+    engine_json = json.loads(next(e["value"] for e in check["env"] if e["name"] == "ENGINE"))
+    # the server's own load (its --load-format for an s3:// source) with the server's engine settings
+    assert engine_json["load_format"] == "runai_streamer"
+    server = job_args(variant)["server"]
+    served = servers.server_args(server, target)
+    assert served[served.index("--load-format") + 1] == engine_json["load_format"]
+    assert jobs.SERVED not in {m["mountPath"] for m in check["volumeMounts"]}
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_job_down_scopes_its_role_before_touching_s3(variant):
     pod = conversion(variant)["spec"]["template"]["spec"]
     steps = containers(variant)
-    assert [c["name"] for c in pod["initContainers"]] == ["credentials", "fetch", "convert", "check"]
+    streamed = not variant.startswith("neuron")  # the CUDA servers stream from S3: the check reads what was published
+    publish = ["publish"] if streamed else []
+    assert [c["name"] for c in pod["initContainers"]] == ["credentials", "fetch", "convert", *publish, "check"]
     assert {"name": "aws", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}} in pod["volumes"]
     argv = assume_role_argv(variant)
     assert argv[:5] == ["exec", "env", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "aws"]
@@ -163,7 +186,7 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
     # A sidecar: it keeps refreshing the session beside the later steps; they start once its probe passes.
     assert steps["credentials"]["restartPolicy"] == "Always"
     assert steps["credentials"]["startupProbe"]["exec"]["command"] == ["test", "-e", "/aws/ready"]
-    for name in ("fetch", "upload"):  # the S3 steps read the down-scoped credentials only
+    for name in ["fetch", "upload", *publish, *(["check"] if streamed else [])]:  # the down-scoped session only
         assert {"name": "AWS_CONFIG_FILE", "value": "/aws/config"} in steps[name]["env"]
         assert {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": "/dev/null"} in steps[name]["env"]
         assert {"name": "aws", "mountPath": "/aws", "readOnly": True} in steps[name]["volumeMounts"]
@@ -172,7 +195,7 @@ def test_the_job_down_scopes_its_role_before_touching_s3(variant):
             "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
             "if [ -e /aws/failed ]; then cat /aws/failed >&2; exit 1; fi\n"
         )
-    for name in ("convert", "check"):
+    for name in ["convert", *([] if streamed else ["check"])]:
         step = steps[name]
         assert "aws" not in {m["name"] for m in step["volumeMounts"]}
         assert "unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE" in step["command"][-1]
@@ -184,7 +207,7 @@ def test_pod_identity_injects_credentials_into_the_credentials_sidecar_only(vari
     # The EKS Pod Identity webhook reads the pod's annotation (not the Job's): comma-separated container names.
     skipped = set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(","))
     names = [c["name"] for c in template["spec"]["initContainers"] + template["spec"]["containers"]]
-    assert skipped == {"fetch", "convert", "check", "upload"} and skipped <= set(names)  # containers that exist
+    assert {"fetch", "convert", "check", "upload"} <= skipped <= set(names)  # containers that exist
     # Only the credentials sidecar keeps the pod's own credentials (it assumes the down-scoped session with them).
     assert set(names) - skipped == {"credentials"}
 
