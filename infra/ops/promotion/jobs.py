@@ -306,7 +306,10 @@ def conversion_job(
             "activeDeadlineSeconds": DEADLINE_SECONDS,
             "ttlSecondsAfterFinished": KEEP_FINISHED_SECONDS,
             "template": {
-                "metadata": {"labels": meta["labels"], "annotations": {**sidecar_only_credentials(pod), **SAFE_TO_EVICT}},
+                "metadata": {
+                    "labels": meta["labels"],
+                    "annotations": {**sidecar_only_credentials(pod), **SAFE_TO_EVICT},
+                },
                 "spec": pod,
             },
         },
