@@ -112,7 +112,12 @@ def metric_names() -> list[str]:
     """The metric names vLLM's V1 metrics module passes to its Prometheus classes."""
     from vllm.v1.metrics import loggers
 
-    return sorted(set(re.findall(r'name="(vllm:[a-z_:]+)"', inspect.getsource(loggers))))
+    return names_in_source(inspect.getsource(loggers))
+
+
+def names_in_source(source: str) -> list[str]:
+    """The `vllm:` names a metrics module's source passes as `name=` (digits too: vllm:e2e_request_latency_seconds)."""
+    return sorted(set(re.findall(r'name="(vllm:[a-z0-9_:]+)"', source)))
 
 
 def release_commit() -> str | None:
@@ -137,12 +142,17 @@ def main(argv: list[str] | None = None) -> int:
     platforms._current_platform = CpuPlatform()  # type: ignore[attr-defined]
     from vllm.engine.arg_utils import EngineArgs
 
-    try:  # where the server's parser lives moved (0.8-0.9: openai/cli_args, utils; later: common/, argparse_utils)
+    # Where the server's parser and its parser class live moved, each on its own: make_arg_parser from
+    # entrypoints/openai/cli_args to entrypoints/common/cli_args, FlexibleArgumentParser from vllm.utils to
+    # vllm.utils.argparse_utils (0.16.0 has the old first and only the new second).
+    try:
         from vllm.entrypoints.openai.cli_args import make_arg_parser
-        from vllm.utils import FlexibleArgumentParser
     except ImportError:
         from vllm.entrypoints.common.cli_args import make_arg_parser  # type: ignore[no-redef]
-        from vllm.utils.argparse_utils import FlexibleArgumentParser  # type: ignore[no-redef]
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef,attr-defined]
 
     server = make_arg_parser(FlexibleArgumentParser())
     facts = {
