@@ -13,13 +13,16 @@ perplexity stays flat (AutoAWQ issue 475: HumanEval 0.67 -> 0.37), hence both.
 
 The program loads the models with transformers (and safetensors, for a neuron-int8 artefact: load_nxd_int8), which
 the server images have (tests/contracts/data/images.json), one at a time: the reference is measured and freed
-before the variant is loaded.
+before the variant is loaded. A promotion measures its reference once per place it is evaluated (--save-reference,
+kept with the version in the registry) and each variant against those figures (--reference-figures): they hold the
+evaluation data's digest and the encoded tokens', so figures of other data or another tokenizer are refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import math
 import random
@@ -377,12 +380,53 @@ def transformers_loader(path: str) -> tuple[Model, Encode]:
     return (lambda ids: model(ids.to(device))), (lambda text: list(tokenizer(text).input_ids))
 
 
+FIGURES_FORMAT = "mlinfra-reference-figures/1"
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, separators=(",", ":")).encode()).hexdigest()
+
+
+def figures_record(of_reference: Measurement, data: str, encoded: str) -> dict[str, Any]:
+    """The reference's measurement as --save-reference writes it: `data`, `encoded`: digests of the evaluation
+    data and of its encoding (the sequences and task pairs as token ids)."""
+    return {
+        "format": FIGURES_FORMAT,
+        "evaluationData": data,
+        "encoded": encoded,
+        "nll": [[x, n] for x, n in of_reference.nll],
+        "exact": of_reference.exact,
+    }
+
+
+def read_figures(path: Path, data: str, encoded: str) -> Measurement:
+    """The reference's measurement from --reference-figures, refused when it is of other data or tokens."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record["format"] != FIGURES_FORMAT:
+            raise BadEvaluationData(f"{path}: format {record['format']!r}, not {FIGURES_FORMAT}")
+        if record["evaluationData"] != data:
+            raise BadEvaluationData(f"{path}: the reference was measured on other evaluation data")
+        if record["encoded"] != encoded:
+            raise BadArtefact(f"{path}: the variant's tokenizer encodes the evaluation otherwise than the reference's")
+        return Measurement([(float(x), int(n)) for x, n in record["nll"]], [bool(e) for e in record["exact"]])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        if isinstance(error, BadEvaluationData | BadArtefact):
+            raise
+        raise BadEvaluationData(f"{path}: not reference figures ({error})") from None
+
+
 def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> int:
     parser = argparse.ArgumentParser(description="the quality gate's evaluation: reference and variant, one data set")
-    parser.add_argument("--reference", required=True, help="the bf16 reference model (a Hugging Face directory)")
-    parser.add_argument("--variant", required=True, help="the quantised variant (as the server loads it)")
+    reference_from = parser.add_mutually_exclusive_group(required=True)
+    reference_from.add_argument("--reference", help="the bf16 reference model (a Hugging Face directory)")
+    reference_from.add_argument(
+        "--reference-figures", type=Path, help="the reference's measurement, as --save-reference wrote it"
+    )
+    parser.add_argument("--save-reference", type=Path, help="write the reference's measurement there")
+    parser.add_argument("--variant", help="the quantised variant (as the server loads it)")
     parser.add_argument("--data", required=True, type=Path, help="held-out.jsonl and tasks.jsonl")
-    parser.add_argument("--out", required=True, type=Path, help="quality.json to write")
+    parser.add_argument("--out", type=Path, help="quality.json to write (with --variant)")
     parser.add_argument(
         "--task-scores",
         nargs=2,
@@ -391,6 +435,12 @@ def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> i
         help="lm_tasks.py's scores.json of the reference and of the variant: recorded beside the figures",
     )
     args = parser.parse_args(argv)
+    if args.variant is None and args.save_reference is None:
+        parser.error("--variant is required unless --save-reference measures the reference alone")
+    if (args.variant is None) != (args.out is None):
+        parser.error("--variant and --out go together")
+    if args.save_reference is not None and args.reference is None:
+        parser.error("--save-reference needs --reference")
     try:
         held_out = read_jsonl(args.data / "held-out.jsonl", ("text",))
         tasks = read_jsonl(args.data / "tasks.jsonl", ("prompt", "answer"))
@@ -398,23 +448,38 @@ def main(argv: list[str] | None = None, load: Loader = transformers_loader) -> i
     except BadEvaluationData as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    data = digest([held_out, tasks])
     # One model in memory at a time: the reference is measured and let go before the variant is loaded, so the
     # step holds the larger of the two, never both (evaluation.py sizes it so).
     try:
-        reference, encode = load(args.reference)
+        first, encode = load(args.reference if args.reference is not None else args.variant)
     except BadArtefact as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     sequences = [ids for ids in (encode(row["text"]) for row in held_out) if len(ids) > 1]
     pairs = encoded_tasks(encode, tasks)
-    of_reference = measure(reference, sequences, pairs)
-    del reference
-    release()
-    try:
-        variant, _ = load(args.variant)
-    except BadArtefact as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    encoded = digest([sequences, pairs])
+    if args.reference is None:
+        variant = first
+        try:
+            of_reference = read_figures(args.reference_figures, data, encoded)
+        except (BadEvaluationData, BadArtefact) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    else:
+        of_reference = measure(first, sequences, pairs)
+        del first
+        release()
+        if args.save_reference is not None:
+            record = figures_record(of_reference, data, encoded)
+            args.save_reference.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        if args.variant is None:
+            return 0
+        try:
+            variant, _ = load(args.variant)
+        except BadArtefact as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     figures = combine(of_reference, measure(variant, sequences, pairs)).as_dict()
     if scored is not None:
         figures["lmEval"] = scored

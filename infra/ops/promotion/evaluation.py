@@ -1,32 +1,36 @@
-"""The evaluation Jobs of the quality gate, as whole Kubernetes objects (pure): one Job per quantised variant.
+"""The evaluation Jobs of the quality gate, as whole Kubernetes objects (pure): one Job per place a reference is
+measured, then one per quantised variant.
 
-After a quantised variant's conversion Job succeeded, `promote` creates its evaluation Job. It runs as the
-serving stack's `model-converter` service account, on the variant's serving pool (the node selector,
-toleration, scheduler and resources of the model server that will serve it, manifests.py), in that server's
-image, or for a variant llm-compressor built, in the converter image, where lm-eval scores the tasks:
-  1. sidecar `credentials` (aws-cli) assumes the converter role with this Job's own session policy: read the
-                                    reference checkpoint, the variant's prefix and the evaluation data; write
-                                    models/<name>/<version>/<variant>/quality.json, that one object
-                                    (converter_access.evaluation_session_policy);
-  2. init `fetch`    (aws-cli)      copies the reference checkpoint, the variant artefact and the evaluation
-                                    data to /work/reference, /work/variant, /work/data;
-  3. init `evaluate` (server image) sees them read-only under /in, writes the project's evaluation program
+After every conversion Job succeeded, `promote` measures the bf16 reference once per evaluation place (a pool and
+an image: quantised variants built by llm-compressor are evaluated in the converter image, where lm-eval scores the
+tasks, neuron-int8 in the Neuron server's), keeps its figures with the version in the registry
+(models/<name>/<version>/reference/<place>/), then judges each variant against them. Both Jobs run as the serving
+stack's `model-converter` service account, on the variant's serving pool (the node selector, toleration, scheduler
+and resources of the model server that will serve it, manifests.py), in that place's image:
+  1. sidecar `credentials` (aws-cli) assumes the converter role with the Job's own session policy: read what it
+                                    fetches; write only its results (converter_access.evaluation_session_policy);
+  2. init `fetch`    (aws-cli)      the reference Job: the checkpoint and the evaluation data to /work/model and
+                                    /work/data; a variant's: its artefact, the data and the reference's figures
+                                    (/work/model, /work/data, /work/reference);
+  3. init `evaluate` (image)        sees them read-only under /in, writes the project's evaluation program
                                     (evaluate.py, shipped in the command as engine_check.py is) to /out and
-                                    runs it on the reference, then (the reference freed) the variant:
-                                    /out/quality.json; no AWS credentials at all. In the converter image
-                                    lm_tasks.py scores each model's lm-eval tasks first (one model at a
-                                    time, a process each), and evaluate.py records them beside its figures.
-                                    On inf2 it runs on the host CPU: a neuron-int8 variant is the reference's
-                                    architecture with NxD Inference's dequantised int8 weights. The step asks
-                                    for one model's memory (resources), and promote checks it fits a node
-                                    before anything runs;
-  4. `upload`        (aws-cli)      copies /out/quality.json where gate.py reads it.
+                                    runs it: on the reference (--save-reference: /out/figures.json), or on the
+                                    variant against the reference's figures (/out/quality.json); no AWS
+                                    credentials at all. In the converter image lm_tasks.py scores the model's
+                                    lm-eval tasks first (/out/tasks.json for the reference, which the variant's
+                                    Job reads back; its own beside), and evaluate.py records them. On inf2 it
+                                    runs on the host CPU: a neuron-int8 variant is the reference's architecture
+                                    with NxD Inference's dequantised int8 weights. The step asks for one model's
+                                    memory (resources), and promote checks it fits a node before anything runs;
+  4. `upload`        (aws-cli)      copies the results where the next Job (figures) or gate.py (quality.json)
+                                    reads them.
 Only then does `promote` judge the variant. An evaluation error fails the Job at once (podFailurePolicy); a
 node lost is retried without counting, as for the conversion Jobs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,7 +52,7 @@ from infra.serving.spec import ModelSpec
 
 Manifest = dict[str, Any]
 VERB = "evaluate"
-# Two models, a few hundred sequences and tasks: minutes on a GPU, loading them dominates; on inf2's host CPU
+# One model, a few hundred sequences and tasks: minutes on a GPU, loading it dominates; on inf2's host CPU
 # (neuron-int8) not measured, and a 7-8B model may need longer (docs/registry-and-promotion.md).
 DEADLINE_SECONDS = 2 * 3600
 # The evaluation program, written into the pod by the `evaluate` step (it runs in the server image: Python's
@@ -60,8 +64,11 @@ LM_TASKS = (Path(__file__).parent / "lm_tasks.py").read_text(encoding="utf-8")
 PROGRAM = "/out/evaluate.py"
 TASKS_PROGRAM = "/out/lm_tasks.py"
 RESULT = f"/out/{access.QUALITY_FILE}"
+FIGURES = "figures.json"  # the reference's measurement (evaluate.py --save-reference)
+TASKS = "tasks.json"  # the reference's lm-eval scores (lm_tasks.py), where the converter image scores tasks
+REFERENCE = "reference"  # models/<name>/<version>/reference/<place>/: the reference's results, kept with the version
 _GIB = 1 << 30
-WORK_MARGIN_GIB = 10  # beside the reference and the variant (each at most the checkpoint's size)
+WORK_MARGIN_GIB = 10  # beside the one model a Job fetches (the reference, or a variant no larger than it)
 # evaluate.py holds one model at a time (the reference is measured and freed before the variant is loaded), in
 # its checkpoint dtype, so no step of it needs more than the checkpoint's size of weights:
 # - host memory: transformers reads the weights into host memory before they go to the GPU, and on inf2 the model
@@ -104,7 +111,7 @@ def fit_problems(
 ) -> list[Problem]:
     """Whether the variant's evaluation Job fits a node of its pool, and its model one of the node's devices:
     promote refuses a variant whose gate could not run before any Job starts (also with --dry-run)."""
-    task = f"evaluate its {checkpoint_bytes / _GIB:.1f} GiB reference and itself, one model at a time"
+    task = f"evaluate its {checkpoint_bytes / _GIB:.1f} GiB reference, then itself, one model at a time"
     pool = server.accelerator
     need = resources(server, checkpoint_bytes)
     found = [sizing.fit_problem(variant, pool, instance_types, disk_gib, need, checkpoint_bytes, task)]
@@ -123,8 +130,8 @@ def quality_key(model: str, version: str, variant: str) -> str:
 
 
 def work_gib(checkpoint_bytes: int) -> int:
-    """The work volume: the reference checkpoint and the variant (no larger than it), and a margin."""
-    return math.ceil(2 * checkpoint_bytes / _GIB) + WORK_MARGIN_GIB
+    """The work volume: one model (the reference checkpoint, or the variant, no larger than it), and a margin."""
+    return math.ceil(checkpoint_bytes / _GIB) + WORK_MARGIN_GIB
 
 
 def labels(model: str, version: str, variant: str, accelerator: str) -> dict[str, str]:
@@ -138,101 +145,113 @@ def labels(model: str, version: str, variant: str, accelerator: str) -> dict[str
     }
 
 
-def session_policy(
-    *, bucket_arn: str, key_arn: str, checkpoint: str, model: str, version: str, variant: str, evaluation: str
-) -> str:
-    """The Job's session policy as sent to STS (compact JSON, checked against the size limit)."""
-    return access.packed(
-        access.evaluation_session_policy(bucket_arn, key_arn, checkpoint, model, version, variant, evaluation)
-    )
+def place(server: ModelSpec, image: str) -> str:
+    """Where a variant is evaluated, as one registry segment: its pool and a digest of the image (the figures of a
+    reference are those of one pool's devices and one image's libraries, so variants share them only there)."""
+    return f"{server.accelerator}-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
 
 
-def evaluate_script(python: str | None = None) -> str:
-    """The evaluate step: evaluate.py with the server image's python3; with `python` (the converter image's, which
-    has lm-eval), lm_tasks.py first scores the reference's and the variant's tasks, which evaluate.py records."""
+def reference_prefix(model: str, version: str, where: str) -> str:
+    return registry_layout.model_prefix(model, version, REFERENCE) + f"{slug(where, 63)}/"
+
+
+def reference_job_name(model: str, version: str, where: str) -> str:
+    return jobs.job_name(model, version, f"{REFERENCE}-{where}", verb=VERB)
+
+
+def evaluate_script(python: str | None, evaluate_args: str, scores: str | None) -> str:
+    """The evaluate step: evaluate.py (`evaluate_args`) with the server image's python3; with `python` (the converter
+    image's, which has lm-eval), lm_tasks.py first scores the model's tasks into `scores`, which evaluate.py reads."""
     # The unset is a second guard beside the pod annotation (Pod Identity injects nothing here).
     script = (
         "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
         f"cat > {PROGRAM} <<'PY'\n{EVALUATE}PY\n"
     )
-    args = f"--reference /in/reference --variant /in/variant --data /in/data --out {RESULT}"
     if python is None:
-        return script + f"python3 {PROGRAM} {args}\n"
+        return script + f"python3 {PROGRAM} {evaluate_args}\n"
     # lm-eval's datasets cache and the default task's YAML in the container's own disk, not the small /out.
-    script += f"cat > {TASKS_PROGRAM} <<'PY'\n{LM_TASKS}PY\nexport HF_HOME=/tmp/hf-home\n"
-    for model in ("reference", "variant"):
-        script += (
-            f"{python} {TASKS_PROGRAM} --model /in/{model} --data /in/data --out /out/tasks-{model}.json "
-            "--work /tmp/lm-eval-tasks\n"
-        )
-    return script + f"{python} {PROGRAM} {args} --task-scores /out/tasks-reference.json /out/tasks-variant.json\n"
+    return script + (
+        f"cat > {TASKS_PROGRAM} <<'PY'\n{LM_TASKS}PY\nexport HF_HOME=/tmp/hf-home\n"
+        f"{python} {TASKS_PROGRAM} --model /in/model --data /in/data --out {scores} --work /tmp/lm-eval-tasks\n"
+        f"{python} {PROGRAM} {evaluate_args}\n"
+    )
 
 
-def evaluation_job(
-    *,
-    bucket: str,
-    bucket_arn: str,
-    key_arn: str,
-    role_arn: str,
-    region: str,
-    ns: str,
-    checkpoint: str,
-    checkpoint_bytes: int,
-    evaluation: str,
-    model: str,
-    version: str,
-    variant: str,
-    run_id: str,
-    server: ModelSpec,
-    mirror: Mirror | None = None,
-    converter_image: str | None = None,
-) -> Manifest:
-    """`server`: the model entry that will serve this variant (its pool, resources and image); `evaluation`:
-    the registry prefix of the evaluation data (datasets/evals/<name>/); `converter_image`: where a variant
+def reference_job(**kwargs: Any) -> Manifest:
+    """The Job that measures the reference checkpoint where `variant` is evaluated (evaluation_job's arguments)
+    and keeps its figures, and its task scores, under reference_prefix."""
+    return _job(kwargs, measures_reference=True)
+
+
+def evaluation_job(**kwargs: Any) -> Manifest:
+    """The Job that judges `variant` against the figures its place's reference_job kept."""
+    return _job(kwargs, measures_reference=False)
+
+
+def _job(args: dict[str, Any], measures_reference: bool) -> Manifest:
+    """`server`: the model entry that will serve `variant` (its pool, resources and image); `evaluation`: the
+    registry prefix of the evaluation data (datasets/evals/<name>/); `converter_image`: where a variant
     llm-compressor built is evaluated, its tasks by lm-eval (installed there, not in the server image)."""
-    image = step_image(variant, server.image, converter_image, step="evaluated")
-    tasks_by_lm_eval = RECIPES[variant].converter  # lm-eval is in the converter image only
-    profile = PROFILES[server.accelerator]
-    devices = str(server.accelerators_per_replica)
+    bucket, model, version, variant = args["bucket"], args["model"], args["version"], args["variant"]
+    server: ModelSpec = args["server"]
+    mirror: Mirror | None = args.get("mirror")
+    checkpoint_bytes: int = args["checkpoint_bytes"]
+    image = step_image(variant, server.image, args.get("converter_image"), step="evaluated")
+    python = CONVERTER_PYTHON if RECIPES[variant].converter else None  # lm-eval is in the converter image only
+    where = place(server, image)
+    figures_at = reference_prefix(model, version, where)
     prefix = registry_layout.model_prefix(model, version, variant)
-    target = f"s3://{bucket}/{quality_key(model, version, variant)}"
-    session = access.evaluation_session_name(model, version, variant)
-    policy = session_policy(
-        bucket_arn=bucket_arn,
-        key_arn=key_arn,
-        checkpoint=checkpoint,
-        model=model,
-        version=version,
-        variant=variant,
-        evaluation=evaluation,
+    lm_eval = f" --task-scores /in/reference/{TASKS} /out/{TASKS}" if python else ""
+    if measures_reference:
+        name, session = reference_job_name(model, version, where), access.evaluation_session_name(model, version, where)
+        fetched = [(args["checkpoint"], "model"), (args["evaluation"], "data")]
+        writes = [figures_at + FIGURES] + ([figures_at + TASKS] if python else [])
+        evaluate_args = f"--reference /in/model --data /in/data --save-reference /out/{FIGURES}"
+        subject = {"mlinfra.io/reference": f"s3://{bucket}/{args['checkpoint']}"}
+    else:
+        name, session = job_name(model, version, variant), access.evaluation_session_name(model, version, variant)
+        fetched = [(prefix, "model"), (args["evaluation"], "data"), (figures_at, "reference")]
+        writes = [quality_key(model, version, variant)]
+        evaluate_args = (
+            f"--reference-figures /in/reference/{FIGURES} --variant /in/model --data /in/data --out {RESULT}{lm_eval}"
+        )
+        subject = {
+            "mlinfra.io/variant": f"s3://{bucket}/{prefix}",
+            "mlinfra.io/reference-figures": f"s3://{bucket}/{figures_at}",
+        }
+    policy = access.packed(
+        access.evaluation_session_policy(args["bucket_arn"], args["key_arn"], [p for p, _ in fetched], writes)
     )
     meta = {
-        "name": job_name(model, version, variant),
-        "namespace": ns,
-        "labels": labels(model, version, variant, server.accelerator),
+        "name": name,
+        "namespace": args["ns"],
+        "labels": labels(model, version, REFERENCE if measures_reference else variant, server.accelerator),
         "annotations": {
-            "mlinfra.io/run-id": run_id,
-            "mlinfra.io/reference": f"s3://{bucket}/{checkpoint}",
-            "mlinfra.io/variant": f"s3://{bucket}/{prefix}",
-            "mlinfra.io/evaluation-data": f"s3://{bucket}/{evaluation}",
-            "mlinfra.io/target": target,
+            "mlinfra.io/run-id": args["run_id"],
+            **subject,
+            "mlinfra.io/evaluation-data": f"s3://{bucket}/{args['evaluation']}",
+            "mlinfra.io/target": ",".join(f"s3://{bucket}/{key}" for key in writes),
             "mlinfra.io/role-session": session,
         },
     }
-    env = [{"name": "AWS_REGION", "value": region}]
+    env = [{"name": "AWS_REGION", "value": args["region"]}]
     work = [{"name": "work", "mountPath": "/work"}]
     copies = "\n".join(
-        f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{source}')} /work/{into}"
-        for source, into in ((checkpoint, "reference"), (prefix, "variant"), (evaluation, "data"))
+        f"aws s3 sync --only-show-errors {quote(f's3://{bucket}/{source}')} /work/{into}" for source, into in fetched
     )
-    disk = f"{work_gib(checkpoint_bytes)}Gi"
-    memory = f"{memory_gib(checkpoint_bytes)}Gi"
+    uploads = "\n".join(
+        f"aws s3 cp --only-show-errors /out/{key.rsplit('/', 1)[1]} {quote(f's3://{bucket}/{key}')}" for key in writes
+    )
+    profile = PROFILES[server.accelerator]
+    devices = str(server.accelerators_per_replica)
+    disk, memory = f"{work_gib(checkpoint_bytes)}Gi", f"{memory_gib(checkpoint_bytes)}Gi"
+    scores = f"/out/{TASKS}" if python else None
     evaluate = {
         "name": "evaluate",
         "image": pulled(mirror, image),
-        "command": ["/bin/sh", "-c", evaluate_script(CONVERTER_PYTHON if tasks_by_lm_eval else None)],
+        "command": ["/bin/sh", "-c", evaluate_script(python, evaluate_args, scores)],
         "env": env,
-        # What it judges, read-only; only its result is writable.
+        # What it judges, read-only; only its results are writable.
         "volumeMounts": [
             {"name": "work", "mountPath": "/in", "readOnly": True},
             {"name": "out", "mountPath": "/out"},
@@ -258,18 +277,12 @@ def evaluation_job(
         "tolerations": [taint(server.accelerator).toleration()],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [
-            jobs.credentials_container(mirror, env, access.credentials_script(role_arn, session, policy)),
+            jobs.credentials_container(mirror, env, access.credentials_script(args["role_arn"], session, policy)),
             jobs.s3_container("fetch", mirror, env, copies, work),
             evaluate,
         ],
         "containers": [
-            jobs.s3_container(
-                "upload",
-                mirror,
-                env,
-                f"aws s3 cp --only-show-errors {RESULT} {quote(target)}",
-                [{"name": "out", "mountPath": "/out", "readOnly": True}],
-            )
+            jobs.s3_container("upload", mirror, env, uploads, [{"name": "out", "mountPath": "/out", "readOnly": True}])
         ],
         "volumes": [
             {"name": "work", "emptyDir": {"sizeLimit": disk}},
@@ -280,7 +293,6 @@ def evaluation_job(
     }
     if profile.scheduler_name:
         pod["schedulerName"] = profile.scheduler_name
-    skip = jobs.sidecar_only_credentials(pod)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -299,7 +311,10 @@ def evaluation_job(
             "activeDeadlineSeconds": DEADLINE_SECONDS,
             "ttlSecondsAfterFinished": jobs.KEEP_FINISHED_SECONDS,
             "template": {
-                "metadata": {"labels": meta["labels"], "annotations": {**skip, **jobs.SAFE_TO_EVICT}},
+                "metadata": {
+                    "labels": meta["labels"],
+                    "annotations": {**jobs.sidecar_only_credentials(pod), **jobs.SAFE_TO_EVICT},
+                },
                 "spec": pod,
             },
         },

@@ -68,6 +68,7 @@ def print_plan(
                 servers[variant],
                 variant,
                 f"{built_in} (tasks by lm-eval)" if RECIPES[variant].converter else served,
+                evaluation.place(servers[variant], step_image(variant, servers[variant].image, converter)),
             )
     rt.say(
         f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "
@@ -104,17 +105,28 @@ def _evaluation_line(
     server: ModelSpec,
     variant: str,
     image: str,
+    place: str,
 ) -> None:
+    """The variant's two gate Jobs: its place's reference measurement (one Job, whichever variants share the
+    place) and its own evaluation against those figures."""
     prefix = job_objects.artefact_prefix(req.model, req.version, variant)
+    figures = evaluation.reference_prefix(req.model, req.version, place)
     resource = PROFILES[server.accelerator].resource
     need = evaluation.resources(server, checkpoint.size)
     device = evaluation.device_gib(server, checkpoint.size)
     where = "on the host CPU" if device is None else f"{device:.1f} GiB on one device"
+    sized = (
+        f"({resource}: {need.devices}, cpu {need.cpu:g}, memory {need.memory_gib:g}Gi, disk {need.disk_gib:g}Gi; "
+        f"one model, {where}), image {image}"
+    )
     rt.say(
-        f"    then job {ns}/{evaluation.job_name(req.model, req.version, variant)}: evaluates {variant} against the "
-        f"bf16 reference on {server.accelerator} ({resource}: {need.devices}, cpu {need.cpu:g}, memory "
-        f"{need.memory_gib:g}Gi, disk {need.disk_gib:g}Gi; one model at a time, {where}), image {image}; reads "
-        f"{checkpoint.prefix} + {prefix} + {req.evaluation}, writes "
+        f"    then job {ns}/{evaluation.reference_job_name(req.model, req.version, place)} (once for the variants "
+        f"evaluated at {place}): measures the bf16 reference on {server.accelerator} {sized}; reads "
+        f"{checkpoint.prefix} + {req.evaluation}, writes {figures}"
+    )
+    rt.say(
+        f"    then job {ns}/{evaluation.job_name(req.model, req.version, variant)}: evaluates {variant} against "
+        f"those figures, the same way; reads {prefix} + {req.evaluation} + {figures}, writes "
         f"{evaluation.quality_key(req.model, req.version, variant)}"
     )
     rt.say(f"    quality gate: {_budget(req.budget)}")

@@ -2,25 +2,25 @@
 
 Promote: check the run, the version and that every Job fits its pool (nothing is written before), claim
 the version (models/<name>/<version>/_PROMOTION, only if absent), create one conversion Job per variant,
-wait for all, then one evaluation Job per quantised variant (evaluation.py: it writes the quality.json the
-gate judges), write a manifest per artefact. A variant failing (or its pod unschedulable for too long)
-stops the others (their Jobs are deleted) and marks every variant prefix and the version _FAILED: alias
-and serving untouched. Ctrl-C does the same. Only when every variant succeeded, and the version still has
-no _FAILED, does the alias move (If-Match on the alias object), and then the serving stack's model entry
-following the alias gets the version (one config change) and `up` rolls its servers. Rollback moves the
-alias back, to a version that is servable only, and does the same with the version it restores.
+wait for all, then the quality gate's Jobs (gating.py: the reference measured once per place, then one Job
+per quantised variant, which writes the quality.json the gate judges), write a manifest per artefact. A
+variant failing (or its pod unschedulable for too long) stops the others (their Jobs are deleted) and marks
+every variant prefix and the version _FAILED: alias and serving untouched. Ctrl-C does the same. Only when
+every variant succeeded, and the version still has no _FAILED, does the alias move (If-Match on the alias
+object), and then the serving stack's model entry following the alias gets the version (one config change)
+and `up` rolls its servers. Rollback moves the alias back, to a version that is servable only, and does the
+same with the version it restores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.ports import StackOps, StackOpsError
 from infra.ops.progress import StatusLine
-from infra.ops.promotion import evaluation, gate, plan, registry, sizing
+from infra.ops.promotion import evaluation, gate, gating, plan, registry, sizing, waiting
 from infra.ops.promotion import jobs as job_objects
 from infra.ops.promotion.ports import Conflict, Jobs, JobState, ObjectStore
 from infra.ops.promotion.recipes import RECIPES
@@ -32,12 +32,8 @@ from infra.serving.aws.mirror import Mirror
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import VARIANTS
 
-POLL_SECONDS = 30
-WAIT_LIMIT_SECONDS = job_objects.DEADLINE_SECONDS + 600  # the Jobs' own deadline fails them before this
-UNSCHEDULABLE_LIMIT = timedelta(minutes=30)  # a pod nobody can place (nor scale up for) fails
 StoreFor = Callable[[str, str], ObjectStore]  # (bucket, region) -> store
 JobsFor = Callable[[str], Jobs]  # serving stack -> its cluster's Jobs
-FINISHED = ("succeeded", "failed")
 
 
 def promote(
@@ -73,14 +69,13 @@ def promote(
     ns = target.config.serving.namespace
     shared = _job_inputs(req, store.bucket, target, checkpoint)
     objects = _conversion_objects(req, shared, sizes, servers)
-    evaluations = _evaluation_objects(req, shared, checkpoint, servers)
+    evaluations = gating.evaluation_plan(req, shared, checkpoint.size, servers)
     plan.print_plan(rt, req, target, checkpoint, current.version if current else None, sizes, servers)
     if dry_run:
         rt.say("dry run: nothing was started or written")
         return 0
 
     names = {v: job_objects.job_name(req.model, req.version, v) for v in req.variants}
-    eval_names = {v: evaluation.job_name(req.model, req.version, v) for v in evaluations}
     claim = registry.claim_version(
         store,
         req.model,
@@ -100,7 +95,7 @@ def promote(
         "marker": marker,
     }
     states: dict[str, JobState] = {}  # variants whose Job this promotion created, and their last state
-    eval_states: dict[str, JobState] = {}  # the same for the evaluation Jobs
+    eval_states: dict[str, JobState] = {}  # the same for the evaluation Jobs (the references' and the variants')
     failures: dict[str, str] = {}
     cluster: Jobs | None = None
     try:
@@ -109,7 +104,7 @@ def promote(
             cluster.create(objects[variant])
             states[variant] = JobState("pending")
             rt.say(f"started job {ns}/{names[variant]} ({variant} on {servers[variant].accelerator})")
-        stuck = _wait(cluster, ns, names, states, rt)
+        stuck = waiting.wait_for(cluster, ns, names, states, rt)
         failed = sorted(v for v, s in states.items() if s.state == "failed")
         for variant in req.variants:
             state = states[variant]
@@ -118,8 +113,8 @@ def promote(
             elif state.state != "succeeded":
                 failures[variant] = f"stopped: variant {', '.join(failed)} failed"
         if failures:
-            _stop(cluster, ns, names, states, rt, stuck)
-        _evaluate(cluster, ns, evaluations, eval_names, eval_states, failures, rt)
+            waiting.stop(cluster, ns, names, states, rt, stuck)
+        gating.run(cluster, ns, evaluations, eval_states, failures, rt)
         for variant in req.variants:
             if variant in failures:
                 continue
@@ -143,7 +138,7 @@ def promote(
             block, out_of_budget = gate.judged(store, prefix, variant, req)
             if block is not None:
                 # the figures are kept, passed or not, with the Job and hardware that measured them
-                measured = {"job": eval_names[variant]} if variant in eval_names else {}
+                measured = evaluations.measured(variant)
                 manifest["quality"] = {**block, **measured, "accelerator": servers[variant].accelerator}
             if block is not None or out_of_budget is None:
                 rt.say(f"wrote {registry.write_manifest(store, prefix, manifest)}")
@@ -153,8 +148,8 @@ def promote(
         why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"error: {error}"
         rt.say(f"{why}: stopping the promotion")
         if cluster is not None:
-            _stop(cluster, ns, names, states, rt)
-            _stop(cluster, ns, eval_names, eval_states, rt)
+            waiting.stop(cluster, ns, names, states, rt)
+            waiting.stop(cluster, ns, evaluations.names, eval_states, rt)
         _mark_version_failed(store, req, rt, {v: failures.get(v, f"promotion stopped ({why})") for v in req.variants})
         raise
     if failures:
@@ -241,30 +236,6 @@ def _conversion_objects(
         }
     except ValueError as error:  # a session policy past the size STS allows: the calibration prefix is too long
         raise InputError(Problem("--calibration-data", f"{req.calibration}: {error}; use a shorter prefix")) from None
-
-
-def _evaluation_objects(
-    req: Promotion, shared: _JobInputs, checkpoint: registry.Checkpoint, servers: dict[str, ModelSpec]
-) -> dict[str, list[dict[str, Any]]]:
-    """Each quantised variant's evaluation Job (built, and its session policy checked, before anything starts)."""
-    if req.evaluation is None:  # the request requires it for a quantised variant: then none is asked for
-        return {}
-    try:
-        return {
-            variant: [
-                evaluation.evaluation_job(
-                    **shared,
-                    checkpoint_bytes=checkpoint.size,
-                    evaluation=req.evaluation,
-                    variant=variant,
-                    server=servers[variant],
-                )
-            ]
-            for variant in req.variants
-            if VARIANTS[variant].quantised
-        }
-    except ValueError as error:  # a session policy past the size STS allows: the evaluation prefix is too long
-        raise InputError(Problem("--eval-data", f"{req.evaluation}: {error}; use a shorter prefix")) from None
 
 
 def rollback(req: Rollback, stacks: StackOps, store_for: StoreFor, rt: Runtime) -> int:
@@ -360,118 +331,6 @@ def commit_hint(stack: str) -> str:
         f"{path} was rewritten: commit it (git commit {path}), or the next `pulumi up` from a checkout "
         "puts the previous version back"
     )
-
-
-def _evaluate(
-    cluster: Jobs,
-    ns: str,
-    evaluations: dict[str, list[dict[str, Any]]],
-    names: dict[str, str],
-    states: dict[str, JobState],
-    failures: dict[str, str],
-    rt: Runtime,
-) -> None:
-    """Once every conversion succeeded, run each quantised variant's evaluation Job (it writes the quality.json
-    the gate judges); a failed, stuck or late one fails its variant like a failed conversion. After a failed
-    conversion nothing is evaluated: the version fails anyway."""
-    if failures:
-        converted = ", ".join(sorted(failures))
-        for variant in evaluations:
-            failures.setdefault(variant, f"not evaluated: variant {converted} failed")
-        return
-    for variant, objects in evaluations.items():
-        cluster.create(objects)
-        states[variant] = JobState("pending")
-        rt.say(f"started job {ns}/{names[variant]} (evaluates {variant} against the bf16 reference)")
-    stuck = _wait(cluster, ns, names, states, rt, doing="evaluating")
-    failed = sorted(v for v, s in states.items() if s.state == "failed")
-    for variant, state in states.items():
-        if state.state == "failed":
-            failures[variant] = f"evaluation job {names[variant]} failed: {state.detail or 'no detail'}"
-        elif state.state != "succeeded":
-            failures[variant] = f"stopped: the evaluation of {', '.join(failed)} failed"
-    if failures:
-        _stop(cluster, ns, names, states, rt, stuck)
-
-
-def _wait(
-    cluster: Jobs,
-    ns: str,
-    names: dict[str, str],
-    states: dict[str, JobState],
-    rt: Runtime,
-    doing: str = "converting",
-) -> set[str]:
-    """Poll the Jobs into `states` until all finished, one failed (the rest are then stopped by the caller),
-    or the wait limit. A pod unschedulable for UNSCHEDULABLE_LIMIT fails its variant. Returns the variants
-    counted as failed here whose Jobs are still in the cluster (to be deleted with the unfinished ones)."""
-    display = StatusLine(rt)
-    started = rt.now()
-    unschedulable_since: dict[str, datetime] = {}
-    stuck: set[str] = set()
-    while True:
-        now = rt.now()
-        for variant, name in names.items():
-            if states[variant].state in FINISHED:
-                continue
-            state = cluster.state(ns, name)
-            if state.unschedulable:
-                since = unschedulable_since.setdefault(variant, now)
-                if now - since >= UNSCHEDULABLE_LIMIT:
-                    stuck.add(variant)
-                    state = JobState(
-                        "failed",
-                        f"its pod could not be scheduled for {span(now - since)}, and the "
-                        f"cluster autoscaler added no node for it: {state.unschedulable}",
-                    )
-            else:
-                unschedulable_since.pop(variant, None)
-            states[variant] = state
-        elapsed = rt.now() - started
-        display.show(
-            ",".join(s.state + ("!" if s.unschedulable else "") for s in states.values()),
-            f"{doing} | {span(elapsed)} | " + ", ".join(_shown(v, s) for v, s in states.items()),
-        )
-        if all(s.state in FINISHED for s in states.values()) or any(s.state == "failed" for s in states.values()):
-            display.end()
-            return stuck
-        if elapsed.total_seconds() >= WAIT_LIMIT_SECONDS:
-            display.end()
-            late = {v for v, s in states.items() if s.state not in FINISHED}
-            states.update({v: JobState("failed", f"not finished after {span(elapsed)}") for v in late})
-            return stuck | late
-        rt.sleep(POLL_SECONDS)
-
-
-def _shown(variant: str, state: JobState) -> str:
-    if state.unschedulable:
-        return f"{variant} unschedulable ({state.unschedulable[:160]})"
-    return f"{variant} {state.state}"
-
-
-def _stop(
-    cluster: Jobs,
-    ns: str,
-    names: dict[str, str],
-    states: dict[str, JobState],
-    rt: Runtime,
-    stuck: frozenset[str] | set[str] = frozenset(),
-) -> None:
-    """Delete the Jobs this promotion created that have not finished, and the `stuck` ones (finished Jobs
-    hold no node and keep their logs until their TTL). Deleting a Job deletes nothing in the registry."""
-    for variant, state in states.items():
-        if state.state in FINISHED and variant not in stuck:
-            continue
-        try:
-            cluster.delete(ns, names[variant])
-        except Exception as error:
-            rt.say(
-                f"could not delete job {ns}/{names[variant]}: {error}; delete it with `kubectl delete job "
-                f"{names[variant]} -n {ns}`"
-            )
-            continue
-        rt.say(f"deleted job {ns}/{names[variant]} ({variant} was {'stuck' if variant in stuck else state.state})")
-        states[variant] = JobState("failed", f"deleted ({state.state})")  # stopped: not deleted twice
 
 
 def _mark_version_failed(store: ObjectStore, req: Promotion, rt: Runtime, failures: dict[str, str]) -> None:

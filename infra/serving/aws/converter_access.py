@@ -153,18 +153,16 @@ def session_policy(
     )
 
 
-def evaluation_session_policy(
-    bucket_arn: str, key_arn: str, checkpoint: str, model: str, version: str, variant: str, evaluation: str
-) -> dict[str, Any]:
-    """The evaluation Job's session: read the reference checkpoint, the variant's artefact and the evaluation
-    data; write one object, the variant's quality.json (nothing else of its prefix: not the artefact it judges)."""
-    prefix = registry_layout.model_prefix(model, version, variant)
-    read = registry_layout.read_policy(bucket_arn, key_arn, [checkpoint, prefix, evaluation])
+def evaluation_session_policy(bucket_arn: str, key_arn: str, reads: list[str], writes: list[str]) -> dict[str, Any]:
+    """An evaluation Job's session: read `reads` (prefixes: the reference checkpoint or the variant's artefact,
+    the evaluation data, the reference's figures), write exactly the objects `writes` (the variant's quality.json;
+    the reference's figures): nothing else, not the artefact it judges."""
+    read = registry_layout.read_policy(bucket_arn, key_arn, reads)
     write = {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "RegistryWriteQuality", "Effect": "Allow", "Action": ["s3:PutObject"],
-             "Resource": f"{bucket_arn}/{prefix}{QUALITY_FILE}"},
+            {"Sid": "RegistryWriteResults", "Effect": "Allow", "Action": ["s3:PutObject"],
+             "Resource": [f"{bucket_arn}/{key}" for key in writes]},
             {"Sid": "RegistryKey", "Effect": "Allow", "Action": ["kms:GenerateDataKey"], "Resource": key_arn,
              "Condition": {"StringEquals": {"kms:EncryptionContext:aws:s3:arn": bucket_arn}}},
         ],

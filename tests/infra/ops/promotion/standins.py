@@ -166,7 +166,8 @@ class Cluster:
 
     def _evaluation(self, job: dict[str, Any], variant: str, seen: int) -> JobState:
         """An evaluation Job: it reads what its annotations name and uploads the quality.json scripted in
-        `quality` (none when absent) to its target, or fails or never ends as scripted in `evaluation`."""
+        `quality` (none when absent) to its target, or fails or never ends as scripted in `evaluation`; a reference
+        Job (component `reference`, scripted as "reference") uploads its figures."""
         outcome = self.evaluation.get(variant, "succeeded")
         if outcome == "unschedulable":
             return JobState("pending", unschedulable="0/3 nodes are available: 3 Insufficient nvidia.com/gpu")
@@ -175,9 +176,17 @@ class Cluster:
         if outcome == "failed":
             return JobState("failed", "PodFailurePolicy: Container evaluate for pod models/x exited with code 1")
         annotations = job["metadata"]["annotations"]
-        for source in ("mlinfra.io/reference", "mlinfra.io/variant", "mlinfra.io/evaluation-data"):
+        reads = (
+            ("mlinfra.io/reference",)
+            if variant == "reference"
+            else ("mlinfra.io/variant", "mlinfra.io/reference-figures")
+        )
+        for source in (*reads, "mlinfra.io/evaluation-data"):
             assert self.store.list(annotations[source].split("/", 3)[3]), f"{source}: nothing to read"
-        if variant in self.quality:
+        if variant == "reference":
+            for target in annotations["mlinfra.io/target"].split(","):
+                self.store.put(target.split("/", 3)[3], b'{"format": "mlinfra-reference-figures/1"}')
+        elif variant in self.quality:
             key = annotations["mlinfra.io/target"].split("/", 3)[3]
             self.store.put(key, json.dumps(self.quality[variant]).encode())
         return JobState("succeeded")

@@ -94,7 +94,7 @@ def test_the_job_runs_on_the_variants_serving_pool_as_its_server(variant):
     # The server's CPU and devices; memory for one model of the checkpoint's size (evaluate.py frees the reference
     # before it loads the variant) and the work volume as ephemeral storage, both from the checkpoint.
     requests = dict(evaluate["resources"]["requests"])
-    assert requests.pop("ephemeral-storage") == "40Gi"  # 2 x 15 GiB checkpoint + 10
+    assert requests.pop("ephemeral-storage") == "25Gi"  # one model: the 15 GiB checkpoint (or a variant) + 10
     served_requests = dict(server_container["resources"]["requests"])
     served_requests.pop("ephemeral-storage", None)  # a Neuron server's artefact copy; the Job has its work volume
     assert requests == {**served_requests, "memory": "23Gi"}  # 15 GiB + 8
@@ -104,7 +104,7 @@ def test_the_job_runs_on_the_variants_serving_pool_as_its_server(variant):
 
 def test_the_cuda_int4_job_asks_for_the_servers_cpu_and_gpu_and_memory_for_one_model():
     requests = steps()["evaluate"]["resources"]["requests"]
-    assert requests == {"cpu": "6", "memory": "23Gi", "ephemeral-storage": "40Gi", "nvidia.com/gpu": "1"}
+    assert requests == {"cpu": "6", "memory": "23Gi", "ephemeral-storage": "25Gi", "nvidia.com/gpu": "1"}
     pod = job()["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -121,7 +121,7 @@ def test_the_step_holds_one_model_whatever_the_servers_memory(gib, memory):
     assert evaluation.device_gib(SERVERS["cuda-int4"], 15 << 30) == 17.0  # the model on one GPU, + 2 GiB
     assert evaluation.device_gib(SERVERS["neuron-int8"], 15 << 30) is None  # the host CPU evaluates
     requests = steps("neuron-int8")["evaluate"]["resources"]["requests"]
-    assert requests == {"cpu": "2", "memory": "23Gi", "ephemeral-storage": "40Gi", "aws.amazon.com/neuron": "1"}
+    assert requests == {"cpu": "2", "memory": "23Gi", "ephemeral-storage": "25Gi", "aws.amazon.com/neuron": "1"}
 
 
 def test_every_step_that_runs_an_engine_gets_the_servers_dev_shm():
@@ -130,7 +130,17 @@ def test_every_step_that_runs_an_engine_gets_the_servers_dev_shm():
     assert {"name": "shm", "mountPath": "/dev/shm"} in steps()["evaluate"]["volumeMounts"]
 
 
-def test_it_fetches_reference_variant_and_data_and_uploads_one_object():
+def reference_job(variant: str = "cuda-int4", **changes) -> dict:
+    args = {**ARGS, "variant": variant, "server": SERVERS[variant], "converter_image": CONVERTER}
+    return evaluation.reference_job(**{**args, **changes})
+
+
+def figures_prefix(variant: str = "cuda-int4") -> str:
+    image = CONVERTER if variant == "cuda-int4" else SERVERS[variant].image
+    return evaluation.reference_prefix("mistral-7b", "2026-03-01", evaluation.place(SERVERS[variant], image))
+
+
+def test_it_fetches_the_variant_data_and_reference_figures_and_uploads_one_object():
     s = steps()
     assert [c["name"] for c in job()["spec"]["template"]["spec"]["initContainers"]] == [
         "credentials",
@@ -138,9 +148,9 @@ def test_it_fetches_reference_variant_and_data_and_uploads_one_object():
         "evaluate",
     ]
     assert s["fetch"]["command"][-1].splitlines()[-3:] == [
-        f"aws s3 sync --only-show-errors s3://{BUCKET}/{CHECKPOINT} /work/reference",
-        f"aws s3 sync --only-show-errors s3://{BUCKET}/models/mistral-7b/2026-03-01/cuda-int4/ /work/variant",
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/models/mistral-7b/2026-03-01/cuda-int4/ /work/model",
         f"aws s3 sync --only-show-errors s3://{BUCKET}/{EVALS} /work/data",
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/{figures_prefix()} /work/reference",
     ]
     assert s["upload"]["command"][-1].splitlines()[-1] == (
         f"aws s3 cp --only-show-errors /out/quality.json s3://{BUCKET}/models/mistral-7b/2026-03-01/cuda-int4/"
@@ -153,6 +163,29 @@ def test_it_fetches_reference_variant_and_data_and_uploads_one_object():
     assert access.QUALITY_FILE == quality.QUALITY_FILE
 
 
+@pytest.mark.parametrize("variant", SERVERS)
+def test_the_reference_is_measured_once_per_place_and_kept_with_the_version(variant):
+    pod = reference_job(variant)["spec"]["template"]["spec"]
+    fetch, upload = pod["initContainers"][1], pod["containers"][0]
+    assert fetch["command"][-1].splitlines()[-2:] == [
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/{CHECKPOINT} /work/model",
+        f"aws s3 sync --only-show-errors s3://{BUCKET}/{EVALS} /work/data",
+    ]
+    kept = ["figures.json"] + (["tasks.json"] if variant == "cuda-int4" else [])  # lm-eval's scores where it runs
+    assert upload["command"][-1].splitlines()[-len(kept) :] == [
+        f"aws s3 cp --only-show-errors /out/{name} s3://{BUCKET}/{figures_prefix(variant)}{name}" for name in kept
+    ]
+    assert figures_prefix(variant).startswith("models/mistral-7b/2026-03-01/reference/")
+    assert (
+        pod["initContainers"][2]["command"][-1]
+        .splitlines()[-1]
+        .endswith("/out/evaluate.py --reference /in/model --data /in/data --save-reference /out/figures.json")
+    )
+    # the place: the pool and the image, so variants evaluated elsewhere get a reference measured there
+    assert evaluation.place(SERVERS[variant], "a:1") != evaluation.place(SERVERS[variant], "a:2")
+    validate(reference_job(variant))
+
+
 def test_what_it_judges_is_mounted_read_only():
     s = steps()
     assert s["evaluate"]["volumeMounts"] == [
@@ -163,20 +196,17 @@ def test_what_it_judges_is_mounted_read_only():
     assert {"name": "out", "mountPath": "/out", "readOnly": True} in s["upload"]["volumeMounts"]
     assert "work" not in {m["name"] for m in s["upload"]["volumeMounts"]}
     assert steps("neuron-int8")["evaluate"]["command"][-1].splitlines()[-1] == (
-        "python3 /out/evaluate.py --reference /in/reference --variant /in/variant --data /in/data "
+        "python3 /out/evaluate.py --reference-figures /in/reference/figures.json --variant /in/model --data /in/data "
         "--out /out/quality.json"
     )
-    # In the converter image: lm_tasks.py scores each model's tasks (its scratch in /tmp, not the small /out), then
-    # evaluate.py records them
-    assert s["evaluate"]["command"][-1].splitlines()[-4:] == [
+    # In the converter image: lm_tasks.py scores the variant's tasks (its scratch in /tmp, not the small /out), then
+    # evaluate.py records them beside the reference's, which its reference Job kept
+    assert s["evaluate"]["command"][-1].splitlines()[-3:] == [
         "export HF_HOME=/tmp/hf-home",
-        *(
-            f"/opt/converter/bin/python3 /out/lm_tasks.py --model /in/{m} --data /in/data --out /out/tasks-{m}.json "
-            "--work /tmp/lm-eval-tasks"
-            for m in ("reference", "variant")
-        ),
-        "/opt/converter/bin/python3 /out/evaluate.py --reference /in/reference --variant /in/variant --data "
-        "/in/data --out /out/quality.json --task-scores /out/tasks-reference.json /out/tasks-variant.json",
+        "/opt/converter/bin/python3 /out/lm_tasks.py --model /in/model --data /in/data --out /out/tasks.json "
+        "--work /tmp/lm-eval-tasks",
+        "/opt/converter/bin/python3 /out/evaluate.py --reference-figures /in/reference/figures.json --variant "
+        "/in/model --data /in/data --out /out/quality.json --task-scores /in/reference/tasks.json /out/tasks.json",
     ]
 
 
@@ -211,21 +241,27 @@ def test_the_session_reads_three_prefixes_and_writes_the_one_quality_object():
     assert options["--role-session-name"] == "evaluate-mistral-7b-2026-03-01-cuda-int4"
     policy = statements(json.loads(options["--policy"]))
     variant = "models/mistral-7b/2026-03-01/cuda-int4/"
-    assert set(policy) == {"RegistryList", "RegistryRead", "RegistryWriteQuality", "RegistryKey"}
-    assert policy["RegistryRead"]["Resource"] == [f"{BUCKET_ARN}/{p}*" for p in (CHECKPOINT, variant, EVALS)]
+    reads = (variant, EVALS, figures_prefix())  # not the checkpoint: the reference's figures stand for it
+    assert set(policy) == {"RegistryList", "RegistryRead", "RegistryWriteResults", "RegistryKey"}
+    assert policy["RegistryRead"]["Resource"] == [f"{BUCKET_ARN}/{p}*" for p in reads]
     assert policy["RegistryRead"]["Action"] == registry_layout.READ_ACTIONS
-    assert policy["RegistryList"]["Condition"] == {
-        "StringLike": {"s3:prefix": [f"{p}*" for p in (CHECKPOINT, variant, EVALS)]}
-    }
-    assert policy["RegistryWriteQuality"] == {
-        "Sid": "RegistryWriteQuality",
+    assert policy["RegistryList"]["Condition"] == {"StringLike": {"s3:prefix": [f"{p}*" for p in reads]}}
+    assert policy["RegistryWriteResults"] == {
+        "Sid": "RegistryWriteResults",
         "Effect": "Allow",
         "Action": ["s3:PutObject"],
-        "Resource": f"{BUCKET_ARN}/{variant}quality.json",
+        "Resource": [f"{BUCKET_ARN}/{variant}quality.json"],
     }
     assert policy["RegistryKey"]["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
     actions = [a for s in policy.values() for a in s["Action"]]
     assert not [a for a in actions if "Delete" in a or "*" in a]
+    # the reference Job reads the checkpoint and the data, and writes its figures only
+    argv = credential_process_argv(reference_job())
+    policy = statements(json.loads(dict(zip(argv[7::2], argv[8::2], strict=True))["--policy"]))
+    assert policy["RegistryRead"]["Resource"] == [f"{BUCKET_ARN}/{p}*" for p in (CHECKPOINT, EVALS)]
+    assert policy["RegistryWriteResults"]["Resource"] == [
+        f"{BUCKET_ARN}/{figures_prefix()}{name}" for name in ("figures.json", "tasks.json")
+    ]
 
 
 def test_only_the_credentials_sidecar_gets_the_pods_own_credentials():
@@ -270,16 +306,18 @@ def test_names_are_distinct_from_the_conversion_jobs():
 
 
 def test_the_longest_allowed_names_fit_the_session_policy_limit():
-    text = evaluation.session_policy(
-        bucket_arn=LONGEST["bucket_arn"],
-        key_arn=LONGEST["key_arn"],
-        checkpoint=f"checkpoints/{LONGEST['run_id']}/step-1000000/",
-        model=LONGEST["model"],
-        version=LONGEST["version"],
-        variant="neuron-int8",
-        evaluation="datasets/evals/" + "e" * 64 + "/",
-    )
-    assert len(text) <= access.SESSION_POLICY_LIMIT, len(text)
+    longest = {
+        **ARGS,
+        "bucket_arn": LONGEST["bucket_arn"],
+        "key_arn": LONGEST["key_arn"],
+        "checkpoint": f"checkpoints/{LONGEST['run_id']}/step-1000000/",
+        "model": LONGEST["model"],
+        "version": LONGEST["version"],
+        "evaluation": "datasets/evals/" + "e" * 64 + "/",
+    }
+    for build in (evaluation.evaluation_job, evaluation.reference_job):  # each packs its policy, or raises
+        for variant in SERVERS:
+            build(**longest, server=SERVERS[variant], variant=variant, converter_image=CONVERTER)
 
 
 def test_the_shipped_program_runs_on_its_own(tmp_path):

@@ -119,24 +119,34 @@ def test_the_comparison_takes_each_tasks_first_metric_in_its_direction(tmp_path)
 
 
 def test_the_jobs_evaluate_step_runs_as_written(root, tmp_path):
-    """The evaluation Job's `evaluate` script for a variant llm-compressor built, run by sh in the converter
-    environment with /in, /out and /tmp moved under tmp_path: quality.json holds both halves, and it passes."""
-    from infra.ops.promotion import evaluation
+    """The reference Job's and then the variant Job's `evaluate` scripts for a variant llm-compressor built, run by sh
+    in the converter environment with /in, /out and /tmp moved under tmp_path, the reference's results fetched into
+    the variant's /in/reference as its Job fetches them: quality.json holds both halves, and it passes."""
     from infra.ops.promotion.recipes import CONVERTER_PYTHON
+    from tests.infra.ops.promotion.test_evaluation_job import job, reference_job
 
-    seen, out = tmp_path / "in", tmp_path / "out"
-    out.mkdir()
-    for source, into in ((checkpoint(root), "reference"), (compressed(root, "int4")[0], "variant")):
-        shutil.copytree(source, seen / into)
-    shutil.copytree(eval_data(root), seen / "data")
-    script = evaluation.evaluate_script(CONVERTER_PYTHON).replace(CONVERTER_PYTHON, str(CONVERTER))
-    for scratch in ("/tmp/hf-home", "/tmp/lm-eval-tasks"):
-        script = script.replace(scratch, f"{tmp_path}{scratch}")
-    script = script.replace("/in/", f"{seen}/").replace("/out/", f"{out}/")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **ONE_THREAD}
-    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads((out / "quality.json").read_text(encoding="utf-8"))
+    results = {}
+    for name, built, model in (("reference", reference_job(), checkpoint(root)), ("variant", job(), None)):
+        seen, out = tmp_path / name / "in", tmp_path / name / "out"
+        out.mkdir(parents=True)
+        shutil.copytree(model or compressed(root, "int4")[0], seen / "model")
+        shutil.copytree(eval_data(root), seen / "data")
+        if name == "variant":
+            shutil.copytree(results["reference"], seen / "reference")
+        evaluate = next(c for c in built["spec"]["template"]["spec"]["initContainers"] if c["name"] == "evaluate")
+        script = evaluate["command"][-1].replace(CONVERTER_PYTHON, str(CONVERTER))
+        for scratch in ("/tmp/hf-home", "/tmp/lm-eval-tasks"):
+            script = script.replace(scratch, f"{tmp_path}{scratch}")
+        script = script.replace("/in/", f"{seen}/").replace("/out/", f"{out}/")
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        results[name] = out
+    assert sorted(p.name for p in results["reference"].iterdir() if p.suffix == ".json") == [
+        "figures.json",
+        "tasks.json",
+    ]
+    figures = json.loads((results["variant"] / "quality.json").read_text(encoding="utf-8"))
     assert set(figures) == {"perplexity", "exactMatch", "lmEval"}
     assert figures["lmEval"]["mlinfra_exact_match"]["documents"] == 24
     assert quality.judge(figures, quality.Budget()).passed

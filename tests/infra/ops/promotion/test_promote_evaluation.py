@@ -37,11 +37,18 @@ def test_the_evaluation_job_starts_after_the_conversions_and_the_gate_judges_wha
     store = MemoryStore()
     code, cluster, _, rt = run(store)
     assert code == 0 and store.json(ALIAS)["version"] == "v2"
-    assert created(cluster) == [
-        "convert-mistral-7b-v2-cuda",
-        "convert-mistral-7b-v2-cuda-int4",
-        "evaluate-mistral-7b-v2-cuda-int4",  # one Job, for the quantised variant only
-    ]
+    *converted, reference, evaluated = created(cluster)
+    assert converted == ["convert-mistral-7b-v2-cuda", "convert-mistral-7b-v2-cuda-int4"]
+    # the reference measured once where cuda-int4 is evaluated, then the quantised variant only
+    assert (
+        reference.startswith("evaluate-mistral-7b-v2-reference-g5-") and evaluated == "evaluate-mistral-7b-v2-cuda-int4"
+    )
+    figures_at = cluster.applied[-2]["metadata"]["annotations"]["mlinfra.io/target"].split(",")[0].split("/", 3)[3]
+    assert figures_at.startswith("models/mistral-7b/v2/reference/g5-") and figures_at.endswith("/figures.json")
+    # the variant's Job reads the figures its reference Job kept (the stand-in asserts they are there)
+    assert cluster.applied[-1]["metadata"]["annotations"]["mlinfra.io/reference-figures"] == (
+        f"s3://{BUCKET}/{figures_at.removesuffix('figures.json')}"
+    )
     # created once both conversions had succeeded
     first_eval = next(i for i, c in enumerate(cluster.calls) if c[0] == "create" and "evaluate" in c[1][0][1])
     conversion_states = [c for c in cluster.calls[:first_eval] if c[0] == "state"]
@@ -51,13 +58,14 @@ def test_the_evaluation_job_starts_after_the_conversions_and_the_gate_judges_wha
     block = store.json(INT4 + "manifest.json")["quality"]
     assert block["figures"] == PASSING and block["passed"] is True
     assert block["job"] == "evaluate-mistral-7b-v2-cuda-int4" and block["accelerator"] == "g5"
+    assert block["referenceJob"] == reference
     job = cluster.applied[-1]
     assert job["metadata"]["labels"]["app.kubernetes.io/name"] == "model-evaluation"
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"mlinfra.io/accelerator": "g5"}
     assert job["metadata"]["annotations"]["mlinfra.io/evaluation-data"] == f"s3://{BUCKET}/{EVALS}"
-    assert "started job models/evaluate-mistral-7b-v2-cuda-int4 (evaluates cuda-int4 against the bf16 reference)" in (
-        printed(rt)
-    )
+    assert (
+        "started job models/evaluate-mistral-7b-v2-cuda-int4 (evaluates cuda-int4 against the bf16 reference's figures)"
+    ) in printed(rt)
 
 
 def test_a_failed_evaluation_marks_the_version_and_the_alias_stays():
@@ -90,11 +98,15 @@ def test_ctrl_c_while_evaluating_deletes_the_evaluation_job_and_marks_the_versio
     store = MemoryStore()
     cluster, _, stacks, rt = world_with(store)
     cluster.quality["cuda-int4"] = PASSING
-    cluster.interrupt_after = 5  # 4 state checks convert both variants; the second of the evaluation is Ctrl-C
+    # 4 state checks convert both variants, 2 measure the reference; the variant's second is Ctrl-C
+    cluster.interrupt_after = 7
     with pytest.raises(KeyboardInterrupt):
         promote(request(), stacks, lambda bucket, region: store, lambda stack: cluster, rt)
     assert ("delete", "models", "evaluate-mistral-7b-v2-cuda-int4") in cluster.calls
-    assert not [c for c in cluster.calls if c[0] == "delete" and c[2].startswith("convert-")]  # finished: kept
+    # finished: kept
+    assert not [
+        c for c in cluster.calls if c[0] == "delete" and c[2].startswith(("convert-", "evaluate-mistral-7b-v2-ref"))
+    ]
     assert store.json(INT4 + "_FAILED")["reason"] == "promotion stopped (interrupted)"
     assert store.get(ALIAS) is None and store.get(INT4 + "manifest.json") is None
 
@@ -122,11 +134,18 @@ def test_dry_run_prints_the_evaluation_jobs():
     code, cluster, _, rt = run(store, dry_run=True)
     assert code == 0 and cluster.calls == [] and not [k for k in store.writes if k.startswith("models/")]
     text = printed(rt)
+    [reference] = [line for line in text if "then job models/evaluate-mistral-7b-v2-reference-g5-" in line]
+    place = reference.split("(once for the variants evaluated at ")[1].split(")")[0]
+    figures_at = f"models/mistral-7b/v2/reference/{place}/"
+    assert reference == (
+        f"    then job models/evaluate-mistral-7b-v2-reference-{place} (once for the variants evaluated at {place}): "
+        "measures the bf16 reference on g5 (nvidia.com/gpu: 1, cpu 2, memory 9Gi, disk 11Gi; one model, 2.0 GiB on one "
+        "device), image 123456789012.dkr.ecr.us-east-1.amazonaws.com/mlinfra-converter:0.33.0-llmc0.14.0.1 (tasks by "
+        f"lm-eval); reads checkpoints/llama-ft-007/step-1000/ + {EVALS}, writes {figures_at}"
+    )
     assert (
-        "    then job models/evaluate-mistral-7b-v2-cuda-int4: evaluates cuda-int4 against the bf16 reference on g5 "
-        "(nvidia.com/gpu: 1, cpu 2, memory 9Gi, disk 11Gi; one model at a time, 2.0 GiB on one device), image "
-        "123456789012.dkr.ecr.us-east-1.amazonaws.com/mlinfra-converter:0.33.0-llmc0.14.0.1 (tasks by lm-eval); reads "
-        f"checkpoints/llama-ft-007/step-1000/ + {INT4} + {EVALS}, writes {INT4}quality.json"
+        "    then job models/evaluate-mistral-7b-v2-cuda-int4: evaluates cuda-int4 against those figures, the same "
+        f"way; reads {INT4} + {EVALS} + {figures_at}, writes {INT4}quality.json"
     ) in text
     assert (
         "    quality gate: held-out perplexity at most 5.0% above the reference's, exact match at most 5.0 points "

@@ -4,6 +4,8 @@ within budget, a failed gate marking the version), with the in-memory registry a
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from infra.core.errors import InputError
@@ -98,10 +100,11 @@ def test_neuron_int8_is_planned_on_inf2_with_its_evaluation_on_the_host_cpu():
             text
         )
     assert (
-        "job models/evaluate-mistral-7b-v2-neuron-int8: evaluates neuron-int8 against the bf16 reference on inf2 "
-        "(aws.amazon.com/neuron: 1, cpu 2, memory 9Gi, disk 11Gi; one model at a time, on the host CPU), image "
-        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04; reads "
+        "measures the bf16 reference on inf2 (aws.amazon.com/neuron: 1, cpu 2, memory 9Gi, disk 11Gi; one model, on "
+        "the host CPU), image public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-"
+        "ubuntu22.04; reads "
     ) in text
+    assert "job models/evaluate-mistral-7b-v2-neuron-int8: evaluates neuron-int8 against those figures" in text
     assert "evaluate-mistral-7b-v2-neuron:" not in text  # a bf16 variant has no evaluation
 
 
@@ -119,9 +122,10 @@ def test_the_quantised_variants_the_stack_can_run_are_planned_and_the_rest_refus
     assert code == 0 and not [k for k in store.writes if k.startswith("models/")]
     for variant in ("cuda-int4", "cuda-int8"):
         assert f"job models/convert-mistral-7b-v2-{variant}: {variant} on g5 (nvidia.com/gpu: 1, cpu 2, memory " in text
-        assert f"job models/evaluate-mistral-7b-v2-{variant}: evaluates {variant} against the bf16 reference on g5" in (
-            text
-        )
+        assert f"job models/evaluate-mistral-7b-v2-{variant}: evaluates {variant} against those figures" in text
+    # both are evaluated in the converter image on g5: one reference Job measures the reference for both
+    assert text.count("measures the bf16 reference on g5") == 2  # printed with each variant, the same Job
+    assert len(set(re.findall(r"job models/(evaluate-mistral-7b-v2-reference-[\w-]+)", text))) == 1
 
 
 def test_quantised_variants_need_registry_data_named_in_the_request():
@@ -299,7 +303,8 @@ def test_a_variant_is_built_on_a_declared_pool_that_runs_it_when_its_recipes_poo
     text = "\n".join(printed(rt))
     assert code == 0
     assert "job models/convert-mistral-7b-v2-cuda-fp8: cuda-fp8 on g6e (nvidia.com/gpu: 1, cpu 2, memory " in text
-    assert "job models/evaluate-mistral-7b-v2-cuda-fp8: evaluates cuda-fp8 against the bf16 reference on g6e" in text
+    assert "job models/evaluate-mistral-7b-v2-cuda-fp8: evaluates cuda-fp8 against those figures" in text
+    assert "measures the bf16 reference on g6e" in text
     cluster.quality["cuda-fp8"] = figures(ppl_variant=8.2, em_variant=0.875)
     code = promote(request(("cuda", "cuda-fp8")), stacks, lambda b, r: store, lambda s: cluster, rt)
     job = next(o for o in cluster.applied if o["metadata"]["name"] == "convert-mistral-7b-v2-cuda-fp8")

@@ -41,17 +41,17 @@ def test_an_8b_checkpoint_plans_every_job_with_memory_that_holds_it(variant):
     assert disk >= 2 * checkpoint_gib  # the checkpoint and the artefact on the work volume
     assert memory >= (1 if variant.startswith("neuron") else 0.25) * checkpoint_gib  # what its loader reads through
     evaluations = re.findall(
-        rf"then job models/evaluate-mistral-7b-v2-{variant}: .*? memory (\d+)Gi, disk (\d+)Gi; one model at a time, "
-        r"(on the host CPU|[\d.]+ GiB on one device)\)",
+        rf"then job models/evaluate-mistral-7b-v2-reference-.*? memory (\d+)Gi, disk (\d+)Gi; one model, "
+        rf"(on the host CPU|[\d.]+ GiB on one device)\).*\n.*then job models/evaluate-mistral-7b-v2-{variant}: ",
         text,
     )
     if variant in ("cuda", "neuron"):
         assert evaluations == []  # a bf16 variant has no quality gate
         return
-    # One model in memory at a time: 14.96 GiB + 8, never the server's 10 GiB default; the work volume holds the
-    # reference and the variant; on a GPU the model (+ 2 GiB) on one 22 GiB A10G or L4.
+    # One model in memory: 14.96 GiB + 8, never the server's 10 GiB default; the work volume holds that one model
+    # (the reference, or the variant against its figures); on a GPU the model (+ 2 GiB) on one 22 GiB A10G or L4.
     where = "on the host CPU" if variant == "neuron-int8" else "17.0 GiB on one device"
-    assert evaluations == [("23", "40", where)]
+    assert evaluations == [("23", "25", where)]
 
 
 def test_a_70b_evaluation_no_device_of_the_pool_holds_is_refused_before_anything_starts():
@@ -59,12 +59,12 @@ def test_a_70b_evaluation_no_device_of_the_pool_holds_is_refused_before_anything
         dry_run(("cuda", "cuda-int4"), SEVENTY_B)
     lines = [str(problem) for problem in refused.value.problems]
     assert lines[2:4] == [
-        "mlinfra:serving.nodePools.g5: variant cuda-int4 needs 1 accelerator, 2 CPU, 139 GiB memory and 271 GiB disk "
-        "to evaluate its 130.4 GiB reference and itself, one model at a time; no instance type of node pool g5 "
+        "mlinfra:serving.nodePools.g5: variant cuda-int4 needs 1 accelerator, 2 CPU, 139 GiB memory and 141 GiB disk "
+        "to evaluate its 130.4 GiB reference, then itself, one model at a time; no instance type of node pool g5 "
         "(g5.xlarge, g5.2xlarge; diskGib 200, 140 GiB usable) holds it: g5.12xlarge would (add it to "
-        "instanceTypes); diskGib 346 would hold the work volume",
+        "instanceTypes); diskGib 202 would hold the work volume",
         "mlinfra:serving.nodePools.g5: variant cuda-int4 needs 132.4 GiB on one device to evaluate its 130.4 GiB "
-        "reference and itself, one model at a time; the largest device of node pool g5 (g5.xlarge, g5.2xlarge): "
+        "reference, then itself, one model at a time; the largest device of node pool g5 (g5.xlarge, g5.2xlarge): "
         "A10G, 22.4 GiB; a pool of p5e.48xlarge (H200, 141.0 GiB per device) would hold it",
     ]
     assert lines[0].startswith("mlinfra:serving.nodePools.g5: variant cuda needs 1 accelerator")  # the conversions

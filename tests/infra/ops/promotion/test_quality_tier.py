@@ -174,3 +174,54 @@ def test_the_program_holds_one_model_at_a_time(tmp_path):
     assert evaluate.main(argv, load=load) == 0
     assert set(loaded) == {"ref", "var"}
     assert json.loads((tmp_path / "q.json").read_text(encoding="utf-8"))["perplexity"]["increase"] == 0
+
+
+def test_a_reference_measured_once_gives_each_variant_the_same_figures(tmp_path, capsys):
+    """--save-reference measures the reference alone; a variant judged against those figures gets exactly the
+    figures of the run that measured both (the measurement is kept whole, not rounded)."""
+    reference, text = tiny_lm.trained()
+    _, _, calibration = evaluation()
+    variant_model = copy.deepcopy(reference)
+    quantize.quantise_model(variant_model, "int8", calibration)
+    models = {"ref": reference, "var": variant_model}
+
+    def load(path: str):
+        return models[path], text.encode
+
+    data = text.write_evaluation(tmp_path / "data")
+    figures = tmp_path / "reference.json"
+    assert evaluate.main(["--reference", "ref", "--data", str(data), "--save-reference", str(figures)], load=load) == 0
+    assert not (tmp_path / "quality.json").exists()
+    both, alone = tmp_path / "both.json", tmp_path / "alone.json"
+    assert evaluate.main(["--reference", "ref", "--variant", "var", "--data", str(data), "--out", str(both)], load) == 0
+    seen = []
+    argv = ["--reference-figures", str(figures), "--variant", "var", "--data", str(data), "--out", str(alone)]
+    assert evaluate.main(argv, load=lambda path: seen.append(path) or load(path)) == 0
+    assert seen == ["var"]  # the reference is not loaded again
+    assert json.loads(alone.read_text(encoding="utf-8")) == json.loads(both.read_text(encoding="utf-8"))
+    capsys.readouterr()
+
+    # Figures of other evaluation data, or a variant whose tokenizer encodes it otherwise, are refused.
+    with (data / "tasks.jsonl").open("a", encoding="utf-8") as tasks:
+        tasks.write('{"prompt": "\\ncode of amber is ", "answer": "840."}\n')
+    assert evaluate.main(argv, load=load) == 2
+    assert capsys.readouterr().err == f"error: {figures}: the reference was measured on other evaluation data\n"
+    evaluate.main(["--reference", "ref", "--data", str(data), "--save-reference", str(figures)], load=load)
+    argv = ["--reference-figures", str(figures), "--variant", "var", "--data", str(data), "--out", str(alone)]
+    assert evaluate.main(argv, load=lambda path: (models[path], lambda s: text.encode(s)[::-1])) == 2
+    assert "the variant's tokenizer encodes the evaluation otherwise" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--reference", "r", "--data", "d"], "--variant is required unless --save-reference"),
+        (["--reference-figures", "f", "--save-reference", "s", "--data", "d"], "--save-reference needs --reference"),
+        (["--reference", "r", "--variant", "v", "--data", "d"], "--variant and --out go together"),
+        (["--reference", "r", "--reference-figures", "f", "--data", "d"], "not allowed with argument"),
+    ],
+)
+def test_the_programs_modes_are_refused_when_mixed(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
