@@ -2,9 +2,11 @@
 Job builds (the Neuron compile, the load-and-generate smoke test) both come from here, so an artefact is
 compiled and tested for exactly the shape it is served with (pure).
 
-On Neuron the shape is compiled in: vLLM-Neuron builds its NxD Inference config from tensor_parallel_size
-(tp_degree), max_num_seqs (batch_size) and max_model_len (seq_len, max_context_length) plus
-override_neuron_config, and an artefact compiled for other values fails to load.
+On Neuron the shape is compiled in: the vllm-neuron plugin (0.5, in the Neuron DLC for vLLM 0.16.0) builds its NxD
+Inference config from tensor_parallel_size (tp_degree), max_num_seqs (batch_size) and max_model_len (seq_len,
+max_context_length), updated by additional_config's `override_neuron_config`, and an artefact compiled for other
+values fails to load. The plugin needs prefix caching off (then its KV cache is contiguous, one block of
+max_model_len per sequence) and num_gpu_blocks_override equal to max_num_seqs (its known issues, SDK 2.31.1).
 
 A neuron-int8 artefact also holds NxD Inference's quantized checkpoint (NEURON_QUANTIZED_DIR). NxD Inference's
 NeuronConfig asserts `quantized_checkpoints_path` whenever `quantized` is set, and it is an absolute path: the
@@ -76,8 +78,7 @@ class EngineSettings:
     max_num_seqs: int
     max_model_len: int
     dtype: str
-    device: str | None  # "neuron" on inf2; None lets vLLM pick CUDA
-    override_neuron_config: dict[str, Any] | None
+    override_neuron_config: dict[str, Any] | None  # on inf2: NxD Inference's NeuronConfig keys; None on GPUs
     quantization: str | None = None  # vLLM --quantization of a quantised CUDA variant (variants.py)
 
     def keywords(self) -> dict[str, Any]:
@@ -88,20 +89,30 @@ class EngineSettings:
             "max_model_len": self.max_model_len,
             "dtype": self.dtype,
         }
-        if self.device:
-            values["device"] = self.device
         if self.override_neuron_config is not None:
-            values["override_neuron_config"] = self.override_neuron_config
+            values["additional_config"] = {"override_neuron_config": self.override_neuron_config}
+            values["enable_prefix_caching"] = False
+            values["num_gpu_blocks_override"] = self.max_num_seqs
         if self.quantization is not None:
             values["quantization"] = self.quantization
         return values
 
     def flags(self) -> list[str]:
-        """The same settings as the server's command-line flags."""
+        """The same settings as the server's command-line flags (a boolean as vLLM's --X / --no-X pair)."""
         args: list[str] = []
         for key, value in self.keywords().items():
-            args += [f"--{key.replace('_', '-')}", json.dumps(value) if isinstance(value, dict) else str(value)]
+            flag = key.replace("_", "-")
+            if isinstance(value, bool):
+                args.append(f"--{flag}" if value else f"--no-{flag}")
+                continue
+            args += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
         return args
+
+
+def neuron_config(keywords: dict[str, Any]) -> dict[str, Any] | None:
+    """The NeuronConfig overrides in an engine's keywords (additional_config's override_neuron_config), or None."""
+    found = (keywords.get("additional_config") or {}).get("override_neuron_config")
+    return dict(found) if found is not None else None
 
 
 def neuron_overrides(model: ModelSpec, artefact_dir: str = MODEL_DIR) -> dict[str, Any]:
@@ -126,7 +137,6 @@ def engine_settings(model: ModelSpec, artefact_dir: str = MODEL_DIR) -> EngineSe
         max_num_seqs=max_num_seqs(model),
         max_model_len=model.max_model_len,
         dtype=DTYPE if neuron else dtype(model),
-        device="neuron" if neuron else None,
         override_neuron_config=neuron_overrides(model, artefact_dir) if neuron else None,
         quantization=variant.quantization,
     )

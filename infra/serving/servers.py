@@ -90,9 +90,8 @@ def termination_grace_seconds(model: ModelSpec) -> int:
 def server_command(model: ModelSpec) -> list[str]:
     """How the server starts: `vllm serve`, the CUDA image's own entrypoint (vLLM 0.33.0's docker/Dockerfile; the
     `python3 -m vllm.entrypoints.openai.api_server` module it replaces warns that it is deprecated and may be
-    removed). The Neuron DLC's vLLM fork (0.9.1) is started by that module, as its image facts record."""
-    if FAMILIES[model.accelerator].neuron:
-        return ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    removed), and on the Neuron DLC's PATH (vLLM 0.16.0 with the vllm-neuron plugin, as AWS's own examples start
+    it; the image's entrypoint wrapper only runs its arguments, and a command replaces it)."""
     return ["vllm", "serve"]
 
 

@@ -35,7 +35,14 @@ def vllm_release(image: str) -> str | None:
     return None
 
 
-KINDS = {"int": int, "float": float, "str": str, "json": json.loads}
+def text_or_object(value: str) -> Any:
+    """A text option as vLLM's own type functions read it: from 0.10 a `dict[str, Any]` field (--additional-config)
+    takes text or a JSON object (arg_utils.union_dict_and_str, 0.33.0 and 0.16.0: a value that looks like {...} is
+    parsed as JSON), which the extraction records as the widest kind, text."""
+    return json.loads(value) if re.match(r"(?s)^\s*{.*}\s*$", value) else value
+
+
+KINDS = {"int": int, "float": float, "str": text_or_object, "json": json.loads}
 
 
 class Refused(Exception):
@@ -108,7 +115,7 @@ def test_demo_servers_parse_with_their_vllm_release(stack, model):
 
 
 # The releases the demo stacks and the recipes' default images pin, with the accelerators each serves.
-PINNED = {"0.33.0": ("g5",), "0.9.1": ("inf2",)}
+PINNED = {"0.33.0": ("g5",), "0.16.0": ("inf2",)}
 
 
 @pytest.mark.parametrize("release", sorted(PINNED))
@@ -140,6 +147,24 @@ def test_the_rebuilt_parser_refuses_what_vllm_refuses():
             current.parse_args(["--model", "/m", *bad])
 
 
+def test_the_neuron_releases_parser_takes_the_plugins_settings_and_refuses_the_forks():
+    """vLLM 0.16.0 (the Neuron DLC's, with the vllm-neuron plugin): the fork's --device and --override-neuron-config
+    are gone; the NeuronConfig overrides travel in --additional-config, parsed as JSON."""
+    parser = vllm_parser("0.16.0")
+    for bad, said in (
+        (["--device", "neuron"], "unrecognized|ambiguous"),
+        (["--override-neuron-config", "{}"], "unrec"),
+    ):
+        with pytest.raises(Refused, match=said):
+            parser.parse_args(["--model", "/m", *bad])
+    parsed = parser.parse_args(
+        ["--model", "/m", "--additional-config", '{"override_neuron_config": {"quantized": true}}',
+         "--no-enable-prefix-caching", "--num-gpu-blocks-override", "8"]
+    )  # fmt: skip
+    assert parsed.additional_config == {"override_neuron_config": {"quantized": True}}
+    assert parsed.enable_prefix_caching is False and parsed.num_gpu_blocks_override == 8
+
+
 def test_enable_disable_pairs_store_what_vllm_stores():
     parser = vllm_parser("0.33.0")
     assert parser.parse_args(["--model", "/m", "--disable-log-requests"]).enable_log_requests is False
@@ -159,7 +184,7 @@ def test_server_images_name_their_release():
     assert vllm_release("docker.io/vllm/vllm-openai:v0.33.0") == "0.33.0"
     assert vllm_release("vllm/vllm-openai:v0.9.1") == "0.9.1"
     assert (
-        vllm_release("public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04")
-        == "0.9.1"
+        vllm_release("public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04")
+        == "0.16.0"
     )
     assert vllm_release("registry.example.com/own/vllm:latest-build") is None

@@ -57,7 +57,7 @@ def print_plan(
         )
         rt.say(
             "    built and load-checked for the server's engine: "
-            + ", ".join(f"{k}={v}" for k, v in settings.items() if k != "override_neuron_config")
+            + ", ".join(f"{k}={v}" for k, v in settings.items() if k != "additional_config")
         )
         if VARIANTS[variant].quantised and req.evaluation is not None:
             _evaluation_line(

@@ -75,7 +75,7 @@ _COMPILE = (
 _NEURON = Recipe(
     "neuron",
     "inf2",
-    "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+    "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04",
     format=f"NxD Inference compiled model ({engine.NEURON_COMPILED_DIR}/, sharded weights) + Hugging Face config",
     precision="bf16",
     # The tokenizer and config as the server's --model; vLLM-Neuron compiles the checkpoint for the

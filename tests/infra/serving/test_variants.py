@@ -108,8 +108,8 @@ def test_quantised_variants_flags_parse_with_the_pinned_vllm(release, accelerato
 
 def test_the_neuron_int8_variant_asks_nxd_inference_for_int8_weights():
     settings = engine.engine_settings(model("inf2", "neuron-int8"))
-    parsed = vllm_parser("0.9.1").parse_args(["--model", "/m", *settings.flags()])
-    assert parsed.override_neuron_config == {
+    parsed = vllm_parser("0.16.0").parse_args(["--model", "/m", *settings.flags()])
+    assert parsed.additional_config["override_neuron_config"] == {
         "save_sharded_checkpoint": True,
         "quantized": True,
         "quantization_type": "per_channel_symmetric",

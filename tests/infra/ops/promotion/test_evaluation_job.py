@@ -53,7 +53,7 @@ SERVERS = {
             "name": "mistral-7b",
             "version": "2026-03-01",
             "accelerator": "inf2",
-            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04",
             "variant": "neuron-int8",
         }
     ),

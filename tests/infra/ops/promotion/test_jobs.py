@@ -37,7 +37,7 @@ SERVERS = {
             "name": "mistral-7b",
             "version": "2026-03-01",
             "accelerator": "inf2",
-            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04",
             "maxNumSeqs": 4,
             "maxModelLen": 8192,
         }
@@ -50,7 +50,7 @@ SERVERS = {
             "name": "mistral-7b",
             "version": "2026-03-01",
             "accelerator": "inf2",
-            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+            "image": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04",
             "variant": "neuron-int8",
             "maxNumSeqs": 4,
             "maxModelLen": 8192,
@@ -275,8 +275,10 @@ def test_neuron_compiles_and_checks_for_the_servers_exact_engine_shape():
         "max_num_seqs": 4,
         "max_model_len": 8192,
         "dtype": "bfloat16",
-        "device": "neuron",
-        "override_neuron_config": {"save_sharded_checkpoint": True},
+        # the vllm-neuron plugin's: its NeuronConfig overrides, contiguous KV (no prefix caching), one block a sequence
+        "additional_config": {"override_neuron_config": {"save_sharded_checkpoint": True}},
+        "enable_prefix_caching": False,
+        "num_gpu_blocks_override": 4,
     }
     for name in ("convert", "check"):
         env = {e["name"]: e.get("value") for e in steps[name]["env"]}
@@ -346,7 +348,7 @@ def test_neuron_int8_quantizes_with_nxd_inference_then_compiles_and_checks_as_th
     steps = {c["name"]: c for c in pod["initContainers"]}
     server = SERVERS["neuron-int8"]
     served = engine.engine_settings(server).keywords()
-    assert served["override_neuron_config"] == {
+    assert engine.neuron_config(served) == {
         "save_sharded_checkpoint": True,
         "quantized": True,
         "quantization_type": "per_channel_symmetric",
@@ -357,19 +359,16 @@ def test_neuron_int8_quantizes_with_nxd_inference_then_compiles_and_checks_as_th
     for name, seen_at in (("convert", "/work/out"), ("check", "/served")):
         env = {e["name"]: e.get("value") for e in steps[name]["env"]}
         keywords = json.loads(env["ENGINE"])
-        overrides = keywords["override_neuron_config"]
+        overrides = keywords["additional_config"]["override_neuron_config"]
         assert overrides.pop("quantized_checkpoints_path") == f"{seen_at}/neuron-quantized"
-        assert keywords == {
-            **served,
-            "override_neuron_config": {
-                k: v for k, v in served["override_neuron_config"].items() if k != "quantized_checkpoints_path"
-            },
-        }
+        expected = engine.neuron_config(served) or {}
+        expected.pop("quantized_checkpoints_path")
+        assert keywords == {**served, "additional_config": {"override_neuron_config": expected}}
     # The server's own command line names the path where it mounts the artefact, and the compiled model there.
     deployment = manifests.deployment(server, "models", manifests.Registry("b", "us-east-1", "s3"))
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     args = container["args"]
-    assert json.loads(args[args.index("--override-neuron-config") + 1]) == served["override_neuron_config"]
+    assert json.loads(args[args.index("--additional-config") + 1]) == served["additional_config"]
     assert {"name": "NEURON_COMPILED_ARTIFACTS", "value": "/models/neuron-compiled"} in container["env"]
     check_env = {e["name"]: e.get("value") for e in steps["check"]["env"]}
     assert check_env["NEURON_COMPILED_ARTIFACTS"] == "/served/neuron-compiled"
@@ -389,7 +388,7 @@ def test_neuron_int8_quantizes_with_nxd_inference_then_compiles_and_checks_as_th
 def test_the_neuron_int8_manifest_records_the_servers_engine():
     facts = jobs.manifest_facts(RECIPES["neuron-int8"], SERVERS["neuron-int8"])
     assert facts["precision"] == "w8a16" and facts["hardware"]["accelerator"] == "inf2"
-    assert facts["engine"]["override_neuron_config"]["quantized_checkpoints_path"] == "/models/neuron-quantized"
+    assert engine.neuron_config(facts["engine"])["quantized_checkpoints_path"] == "/models/neuron-quantized"
     assert "neuron-quantized/" in facts["format"] and "neuron-compiled/" in facts["format"]
 
 

@@ -1,5 +1,5 @@
 """neuron_quantize.py, the program the neuron-int8 conversion Job ships, run alone as the Job runs it. NxD
-Inference and vLLM-Neuron exist only in the Neuron image, so they are stood in for by modules that behave as
+Inference exists only in the Neuron image, so they are stood in for by modules that behave as
 their recorded sources do (tests/contracts/data/nxd_inference.json: NeuronConfig asserts the path with
 `quantized`; save_quantized_state_dict writes safetensors into a directory, one torch.save file elsewhere) and
 record what the program hands them. Only a real inf2 node runs the real ones."""
@@ -18,17 +18,11 @@ from infra.ops.promotion.sizing import Resources
 from infra.serving.spec import ModelSpec
 from tests.infra.ops.promotion import tiny_llama
 
-VLLM = """
-_NEURON_SUPPORTED_MODELS = {
-    "LlamaForCausalLM": ("neuronx_distributed_inference.models.llama.modeling_llama", "NeuronLlamaForCausalLM"),
-}
-
-
-def _get_model_architecture(config):
-    for arch in getattr(config, "architectures", []):
-        if arch in _NEURON_SUPPORTED_MODELS:
-            return arch
-    raise ValueError(f"Model architectures {config.architectures} are not supported on Neuron")
+# NxD Inference's model table (neuronx_distributed_inference/utils/constants.py, read at 0.8 and 0.9.0): model_type
+# -> task -> model class.
+NXDI_CONSTANTS = """
+from neuronx_distributed_inference.models.llama.modeling_llama import NeuronLlamaForCausalLM
+MODEL_TYPES = {"llama": {"causal-lm": NeuronLlamaForCausalLM}}
 """
 NXDI_ADAPTER = """
 import json, os
@@ -81,7 +75,7 @@ class NeuronLlamaForCausalLM:
 
 def standins(root: Path) -> Path:
     files = {
-        "vllm/model_executor/model_loader/neuronx_distributed.py": VLLM,
+        "neuronx_distributed_inference/utils/constants.py": NXDI_CONSTANTS,
         "neuronx_distributed_inference/utils/hf_adapter.py": NXDI_ADAPTER,
         "neuronx_distributed_inference/models/llama/modeling_llama.py": NXDI_LLAMA,
     }
@@ -153,7 +147,7 @@ def test_it_hands_nxd_inference_the_servers_quantisation_and_a_directory(tmp_pat
         "was_dir": True,  # made before the call: NxD Inference writes safetensors into a directory
     }
     assert json.loads(done.stdout.splitlines()[-1]) == {
-        "architecture": "LlamaForCausalLM",
+        "architecture": "llama",
         "model": "neuronx_distributed_inference.models.llama.modeling_llama.NeuronLlamaForCausalLM",
         "path": path,
         "files": ["model.safetensors"],
@@ -171,7 +165,24 @@ def test_nothing_written_fails_the_step(tmp_path):
 
 def test_an_engine_without_quantisation_exits_2_before_importing_anything(tmp_path):
     done, record = run(
-        tmp_path, {"tensor_parallel_size": 2, "override_neuron_config": {"save_sharded_checkpoint": True}}
+        tmp_path,
+        {"tensor_parallel_size": 2, "additional_config": {"override_neuron_config": {"save_sharded_checkpoint": True}}},
     )
     assert done.returncode == 2 and record == {}
     assert done.stderr == "error: the engine's override_neuron_config sets no quantized checkpoint\n"
+
+
+def test_an_architecture_nxd_inference_has_no_model_for_exits_2(tmp_path):
+    engine = convert_engine(tmp_path)
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "config.json").write_text('{"model_type": "mamba"}', encoding="utf-8")
+    program = tmp_path / "work" / "neuron_quantize.py"
+    program.parent.mkdir()
+    program.write_text(jobs.PROGRAMS["neuron_quantize.py"], encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(program), str(tmp_path / "checkpoint"), json.dumps(engine)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(standins(tmp_path / "site"))},
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == "error: NxD Inference has no causal-LM model for model_type 'mamba'"

@@ -101,8 +101,8 @@ def test_neuron_int8_is_planned_on_inf2_with_its_evaluation_on_the_host_cpu():
         )
     assert (
         "measures the bf16 reference on inf2 (aws.amazon.com/neuron: 1, cpu 2, memory 9Gi, disk 11Gi; one model, on "
-        "the host CPU), image public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-"
-        "ubuntu22.04; reads "
+        "the host CPU), image public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-"
+        "ubuntu24.04; reads "
     ) in text
     assert "job models/evaluate-mistral-7b-v2-neuron-int8: evaluates neuron-int8 against those figures" in text
     assert "evaluate-mistral-7b-v2-neuron:" not in text  # a bf16 variant has no evaluation
@@ -237,7 +237,8 @@ def test_neuron_int8_is_gated_like_the_others(em_variant, passed):
     block = manifest["quality"]
     assert block["passed"] is passed and block["method"].startswith("INT8 weight-only, per-channel symmetric")
     assert block["precision"] == {"weights": "int8", "activations": "bf16", "kvCache": "bf16"}
-    assert manifest["engine"]["override_neuron_config"]["quantized_checkpoints_path"] == "/models/neuron-quantized"
+    overrides = manifest["engine"]["additional_config"]["override_neuron_config"]
+    assert overrides["quantized_checkpoints_path"] == "/models/neuron-quantized"
     if passed:
         assert code == 0 and store.json(ALIAS)["version"] == "v2"
     else:

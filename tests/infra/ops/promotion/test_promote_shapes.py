@@ -27,5 +27,5 @@ def test_a_pinned_neuron_entry_gets_an_artefact_compiled_for_its_own_max_model_l
     assert code == 0
     assert (
         "built and load-checked for the server's engine: tensor_parallel_size=2, max_num_seqs=8, "
-        "max_model_len=8192, dtype=bfloat16, device=neuron"
+        "max_model_len=8192, dtype=bfloat16, enable_prefix_caching=False, num_gpu_blocks_override=8"
     ) in text

@@ -342,7 +342,7 @@ def test_an_image_is_a_pinned_reference_and_nothing_else(image):
 @pytest.mark.parametrize(
     "image",
     [
-        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04",
         "localhost:5000/team/server:1.0",
         "vllm/vllm-openai@sha256:" + "a" * 64,
         "docker.io/vllm/vllm-openai:v0.33.0@sha256:" + "0" * 64,
