@@ -31,6 +31,7 @@ node lost is retried without counting, as for the conversion Jobs.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +44,7 @@ from infra.ops.promotion import jobs, sizing
 from infra.ops.promotion.recipes import CONVERTER_PYTHON, RECIPES, step_image
 from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
+from infra.serving import engine
 from infra.serving.aws import converter_access as access
 from infra.serving.aws.mirror import Mirror, pulled
 from infra.serving.families import FAMILIES
@@ -159,9 +161,10 @@ def reference_job_name(model: str, version: str, where: str) -> str:
     return jobs.job_name(model, version, f"{REFERENCE}-{where}", verb=VERB)
 
 
-def evaluate_script(python: str | None, evaluate_args: str, scores: str | None) -> str:
+def evaluate_script(python: str | None, evaluate_args: str, scores: str | None, serve: list[str] | None = None) -> str:
     """The evaluate step: evaluate.py (`evaluate_args`) with the server image's python3; with `python` (the converter
-    image's, which has lm-eval), lm_tasks.py first scores the model's tasks into `scores`, which evaluate.py reads."""
+    image's, which has lm-eval), lm_tasks.py first scores the model's tasks into `scores`, which evaluate.py reads,
+    with `serve` (the server's engine flags) on the model as the image's own vLLM serves it."""
     # The unset is a second guard beside the pod annotation (Pod Identity injects nothing here).
     script = (
         "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
@@ -172,7 +175,9 @@ def evaluate_script(python: str | None, evaluate_args: str, scores: str | None) 
     # lm-eval's datasets cache and the default task's YAML in the container's own disk, not the small /out.
     return script + (
         f"cat > {TASKS_PROGRAM} <<'PY'\n{LM_TASKS}PY\nexport HF_HOME=/tmp/hf-home\n"
-        f"{python} {TASKS_PROGRAM} --model /in/model --data /in/data --out {scores} --work /tmp/lm-eval-tasks\n"
+        f"{python} {TASKS_PROGRAM} --model /in/model --data /in/data --out {scores} --work /tmp/lm-eval-tasks"
+        + (f" --serve {quote(json.dumps(serve))}" if serve is not None else "")
+        + "\n"
         f"{python} {PROGRAM} {evaluate_args}\n"
     )
 
@@ -246,10 +251,14 @@ def _job(args: dict[str, Any], measures_reference: bool) -> Manifest:
     devices = str(server.accelerators_per_replica)
     disk, memory = f"{work_gib(checkpoint_bytes)}Gi", f"{memory_gib(checkpoint_bytes)}Gi"
     scores = f"/out/{TASKS}" if python else None
+    # Where lm-eval runs (the converter image, FROM the vLLM server image) it scores the model served by that vLLM
+    # with the server's engine flags: the variant as its server runs it, the reference as a bf16 server would.
+    as_served = server.model_copy(update={"variant": "cuda", "precision": None}) if measures_reference else server
+    serve = engine.engine_settings(as_served, "/in/model").flags() if python else None
     evaluate = {
         "name": "evaluate",
         "image": pulled(mirror, image),
-        "command": ["/bin/sh", "-c", evaluate_script(python, evaluate_args, scores)],
+        "command": ["/bin/sh", "-c", evaluate_script(python, evaluate_args, scores, serve)],
         "env": env,
         # What it judges, read-only; only its results are writable.
         "volumeMounts": [

@@ -10,8 +10,14 @@ team keeps for the model. Without one, the default set is the prefix's own tasks
 `mlinfra_exact_match`: greedy generation from each prompt until a newline (at most 32 tokens), exact match with
 the answer. Nothing is downloaded: tasks read their local files only (offline, as the Job's pod is).
 
-The model is loaded as evaluate.py loads it (transformers; a compressed-tensors artefact decompressed) and given
-to lm-eval's Hugging Face backend as an object. scores.json: per task its numeric metrics (lm-eval's
+With --serve (the engine flags of the model's server, a JSON list), the model is scored as it is served: the
+program starts `vllm serve` on it (the image's own vLLM, on the Job's accelerator) at 127.0.0.1, waits for its
+/health, and gives lm-eval's OpenAI-compatible client (`local-completions`: token ids in, echoed log-probabilities
+and greedy generations out) its /v1/completions, the model directory's tokenizer on the client side; the server
+is stopped before the program ends. Without it, the model is loaded as evaluate.py loads it (transformers; a
+compressed-tensors artefact decompressed) and given to lm-eval's Hugging Face backend as an object.
+
+scores.json: per task its numeric metrics (lm-eval's
 `<metric>,<filter>` keys), the number of documents, and `higherIsBetter` per metric; the gate compares the
 reference's and the variant's (evaluate.py --task-scores, quality.py).
 """
@@ -22,7 +28,10 @@ import argparse
 import importlib
 import json
 import os
+import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -53,8 +62,52 @@ metadata:
 """
 
 
+SERVED_NAME = "mlinfra-candidate"  # the model's name on the Job's own server
+SERVER_PORT = 8011  # inside the pod, where nothing else listens (--serve-port)
+
+
 class BadTasks(ValueError):
     pass
+
+
+class EngineDidNotStart(RuntimeError):
+    pass
+
+
+def start_server(
+    model: str, flags: list[str], wait_seconds: float, log_path: str, port: int = SERVER_PORT
+) -> subprocess.Popen[bytes]:
+    """`vllm serve` on `model` with the server's engine flags, once its /health answers; EngineDidNotStart with the
+    end of its log when it exits or does not answer in time."""
+    command = ["vllm", "serve", model, "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
+               "--port", str(port), *flags]  # fmt: skip
+    with open(log_path, "wb") as log:  # the server keeps its own handle on it
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return server
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            stop_server(server)
+            with open(log_path, "rb") as written:
+                tail = written.read()[-4000:].decode(errors="replace")
+            why = f"exited with {server.returncode}" if server.returncode is not None else "did not answer in time"
+            raise EngineDidNotStart(f"vllm serve {model} {why}:\n{tail}")
+        time.sleep(2)
+
+
+def stop_server(server: subprocess.Popen[bytes]) -> None:
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def _sibling(name: str) -> ModuleType:
@@ -113,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, type=Path, help="the evaluation data prefix")
     parser.add_argument("--out", required=True, type=Path, help="scores.json to write")
     parser.add_argument("--work", type=Path, help="where the default task is written (default: beside --out)")
+    parser.add_argument(
+        "--serve", type=json.loads, help="score the model served by vLLM with these engine flags (a JSON list)"
+    )
+    parser.add_argument("--serve-wait", type=float, default=1800.0, help="seconds the engine may take to start")
+    parser.add_argument("--serve-port", type=int, default=SERVER_PORT, help="the engine's port on 127.0.0.1")
     args = parser.parse_args(argv)
     evaluate = _sibling("evaluate")
     try:
@@ -124,22 +182,46 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HOME", str(args.out.parent / "hf-home"))  # the datasets cache, in the work volume
     import lm_eval
-    from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    model, tokenizer, device = evaluate.transformers_model(args.model)
     manager = TaskManager(include_path=str(include), include_defaults=False)
     unknown = [n for n in names if n not in manager.all_tasks]
     if unknown:
         print(f"error: {include}: no lm-eval task {', '.join(unknown)} there", file=sys.stderr)
         return 2
-    results = lm_eval.simple_evaluate(
-        model=HFLM(pretrained=model, tokenizer=tokenizer, batch_size=1, device=device),
-        tasks=names,
-        task_manager=manager,
-        limit=limit,
-        log_samples=False,
-    )
+    if args.serve is None:
+        from lm_eval.models.huggingface import HFLM
+
+        model, tokenizer, device = evaluate.transformers_model(args.model)
+        lm: Any = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=1, device=device)
+        results = lm_eval.simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=limit, log_samples=False)
+    else:
+        try:
+            log = str((args.work or args.out.parent) / "vllm-serve.log")
+            flags = [str(flag) for flag in args.serve]
+            server = start_server(args.model, flags, args.serve_wait, log, args.serve_port)
+        except EngineDidNotStart as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        try:
+            results = lm_eval.simple_evaluate(
+                model="local-completions",
+                model_args={
+                    "base_url": f"http://127.0.0.1:{args.serve_port}/v1/completions",
+                    "model": SERVED_NAME,
+                    "tokenizer": args.model,
+                    "tokenizer_backend": "huggingface",
+                    "tokenized_requests": True,
+                    "num_concurrent": 1,
+                    "max_retries": 3,
+                },
+                tasks=names,
+                task_manager=manager,
+                limit=limit,
+                log_samples=False,
+            )
+        finally:
+            stop_server(server)
     found = scores(results, names)
     report = {"lmEval": lm_eval.__version__ if hasattr(lm_eval, "__version__") else "unknown", "tasks": found}
     args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

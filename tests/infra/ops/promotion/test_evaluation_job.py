@@ -4,6 +4,7 @@ in its image, reading reference, variant and data read-only and writing the one 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from infra.ops.promotion import evaluation, quality
 from infra.registry import layout as registry_layout
-from infra.serving import manifests
+from infra.serving import engine, manifests
 from infra.serving.aws import converter_access as access
 from infra.serving.spec import ModelSpec
 from tests.infra.ops.promotion.standins import CONVERTER_ROLE_ARN, KEY_ARN, credential_process_argv
@@ -186,6 +187,26 @@ def test_the_reference_is_measured_once_per_place_and_kept_with_the_version(vari
     validate(reference_job(variant))
 
 
+def serving_flags(variant: str = "cuda-int4", reference: bool = False) -> list[str]:
+    served = (
+        SERVERS[variant].model_copy(update={"variant": "cuda", "precision": None}) if reference else SERVERS[variant]
+    )
+    return engine.engine_settings(served).flags()
+
+
+def test_lm_eval_scores_the_model_as_the_images_vllm_serves_it():
+    """The variant's tasks are scored against the Job's own vLLM with its server's engine flags (its quantization
+    too); the reference's against the same engine without the variant's quantization, as a bf16 server runs it."""
+    variant_flags, reference_flags = serving_flags(), serving_flags(reference=True)
+    assert variant_flags[variant_flags.index("--quantization") + 1] == "compressed-tensors"
+    assert "--quantization" not in reference_flags
+    assert {f: v for f, v in zip(variant_flags, variant_flags[1:], strict=False) if f != "--quantization"}.keys() >= {
+        "--tensor-parallel-size", "--max-num-seqs", "--max-model-len"}  # fmt: skip
+    script = reference_job()["spec"]["template"]["spec"]["initContainers"][2]["command"][-1]
+    assert f"--serve {shlex.quote(json.dumps(reference_flags))}" in script
+    assert "--serve" not in steps("neuron-int8")["evaluate"]["command"][-1]  # no lm-eval in the Neuron image
+
+
 def test_what_it_judges_is_mounted_read_only():
     s = steps()
     assert s["evaluate"]["volumeMounts"] == [
@@ -204,7 +225,7 @@ def test_what_it_judges_is_mounted_read_only():
     assert s["evaluate"]["command"][-1].splitlines()[-3:] == [
         "export HF_HOME=/tmp/hf-home",
         "/opt/converter/bin/python3 /out/lm_tasks.py --model /in/model --data /in/data --out /out/tasks.json "
-        "--work /tmp/lm-eval-tasks",
+        f"--work /tmp/lm-eval-tasks --serve {shlex.quote(json.dumps(serving_flags()))}",
         "/opt/converter/bin/python3 /out/evaluate.py --reference-figures /in/reference/figures.json --variant "
         "/in/model --data /in/data --out /out/quality.json --task-scores /in/reference/tasks.json /out/tasks.json",
     ]

@@ -8,6 +8,7 @@ import functools
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -125,7 +126,8 @@ def test_the_jobs_evaluate_step_runs_as_written(root, tmp_path):
     from infra.ops.promotion.recipes import CONVERTER_PYTHON
     from tests.infra.ops.promotion.test_evaluation_job import job, reference_job
 
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **ONE_THREAD}
+    # the Job's engine on 127.0.0.1:8011, as in the pod: the stand-in `vllm` (the only test on that port)
+    env = {"PATH": f"{standin_vllm(tmp_path)}:/usr/bin:/bin", "HOME": str(tmp_path), **ONE_THREAD}
     results = {}
     for name, built, model in (("reference", reference_job(), checkpoint(root)), ("variant", job(), None)):
         seen, out = tmp_path / name / "in", tmp_path / name / "out"
@@ -150,3 +152,66 @@ def test_the_jobs_evaluate_step_runs_as_written(root, tmp_path):
     assert set(figures) == {"perplexity", "exactMatch", "lmEval"}
     assert figures["lmEval"]["mlinfra_exact_match"]["documents"] == 24
     assert quality.judge(figures, quality.Budget()).passed
+
+
+STANDIN_SERVER = Path(__file__).parent / "standin_vllm_server.py"
+
+
+def standin_vllm(tmp_path: Path) -> Path:
+    """A directory with a stand-in `vllm` (standin_vllm_server.py: vLLM's completions API on the CPU), for the PATH
+    where the image has vLLM's own."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "vllm").write_text(f'#!/bin/sh\nexec {CONVERTER} {STANDIN_SERVER} "$@"\n', encoding="utf-8")
+    (bin_dir / "vllm").chmod(0o755)
+    return bin_dir
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def served(
+    model: Path, data: Path, out: Path, tmp_path: Path, port: int = 0, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """lm_tasks.py --serve with the stand-in `vllm`, on a port of its own (the tests run side by side)."""
+    bin_dir = standin_vllm(tmp_path)
+    flags = json.dumps(["--max-model-len", "512", "--dtype", "float32"])
+    argv = [str(CONVERTER), lm_tasks.__file__, "--model", str(model), "--data", str(data), "--out", str(out),
+            "--work", str(tmp_path / "work"), "--serve", flags, "--serve-wait", "120",
+            "--serve-port", str(port or free_port())]  # fmt: skip
+    environment = {**os.environ, **ONE_THREAD, "PYTHONPATH": "", "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
+    return subprocess.run(argv, capture_output=True, text=True, check=False, env=environment, timeout=600)
+
+
+def test_served_by_its_engine_the_model_scores_what_it_scores_in_process(root, tmp_path):
+    """The served path: lm-eval's OpenAI-compatible client against the Job's own server gets the task scores the
+    in-process backend gets, and the server is started with the engine flags given and stopped after."""
+    log = tmp_path / "server.jsonl"
+    out = tmp_path / "served.json"
+    port = free_port()
+    done = served(checkpoint(root), eval_data(root), out, tmp_path, port, STANDIN_LOG=str(log))
+    assert done.returncode == 0, done.stderr[-3000:]
+    in_process = json.loads(reference_scores(root).read_text(encoding="utf-8"))["tasks"]
+    assert json.loads(out.read_text(encoding="utf-8"))["tasks"] == in_process
+    entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert entries[0]["started"] == [
+        "--served-model-name", "mlinfra-candidate", "--host", "127.0.0.1", "--port", str(port),
+        "--max-model-len", "512", "--dtype", "float32",
+    ]  # fmt: skip
+    requests = [e["request"] for e in entries[1:]]
+    assert requests and all(r["model"] == "mlinfra-candidate" and r["temperature"] == 0 for r in requests)
+    assert sum(e["prompts"] for e in entries[1:]) == in_process["mlinfra_exact_match"]["documents"]
+    with pytest.raises(OSError):  # stopped
+        import urllib.request
+
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_an_engine_that_does_not_start_fails_the_step_with_its_log(root, tmp_path):
+    done = served(checkpoint(root), eval_data(root), tmp_path / "s.json", tmp_path, STANDIN_FAIL="1")
+    assert done.returncode == 1 and not (tmp_path / "s.json").exists()
+    assert f"error: vllm serve {checkpoint(root)} exited with 1:" in done.stderr
+    assert "CUDA out of memory (stand-in)" in done.stderr
