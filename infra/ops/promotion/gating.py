@@ -109,12 +109,7 @@ def run(
         states[variant] = JobState("pending")
         rt.say(f"started job {ns}/{names[variant]} (evaluates {variant} against the bf16 reference's figures)")
     stuck = waiting.wait_for(cluster, ns, {v: names[v] for v in plan.variants}, states, rt, doing="evaluating")
-    failed = sorted(v for v in plan.variants if states[v].state == "failed")
-    for variant in plan.variants:
-        state = states[variant]
-        if state.state == "failed":
-            failures[variant] = f"evaluation job {names[variant]} failed: {state.detail or 'no detail'}"
-        elif state.state != "succeeded":
-            failures[variant] = f"stopped: the evaluation of {', '.join(failed)} failed"
+    stopped = "stopped: the evaluation of {} failed"
+    waiting.record_failures(list(plan.variants), names, states, failures, "evaluation job", stopped)
     if failures:
         waiting.stop(cluster, ns, names, states, rt, stuck)

@@ -105,13 +105,7 @@ def promote(
             states[variant] = JobState("pending")
             rt.say(f"started job {ns}/{names[variant]} ({variant} on {servers[variant].accelerator})")
         stuck = waiting.wait_for(cluster, ns, names, states, rt)
-        failed = sorted(v for v, s in states.items() if s.state == "failed")
-        for variant in req.variants:
-            state = states[variant]
-            if state.state == "failed":
-                failures[variant] = f"job {names[variant]} failed: {state.detail or 'no detail'}"
-            elif state.state != "succeeded":
-                failures[variant] = f"stopped: variant {', '.join(failed)} failed"
+        waiting.record_failures(list(req.variants), names, states, failures, "job", "stopped: variant {} failed")
         if failures:
             waiting.stop(cluster, ns, names, states, rt, stuck)
         gating.run(cluster, ns, evaluations, eval_states, failures, rt)

@@ -93,3 +93,22 @@ def stop(
             continue
         rt.say(f"deleted job {ns}/{names[variant]} ({variant} was {'stuck' if variant in stuck else state.state})")
         states[variant] = JobState("failed", f"deleted ({state.state})")  # stopped: not deleted twice
+
+
+def record_failures(
+    keys: list[str],
+    names: dict[str, str],
+    states: dict[str, JobState],
+    failures: dict[str, str],
+    job: str,
+    stopped: str,
+) -> None:
+    """Into `failures`: each of `keys` whose Job failed (`job` <name> failed: why), and each that did not finish
+    because another failed (`stopped`, its {} the failed ones)."""
+    failed = sorted(key for key in keys if states[key].state == "failed")
+    for key in keys:
+        state = states[key]
+        if state.state == "failed":
+            failures[key] = f"{job} {names[key]} failed: {state.detail or 'no detail'}"
+        elif state.state != "succeeded":
+            failures[key] = stopped.format(", ".join(failed))
