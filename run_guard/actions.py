@@ -206,7 +206,10 @@ def delete_file_system(fsx: Any, file_system: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class ExportStep:
-    state: Literal["started", "running", "succeeded", "failed"]
+    # "nothing-linked": no data repository is linked to the file system at all (its association was never made:
+    # the launching machine died while FSx created it), so nothing can have been exported through it and no export
+    # can run; deleting it loses nothing the registry was ever meant to hold.
+    state: Literal["started", "running", "succeeded", "failed", "nothing-linked"]
     task_id: str | None
     detail: str
     report_path: str | None = None  # where FSx writes the failed files of the task (task-<id>/failures.csv)
@@ -260,6 +263,25 @@ def linked_associations(fsx: Any, file_system_id: str, path: str) -> list[dict[s
         if wanted == "/" + a.get("FileSystemPath", "").strip("/")
         or wanted.startswith("/" + a.get("FileSystemPath", "").strip("/").rstrip("/") + "/")
     ]
+
+
+def never_linked(fsx: Any, file_system: dict[str, Any]) -> str | None:
+    """Why nothing can be exported from the file system (no data repository association, no file-system-level
+    import/export path), or None: linked, or unknown (the associations could not be read: then an export is
+    tried, as before, and nothing is deleted on a guess)."""
+    fs_id = file_system["FileSystemId"]
+    legacy = (file_system.get("LustreConfiguration") or {}).get("DataRepositoryConfiguration") or {}
+    if legacy.get("ExportPath") or legacy.get("ImportPath"):
+        return None
+    try:
+        page = fsx.describe_data_repository_associations(Filters=[{"Name": "file-system-id", "Values": [fs_id]}])
+    except ClientError as error:
+        if is_transient(error):
+            raise
+        return None
+    if page.get("Associations"):
+        return None
+    return f"file system {fs_id} has no data repository linked (no association, no export path): nothing to export"
 
 
 def report_path(fsx: Any, file_system: dict[str, Any], path: str) -> str | None:
@@ -357,6 +379,9 @@ def export_step(
             return ExportStep(
                 "failed", task["TaskId"], f"{len(failed)} export attempts failed; last: {last_failure}", last_report
             )
+    unlinked = never_linked(fsx, file_system)
+    if unlinked:
+        return ExportStep("nothing-linked", None, unlinked)
     waiting = stop_automatic_export(fsx, fs_id, path)
     if waiting:
         return ExportStep("running", None, waiting)

@@ -284,10 +284,12 @@ def _step(
         report["export"]["failure_report_path"] = step.report_path
     if step.state == "started" and step.task_id:
         state.task_ids += (step.task_id,)
-    if step.state == "succeeded":
+    if step.state in ("succeeded", "nothing-linked"):
         report["file_system_deletion"] = actions.delete_file_system(clients.fsx, file_system)
         if report["file_system_deletion"] == "waiting-for-task":
             return None
+        if step.state == "nothing-linked":
+            return "compute-stopped; nothing linked to export through; file system deleting"
         return "compute-stopped; checkpoints exported; file system deleting"
     if step.state == "failed":
         return f"export-failed; file system kept: {step.detail}"

@@ -77,7 +77,10 @@ class ExportStatus:
     # for it to be gone before destroying, or its network interfaces hold the security groups.
     # "missing": a file system the stack's outputs name is not found (and nothing shows it was exported before
     # it was deleted): a wrong region or account, or a deletion nobody recorded; never "nothing to export".
-    state: Literal["no-filesystem", "missing", "deleting", "started", "running", "succeeded", "failed"]
+    # "nothing-linked": the file system has no data repository linked at all (never associated): nothing to export.
+    state: Literal[
+        "no-filesystem", "missing", "deleting", "started", "running", "succeeded", "failed", "nothing-linked"
+    ]
     detail: str = ""
     task_id: str | None = None
 

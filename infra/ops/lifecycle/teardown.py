@@ -184,6 +184,9 @@ def _checkpoints_safe(stack: str, facts: RunFacts, stacks: StackOps, cloud: RunC
         if status.state == "no-filesystem":
             rt.say("checkpoints: no file system left to export from")
             return True
+        if status.state == "nothing-linked":
+            rt.say(f"checkpoints: none to export ({status.detail}); the destroy deletes it")
+            return True
         if status.state == "missing":
             if not stacks.holds(stack, facts.file_system_ids):  # an earlier teardown's destroy deleted it
                 rt.say(f"checkpoints: file system {', '.join(facts.file_system_ids)} already destroyed with the stack")

@@ -37,6 +37,7 @@ def make_run(
     lustre: bool = True,
     deployment_type: str = "SCRATCH_2",
     export_checkpoints: bool = True,
+    linked: bool = True,
 ) -> Run:
     """A run as the training stack leaves it: a tagged VPC and subnet, tagged nodes, a tagged file system
     (SCRATCH_2, as training-demo) linked to the registry: datasets/ imported, /checkpoints exported to
@@ -77,8 +78,10 @@ def make_run(
             links.append(
                 ("/checkpoints", f"checkpoints/{run_id}/", {"AutoExportPolicy": {"Events": ["NEW", "CHANGED"]}})
             )
-        if deployment_type == "SCRATCH_1":
-            links = []  # SCRATCH_1 takes no data repository associations
+        if deployment_type == "SCRATCH_1" or not linked:
+            # SCRATCH_1 takes no data repository associations; `linked` False: the launcher died while FSx created
+            # the file system, before its associations were made
+            links = []
         for fs_path, prefix, s3 in links:
             aws.fsx.create_data_repository_association(
                 FileSystemId=fs_id,

@@ -276,7 +276,7 @@ class RecordingCloud:
         self.world.step_done()
         return ExportStatus(
             state,
-            self.world.export_detail if state == "failed" else "",
+            self.world.export_detail if state in ("failed", "nothing-linked") else "",
             None if state == "no-filesystem" else "task-0123",
         )
 

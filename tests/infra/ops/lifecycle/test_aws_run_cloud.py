@@ -312,3 +312,26 @@ def test_a_pending_repository_task_or_a_deletion_keeps_the_file_system_busy(aws,
     assert cloud.file_system_busy("run-a") == f"file system {run.file_system_id} is being deleted"
     aws.set_file_system(run.file_system_id, "DELETED")
     assert cloud.file_system_busy("run-a") is None
+
+
+def test_a_file_system_never_linked_has_nothing_to_export(aws, cloud):
+    """The launcher died while FSx created the file system: no association was made, FSx refuses any export task
+    ("not linked to a data repository"), so nothing can be exported and nothing was: the export step says so
+    instead of failing every time (the file system would then bill for ever)."""
+    run = make_run(aws, "run-a", linked=False)
+    status = cloud.export_checkpoints("run-a", iso(utc_now()))
+    assert status.state == "nothing-linked" and status.task_id is None
+    assert run.file_system_id in status.detail and "nothing to export" in status.detail
+    assert aws.fsx.describe_data_repository_tasks()["DataRepositoryTasks"] == []
+    assert file_system_state(aws, run.file_system_id) == "AVAILABLE", "the adapter never deletes"
+
+
+def test_associations_that_cannot_be_read_are_not_taken_for_none(aws, cloud):
+    """Unreadable associations (no permission) are no proof that nothing is linked: the export is tried as before,
+    and nothing is deleted on a guess."""
+    make_run(aws, "run-a")
+    # the first read (the linkage check) refused; the export then goes on as for any linked file system
+    aws.inject_faults({"Action": "DescribeDataRepositoryAssociations", "Code": "AccessDeniedException", "Status": 400,
+                       "Count": 1})  # fmt: skip
+    status = cloud.export_checkpoints("run-a", iso(utc_now()))
+    assert status.state == "started" and status.task_id

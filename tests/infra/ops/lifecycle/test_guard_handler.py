@@ -411,6 +411,19 @@ def test_expiry_without_export_deletes_the_file_system_once_compute_stopped(aws,
     assert tasks(aws, run_a.file_system_id) == [] and result["continue"] is None
 
 
+def test_expiry_deletes_a_file_system_that_was_never_linked_and_says_so(aws, env, context):
+    """No association (the launcher died while FSx created it): no export can run and none is needed; the guard
+    deletes the file system instead of failing on every round while it bills."""
+    run_a = make_run(aws, "run-a", linked=False)
+    result = handler({"action": "expire"}, context)
+    assert billing(aws, "run-a") == [] and file_system_state(aws, run_a.file_system_id) == "DELETING"
+    assert tasks(aws, run_a.file_system_id) == [] and result["continue"] is None
+    assert result["outcome"] == "compute-stopped; nothing linked to export through; file system deleting"
+    assert result["export"]["state"] == "nothing-linked" and run_a.file_system_id in result["export"]["detail"]
+    [(_, written)] = [(k, r) for k, r in reports(aws) if r.get("outcome") == result["outcome"]]
+    assert written["export"]["detail"].endswith("nothing to export")
+
+
 def test_expiry_twice_is_harmless(aws, env, context):
     run_a = make_run(aws, "run-a")
     first, second = handler({"action": "expire"}, context), handler({"action": "expire"}, context)

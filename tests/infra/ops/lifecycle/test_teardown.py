@@ -439,3 +439,19 @@ def test_a_file_system_still_busy_past_the_export_wait_destroys_nothing():
         "file system: file system fs-1 is being deleted, still after 1h 00m; nothing was destroyed, "
         f"run `python -m infra teardown --stack {STACK}` again to keep waiting"
     )
+
+
+def test_a_file_system_never_linked_is_destroyed_with_nothing_to_export():
+    """The cloud side found no data repository linked (test_aws_run_cloud.py: the launcher died while FSx created
+    the file system): teardown destroys instead of waiting on an export FSx would refuse."""
+    world = deployed_world(
+        export_states=["nothing-linked"],
+        export_detail="file system fs-0123 has no data repository linked (no association, no export path): nothing "
+        "to export",
+    )
+    code, lines, _ = tear(world)
+    assert code == 0 and "destroy" in world.names()
+    assert (
+        "checkpoints: none to export (file system fs-0123 has no data repository linked (no association, no export "
+        "path): nothing to export); the destroy deletes it"
+    ) in lines
