@@ -18,6 +18,10 @@ from infra.ops.runtime import parse_iso
 OnOutput = Callable[[str], None]  # one line of engine output, for the progress display
 
 
+class ComputeStillRunning(Exception):
+    """The run's instances are still there after the stop's wait: nothing else was changed."""
+
+
 class StackOpsError(Exception):
     """A Pulumi operation failed; `output` is what the engine printed (classified by teardown)."""
 

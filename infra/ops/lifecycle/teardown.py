@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from infra.core.errors import InputError, Problem
-from infra.ops.lifecycle.ports import RunCloud, StackOps, StackOpsError, StoppedCompute
+from infra.ops.lifecycle.ports import ComputeStillRunning, RunCloud, StackOps, StackOpsError, StoppedCompute
 from infra.ops.lifecycle.target import deployed_region, marker_bucket
 from infra.ops.runtime import Runtime, iso, span
 from infra.training.limits import EXPORT_POLL_SECONDS, EXPORT_WAIT_SECONDS
@@ -137,7 +137,11 @@ def teardown(
         rt.say(f"stack {stack}: deployed in {deployed}, its file now says aws:region {in_file}; acting in {deployed}")
     cloud.expect_file_systems(facts.file_system_ids, facts.bucket)
     on_phase("tearing down")
-    stopped = cloud.stop_compute(facts.run_id)
+    try:
+        stopped = cloud.stop_compute(facts.run_id)
+    except ComputeStillRunning as error:
+        rt.say(f"compute: {error}; run `python -m infra teardown --stack {stack}` again")
+        return 1
     since = export_since(stopped, rt)  # every instance is gone: an export created from then on sees every write
     rt.say(
         f"compute: terminated {len(stopped.instance_ids)} instance(s) of run {facts.run_id}"

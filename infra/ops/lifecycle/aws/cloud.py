@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from infra.ops.lifecycle import audit as audit_module
 from infra.ops.lifecycle.ports import (
+    ComputeStillRunning,
     ExportStatus,
     Leftover,
     Marker,
@@ -91,7 +92,10 @@ class AwsRunCloud:
         deadline = time.monotonic() + STOP_WAIT_SECONDS
         while actions.run_instances(ec2, run_id, actions.NOT_GONE_STATES):
             if time.monotonic() >= deadline:
-                raise RuntimeError(f"instances of run {run_id} still not terminated after {STOP_WAIT_SECONDS} s")
+                raise ComputeStillRunning(
+                    f"instances of run {run_id} still not terminated {STOP_WAIT_SECONDS} s after their termination "
+                    "was asked; nothing else was changed"
+                )
             self.sleep(STOP_POLL_SECONDS)
         stopped = actions.last_stopped_at(ec2, run_id)
         return StoppedCompute(tuple(ids), iso_precise(stopped) if stopped else None)

@@ -16,7 +16,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from infra.core.paths import set_path
-from infra.ops.lifecycle.ports import ExportStatus, Leftover, Marker, OnOutput, StackOpsError, StoppedCompute
+from infra.ops.lifecycle.ports import (
+    ComputeStillRunning,
+    ExportStatus,
+    Leftover,
+    Marker,
+    OnOutput,
+    StackOpsError,
+    StoppedCompute,
+)
 from infra.ops.runtime import Runtime
 
 RUN_ID = "demo-llama-7b-001"
@@ -107,6 +115,7 @@ class World:
     export_states: list[str] = field(default_factory=lambda: ["started", "running", "succeeded"])
     export_detail: str = ""
     stopped_at: str | None = STOPPED_AT  # what stop_compute says (None: AWS did not say)
+    compute_stays: bool = False  # stop_compute's wait ends with instances still there
     leftovers: list[Leftover] = field(default_factory=list)
     leftovers_for: int | None = None  # the leftovers are listed by this many audits, then gone (None: always)
     node_errors: list[BaseException] = field(default_factory=list)  # raised by the next active_nodes calls
@@ -257,6 +266,9 @@ class RecordingCloud:
 
     def stop_compute(self, run_id: str) -> StoppedCompute:
         self.world.record("stop_compute", run_id)
+        if self.world.compute_stays:
+            raise ComputeStillRunning(f"instances of run {run_id} still not terminated 600 s after their termination "
+                                      "was asked; nothing else was changed")  # fmt: skip
         count, self.world.instances[run_id] = self.world.instances.get(run_id, 0), 0
         self.world.step_done()
         return StoppedCompute(tuple(f"i-{n:017x}" for n in range(count)), self.world.stopped_at)

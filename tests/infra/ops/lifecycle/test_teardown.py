@@ -455,3 +455,14 @@ def test_a_file_system_never_linked_is_destroyed_with_nothing_to_export():
         "checkpoints: none to export (file system fs-0123 has no data repository linked (no association, no export "
         "path): nothing to export); the destroy deletes it"
     ) in lines
+
+
+def test_instances_that_outlast_the_stop_wait_end_the_teardown_with_a_line_not_a_traceback():
+    world = deployed_world()
+    world.compute_stays = True
+    code, lines, _ = tear(world)
+    assert code == 1 and "destroy" not in world.names() and "export_checkpoints" not in world.names()
+    assert lines[-1] == (
+        f"compute: instances of run {RUN_ID} still not terminated 600 s after their termination was asked; nothing "
+        f"else was changed; run `python -m infra teardown --stack {STACK}` again"
+    )
