@@ -36,7 +36,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 from shlex import quote
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from infra.core.errors import Problem
 from infra.core.naming import slug
@@ -182,25 +182,44 @@ def evaluate_script(python: str | None, evaluate_args: str, scores: str | None, 
     )
 
 
-def reference_job(**kwargs: Any) -> Manifest:
-    """The Job that measures the reference checkpoint where `variant` is evaluated (evaluation_job's arguments)
-    and keeps its figures, and its task scores, under reference_prefix."""
-    return _job(kwargs, measures_reference=True)
+class EvaluationArgs(TypedDict):
+    """What both evaluation Jobs are built from. `server`: the model entry that will serve `variant` (its pool,
+    resources and image); `evaluation`: the registry prefix of the evaluation data (datasets/evals/<name>/);
+    `converter_image`: where a variant llm-compressor built is evaluated, its tasks by lm-eval (installed there,
+    not in the server image); `mirror`: the serving stack's image mirror."""
+
+    bucket: str
+    bucket_arn: str
+    key_arn: str
+    role_arn: str
+    region: str
+    ns: str
+    checkpoint: str
+    checkpoint_bytes: int
+    evaluation: str
+    model: str
+    version: str
+    variant: str
+    run_id: str
+    server: ModelSpec
+    mirror: NotRequired[Mirror | None]
+    converter_image: NotRequired[str | None]
 
 
-def evaluation_job(**kwargs: Any) -> Manifest:
+def reference_job(**args: Unpack[EvaluationArgs]) -> Manifest:
+    """The Job that measures the reference checkpoint where `variant` is evaluated and keeps its figures, and its
+    task scores, under reference_prefix."""
+    return _job(args, measures_reference=True)
+
+
+def evaluation_job(**args: Unpack[EvaluationArgs]) -> Manifest:
     """The Job that judges `variant` against the figures its place's reference_job kept."""
-    return _job(kwargs, measures_reference=False)
+    return _job(args, measures_reference=False)
 
 
-def _job(args: dict[str, Any], measures_reference: bool) -> Manifest:
-    """`server`: the model entry that will serve `variant` (its pool, resources and image); `evaluation`: the
-    registry prefix of the evaluation data (datasets/evals/<name>/); `converter_image`: where a variant
-    llm-compressor built is evaluated, its tasks by lm-eval (installed there, not in the server image)."""
+def _job(args: EvaluationArgs, measures_reference: bool) -> Manifest:
     bucket, model, version, variant = args["bucket"], args["model"], args["version"], args["variant"]
-    server: ModelSpec = args["server"]
-    mirror: Mirror | None = args.get("mirror")
-    checkpoint_bytes: int = args["checkpoint_bytes"]
+    server, mirror, checkpoint_bytes = args["server"], args.get("mirror"), args["checkpoint_bytes"]
     image = step_image(variant, server.image, args.get("converter_image"), step="evaluated")
     python = CONVERTER_PYTHON if RECIPES[variant].converter else None  # lm-eval is in the converter image only
     where = place(server, image)
