@@ -36,7 +36,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 from shlex import quote
-from typing import Any, NotRequired, TypedDict, Unpack
+from typing import Any, Unpack
 
 from infra.core.errors import Problem
 from infra.core.naming import slug
@@ -46,7 +46,7 @@ from infra.ops.promotion.sizing import Resources
 from infra.registry import layout as registry_layout
 from infra.serving import engine
 from infra.serving.aws import converter_access as access
-from infra.serving.aws.mirror import Mirror, pulled
+from infra.serving.aws.mirror import pulled
 from infra.serving.families import FAMILIES
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
 from infra.serving.servers import PROFILES, shm_mount, shm_volume
@@ -182,28 +182,16 @@ def evaluate_script(python: str | None, evaluate_args: str, scores: str | None, 
     )
 
 
-class EvaluationArgs(TypedDict):
-    """What both evaluation Jobs are built from. `server`: the model entry that will serve `variant` (its pool,
-    resources and image); `evaluation`: the registry prefix of the evaluation data (datasets/evals/<name>/);
-    `converter_image`: where a variant llm-compressor built is evaluated, its tasks by lm-eval (installed there,
-    not in the server image); `mirror`: the serving stack's image mirror."""
+class EvaluationArgs(jobs.JobInputs):
+    """What both evaluation Jobs are built from: the promotion's Job inputs, and `server`, the model entry that will
+    serve `variant` (its pool, resources and image); `evaluation`: the registry prefix of the evaluation data
+    (datasets/evals/<name>/). A variant llm-compressor built is evaluated in `converter_image`, its tasks by lm-eval
+    (installed there, not in the server image)."""
 
-    bucket: str
-    bucket_arn: str
-    key_arn: str
-    role_arn: str
-    region: str
-    ns: str
-    checkpoint: str
     checkpoint_bytes: int
     evaluation: str
-    model: str
-    version: str
     variant: str
-    run_id: str
     server: ModelSpec
-    mirror: NotRequired[Mirror | None]
-    converter_image: NotRequired[str | None]
 
 
 def reference_job(**args: Unpack[EvaluationArgs]) -> Manifest:

@@ -3,12 +3,12 @@ its variants are evaluated (a pool and an image), then every quantised variant a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.ops.promotion import evaluation, waiting
+from infra.ops.promotion.jobs import JobInputs
 from infra.ops.promotion.ports import Jobs, JobState
 from infra.ops.promotion.recipes import step_image
 from infra.ops.promotion.request import Promotion
@@ -44,7 +44,7 @@ class EvaluationPlan:
 
 
 def evaluation_plan(
-    req: Promotion, shared: Mapping[str, Any], checkpoint_bytes: int, servers: dict[str, ModelSpec]
+    req: Promotion, shared: JobInputs, checkpoint_bytes: int, servers: dict[str, ModelSpec]
 ) -> EvaluationPlan:
     """Every evaluation Job, built (and its session policy checked) before anything starts."""
     if req.evaluation is None:  # the request requires it for a quantised variant: then none is asked for
@@ -56,14 +56,14 @@ def evaluation_plan(
         for variant in req.variants:
             if not VARIANTS[variant].quantised:
                 continue
-            args = {
+            args = evaluation.EvaluationArgs(
                 **shared,
-                "checkpoint_bytes": checkpoint_bytes,
-                "evaluation": req.evaluation,
-                "variant": variant,
-                "server": servers[variant],
-            }
-            image = step_image(variant, servers[variant].image, shared.get("converter_image"), step="evaluated")
+                checkpoint_bytes=checkpoint_bytes,
+                evaluation=req.evaluation,
+                variant=variant,
+                server=servers[variant],
+            )
+            image = step_image(variant, servers[variant].image, shared["converter_image"], step="evaluated")
             key = reference_key(evaluation.place(servers[variant], image))
             if key not in references:
                 references[key] = evaluation.reference_job(**args)

@@ -41,7 +41,7 @@ import hashlib
 import json
 from pathlib import Path
 from shlex import quote
-from typing import Any
+from typing import Any, TypedDict
 
 from infra.core.naming import slug
 from infra.ops.promotion.recipes import CALIBRATION_DIR, CHECK_PROGRAM, RECIPES, Recipe, step_image
@@ -93,6 +93,23 @@ report = {"compilerVersion": sys.argv[1], "runtimeVersion": sys.argv[2], "node":
 with open("/work/conversion.json", "w") as handle:
     json.dump(report, handle)
 """
+
+
+class JobInputs(TypedDict):
+    """What the conversion and evaluation Jobs of one promotion are both built from."""
+
+    bucket: str
+    bucket_arn: str
+    key_arn: str
+    role_arn: str
+    region: str
+    ns: str
+    checkpoint: str
+    model: str
+    version: str
+    run_id: str
+    mirror: Mirror | None
+    converter_image: str | None  # llm-compressor's and lm-eval's image (mlinfra:serving.converterImage)
 
 
 def engine_keywords(server: ModelSpec, artefact_dir: str) -> str:

@@ -15,7 +15,7 @@ same with the version it restores.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.ops.lifecycle.ports import StackOps, StackOpsError
@@ -28,7 +28,6 @@ from infra.ops.promotion.request import Promotion, Rollback, with_variants
 from infra.ops.promotion.serving import ServingTarget, job_access, serving_target
 from infra.ops.runtime import Runtime, iso, span
 from infra.registry import layout as registry_layout
-from infra.serving.aws.mirror import Mirror
 from infra.serving.spec import ModelSpec
 from infra.serving.variants import VARIANTS
 
@@ -177,26 +176,11 @@ def promote(
     )
 
 
-class _JobInputs(TypedDict):
-    """What the conversion and evaluation Jobs of one promotion are both built from."""
-
-    bucket: str
-    bucket_arn: str
-    key_arn: str
-    role_arn: str
-    region: str
-    ns: str
-    checkpoint: str
-    model: str
-    version: str
-    run_id: str
-    mirror: Mirror | None
-    converter_image: str | None  # llm-compressor's and lm-eval's image (mlinfra:serving.converterImage)
-
-
-def _job_inputs(req: Promotion, bucket: str, target: ServingTarget, checkpoint: registry.Checkpoint) -> _JobInputs:
+def _job_inputs(
+    req: Promotion, bucket: str, target: ServingTarget, checkpoint: registry.Checkpoint
+) -> job_objects.JobInputs:
     role_arn, bucket_arn, key_arn = job_access(target)
-    return _JobInputs(
+    return job_objects.JobInputs(
         bucket=bucket,
         bucket_arn=bucket_arn,
         key_arn=key_arn,
@@ -213,7 +197,7 @@ def _job_inputs(req: Promotion, bucket: str, target: ServingTarget, checkpoint: 
 
 
 def _conversion_objects(
-    req: Promotion, shared: _JobInputs, sizes: dict[str, sizing.Resources], servers: dict[str, ModelSpec]
+    req: Promotion, shared: job_objects.JobInputs, sizes: dict[str, sizing.Resources], servers: dict[str, ModelSpec]
 ) -> dict[str, list[dict[str, Any]]]:
     """Each variant's conversion Job, all built (and their session policies checked) before any starts; a
     calibrated variant's reads the request's calibration data; llm-compressor's run in the converter image."""
