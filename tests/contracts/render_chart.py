@@ -39,6 +39,7 @@ CASES: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
         lambda: charts.cluster_autoscaler_values("mlinfra-demo", "us-east-1", PRIORITIES),
     ),
     "neuron-1.33": ("kube-system", lambda: charts.neuron_values("1.33")),
+    "nvidia-device-plugin": (charts.NVIDIA_DEVICE_PLUGIN.namespace, charts.nvidia_values),
 }
 KEPT_KINDS = ("Deployment", "DaemonSet", "PodDisruptionBudget", "ConfigMap", "Role", "ClusterRole")
 
@@ -64,7 +65,7 @@ def checkout(git_dir: str, ref: str, path: str, into: Path) -> Path:
 def _pod(doc: dict[str, Any]) -> dict[str, Any]:
     pod = doc.get("spec", {}).get("template", {}).get("spec", {})
     containers = pod.get("containers") or []
-    return {
+    kept = {
         "nodeSelector": pod.get("nodeSelector") or {},
         "tolerations": pod.get("tolerations") or [],
         "serviceAccountName": pod.get("serviceAccountName"),
@@ -77,6 +78,11 @@ def _pod(doc: dict[str, Any]) -> dict[str, Any]:
             for c in containers
         },
     }
+    # Where a chart adds node affinity of its own (the NVIDIA plugin's NFD labels), the node selector alone is not
+    # where the pod may run.
+    if pod.get("affinity"):
+        kept["affinity"] = pod["affinity"]
+    return kept
 
 
 def effects(rendered: dict[str, str]) -> Iterator[dict[str, Any]]:

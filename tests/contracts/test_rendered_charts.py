@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.core.project import load_project, stack_config
+from infra.kinds import load
 from infra.serving import charts
-from infra.serving.scheduling import POOL_LABEL
+from infra.serving.families import FAMILIES
+from infra.serving.scheduling import POOL_LABEL, taint
 from tests.contracts.render_chart import CASES, PRIORITIES, values_digest
+from tests.helpers import ROOT
 
 DATA = Path(__file__).parent / "data" / "rendered"
 SYSTEM = {POOL_LABEL: "system"}
@@ -87,6 +91,55 @@ def test_the_neuron_chart_places_each_part_where_we_mean():
     assert extension["schedulerName"] == "my-scheduler"
     assert extension["nodeSelector"] == {} and extension["tolerations"] == []
     assert "nodeSelector" not in charts.neuron_values("1.33")["scheduler"]
+
+
+def admits(affinity: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` meets a pod's required node affinity (In terms only: what the charts render)."""
+    required = affinity.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    return any(
+        all(e["operator"] == "In" and labels.get(e["key"]) in e["values"] for e in term["matchExpressions"])
+        for term in required["nodeSelectorTerms"]
+    )
+
+
+def demo_pools() -> dict[str, list[str]]:
+    config = load(stack_config(load_project(ROOT), "serving-demo"))
+    return {name: pool.instance_types for name, pool in config.serving.node_pools.declared().items()}
+
+
+def test_the_nvidia_plugin_runs_on_every_gpu_node_mlinfra_labels():
+    """Our GPU nodes carry nvidia.com/gpu.present (node_pools.py) and no Node Feature Discovery labels: the chart's
+    own required affinity must admit them, and its toleration the GPU pools' taint."""
+    facts = rendered(charts.NVIDIA_DEVICE_PLUGIN, "nvidia-device-plugin")
+    plugin = objects(facts, "DaemonSet")["nvidia-device-plugin"]
+    assert plugin["nodeSelector"] == {charts.GPU_PRESENT_LABEL: "true"}
+    gpu_families = [name for name, family in FAMILIES.items() if not family.neuron]
+    assert {taint(f).toleration()["key"] for f in gpu_families} <= {t["key"] for t in plugin["tolerations"]}
+    for pool, types in demo_pools().items():
+        if FAMILIES[pool].neuron:
+            continue
+        for instance_type in types:
+            node = {charts.GPU_PRESENT_LABEL: "true", "node.kubernetes.io/instance-type": instance_type}
+            assert admits(plugin.get("affinity", {}), node), f"{instance_type}: the plugin's affinity refuses it"
+    assert not admits(plugin["affinity"], {"node.kubernetes.io/instance-type": "m6i.large"})  # and nothing else
+    # The MPS control daemon renders too, for nodes labelled MPS-capable only (none of ours): it never runs.
+    mps = objects(facts, "DaemonSet")["nvidia-device-plugin-mps-control-daemon"]
+    assert mps["nodeSelector"].get("nvidia.com/mps.capable") == "true"
+
+
+def test_the_neuron_plugin_admits_every_neuron_type_the_demo_serves_on():
+    """Chart 1.0.0's device plugin requires an instance type from its own list: a serving type missing there (trn2,
+    which that chart predates) would get no plugin, and its model pods would stay Pending."""
+    plugin = objects(rendered(charts.NEURON, "neuron-1.33"), "DaemonSet")["neuron-device-plugin"]
+    for pool, types in demo_pools().items():
+        if not FAMILIES[pool].neuron:
+            continue
+        for instance_type in types:
+            node = {"mlinfra.io/accelerator": pool, "node.kubernetes.io/instance-type": instance_type}
+            assert admits(plugin["affinity"], node), f"{instance_type}: not in the Neuron chart's instance types"
+    assert not admits(plugin["affinity"], {"node.kubernetes.io/instance-type": "trn2.48xlarge"})
 
 
 def test_every_rendered_fact_names_its_source_and_renderer():
