@@ -153,6 +153,13 @@ def place(server: ModelSpec, image: str) -> str:
     return f"{server.accelerator}-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
 
 
+def evaluated_in(variant: str, server: ModelSpec, converter_image: str | None) -> tuple[str, str]:
+    """(image, place) of a variant's evaluation: the converter image for what llm-compressor built (lm-eval is
+    there), the server's for the rest; ValueError when a converter variant is given none."""
+    image = step_image(variant, server.image, converter_image, step="evaluated")
+    return image, place(server, image)
+
+
 def reference_prefix(model: str, version: str, where: str) -> str:
     return registry_layout.model_prefix(model, version, REFERENCE) + f"{slug(where, 63)}/"
 
@@ -161,10 +168,10 @@ def reference_job_name(model: str, version: str, where: str) -> str:
     return jobs.job_name(model, version, f"{REFERENCE}-{where}", verb=VERB)
 
 
-def evaluate_script(python: str | None, evaluate_args: str, scores: str | None, serve: list[str] | None = None) -> str:
+def evaluate_script(python: str | None, evaluate_args: str, serve: list[str] | None = None) -> str:
     """The evaluate step: evaluate.py (`evaluate_args`) with the server image's python3; with `python` (the converter
-    image's, which has lm-eval), lm_tasks.py first scores the model's tasks into `scores`, which evaluate.py reads,
-    with `serve` (the server's engine flags) on the model as the image's own vLLM serves it."""
+    image's, which has lm-eval), lm_tasks.py first scores the model's tasks into /out/tasks.json, which evaluate.py
+    reads, with `serve` (the server's engine flags) on the model as the image's own vLLM serves it."""
     # The unset is a second guard beside the pod annotation (Pod Identity injects nothing here).
     script = (
         "set -eu\nunset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE\n"
@@ -175,7 +182,7 @@ def evaluate_script(python: str | None, evaluate_args: str, scores: str | None, 
     # lm-eval's datasets cache and the default task's YAML in the container's own disk, not the small /out.
     return script + (
         f"cat > {TASKS_PROGRAM} <<'PY'\n{LM_TASKS}PY\nexport HF_HOME=/tmp/hf-home\n"
-        f"{python} {TASKS_PROGRAM} --model /in/model --data /in/data --out {scores} --work /tmp/lm-eval-tasks"
+        f"{python} {TASKS_PROGRAM} --model /in/model --data /in/data --out /out/{TASKS} --work /tmp/lm-eval-tasks"
         + (f" --serve {quote(json.dumps(serve))}" if serve is not None else "")
         + "\n"
         f"{python} {PROGRAM} {evaluate_args}\n"
@@ -208,9 +215,8 @@ def evaluation_job(**args: Unpack[EvaluationArgs]) -> Manifest:
 def _job(args: EvaluationArgs, measures_reference: bool) -> Manifest:
     bucket, model, version, variant = args["bucket"], args["model"], args["version"], args["variant"]
     server, mirror, checkpoint_bytes = args["server"], args.get("mirror"), args["checkpoint_bytes"]
-    image = step_image(variant, server.image, args.get("converter_image"), step="evaluated")
+    image, where = evaluated_in(variant, server, args.get("converter_image"))
     python = CONVERTER_PYTHON if RECIPES[variant].converter else None  # lm-eval is in the converter image only
-    where = place(server, image)
     figures_at = reference_prefix(model, version, where)
     prefix = registry_layout.model_prefix(model, version, variant)
     lm_eval = f" --task-scores /in/reference/{TASKS} /out/{TASKS}" if python else ""
@@ -257,7 +263,6 @@ def _job(args: EvaluationArgs, measures_reference: bool) -> Manifest:
     profile = PROFILES[server.accelerator]
     devices = str(server.accelerators_per_replica)
     disk, memory = f"{work_gib(checkpoint_bytes)}Gi", f"{memory_gib(checkpoint_bytes)}Gi"
-    scores = f"/out/{TASKS}" if python else None
     # Where lm-eval runs (the converter image, FROM the vLLM server image) it scores the model served by that vLLM
     # with the server's engine flags: the variant as its server runs it, the reference as a bf16 server would.
     as_served = server.model_copy(update={"variant": "cuda", "precision": None}) if measures_reference else server
@@ -265,7 +270,7 @@ def _job(args: EvaluationArgs, measures_reference: bool) -> Manifest:
     evaluate = {
         "name": "evaluate",
         "image": pulled(mirror, image),
-        "command": ["/bin/sh", "-c", evaluate_script(python, evaluate_args, scores, serve)],
+        "command": ["/bin/sh", "-c", evaluate_script(python, evaluate_args, serve)],
         "env": env,
         # What it judges, read-only; only its results are writable.
         "volumeMounts": [

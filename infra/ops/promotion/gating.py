@@ -10,7 +10,6 @@ from infra.core.errors import InputError, Problem
 from infra.ops.promotion import evaluation, waiting
 from infra.ops.promotion.jobs import JobInputs
 from infra.ops.promotion.ports import Jobs, JobState
-from infra.ops.promotion.recipes import step_image
 from infra.ops.promotion.request import Promotion
 from infra.ops.runtime import Runtime
 from infra.serving.spec import ModelSpec
@@ -63,8 +62,8 @@ def evaluation_plan(
                 variant=variant,
                 server=servers[variant],
             )
-            image = step_image(variant, servers[variant].image, shared["converter_image"], step="evaluated")
-            key = reference_key(evaluation.place(servers[variant], image))
+            _, where = evaluation.evaluated_in(variant, servers[variant], shared["converter_image"])
+            key = reference_key(where)
             if key not in references:
                 references[key] = evaluation.reference_job(**args)
             place_of[variant] = key

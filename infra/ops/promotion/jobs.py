@@ -205,10 +205,11 @@ def conversion_job(
         )
     pool = server.accelerator
     profile = PROFILES[pool]
-    streamed = not profile.fetch_to_disk  # the server streams the artefact from S3 (manifests.py): so does the check
     devices = str(server.accelerators_per_replica)
     name = job_name(model, version, variant)
     target = f"s3://{bucket}/{artefact_prefix(model, version, variant)}"
+    streamed = not profile.fetch_to_disk  # the server streams the artefact from S3 (manifests.py): so does the check
+    checked = target if streamed else SERVED  # where `check` loads the artefact from
     session = access.session_name(model, version, variant)
     policy = session_policy(
         bucket_arn=bucket_arn,
@@ -252,7 +253,7 @@ def conversion_job(
     # The server's engine; a neuron-int8 quantized checkpoint's path as each step sees the artefact (engine.py).
     engine_env = {
         step: env + [{"name": "ENGINE", "value": engine_keywords(server, artefact)}, node]
-        for step, artefact in (("convert", "/work/out"), ("check", target if streamed else SERVED))
+        for step, artefact in (("convert", "/work/out"), ("check", checked))
     }
     convert = {
         "name": "convert",
@@ -270,7 +271,7 @@ def conversion_job(
     check = {
         "name": "check",
         "image": pulled(mirror, server.image),
-        "command": ["/bin/sh", "-c", check_script(recipe, target if streamed else SERVED, streamed)],
+        "command": ["/bin/sh", "-c", check_script(recipe, checked)],
         "env": engine_env["check"]
         + [{"name": name, "value": value} for name, value in recipe.check_env]
         + (session_env() if streamed else []),
@@ -405,15 +406,15 @@ def convert_script(recipe: Recipe) -> str:
     )
 
 
-def check_script(recipe: Recipe, source: str = SERVED, streamed: bool = False) -> str:
-    """The check of the artefact at `source`; `streamed`: read from S3 with the down-scoped session only."""
+def check_script(recipe: Recipe, source: str = SERVED) -> str:
+    """The check of the artefact at `source`: a path, or an s3:// URI read with the down-scoped session only."""
     body = (
         f'python3 {CHECK_PROGRAM} {quote(source)} "$ENGINE" /work/check.json\n'
         f'compiler="$({recipe.compiler_version} 2>/dev/null || echo unknown)"\n'
         f'runtime="$({recipe.runtime_version} 2>/dev/null || echo unknown)"\n'
         f'python3 - "$compiler" "$runtime" <<\'PY\'\n{_REPORT_SCRIPT}PY'
     )
-    return access.s3_step(body) if streamed else f"set -eu\n{_NO_CREDENTIALS}{body}\n"
+    return access.s3_step(body) if streamed_load(source) else f"set -eu\n{_NO_CREDENTIALS}{body}\n"
 
 
 def manifest_facts(recipe: Recipe, server: ModelSpec) -> dict[str, Any]:

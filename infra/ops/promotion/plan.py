@@ -68,7 +68,7 @@ def print_plan(
                 servers[variant],
                 variant,
                 f"{built_in} (tasks by lm-eval)" if RECIPES[variant].converter else served,
-                evaluation.place(servers[variant], step_image(variant, servers[variant].image, converter)),
+                evaluation.evaluated_in(variant, servers[variant], converter)[1],
             )
     rt.say(
         f"  access: jobs run as {ns}/{access.SERVICE_ACCOUNT} ({target.converter_role_arn}), each down-scoped "
