@@ -245,10 +245,9 @@ def _covers(task_paths: list[str] | None, path: str) -> bool:
     return any(path == p.strip("/") or path.startswith(p.strip("/") + "/") or not p.strip("/") for p in task_paths)
 
 
-def linked_associations(fsx: Any, file_system_id: str, path: str) -> list[dict[str, Any]]:
-    """The data repository associations through which an export of `path` goes ([] when none, or when
-    they cannot be read: a file system type without associations, or no permission)."""
-    wanted = "/" + path.strip("/")
+def associations(fsx: Any, file_system_id: str) -> list[dict[str, Any]] | None:
+    """The file system's data repository associations; None when they cannot be read (a file system type without
+    associations, or no permission). Transient errors are raised, to be waited out."""
     try:
         page = fsx.describe_data_repository_associations(
             Filters=[{"Name": "file-system-id", "Values": [file_system_id]}]
@@ -256,10 +255,18 @@ def linked_associations(fsx: Any, file_system_id: str, path: str) -> list[dict[s
     except ClientError as error:
         if is_transient(error):
             raise
-        return []
+        return None
+    found: list[dict[str, Any]] = page.get("Associations", [])
+    return found
+
+
+def linked_associations(fsx: Any, file_system_id: str, path: str) -> list[dict[str, Any]]:
+    """The data repository associations through which an export of `path` goes ([] when none, or when
+    they cannot be read)."""
+    wanted = "/" + path.strip("/")
     return [
         a
-        for a in page.get("Associations", [])
+        for a in associations(fsx, file_system_id) or []
         if wanted == "/" + a.get("FileSystemPath", "").strip("/")
         or wanted.startswith("/" + a.get("FileSystemPath", "").strip("/").rstrip("/") + "/")
     ]
@@ -271,15 +278,7 @@ def never_linked(fsx: Any, file_system: dict[str, Any]) -> str | None:
     tried, as before, and nothing is deleted on a guess)."""
     fs_id = file_system["FileSystemId"]
     legacy = (file_system.get("LustreConfiguration") or {}).get("DataRepositoryConfiguration") or {}
-    if legacy.get("ExportPath") or legacy.get("ImportPath"):
-        return None
-    try:
-        page = fsx.describe_data_repository_associations(Filters=[{"Name": "file-system-id", "Values": [fs_id]}])
-    except ClientError as error:
-        if is_transient(error):
-            raise
-        return None
-    if page.get("Associations"):
+    if legacy.get("ExportPath") or legacy.get("ImportPath") or associations(fsx, fs_id) != []:
         return None
     return f"file system {fs_id} has no data repository linked (no association, no export path): nothing to export"
 
