@@ -98,15 +98,20 @@ class EngineSettings:
         return values
 
     def flags(self) -> list[str]:
-        """The same settings as the server's command-line flags (a boolean as vLLM's --X / --no-X pair)."""
-        args: list[str] = []
-        for key, value in self.keywords().items():
-            flag = key.replace("_", "-")
-            if isinstance(value, bool):
-                args.append(f"--{flag}" if value else f"--no-{flag}")
-                continue
-            args += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
-        return args
+        """The same settings as the server's command-line flags."""
+        return as_flags(self.keywords())
+
+
+def as_flags(keywords: dict[str, Any]) -> list[str]:
+    """EngineArgs keywords as vLLM's command-line flags (a boolean as its --X / --no-X pair, a dict as JSON)."""
+    args: list[str] = []
+    for key, value in keywords.items():
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(f"--{flag}" if value else f"--no-{flag}")
+            continue
+        args += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    return args
 
 
 def neuron_config(keywords: dict[str, Any]) -> dict[str, Any] | None:

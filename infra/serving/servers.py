@@ -105,10 +105,7 @@ def streamed_load(source: str) -> dict[str, str]:
 def server_args(model: ModelSpec, source: str) -> list[str]:
     """Arguments of the server_command; `source` is an s3:// URI or a path."""
     args = ["--model", source, "--served-model-name", model.name, "--port", str(PORT)]
-    args += engine.engine_settings(model).flags()
-    for keyword, value in streamed_load(source).items():
-        args += [f"--{keyword.replace('_', '-')}", value]
-    return args
+    return args + engine.engine_settings(model).flags() + engine.as_flags(streamed_load(source))
 
 
 def drain_command() -> list[str]:
