@@ -81,6 +81,7 @@ def start_server(
     end of its log when it exits or does not answer in time."""
     command = ["vllm", "serve", model, "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
                "--port", str(port), *flags]  # fmt: skip
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)  # --work: made only for the default task otherwise
     with open(log_path, "wb") as log:  # the server keeps its own handle on it
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + wait_seconds

@@ -215,3 +215,14 @@ def test_an_engine_that_does_not_start_fails_the_step_with_its_log(root, tmp_pat
     assert done.returncode == 1 and not (tmp_path / "s.json").exists()
     assert f"error: vllm serve {checkpoint(root)} exited with 1:" in done.stderr
     assert "CUDA out of memory (stand-in)" in done.stderr
+
+
+def test_the_engines_log_goes_where_asked_even_when_no_default_task_made_that_directory(tmp_path, monkeypatch):
+    """A prefix with its own lm-eval tasks writes no default task, so nothing has made --work yet: the engine's
+    log is still written there, and an engine that dies is still reported with it."""
+    monkeypatch.setenv("PATH", f"{standin_vllm(tmp_path)}:{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_FAIL", "1")
+    log = tmp_path / "not-yet" / "vllm-serve.log"
+    with pytest.raises(lm_tasks.EngineDidNotStart, match="exited with 1"):
+        lm_tasks.start_server("/m", [], 60, str(log), free_port())
+    assert "CUDA out of memory (stand-in)" in log.read_text(encoding="utf-8")
