@@ -15,7 +15,15 @@ import yaml
 
 KUBERNETES_VERSION = "1.33.0"  # the serving cluster's default minor version
 CRD_DIR = Path(__file__).parent / "data" / "crds"
-CRD_FILES = {("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects.yaml"}
+CRD_FILES = {
+    ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects.yaml",
+    ("gateway.networking.k8s.io/v1", "GatewayClass"): "gatewayclasses.gateway.networking.k8s.io.yaml",
+    ("gateway.networking.k8s.io/v1", "Gateway"): "gateways.gateway.networking.k8s.io.yaml",
+    ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): "envoyproxies.gateway.envoyproxy.io.yaml",
+    ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"): "securitypolicies.gateway.envoyproxy.io.yaml",
+    ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): "backendtrafficpolicies.gateway.envoyproxy.io.yaml",
+    ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute"): "aigatewayroutes.aigateway.envoyproxy.io.yaml",
+}
 
 
 def _closed(schema: Any) -> Any:

@@ -97,7 +97,7 @@ def keda_chart(kubernetes_version: str) -> Chart:
     )
 
 
-_SYSTEM_NODES = {POOL_LABEL: "system"}
+SYSTEM_NODES = {POOL_LABEL: "system"}
 
 
 # Every GPU pool's nodes carry this label (node_pools.py): the plugin runs on all of them, whatever the family.
@@ -126,7 +126,7 @@ def neuron_values(kubernetes_version: str) -> dict[str, Any]:
             # tolerations, so on untainted nodes: the system pool's (every accelerator pool is tainted).
             "customScheduler": {
                 "enabled": True,
-                "nodeSelector": _SYSTEM_NODES,
+                "nodeSelector": SYSTEM_NODES,
                 "image": {"repository": repository, "tag": tag},
             },
         },
@@ -139,7 +139,7 @@ def keda_values() -> dict[str, Any]:
     # Two operators (one leads, the other takes over) so the budget lets a drain evict one: with one
     # replica, minAvailable 1 would block every node drain of the system pool.
     return {
-        "nodeSelector": _SYSTEM_NODES,
+        "nodeSelector": SYSTEM_NODES,
         "operator": {"replicaCount": 2},
         "podDisruptionBudget": {"operator": {"minAvailable": 1}},
     }
@@ -152,13 +152,13 @@ def prometheus_values() -> dict[str, Any]:
         "alertmanager": {"enabled": False},
         "prometheus-pushgateway": {"enabled": False},
         "prometheus-node-exporter": {"enabled": False},
-        "kube-state-metrics": {"nodeSelector": _SYSTEM_NODES},
+        "kube-state-metrics": {"nodeSelector": SYSTEM_NODES},
         "server": {
             "retention": "2d",
             "global": {"scrape_interval": "15s", "evaluation_interval": "15s"},
             # No EBS CSI driver in this stack: series live on the pod and are rebuilt after a restart.
             "persistentVolume": {"enabled": False},
-            "nodeSelector": _SYSTEM_NODES,
+            "nodeSelector": SYSTEM_NODES,
             "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
         },
     }
@@ -178,7 +178,7 @@ def cluster_autoscaler_values(
         "autoDiscovery": {"clusterName": cluster_name},
         # No image override: the chart (chosen by cluster_autoscaler_chart) ships the release its RBAC fits.
         "rbac": {"serviceAccount": {"create": True, "name": AUTOSCALER_SERVICE_ACCOUNT}},
-        "nodeSelector": _SYSTEM_NODES,
+        "nodeSelector": SYSTEM_NODES,
         # Spot groups first, then least-waste among the groups of one priority (cluster-autoscaler accepts a
         # comma-separated chain from 1.23); a group whose launch failed backs off (5 minutes, doubling to 30),
         # so the next priority's on-demand fallback is tried.

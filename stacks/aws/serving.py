@@ -11,15 +11,17 @@ from components.serving.aws.addons import ClusterAddons, ClusterAddonsArgs
 from components.serving.aws.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.serving.aws.eks_cluster import EksCluster, EksClusterArgs
 from components.serving.aws.image_mirror import ImageMirror, ImageMirrorArgs
+from components.serving.aws.load_balancer_controller import LoadBalancerController, LoadBalancerControllerArgs
 from components.serving.aws.model_converter import ModelConverter, ModelConverterArgs
 from components.serving.aws.model_server import ModelServer, ModelServerArgs
 from components.serving.aws.node_pool import ServingNodePool, ServingNodePoolArgs
 from components.serving.aws.vpc import ServingVpc, ServingVpcArgs
+from components.serving.front_door import FrontDoor, FrontDoorArgs
 from infra.core.naming import slug
 from infra.core.tags import contract_tags
 from infra.serving import manifests
 from infra.serving.aws import converter_access as conversion_access
-from infra.serving.aws import node_pools, zones
+from infra.serving.aws import front_door, node_pools, zones
 from infra.serving.aws.config import ServingStackConfig
 
 
@@ -152,6 +154,41 @@ def build(config: ServingStackConfig) -> None:
         )
         for model in spec.models
     }
+    # The front door: the NLB (TLS, source networks) -> Envoy (API keys, limits, route by model) -> the model's pool.
+    balancer = (
+        [
+            LoadBalancerController(
+                "load-balancer-controller",
+                LoadBalancerControllerArgs(
+                    cluster_name=cluster.name,
+                    cluster_name_plain=cluster_name,
+                    region=region,
+                    account_id=account_id,
+                    partition=partition,
+                    vpc_id=vpc.vpc.id,
+                    tags=tags,
+                    after=pools,
+                ),
+                opts=on_cluster,
+            )
+        ]
+        if spec.gateway
+        else []
+    )
+    door = FrontDoor(
+        "front-door",
+        FrontDoorArgs(
+            gateway=spec.gateway,
+            models=spec.models,
+            namespace=spec.namespace,
+            envoy_service=front_door.envoy_service(spec.gateway) if spec.gateway else {},
+            after=[addons, *balancer],
+            servers=list(servers.values()),
+            mirror=mirror,
+        ),
+        opts=on_cluster,
+    )
+
     # The identity of `python -m infra promote`'s conversion Jobs (each down-scopes it to its own prefixes).
     converter = ModelConverter(
         "model-converter",
@@ -183,5 +220,6 @@ def build(config: ServingStackConfig) -> None:
         },
     )
     pulumi.export("converterRoleArn", converter.role.arn)
+    pulumi.export("endpoint", door.endpoint)
     # promote runs its Jobs' images through the same mirror.
     pulumi.export("imageMirror", {"host": mirror.host, "upstreams": list(mirror.upstreams)} if mirror else None)

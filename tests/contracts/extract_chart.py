@@ -37,6 +37,10 @@ DEFAULT_WHOLE = re.compile(
 )
 
 
+# `$user := .Values.config.x` then `merge $user $base` then `toYaml` of the merge (Envoy Gateway's own config).
+MERGED_WHOLE = re.compile(r"\$(\w+)\s*:=\s*\.Values\.([A-Za-z0-9_.-]+)\s*\}\}(?=[\s\S]*?merge\s+\$\1\b)")
+
+
 def git(git_dir: str, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True).stdout
 
@@ -80,16 +84,25 @@ def cluster_role_resources(documents: list[str]) -> list[str]:
     return sorted(resources)
 
 
-def extract(git_dir: str, ref: str, path: str, source: str) -> dict[str, Any]:
+def extract(
+    git_dir: str, ref: str, path: str, source: str, published: str | None = None, values_file: str = "values.yaml"
+) -> dict[str, Any]:
+    """`published`: the version a release stamps into a Chart.yaml that says 0.0.0 in git (Envoy Gateway, AI
+    Gateway, the Inference Extension); `values_file`: the file the release renders values.yaml from."""
     chart = yaml.safe_load(git(git_dir, "show", f"{ref}:{path}/Chart.yaml"))
-    values = yaml.safe_load(git(git_dir, "show", f"{ref}:{path}/values.yaml")) or {}
+    if published:
+        chart["version"] = chart["appVersion"] = published
+    values = yaml.safe_load(git(git_dir, "show", f"{ref}:{path}/{values_file}")) or {}
     templates = [
         name
         for name in git(git_dir, "ls-tree", "-r", "--name-only", ref, f"{path}/templates").splitlines()
         if name.endswith((".yaml", ".yml", ".tpl"))
     ]
     texts = [git(git_dir, "show", f"{ref}:{name}") for name in templates]
-    whole = sorted({m for t in texts for m in WHOLE.findall(t) + INDEX_WHOLE.findall(t) + DEFAULT_WHOLE.findall(t)})
+    whole = sorted(
+        {m for t in texts for m in WHOLE.findall(t) + INDEX_WHOLE.findall(t) + DEFAULT_WHOLE.findall(t)}
+        | {path for t in texts for _, path in MERGED_WHOLE.findall(t)}
+    )
     return {
         "chart": chart["name"],
         "version": str(chart["version"]),
@@ -117,8 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", required=True, help="the chart's folder inside the repository")
     parser.add_argument("--source", required=True, help="the repository's public address")
     parser.add_argument("--out", default=str(Path(__file__).parent / "data" / "charts"))
+    parser.add_argument("--published-version", help="the version the release stamps (Chart.yaml says 0.0.0)")
+    parser.add_argument("--values-file", default="values.yaml", help="e.g. values.tmpl.yaml, rendered at release")
     args = parser.parse_args(argv)
-    facts = extract(args.git_dir, args.ref, args.path.rstrip("/"), args.source)
+    facts = extract(
+        args.git_dir, args.ref, args.path.rstrip("/"), args.source, args.published_version, args.values_file
+    )
     write_facts(args.out, f"{facts['chart']}-{facts['version']}", facts)
     return 0
 

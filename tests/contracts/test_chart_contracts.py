@@ -11,9 +11,12 @@ from typing import Any
 
 import pytest
 
-from infra.serving import charts
+from infra.serving import charts, gateway_charts
+from infra.serving.aws import front_door as aws_front_door
+from infra.serving.aws.config import AwsModelSpec
 
 DATA = Path(__file__).parent / "data" / "charts"
+DEMO_MODEL = AwsModelSpec(name="mistral-7b", version="1.0", accelerator="g5", image="vllm/vllm-openai:v0.33.0")
 
 
 def facts(chart: charts.Chart) -> dict[str, Any]:
@@ -59,6 +62,29 @@ VALUES: list[tuple[str, Callable[[], charts.Chart], Callable[[], dict[str, Any]]
     [
         ("nvidia", lambda: charts.NVIDIA_DEVICE_PLUGIN, charts.nvidia_values),
         ("prometheus", lambda: charts.PROMETHEUS, charts.prometheus_values),
+        (
+            "envoy-gateway",
+            lambda: gateway_charts.ENVOY_GATEWAY,
+            lambda: gateway_charts.envoy_gateway_values(charts.SYSTEM_NODES),
+        ),
+        (
+            "ai-gateway",
+            lambda: gateway_charts.AI_GATEWAY,
+            lambda: gateway_charts.ai_gateway_values(charts.SYSTEM_NODES),
+        ),
+        ("ai-gateway-crds", lambda: gateway_charts.AI_GATEWAY_CRDS, dict),
+        (
+            "inferencepool",
+            lambda: gateway_charts.inference_pool_chart(DEMO_MODEL, "models"),
+            lambda: gateway_charts.inference_pool_values(DEMO_MODEL),
+        ),
+        (
+            "aws-load-balancer-controller",
+            lambda: aws_front_door.LOAD_BALANCER_CONTROLLER,
+            lambda: aws_front_door.load_balancer_controller_values(
+                "mlinfra-demo", "us-east-1", "vpc-0abc", charts.SYSTEM_NODES
+            ),
+        ),
     ]
     + [
         (f"keda-k8s-{v}", lambda v=v: charts.keda_chart(v), charts.keda_values)  # type: ignore[misc]

@@ -17,6 +17,9 @@ MODELS = {
     "mistral-7b": ("g5", "models/mistral-7b/2025-05-20/cuda/"),
 }
 
+CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c"
+API_KEYS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:mlinfra/serving-demo/api-keys-AbCdEf"
+
 
 @pytest.fixture(scope="module")
 def demo():
@@ -65,6 +68,8 @@ def test_a_pool_offered_in_fewer_zones_than_the_cluster_spans_gets_only_those():
             ("aws:region", "eu-west-2"),
             ("mlinfra:serving.cluster.availabilityZones", "3"),
             ("mlinfra:serving.imageMirror.dockerHubCredentialArn", secret),
+            ("mlinfra:serving.gateway.certificateArn", CERTIFICATE.replace("us-east-1", "eu-west-2")),
+            ("mlinfra:serving.gateway.apiKeysSecretArn", API_KEYS.replace("us-east-1", "eu-west-2")),
         ],
     )
     assert [d.message for d in result.errors] == []
@@ -119,15 +124,30 @@ def test_node_pools_go_before_the_cluster_on_destroy(demo):
 
 def test_device_plugins_keda_and_metrics_are_pinned_releases(demo):
     releases = {r.inputs["name"]: r.inputs for r in by_type(demo, "kubernetes:helm.sh/v3:Release")}
-    assert set(releases) == {"nvidia-device-plugin", "neuron", "keda", "prometheus", "cluster-autoscaler"}
+    assert set(releases) == {
+        "nvidia-device-plugin",
+        "neuron",
+        "keda",
+        "prometheus",
+        "cluster-autoscaler",
+        "aws-load-balancer-controller",
+        "envoy-gateway",
+        "ai-gateway-crds",
+        "ai-gateway",
+        *MODELS,  # each model's InferencePool and endpoint picker
+    }
     for name, release in releases.items():
-        assert release["version"][0].isdigit(), name
+        assert release["version"].removeprefix("v")[0].isdigit(), name
     assert releases["neuron"]["values"]["scheduler"]["enabled"] is True
     assert releases["nvidia-device-plugin"]["repositoryOpts"] == {"repo": "https://nvidia.github.io/k8s-device-plugin"}
 
 
 def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
-    deployments = {d.inputs["metadata"]["name"]: d.inputs for d in by_type(demo, "kubernetes:apps/v1:Deployment")}
+    deployments = {
+        d.inputs["metadata"]["name"]: d.inputs
+        for d in by_type(demo, "kubernetes:apps/v1:Deployment")
+        if d.inputs["metadata"]["namespace"] == "models"
+    }
     assert set(deployments) == set(MODELS)
     for name, (accelerator, _) in MODELS.items():
         resource = {"inf2": "aws.amazon.com/neuron", "g5": "nvidia.com/gpu"}[accelerator]
@@ -154,7 +174,11 @@ def test_one_server_per_model_and_an_autoscaler_whose_metric_is_not_cpu(demo):
 def test_pulumi_waits_for_a_cold_start(demo):
     """A model server's first replica needs a node, a multi-GB image and its weights: longer than Pulumi's
     default 10-minute wait for a Deployment."""
-    waits = {d.inputs["metadata"]["name"]: d.custom_timeouts for d in by_type(demo, "kubernetes:apps/v1:Deployment")}
+    waits = {
+        d.inputs["metadata"]["name"]: d.custom_timeouts
+        for d in by_type(demo, "kubernetes:apps/v1:Deployment")
+        if d.inputs["metadata"]["namespace"] == "models"
+    }
     assert waits == {
         "llama-3-8b-neuron": {"create": "2400s", "update": "2400s"},
         "mistral-7b": {"create": "1800s", "update": "1800s"},
@@ -167,7 +191,10 @@ def test_every_kubernetes_object_validates_against_its_schema(demo):
         for s in demo.resources()
         if s.custom and s.type.startswith("kubernetes:") and s.type != "kubernetes:helm.sh/v3:Release"
     ]
-    assert len(objects) == 2 + 5 * len(MODELS)  # the namespace, the converter's account, five objects per server
+    # The namespace, the converter's account, five objects per server; the front door's: the servers'
+    # NetworkPolicy, Envoy Gateway's InferencePool reader (2), the rate limiter's Redis (2), GatewayClass,
+    # EnvoyProxy, Gateway, rate limits, API-key policy and the route by model.
+    assert len(objects) == 2 + 5 * len(MODELS) + 11
     for step in objects:
         validate(manifest_of(step))
 
@@ -293,7 +320,8 @@ def test_pod_roles_trust_only_their_own_cluster_namespace_and_service_account(de
             "aws:RequestTag/kubernetes-service-account": identity.inputs["serviceAccount"],
         }
         scoped += 1
-    assert scoped == len(identities) - 1 == len(MODELS) + 1  # every server and the cluster autoscaler
+    # Every server, the cluster autoscaler and the load balancer controller.
+    assert scoped == len(identities) - 1 == len(MODELS) + 2
 
 
 def test_images_come_through_the_accounts_pull_through_cache(demo):

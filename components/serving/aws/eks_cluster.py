@@ -115,6 +115,9 @@ class EksCluster(pulumi.ComponentResource):
                 f"{name}-{addon}",
                 cluster_name=self.cluster.name,
                 addon_name=addon,
+                configuration_values=json.dumps(eks.ADDON_CONFIGURATION[addon])
+                if addon in eks.ADDON_CONFIGURATION
+                else None,
                 resolve_conflicts_on_create="OVERWRITE",
                 resolve_conflicts_on_update="OVERWRITE",
                 tags=tags,

@@ -20,7 +20,7 @@ from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.aws.node_pools import accelerator_plans, replicas_of
 from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
-from infra.serving.checks import endpoint_findings
+from infra.serving.checks import GATEWAY_KEY, endpoint_findings, gateway_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
 from infra.serving.fit import fit_findings
 from infra.serving.variants import variant_problem
@@ -42,6 +42,7 @@ POOL_ACCELERATOR_MODEL = {name: device_of_family(name) for name in AWS_FAMILIES}
 
 def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
     findings = endpoint_findings(spec.cluster.endpoint) + _mirror_findings(spec, region) + _zone_findings(spec, region)
+    findings += _gateway_findings(spec, region)
     sound = set()  # pools without findings: their types and bounds can be counted on
     for family, pool in spec.node_pools.declared().items():
         found = _pool_findings(family, pool, region)
@@ -57,6 +58,29 @@ def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
         findings += found
     for family in sorted(sound - refused):
         findings += _shared_pool_findings(family, spec)
+    return findings
+
+
+def _gateway_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
+    gateway = spec.gateway
+    if gateway is None:
+        return []
+    findings = gateway_findings(gateway)
+    if region is not None and gateway.certificate_region != region:
+        findings.append(
+            Problem(
+                f"{GATEWAY_KEY}.certificateArn",
+                f"the certificate is in {gateway.certificate_region}, the stack in {region}: a load balancer uses "
+                f"ACM certificates of its own region only; request or import the certificate in {region}",
+            )
+        )
+    keys = f"{GATEWAY_KEY}.apiKeysSecretArn"
+    if gateway.auth == "api-key" and gateway.api_keys_secret_arn is None:
+        findings.append(
+            Problem(keys, "required with auth api-key: the Secrets Manager secret holding the clients' API keys")
+        )
+    if gateway.auth == "none" and gateway.api_keys_secret_arn is not None:
+        findings.append(Problem(keys, "only used with auth api-key (auth is none); remove it or set auth api-key"))
     return findings
 
 

@@ -13,6 +13,7 @@ from infra.core.network import is_rfc1918
 from infra.core.spec import Spec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX
 from infra.serving.charts import KUBERNETES_RELEASES
+from infra.serving.gateway_spec import GatewaySpec
 from infra.serving.spec import IMAGE_REFERENCE, EndpointSpec, ModelSpec, pinned_image
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
@@ -255,6 +256,48 @@ class ImageMirrorSpec(Spec):
         return value
 
 
+ACM_CERTIFICATE_ARN = r"arn:aws[a-z-]*:acm:([a-z0-9-]+):[0-9]{12}:certificate/[0-9a-f-]{36}"
+SECRET_ARN = r"arn:aws[a-z-]*:secretsmanager:([a-z0-9-]+):[0-9]{12}:secret:[\w/+=.@-]+"
+
+
+class AwsGatewaySpec(GatewaySpec):
+    certificate_arn: str = Field(
+        description="ACM certificate for the hostname, in the stack's region (the Network Load Balancer "
+        "terminates TLS with it; its private key never enters the cluster)."
+    )
+    api_keys_secret_arn: str | None = Field(
+        None,
+        description="Secrets Manager secret holding the API keys as a JSON object, one entry per client "
+        '({"team-a": "<key>", ...}); synced into the cluster, never in config or state. Required with auth '
+        "api-key; the client's name is what its rate limit and logs are keyed on.",
+    )
+
+    @field_validator("certificate_arn")
+    @classmethod
+    def _certificate(cls, value: str) -> str:
+        if not re.fullmatch(ACM_CERTIFICATE_ARN, value):
+            raise ValueError(
+                f"{value!r} is not an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)"
+            )
+        return value
+
+    @field_validator("api_keys_secret_arn")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(SECRET_ARN, value):
+            raise ValueError(
+                f"{value!r} is not a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:"
+                "<name>)"
+            )
+        return value
+
+    @property
+    def certificate_region(self) -> str:
+        match = re.fullmatch(ACM_CERTIFICATE_ARN, self.certificate_arn)
+        assert match is not None  # validated
+        return match.group(1)
+
+
 class AwsModelSpec(ModelSpec):
     accelerator: Accelerator = Field(
         description="Node pool that serves it: inf2 (Inferentia2), g5 (A10G), g4dn (T4), g6 (L4) or g6e (L40S); "
@@ -275,6 +318,12 @@ class ServingSpec(Spec):
     )
     image_mirror: ImageMirrorSpec = Field(
         default_factory=ImageMirrorSpec, description="Where the cluster's images are pulled from."
+    )
+    gateway: AwsGatewaySpec | None = Field(
+        None,
+        description="The stack's front door: one TLS, authenticated, OpenAI-compatible endpoint routing by model. "
+        "Unset: no endpoint outside the cluster (the model servers still accept only the gateway's and the "
+        "metrics scraper's traffic).",
     )
     converter_image: str | None = Field(
         None,

@@ -9,6 +9,9 @@ from typing import Any
 CONTROL_PLANE_LOGS = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # Core add-ons, managed by EKS (EKS picks the default version for the cluster version).
 BOOTSTRAP_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")  # before any node joins
+# The VPC CNI's network policy agent enforces NetworkPolicies (the model servers accept the gateway only); the
+# value is a string in the add-on's configuration schema.
+ADDON_CONFIGURATION = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 NODE_ADDONS = ("coredns",)  # needs nodes to run on: created after the node pools
 CORE_ADDONS = BOOTSTRAP_ADDONS + NODE_ADDONS
 

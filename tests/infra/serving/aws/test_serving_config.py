@@ -542,3 +542,79 @@ def test_models_sharing_a_pool_are_counted_together():
     ]
     value["nodePools"]["g5"]["maxSize"] = 5
     assert len(load(flat(value)).serving.models) == 3
+
+
+CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c"
+API_KEYS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:mlinfra/api-keys-AbCdEf"
+
+
+def with_gateway(**changes) -> dict:
+    return serving(
+        gateway={
+            "hostname": "models.example.com",
+            "certificateArn": CERTIFICATE,
+            "apiKeysSecretArn": API_KEYS,
+            **changes,
+        }
+    )
+
+
+def test_a_gateway_defaults_to_api_keys_and_a_request_limit():
+    spec = load(flat(with_gateway())).serving
+    assert spec.gateway is not None and spec.gateway.auth == "api-key"
+    assert spec.gateway.rate_limits.requests_per_minute == 600 and spec.gateway.rate_limits.tokens_per_minute is None
+    assert serving_findings(spec, "us-east-1") == []
+
+
+@pytest.mark.parametrize(
+    "hostname", ["https://models.example.com", "models", "*.example.com", "Models.Example.com", "a..b.com"]
+)
+def test_a_hostname_that_is_not_a_dns_name(hostname):
+    (problem,) = problems(with_gateway(hostname=hostname))
+    assert problem.startswith("mlinfra:serving.gateway.hostname: ") and "is not a DNS name" in problem
+
+
+@pytest.mark.parametrize("key", ["requestsPerMinute", "tokensPerMinute"])
+@pytest.mark.parametrize("value", [0, -5])
+def test_rate_limits_that_are_zero_or_negative(key, value):
+    (problem,) = problems(with_gateway(rateLimits={key: value}))
+    assert problem == f"mlinfra:serving.gateway.rateLimits.{key}: must be at least 1 (got {value})"
+
+
+def test_a_certificate_in_another_region():
+    other = CERTIFICATE.replace("us-east-1", "eu-west-1")
+    assert problems(with_gateway(certificateArn=other)) == [
+        "mlinfra:serving.gateway.certificateArn: the certificate is in eu-west-1, the stack in us-east-1: a load "
+        "balancer uses ACM certificates of its own region only; request or import the certificate in us-east-1"
+    ]
+
+
+def test_a_certificate_that_is_not_an_acm_arn():
+    (problem,) = problems(with_gateway(certificateArn="arn:aws:iam::123456789012:server-certificate/x"))
+    assert problem.startswith("mlinfra:serving.gateway.certificateArn: ") and "not an ACM certificate ARN" in problem
+
+
+def test_auth_none_without_source_networks_is_refused():
+    assert problems(with_gateway(auth="none", apiKeysSecretArn=None)) == [
+        "mlinfra:serving.gateway.sourceCidrs: required with auth none, and not the whole internet: list the networks "
+        "allowed to call the unauthenticated endpoint (mandatory policy unauthenticated-gateways-restrict-sources), "
+        "or use auth api-key"
+    ]
+    (problem,) = problems(with_gateway(auth="none", apiKeysSecretArn=None, sourceCidrs=["0.0.0.0/0"]))
+    assert problem.startswith("mlinfra:serving.gateway.sourceCidrs: required with auth none")
+
+
+def test_api_keys_follow_the_auth_mode():
+    assert problems(with_gateway(apiKeysSecretArn=None)) == [
+        "mlinfra:serving.gateway.apiKeysSecretArn: required with auth api-key: the Secrets Manager secret holding "
+        "the clients' API keys"
+    ]
+    assert problems(with_gateway(auth="none", sourceCidrs=["198.51.100.0/24"])) == [
+        "mlinfra:serving.gateway.apiKeysSecretArn: only used with auth api-key (auth is none); remove it or set auth "
+        "api-key"
+    ]
+
+
+def test_an_unknown_gateway_key_is_an_error():
+    (problem,) = problems(with_gateway(tls=False))
+    assert problem.startswith("mlinfra:serving.gateway.tls: ")

@@ -1,0 +1,145 @@
+"""The front door's objects (pure): each validates against its pinned CRD or the Kubernetes schema, routes every
+model to its own pool, counts limits per caller, and leaves the model servers to the gateway."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.serving import front_door, gateway_charts, servers
+from infra.serving.aws.config import AwsGatewaySpec, AwsModelSpec
+from infra.serving.aws.front_door import envoy_service, load_balancer_controller_policy, published_policy
+from infra.serving.charts import SYSTEM_NODES
+from tests.k8s_schemas import validate
+
+CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c"
+KEYS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:mlinfra/api-keys-AbCdEf"
+MODELS = [
+    AwsModelSpec(name="llama", version="1.0", accelerator="inf2", image="neuron-vllm:1"),
+    AwsModelSpec(name="mistral", version="2.0", accelerator="g5", image="vllm/vllm-openai:v0.33.0"),
+]
+
+
+def gateway(**changes) -> AwsGatewaySpec:
+    value = {"hostname": "models.example.com", "certificateArn": CERTIFICATE, "apiKeysSecretArn": KEYS, **changes}
+    return AwsGatewaySpec.model_validate(value)
+
+
+def objects(spec: AwsGatewaySpec) -> list[dict]:
+    return [
+        front_door.gateway_class(),
+        front_door.envoy_proxy(envoy_service(spec), SYSTEM_NODES),
+        front_door.gateway(spec, "models"),
+        front_door.security_policy(),
+        front_door.rate_limit_policy(spec),
+        front_door.ai_gateway_route(MODELS, "models"),
+        front_door.model_server_network_policy("models", [gateway_charts.picker_name(m) for m in MODELS]),
+        *front_door.inference_pool_reader(),
+        *front_door.redis_objects(SYSTEM_NODES),
+    ]
+
+
+@pytest.mark.parametrize("auth", ["api-key", "none"])
+def test_every_object_validates_against_its_schema(auth):
+    spec = gateway(auth=auth, sourceCidrs=["198.51.100.0/24"], apiKeysSecretArn=KEYS if auth == "api-key" else None)
+    for manifest in objects(spec):
+        validate(manifest)
+
+
+def test_each_model_name_routes_to_its_own_pool_and_request_bound():
+    route = front_door.ai_gateway_route(MODELS, "models")
+    rules = {r["matches"][0]["headers"][0]["value"]: r for r in route["spec"]["rules"]}
+    assert set(rules) == {"llama", "mistral"}
+    for model in MODELS:
+        rule = rules[model.name]
+        assert rule["matches"][0]["headers"][0]["name"] == front_door.MODEL_HEADER
+        assert rule["backendRefs"] == [
+            {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": model.name}
+        ]
+        assert rule["timeouts"]["request"] == f"{model.max_request_seconds}s"
+
+
+def test_limits_count_each_client_over_the_whole_gateway_and_tokens_from_the_response():
+    spec = gateway(rateLimits={"requestsPerMinute": 60, "tokensPerMinute": 5000})
+    rules = front_door.rate_limit_policy(spec)["spec"]["rateLimit"]["global"]["rules"]
+    assert [r["limit"] for r in rules] == [{"requests": 60, "unit": "Minute"}, {"requests": 5000, "unit": "Minute"}]
+    assert all(r["shared"] for r in rules)
+    for rule in rules:
+        assert rule["clientSelectors"] == [{"headers": [{"name": front_door.CLIENT_HEADER, "type": "Distinct"}]}]
+    assert rules[1]["cost"]["request"] == {"from": "Number", "number": 0}
+    metadata = rules[1]["cost"]["response"]["metadata"]
+    route = front_door.ai_gateway_route(MODELS, "models")
+    assert route["spec"]["llmRequestCosts"] == [{"metadataKey": metadata["key"], "type": "TotalToken"}]
+    # The header the limits count is the one the API-key filter writes.
+    assert front_door.security_policy()["spec"]["apiKeyAuth"]["forwardClientIDHeader"] == front_door.CLIENT_HEADER
+
+
+def test_without_auth_the_limits_count_source_addresses():
+    spec = gateway(auth="none", sourceCidrs=["198.51.100.0/24"], apiKeysSecretArn=None)
+    (rule,) = front_door.rate_limit_policy(spec)["spec"]["rateLimit"]["global"]["rules"]
+    assert rule["clientSelectors"] == [{"sourceCIDR": {"type": "Distinct", "value": "0.0.0.0/0"}}]
+
+
+def test_model_servers_accept_only_the_proxies_the_pickers_and_the_scraper_on_their_port():
+    policy = front_door.model_server_network_policy("models", ["llama-epp", "mistral-epp"])
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]
+    assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "model-server"}}
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": servers.PORT}]
+    peers = rule["from"]
+    assert all("ipBlock" not in p for p in peers)  # no address range: pods have VPC addresses on EKS
+    assert peers[0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": front_door.GATEWAY_NAMESPACE}
+    assert peers[1]["podSelector"]["matchExpressions"][0]["values"] == ["llama-epp", "mistral-epp"]
+
+
+def test_the_pickers_select_the_model_servers_and_read_the_engines_kv_metric():
+    values = gateway_charts.inference_pool_values(MODELS[1])
+    assert values["inferencePool"]["modelServers"]["matchLabels"] == front_door.model_selector(MODELS[1])
+    assert values["inferencePool"]["targetPorts"] == [{"number": servers.PORT}]
+    assert {"name": "kv-cache-usage-percentage-metric", "value": "vllm:kv_cache_usage_perc"} in values[
+        "inferenceExtension"
+    ]["flags"]
+
+
+def test_the_load_balancer_ends_tls_with_the_certificate_and_listens_on_443_only():
+    spec = gateway(sourceCidrs=["198.51.100.0/24"])
+    service = envoy_service(spec)
+    annotations = service["annotations"]
+    prefix = "service.beta.kubernetes.io/aws-load-balancer-"
+    assert annotations[prefix + "ssl-cert"] == CERTIFICATE
+    assert annotations[prefix + "ssl-ports"] == "443"
+    assert annotations[prefix + "ssl-negotiation-policy"].startswith("ELBSecurityPolicy-TLS13")
+    assert service["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
+    listeners = front_door.gateway(spec, "models")["spec"]["listeners"]
+    assert [(item["port"], item["hostname"]) for item in listeners] == [(443, "models.example.com")]
+    assert "loadBalancerSourceRanges" not in envoy_service(gateway())  # api-key auth, open to any address
+
+
+def test_the_controller_policy_keeps_every_published_action_it_uses_and_narrows_the_rest():
+    policy = load_balancer_controller_policy("us-east-1", "123456789012", "aws", "vpc-0abc")
+    granted = {a for st in policy["Statement"] for a in st["Action"]}
+    published = {
+        a
+        for st in published_policy()["Statement"]
+        for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+    }
+    assert published - granted == {
+        "waf-regional:AssociateWebACL",
+        "waf-regional:DisassociateWebACL",
+        "wafv2:AssociateWebACL",
+        "wafv2:DisassociateWebACL",
+        "shield:CreateProtection",
+        "shield:DeleteProtection",
+    }
+    for st in policy["Statement"]:
+        writes = [a for a in st["Action"] if not a.split(":")[1].startswith(("Describe", "Get", "List"))]
+        if writes and st["Resource"] == "*":
+            assert st.get("Condition"), st["Action"]
+        if any(a in ("ec2:CreateTags", "ec2:DeleteTags") for a in st["Action"]):
+            assert st["Condition"]["ForAllValues:StringLike"]["aws:TagKeys"]
+    ingress = next(
+        st
+        for st in policy["Statement"]
+        if st["Action"] == ["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"]
+    )
+    assert ingress["Condition"] == {"ArnEquals": {"ec2:Vpc": "arn:aws:ec2:us-east-1:123456789012:vpc/vpc-0abc"}}
