@@ -12,6 +12,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.aliases import aliased
+from components.serving.aws.pod_identity import pod_identity_role
 from components.serving.helm_release import helm_release
 from infra.serving import charts, manifests
 from infra.serving.aws import eks, iam
@@ -53,34 +54,13 @@ class ClusterAddons(pulumi.ComponentResource):
             for addon in eks.NODE_ADDONS
         ]
 
-        autoscaler_role = aws.iam.Role(
-            f"{name}-autoscaler-role",
-            assume_role_policy=json.dumps(
-                iam.pod_identity_trust(
-                    iam.PodScope(
-                        args.cluster_name_plain,
-                        charts.AUTOSCALER_NAMESPACE,
-                        charts.AUTOSCALER_SERVICE_ACCOUNT,
-                    )
-                )
-            ),
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        aws.iam.RolePolicy(
-            f"{name}-autoscaler-policy",
-            role=autoscaler_role.id,
-            policy=json.dumps(iam.cluster_autoscaler_policy(args.cluster_name_plain)),
-            opts=pulumi.ResourceOptions(parent=autoscaler_role),
-        )
-        identity = aws.eks.PodIdentityAssociation(
-            f"{name}-autoscaler-identity",
-            cluster_name=args.cluster_name,
-            namespace=charts.AUTOSCALER_NAMESPACE,
-            service_account=charts.AUTOSCALER_SERVICE_ACCOUNT,
-            role_arn=autoscaler_role.arn,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
+        _, identity = pod_identity_role(
+            f"{name}-autoscaler",
+            iam.PodScope(args.cluster_name_plain, charts.AUTOSCALER_NAMESPACE, charts.AUTOSCALER_SERVICE_ACCOUNT),
+            json.dumps(iam.cluster_autoscaler_policy(args.cluster_name_plain)),
+            args.cluster_name,
+            tags,
+            self,
         )
 
         ready = after + coredns

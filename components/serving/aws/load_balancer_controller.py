@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_aws as aws
 
+from components.serving.aws.pod_identity import pod_identity_role
 from components.serving.helm_release import helm_release
 from infra.serving.aws import front_door, iam
 from infra.serving.charts import SYSTEM_NODES
@@ -34,31 +34,12 @@ class LoadBalancerController(pulumi.ComponentResource):
         super().__init__("mlinfra:serving:LoadBalancerController", name, None, opts)
         chart = front_door.LOAD_BALANCER_CONTROLLER
         scope = iam.PodScope(args.cluster_name_plain, chart.namespace, front_door.LOAD_BALANCER_CONTROLLER_ACCOUNT)
-        role = aws.iam.Role(
-            f"{name}-role",
-            assume_role_policy=json.dumps(iam.pod_identity_trust(scope)),
-            tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self),
+        policy = pulumi.Output.from_input(args.vpc_id).apply(
+            lambda vpc_id: json.dumps(
+                front_door.load_balancer_controller_policy(args.region, args.account_id, args.partition, vpc_id)
+            )
         )
-        aws.iam.RolePolicy(
-            f"{name}-policy",
-            role=role.id,
-            policy=pulumi.Output.from_input(args.vpc_id).apply(
-                lambda vpc_id: json.dumps(
-                    front_door.load_balancer_controller_policy(args.region, args.account_id, args.partition, vpc_id)
-                )
-            ),
-            opts=pulumi.ResourceOptions(parent=role),
-        )
-        identity = aws.eks.PodIdentityAssociation(
-            f"{name}-identity",
-            cluster_name=args.cluster_name,
-            namespace=scope.namespace,
-            service_account=scope.service_account,
-            role_arn=role.arn,
-            tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        role, identity = pod_identity_role(name, scope, policy, args.cluster_name, args.tags, self)
         self.release = helm_release(
             f"{name}-chart",
             chart,
