@@ -28,6 +28,11 @@ class FrontDoorArgs:
     after: Sequence[pulumi.Resource] = field(default_factory=list)  # the add-ons and the models' namespace
     servers: Sequence[pulumi.Resource] = field(default_factory=list)  # the model servers the pools select
     mirror: ImageSource | None = None  # the stack's image mirror, for the images declared here
+    # With auth api-key: External Secrets' store provider for the cloud's secret store (aws/, gcp/), the key of
+    # the stored API keys in it, and what must exist before External Secrets asks for credentials.
+    key_store: Mapping[str, Any] | None = None
+    api_keys_key: str | None = None
+    key_reader: Sequence[pulumi.Resource] = field(default_factory=list)
 
 
 def _declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
@@ -108,10 +113,11 @@ class FrontDoor(pulumi.ComponentResource):
             front_door.gateway_class(),
             front_door.envoy_proxy(args.envoy_service, SYSTEM_NODES),
             front_door.gateway(args.gateway, args.namespace),
-            front_door.rate_limit_policy(args.gateway),
-            *([front_door.security_policy()] if args.gateway.auth == "api-key" else []),
+            front_door.traffic_policy(args.gateway),
         ]
         declared = [_declare(f"{name}-{m['kind'].lower()}", m, on_gateway) for m in objects]
+        if args.gateway.auth == "api-key":
+            declared.append(self._api_keys(name, args, after, envoy_gateway))
         _declare(
             f"{name}-route",
             front_door.ai_gateway_route(args.models, args.namespace),
@@ -119,3 +125,30 @@ class FrontDoor(pulumi.ComponentResource):
         )
         self.endpoint = pulumi.Output.from_input(f"https://{args.gateway.hostname}/v1")
         self.register_outputs({"endpoint": self.endpoint})
+
+    def _api_keys(
+        self, name: str, args: FrontDoorArgs, after: list[pulumi.Resource], envoy_gateway: pulumi.Resource
+    ) -> pulumi.Resource:
+        """External Secrets keeps the keys' Secret; the API-key policy reads it (and fails closed until it exists)."""
+        if args.key_store is None or args.api_keys_key is None:
+            raise ValueError("auth api-key needs the cloud's key store and the API keys' key")
+        operator = helm_release(
+            f"{name}-external-secrets",
+            gateway_charts.EXTERNAL_SECRETS,
+            gateway_charts.external_secrets_values(SYSTEM_NODES),
+            self,
+            [*after, *args.key_reader],
+        )
+        synced = [
+            _declare(
+                f"{name}-{m['kind'].lower()}",
+                m,
+                pulumi.ResourceOptions(parent=self, depends_on=[operator, envoy_gateway]),
+            )
+            for m in front_door.api_key_sync(args.key_store, args.api_keys_key)
+        ]
+        return _declare(
+            f"{name}-securitypolicy",
+            front_door.security_policy(),
+            pulumi.ResourceOptions(parent=self, depends_on=synced),
+        )

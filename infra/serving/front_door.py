@@ -11,6 +11,7 @@ What each cloud adds (the load balancer's Service, the certificate) is in aws/ a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ MODEL_HEADER = "x-ai-eg-model"
 # The header Envoy Gateway's API-key filter writes the caller's client name into; the limits count per value.
 CLIENT_HEADER = "x-mlinfra-client"
 API_KEYS_SECRET = "front-door-api-keys"
+API_KEYS_REFRESH = "5m"  # a key added or revoked in the secret store reaches the gateway within this
 # Where AI Gateway writes a response's token usage, for the token limit's cost (AIGatewayRoute llmRequestCosts).
 TOKEN_METADATA_NAMESPACE = "io.envoy.ai_gateway"
 TOKEN_METADATA_KEY = "llm_total_token"
@@ -170,6 +172,31 @@ def security_policy() -> Manifest:
     }
 
 
+def api_key_sync(provider: Mapping[str, Any], remote_key: str) -> list[Manifest]:
+    """The API keys' Secret, kept from the cloud's secret store by External Secrets (each entry of the stored JSON
+    object becomes one client's key): a SecretStore of `provider` (aws/, gcp/) and the ExternalSecret."""
+    store = f"{GATEWAY_NAME}-keys"
+    return [
+        {
+            "apiVersion": "external-secrets.io/v1",
+            "kind": "SecretStore",
+            "metadata": {"name": store, "namespace": GATEWAY_NAMESPACE},
+            "spec": {"provider": dict(provider)},
+        },
+        {
+            "apiVersion": "external-secrets.io/v1",
+            "kind": "ExternalSecret",
+            "metadata": {"name": API_KEYS_SECRET, "namespace": GATEWAY_NAMESPACE},
+            "spec": {
+                "refreshInterval": API_KEYS_REFRESH,
+                "secretStoreRef": {"name": store, "kind": "SecretStore"},
+                "target": {"name": API_KEYS_SECRET, "creationPolicy": "Owner", "deletionPolicy": "Retain"},
+                "dataFrom": [{"extract": {"key": remote_key}}],
+            },
+        },
+    ]
+
+
 def _caller(spec: GatewaySpec) -> dict[str, Any]:
     """Who a limit counts: each client name, or without auth each source address."""
     if spec.auth == "api-key":
@@ -177,9 +204,37 @@ def _caller(spec: GatewaySpec) -> dict[str, Any]:
     return {"sourceCIDR": {"type": "Distinct", "value": "0.0.0.0/0"}}
 
 
-def rate_limit_policy(spec: GatewaySpec) -> Manifest:
+# What the gateway itself answers, in OpenAI's error shape so clients report it as they would OpenAI's: a model no
+# route has (AI Gateway's plain-text 404), a missing or unknown key (Envoy's 401) and a limit reached (429).
+OPENAI_ERRORS = {
+    401: (
+        "Invalid or missing API key: send it as 'Authorization: Bearer <key>'.",
+        "invalid_request_error",
+        "invalid_api_key",
+    ),
+    404: (
+        "The model does not exist or is not served here (GET /v1/models lists the models).",
+        "invalid_request_error",
+        "model_not_found",
+    ),
+    429: ("Rate limit reached for this API key; retry after the current minute.", "requests", "rate_limit_exceeded"),
+}
+
+
+def _openai_error(status: int) -> dict[str, Any]:
+    message, kind, code = OPENAI_ERRORS[status]
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+    return {
+        "match": {"statusCodes": [{"type": "Value", "value": status}]},
+        "source": "Local",  # only what Envoy answers itself, never a model server's own response
+        "response": {"contentType": "application/json", "body": {"type": "Inline", "inline": body}},
+    }
+
+
+def traffic_policy(spec: GatewaySpec) -> Manifest:
     """Per-caller limits in the shared (global) rate limiter, so every proxy replica counts against one budget:
-    requests per minute, and tokens per minute costed from each response's usage (nothing at request time)."""
+    requests per minute, and tokens per minute costed from each response's usage (nothing at request time); and
+    the gateway's own answers in OpenAI's error shape."""
     rules: list[dict[str, Any]] = [
         {
             "clientSelectors": [_caller(spec)],
@@ -207,7 +262,11 @@ def rate_limit_policy(spec: GatewaySpec) -> Manifest:
         "kind": "BackendTrafficPolicy",
         "metadata": {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
         # `global` alone (rateLimit.type is deprecated in Envoy Gateway 1.8).
-        "spec": {"targetRefs": _gateway_target(), "rateLimit": {"global": {"rules": rules}}},
+        "spec": {
+            "targetRefs": _gateway_target(),
+            "rateLimit": {"global": {"rules": rules}},
+            "responseOverride": [_openai_error(status) for status in sorted(OPENAI_ERRORS)],
+        },
     }
 
 

@@ -31,6 +31,14 @@ AI_GATEWAY_CRDS = Chart(
     "ai-gateway-crds", "oci://docker.io/envoyproxy/ai-gateway-crds-helm", "v1.1.0", None, AI_GATEWAY_NAMESPACE
 )
 AI_GATEWAY = Chart("ai-gateway", "oci://docker.io/envoyproxy/ai-gateway-helm", "v1.1.0", None, AI_GATEWAY_NAMESPACE)
+# External Secrets Operator: the API keys from the cloud's secret store into the Secret the gateway reads. ESO tests
+# each release on the newest Kubernetes only (2.9: 1.36, its stability-support table) and declares kubeVersion
+# >= 1.19; it uses only stable APIs, so it runs on 1.32-1.35, which a real cluster confirms.
+SECRETS_NAMESPACE = "external-secrets"
+SECRETS_ACCOUNT = "external-secrets"
+EXTERNAL_SECRETS = Chart(
+    "external-secrets", "external-secrets", "2.9.0", "https://charts.external-secrets.io", SECRETS_NAMESPACE
+)
 
 
 def inference_pool_chart(model: ModelSpec, ns: str) -> Chart:
@@ -115,3 +123,18 @@ def inference_pool_values(model: ModelSpec) -> dict[str, Any]:
 def picker_name(model: ModelSpec) -> str:
     """The endpoint picker's Deployment, Service and pod label value (`<release>-epp`)."""
     return f"{model.name}-epp"
+
+
+def external_secrets_values(system_pool: dict[str, str]) -> dict[str, Any]:
+    """Namespaced stores and secrets only: nothing cluster-wide to read every namespace's secrets with."""
+    return {
+        "installCRDs": True,
+        "serviceAccount": {"create": True, "name": SECRETS_ACCOUNT},
+        "nodeSelector": system_pool,
+        "webhook": {"nodeSelector": system_pool},
+        "certController": {"nodeSelector": system_pool},
+        "processClusterStore": False,
+        "processClusterExternalSecret": False,
+        "processClusterPushSecret": False,
+        "processPushSecret": False,
+    }

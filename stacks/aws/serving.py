@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from components.registry.aws.access import RegistryAccess
 from components.serving.aws.addons import ClusterAddons, ClusterAddonsArgs
+from components.serving.aws.api_key_reader import ApiKeyReader, ApiKeyReaderArgs
 from components.serving.aws.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.serving.aws.eks_cluster import EksCluster, EksClusterArgs
 from components.serving.aws.image_mirror import ImageMirror, ImageMirrorArgs
@@ -175,6 +176,19 @@ def build(config: ServingStackConfig) -> None:
         if spec.gateway
         else []
     )
+    keys = spec.gateway.api_keys_secret_arn if spec.gateway else None
+    key_reader = (
+        [
+            ApiKeyReader(
+                "api-key-reader",
+                ApiKeyReaderArgs(
+                    cluster_name=cluster.name, cluster_name_plain=cluster_name, secret_arn=keys, tags=tags
+                ),
+            ).identity
+        ]
+        if keys
+        else []
+    )
     door = FrontDoor(
         "front-door",
         FrontDoorArgs(
@@ -185,6 +199,9 @@ def build(config: ServingStackConfig) -> None:
             after=[addons, *balancer],
             servers=list(servers.values()),
             mirror=mirror,
+            key_store=front_door.secret_store_provider(keys) if keys else None,
+            api_keys_key=keys,
+            key_reader=key_reader,
         ),
         opts=on_cluster,
     )

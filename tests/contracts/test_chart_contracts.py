@@ -74,6 +74,11 @@ VALUES: list[tuple[str, Callable[[], charts.Chart], Callable[[], dict[str, Any]]
         ),
         ("ai-gateway-crds", lambda: gateway_charts.AI_GATEWAY_CRDS, dict),
         (
+            "external-secrets",
+            lambda: gateway_charts.EXTERNAL_SECRETS,
+            lambda: gateway_charts.external_secrets_values(charts.SYSTEM_NODES),
+        ),
+        (
             "inferencepool",
             lambda: gateway_charts.inference_pool_chart(DEMO_MODEL, "models"),
             lambda: gateway_charts.inference_pool_values(DEMO_MODEL),

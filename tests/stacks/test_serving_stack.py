@@ -134,6 +134,7 @@ def test_device_plugins_keda_and_metrics_are_pinned_releases(demo):
         "envoy-gateway",
         "ai-gateway-crds",
         "ai-gateway",
+        "external-secrets",
         *MODELS,  # each model's InferencePool and endpoint picker
     }
     for name, release in releases.items():
@@ -193,8 +194,9 @@ def test_every_kubernetes_object_validates_against_its_schema(demo):
     ]
     # The namespace, the converter's account, five objects per server; the front door's: the servers'
     # NetworkPolicy, Envoy Gateway's InferencePool reader (2), the rate limiter's Redis (2), GatewayClass,
-    # EnvoyProxy, Gateway, rate limits, API-key policy and the route by model.
-    assert len(objects) == 2 + 5 * len(MODELS) + 11
+    # EnvoyProxy, Gateway, rate limits, the API keys' SecretStore and ExternalSecret, the API-key policy and the
+    # route by model.
+    assert len(objects) == 2 + 5 * len(MODELS) + 13
     for step in objects:
         validate(manifest_of(step))
 
@@ -320,8 +322,8 @@ def test_pod_roles_trust_only_their_own_cluster_namespace_and_service_account(de
             "aws:RequestTag/kubernetes-service-account": identity.inputs["serviceAccount"],
         }
         scoped += 1
-    # Every server, the cluster autoscaler and the load balancer controller.
-    assert scoped == len(identities) - 1 == len(MODELS) + 2
+    # Every server, the cluster autoscaler, the load balancer controller and External Secrets.
+    assert scoped == len(identities) - 1 == len(MODELS) + 3
 
 
 def test_images_come_through_the_accounts_pull_through_cache(demo):

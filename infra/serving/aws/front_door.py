@@ -10,11 +10,12 @@ become the rules of the security group the controller makes for the load balance
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib.resources import files
 from typing import Any
 
-from infra.serving.aws.config import AwsGatewaySpec
+from infra.serving.aws.config import SECRET_ARN, AwsGatewaySpec
 from infra.serving.charts import Chart
 from infra.serving.front_door import LISTENER_PORT
 
@@ -139,3 +140,31 @@ def load_balancer_controller_policy(region: str, account_id: str, partition: str
             st["Condition"] = {**(condition or {}), "ForAllValues:StringLike": {"aws:TagKeys": _CONTROLLER_TAGS}}
         statements.append(st)
     return {"Version": published_policy()["Version"], "Statement": statements}
+
+
+def secret_region(secret_arn: str) -> str:
+    match = re.fullmatch(SECRET_ARN, secret_arn)
+    if match is None:
+        raise ValueError(f"{secret_arn!r} is not a Secrets Manager secret ARN")
+    return match.group(1)
+
+
+def secret_store_provider(secret_arn: str) -> dict[str, Any]:
+    """External Secrets' Secrets Manager provider in the secret's region, with the controller's own (Pod Identity)
+    credentials: no `auth` block, so no access key is kept anywhere."""
+    return {"aws": {"service": "SecretsManager", "region": secret_region(secret_arn)}}
+
+
+def api_keys_reader_policy(secret_arn: str) -> dict[str, Any]:
+    """Read the one secret. Encrypted with Secrets Manager's own key it needs nothing more; a secret under a
+    customer managed key also needs the key's policy to allow this role kms:Decrypt (granted there, by name)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                "Resource": secret_arn,
+            }
+        ],
+    }

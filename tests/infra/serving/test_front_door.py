@@ -7,7 +7,13 @@ import pytest
 
 from infra.serving import front_door, gateway_charts, servers
 from infra.serving.aws.config import AwsGatewaySpec, AwsModelSpec
-from infra.serving.aws.front_door import envoy_service, load_balancer_controller_policy, published_policy
+from infra.serving.aws.front_door import (
+    api_keys_reader_policy,
+    envoy_service,
+    load_balancer_controller_policy,
+    published_policy,
+    secret_store_provider,
+)
 from infra.serving.charts import SYSTEM_NODES
 from tests.k8s_schemas import validate
 
@@ -30,7 +36,7 @@ def objects(spec: AwsGatewaySpec) -> list[dict]:
         front_door.envoy_proxy(envoy_service(spec), SYSTEM_NODES),
         front_door.gateway(spec, "models"),
         front_door.security_policy(),
-        front_door.rate_limit_policy(spec),
+        front_door.traffic_policy(spec),
         front_door.ai_gateway_route(MODELS, "models"),
         front_door.model_server_network_policy("models", [gateway_charts.picker_name(m) for m in MODELS]),
         *front_door.inference_pool_reader(),
@@ -60,7 +66,7 @@ def test_each_model_name_routes_to_its_own_pool_and_request_bound():
 
 def test_limits_count_each_client_over_the_whole_gateway_and_tokens_from_the_response():
     spec = gateway(rateLimits={"requestsPerMinute": 60, "tokensPerMinute": 5000})
-    rules = front_door.rate_limit_policy(spec)["spec"]["rateLimit"]["global"]["rules"]
+    rules = front_door.traffic_policy(spec)["spec"]["rateLimit"]["global"]["rules"]
     assert [r["limit"] for r in rules] == [{"requests": 60, "unit": "Minute"}, {"requests": 5000, "unit": "Minute"}]
     assert all(r["shared"] for r in rules)
     for rule in rules:
@@ -75,7 +81,7 @@ def test_limits_count_each_client_over_the_whole_gateway_and_tokens_from_the_res
 
 def test_without_auth_the_limits_count_source_addresses():
     spec = gateway(auth="none", sourceCidrs=["198.51.100.0/24"], apiKeysSecretArn=None)
-    (rule,) = front_door.rate_limit_policy(spec)["spec"]["rateLimit"]["global"]["rules"]
+    (rule,) = front_door.traffic_policy(spec)["spec"]["rateLimit"]["global"]["rules"]
     assert rule["clientSelectors"] == [{"sourceCIDR": {"type": "Distinct", "value": "0.0.0.0/0"}}]
 
 
@@ -143,3 +149,37 @@ def test_the_controller_policy_keeps_every_published_action_it_uses_and_narrows_
         if st["Action"] == ["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"]
     )
     assert ingress["Condition"] == {"ArnEquals": {"ec2:Vpc": "arn:aws:ec2:us-east-1:123456789012:vpc/vpc-0abc"}}
+
+
+def test_the_api_keys_come_from_the_one_secret_and_reach_the_policy_s_secret():
+    store, external = front_door.api_key_sync(secret_store_provider(KEYS), KEYS)
+    for manifest in (store, external):
+        validate(manifest)
+    assert store["spec"]["provider"] == {"aws": {"service": "SecretsManager", "region": "us-east-1"}}
+    assert "auth" not in store["spec"]["provider"]["aws"]  # the controller's Pod Identity, no stored access key
+    assert external["spec"]["dataFrom"] == [{"extract": {"key": KEYS}}]
+    assert external["spec"]["secretStoreRef"]["name"] == store["metadata"]["name"]
+    (credentials,) = front_door.security_policy()["spec"]["apiKeyAuth"]["credentialRefs"]
+    assert credentials["name"] == external["spec"]["target"]["name"] == front_door.API_KEYS_SECRET
+    assert external["metadata"]["namespace"] == front_door.security_policy()["metadata"]["namespace"]
+
+
+def test_the_key_reader_reads_that_secret_only():
+    policy = api_keys_reader_policy(KEYS.replace("us-east-1", "eu-west-1"))
+    (statement,) = policy["Statement"]
+    assert statement["Resource"] == KEYS.replace("us-east-1", "eu-west-1")
+    assert set(statement["Action"]) == {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+    assert secret_store_provider(KEYS.replace("us-east-1", "eu-west-1"))["aws"]["region"] == "eu-west-1"
+
+
+def test_the_gateway_s_own_answers_are_openai_errors():
+    import json
+
+    overrides = front_door.traffic_policy(gateway())["spec"]["responseOverride"]
+    by_status = {o["match"]["statusCodes"][0]["value"]: o for o in overrides}
+    assert set(by_status) == {401, 404, 429}
+    for status, override in by_status.items():
+        assert override["source"] == "Local"  # a model server's own error passes unchanged
+        body = json.loads(override["response"]["body"]["inline"])
+        assert set(body["error"]) == {"message", "type", "param", "code"}, status
+    assert json.loads(by_status[404]["response"]["body"]["inline"])["error"]["code"] == "model_not_found"
