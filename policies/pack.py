@@ -42,17 +42,20 @@ from policies.rules.serving import (
     autoscalers_have_replica_bounds,
     eks_api_endpoint_restricted,
     eks_secrets_encrypted,
+    gateway_listeners_use_tls,
     gke_node_pools_without_public_ip,
     gke_nodes_private,
     gke_shielded_nodes,
     gke_workload_identity_enabled,
     model_servers_fit_their_devices,
     model_servers_fit_their_nodes,
+    model_servers_not_exposed_directly,
     model_servers_scale_on_inference_signals,
     node_pools_have_limits,
     pods_without_host_access,
     serving_pools_use_serving_types,
     serving_registry_access_read_only,
+    unauthenticated_gateways_restrict_sources,
 )
 from policies.rules.training import (
     efa_nodes_in_one_subnet,
@@ -149,6 +152,10 @@ RULES: list[Rule] = [
     model_servers_scale_on_inference_signals.RULE,
     model_servers_fit_their_devices.RULE,
     model_servers_fit_their_nodes.RULE,
+    # the front door
+    model_servers_not_exposed_directly.RULE,
+    gateway_listeners_use_tls.RULE,
+    unauthenticated_gateways_restrict_sources.RULE,
     pods_without_host_access.RULE,
     # role separation
     serving_pools_use_serving_types.RULE,

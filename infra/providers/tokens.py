@@ -91,6 +91,12 @@ K8S_KARPENTER_EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 K8S_KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 K8S_KEDA_SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 K8S_POD = "kubernetes:core/v1:Pod"
+K8S_SERVICE = "kubernetes:core/v1:Service"
+K8S_NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+# Gateway API and Envoy Gateway (custom resources)
+K8S_GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+K8S_ENVOY_PROXY = "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy"
+K8S_ENVOY_SECURITY_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy"
 K8S_STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 
 # Provider functions (invokes) the offline engine answers

@@ -4,7 +4,7 @@ its GCS mirror."""
 from __future__ import annotations
 
 from infra.providers import tokens as t
-from tests.policies.corpus.mutations import DELETE, Entry, drop, in_document, option, set_, with_statement
+from tests.policies.corpus.mutations import DELETE, Entry, both, drop, in_document, option, set_, with_statement
 
 EKS, GKE, REGISTRY, MIRROR = "serving-demo", "serving-gcp-demo", "registry", "registry-gcp-mirror"
 DEPLOYMENT, SCALER, POOL = t.K8S_DEPLOYMENT, t.K8S_KEDA_SCALED_OBJECT, t.AWS_EKS_NODE_GROUP
@@ -13,6 +13,9 @@ SERVER = (DEPLOYMENT, "model-mistral-7b-deployment")
 POD = "spec.template.spec"
 MISTRAL_READ = (POLICY, "cuda-cd2b95")
 BUCKET = "mlinfra-registry-123456789012-us-east-1"
+PROXY, PROXY_SERVICE = t.K8S_ENVOY_PROXY, "spec.provider.kubernetes.envoyService"
+NLB = "service.beta.kubernetes.io/aws-load-balancer-"
+CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c"
 
 
 def allow(action: object, resource: object = "*", sid: str = "Corpus") -> dict:
@@ -351,5 +354,61 @@ ENTRIES = [
         "gcs-buckets-not-granted-to-the-public",
         set_(t.GCP_STORAGE_BUCKET_IAM_MEMBER, "mirror-transfer-writer", "member", "allUsers"),
         "anyone writes",
+    ),
+    # The front door (EKS)
+    Entry(
+        "gateway-tls-removed",
+        EKS,
+        "gateway-listeners-use-tls",
+        set_(PROXY, "front-door-envoyproxy", f"{PROXY_SERVICE}.annotations", {NLB + "scheme": "internet-facing"}),
+        "the load balancer forwards plain HTTP from the internet",
+    ),
+    Entry(
+        "gateway-tls-on-another-port",
+        EKS,
+        "gateway-listeners-use-tls",
+        set_(
+            PROXY,
+            "front-door-envoyproxy",
+            f"{PROXY_SERVICE}.annotations",
+            {NLB + "scheme": "internet-facing", NLB + "ssl-cert": CERTIFICATE, NLB + "ssl-ports": "8443"},
+        ),
+        "TLS on a port the listener does not use",
+    ),
+    Entry(
+        "gateway-auth-removed",
+        EKS,
+        "unauthenticated-gateways-restrict-sources",
+        drop(t.K8S_ENVOY_SECURITY_POLICY, "front-door-securitypolicy"),
+        "no API keys, open to any address",
+    ),
+    Entry(
+        "gateway-auth-removed-internet-in-halves",
+        EKS,
+        "unauthenticated-gateways-restrict-sources",
+        both(
+            drop(t.K8S_ENVOY_SECURITY_POLICY, "front-door-securitypolicy"),
+            set_(
+                PROXY,
+                "front-door-envoyproxy",
+                f"{PROXY_SERVICE}.loadBalancerSourceRanges",
+                ["0.0.0.0/1", "128.0.0.0/1"],
+            ),
+        ),
+        "no API keys, source ranges that cover the internet",
+    ),
+    Entry(
+        "model-server-load-balancer",
+        EKS,
+        "model-servers-not-exposed-directly",
+        set_(t.K8S_SERVICE, "model-mistral-7b-service", "spec.type", "LoadBalancer"),
+        "a model server on its own load balancer, past the gateway",
+    ),
+    Entry(
+        "model-server-node-port",
+        EKS,
+        "model-servers-not-exposed-directly",
+        set_(t.K8S_SERVICE, "model-llama-3-8b-neuron-service", "spec.type", "NodePort"),
+        "a model server on every node's port",
     ),
 ]

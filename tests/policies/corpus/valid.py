@@ -7,7 +7,18 @@ import json
 
 from infra.providers import tokens as t
 from infra.tools.preview_json import PolicyResource
-from tests.policies.corpus.mutations import DELETE, Entry, Resources, add, both, copy_as, find, set_, with_statement
+from tests.policies.corpus.mutations import (
+    DELETE,
+    Entry,
+    Resources,
+    add,
+    both,
+    copy_as,
+    drop,
+    find,
+    set_,
+    with_statement,
+)
 
 R = "run-demo-llama-7b-001-"
 G = "run-demo-llama-7b-gcp-001-"
@@ -74,7 +85,45 @@ def _allow(action: object, resource: object, condition: dict | None = None) -> d
     return {**statement, "Condition": condition} if condition else statement
 
 
+_NLB = "service.beta.kubernetes.io/aws-load-balancer-"
+_PROXY_SERVICE = "spec.provider.kubernetes.envoyService"
+
 VALID_MUTATIONS = [
+    Entry(
+        "gateway-unauthenticated-named-networks",
+        "serving-demo",
+        "",
+        both(
+            drop(t.K8S_ENVOY_SECURITY_POLICY, "front-door-securitypolicy"),
+            set_(
+                t.K8S_ENVOY_PROXY,
+                "front-door-envoyproxy",
+                f"{_PROXY_SERVICE}.loadBalancerSourceRanges",
+                ["198.51.100.0/24"],
+            ),
+        ),
+        "no API keys, but only a named network reaches the load balancer (auth: none with sourceCidrs)",
+    ),
+    Entry(
+        "gateway-unauthenticated-internal",
+        "serving-demo",
+        "",
+        both(
+            drop(t.K8S_ENVOY_SECURITY_POLICY, "front-door-securitypolicy"),
+            set_(
+                t.K8S_ENVOY_PROXY,
+                "front-door-envoyproxy",
+                f"{_PROXY_SERVICE}.annotations",
+                {
+                    _NLB + "scheme": "internal",
+                    _NLB
+                    + "ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c",
+                    _NLB + "ssl-ports": "443",
+                },
+            ),
+        ),
+        "no API keys on an internal load balancer, TLS still ended on 443",
+    ),
     Entry(
         "device-plugin-socket-dir",
         "serving-demo",

@@ -1,0 +1,122 @@
+"""Reading a stack's front door as rules need it (pure): Gateway API Gateways, the Envoy Gateway EnvoyProxy that
+shapes their proxies' Service (its load balancer's TLS and source ranges), and the SecurityPolicies that
+authenticate their callers.
+
+Inputs arrive as the manifests' own camelCase fields, for built-in kinds and custom resources alike.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from infra.core.shapes import dict_at
+from infra.providers import tokens
+from policies.model import Resource, Stack, is_unknown
+from policies.readers.aws import as_list
+from policies.readers.workloads import metadata, namespace_of, spec
+
+GATEWAY = tokens.K8S_GATEWAY
+ENVOY_PROXY = tokens.K8S_ENVOY_PROXY
+SECURITY_POLICY = tokens.K8S_ENVOY_SECURITY_POLICY
+# The AWS Load Balancer Controller's TLS annotations (docs/guide/service/annotations.md, v3.5.0).
+_AWS = "service.beta.kubernetes.io/aws-load-balancer-"
+# SecurityPolicy fields that identify a caller (Envoy Gateway 1.8); authorization alone does not.
+AUTHENTICATIONS = ("apiKeyAuth", "basicAuth", "jwt", "oidc", "extAuth")
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    protocol: str
+    port: int | None
+
+
+def listeners(gateway: Resource) -> list[Listener]:
+    found = []
+    for item in as_list(spec(gateway).get("listeners")):
+        item = dict_at(item)
+        port = item.get("port")  # a number through the engine's protobuf values: 443.0
+        number = int(port) if isinstance(port, (int, float)) and float(port).is_integer() else None
+        found.append(Listener(str(item.get("name", "?")), str(item.get("protocol", "")), number))
+    return found
+
+
+def envoy_proxy(stack: Stack, gateway: Resource) -> Resource | None:
+    """The EnvoyProxy a Gateway names in spec.infrastructure.parametersRef (same namespace), if the stack has it."""
+    ref = dict_at(dict_at(spec(gateway).get("infrastructure")).get("parametersRef"))
+    if ref.get("kind") != "EnvoyProxy":
+        return None
+    namespace = namespace_of(metadata(gateway))
+    for proxy in stack.of_type(ENVOY_PROXY):
+        meta = metadata(proxy)
+        if meta.get("name") == ref.get("name") and namespace_of(meta) == namespace:
+            return proxy
+    return None
+
+
+def proxy_service(proxy: Resource | None) -> dict:
+    """The EnvoyProxy's spec.provider.kubernetes.envoyService."""
+    if proxy is None:
+        return {}
+    return dict_at(dict_at(dict_at(spec(proxy).get("provider")).get("kubernetes")).get("envoyService"))
+
+
+def tls_ended_in_front(service: dict, port: int | None) -> bool:
+    """The cloud's load balancer ends TLS on `port` before the listener: an NLB with a certificate on it."""
+    annotations = dict_at(service.get("annotations"))
+    certificate = annotations.get(f"{_AWS}ssl-cert")
+    ports = annotations.get(f"{_AWS}ssl-ports")
+    if not certificate or port is None:
+        return False
+    if is_unknown(certificate) or is_unknown(ports):
+        return True  # computed at preview: the annotation is there, its value comes later
+    named = {p.strip() for p in str(ports or "*").split(",")}
+    return "*" in named or str(port) in named
+
+
+def internal_only(service: dict) -> bool:
+    """The proxies are reachable inside the network only: a ClusterIP Service, or a load balancer of scheme
+    internal (the AWS Load Balancer Controller's default for its own class when no scheme is named)."""
+    kind = service.get("type", "LoadBalancer")  # Envoy Gateway's default
+    if kind == "ClusterIP":
+        return True
+    if kind != "LoadBalancer":
+        return False
+    scheme = dict_at(service.get("annotations")).get(f"{_AWS}scheme")
+    if scheme is not None:
+        return scheme == "internal"
+    return service.get("loadBalancerClass") == "service.k8s.aws/nlb"
+
+
+def open_to_anyone(service: dict) -> bool:
+    """No source ranges, or ranges that cover the whole internet (the load balancer's default is 0.0.0.0/0)."""
+    ranges = [r for r in as_list(service.get("loadBalancerSourceRanges")) if isinstance(r, str)]
+    if not ranges:
+        return True
+    networks = []
+    for value in ranges:
+        try:
+            networks.append(ipaddress.ip_network(value, strict=False))
+        except ValueError:
+            continue
+    v4 = [n for n in networks if n.version == 4]
+    return any(n.prefixlen == 0 for n in networks) or list(ipaddress.collapse_addresses(v4)) == [
+        ipaddress.IPv4Network("0.0.0.0/0")
+    ]
+
+
+def authenticated(stack: Stack, gateway: Resource) -> bool:
+    """Some SecurityPolicy in the Gateway's namespace targets it and identifies callers."""
+    meta = metadata(gateway)
+    name, namespace = meta.get("name"), namespace_of(meta)
+    for policy in stack.of_type(SECURITY_POLICY):
+        if namespace_of(metadata(policy)) != namespace:
+            continue
+        body = spec(policy)
+        targets = [dict_at(t) for t in as_list(body.get("targetRefs")) + as_list(body.get("targetRef"))]
+        if any(t.get("kind") == "Gateway" and t.get("name") == name for t in targets) and any(
+            body.get(field) for field in AUTHENTICATIONS
+        ):
+            return True
+    return False

@@ -1,0 +1,146 @@
+"""The front door's rules on hand-made objects: gateway-listeners-use-tls, unauthenticated-gateways-restrict-sources
+and model-servers-not-exposed-directly; each compliant form passes and each broken one gives its exact message."""
+
+from __future__ import annotations
+
+from infra.providers import tokens as t
+from policies.rules.serving import (
+    gateway_listeners_use_tls,
+    model_servers_not_exposed_directly,
+    unauthenticated_gateways_restrict_sources,
+)
+from tests.policies.policy_fixtures import DEPLOYMENT, SERVING, model_deployment, res, stack_of
+
+NLB = "service.beta.kubernetes.io/aws-load-balancer-"
+CERT = "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c"
+NS = "envoy-gateway-system"
+
+
+def gateway(protocol: str = "HTTP", port: float = 443.0) -> object:
+    return res(
+        t.K8S_GATEWAY,
+        "door",
+        {
+            "metadata": {"name": "front-door", "namespace": NS},
+            "spec": {
+                "gatewayClassName": "mlinfra",
+                "infrastructure": {
+                    "parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": "front-door"}
+                },
+                "listeners": [{"name": "api", "protocol": protocol, "port": port}],
+            },
+        },
+        SERVING,
+    )
+
+
+def proxy(annotations: dict | None = None, ranges: list[str] | None = None) -> object:
+    service: dict = {"type": "LoadBalancer", "loadBalancerClass": "service.k8s.aws/nlb"}
+    service["annotations"] = (
+        {NLB + "scheme": "internet-facing", NLB + "ssl-cert": CERT, NLB + "ssl-ports": "443"}
+        if annotations is None
+        else annotations
+    )
+    if ranges is not None:
+        service["loadBalancerSourceRanges"] = ranges
+    props = {
+        "metadata": {"name": "front-door", "namespace": NS},
+        "spec": {"provider": {"type": "Kubernetes", "kubernetes": {"envoyService": service}}},
+    }
+    return res(t.K8S_ENVOY_PROXY, "proxy", props, SERVING)
+
+
+def api_keys() -> object:
+    props = {
+        "metadata": {"name": "front-door", "namespace": NS},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "front-door"}],
+            "apiKeyAuth": {"credentialRefs": [{"name": "keys"}], "extractFrom": [{"headers": ["Authorization"]}]},
+        },
+    }
+    return res(t.K8S_ENVOY_SECURITY_POLICY, "keys", props, SERVING)
+
+
+def run(module, resources) -> list[str]:
+    return [f.message for f in module.RULE.check(stack_of(resources), module.RULE.defaults())]
+
+
+# --- gateway-listeners-use-tls ---------------------------------------------------------------------
+
+
+def test_http_behind_a_load_balancer_ending_tls_on_its_port_passes():
+    assert run(gateway_listeners_use_tls, [gateway(), proxy()]) == []
+    assert run(gateway_listeners_use_tls, [gateway("HTTPS"), proxy(annotations={})]) == []
+
+
+def test_plain_http_to_the_internet_is_refused():
+    expected = (
+        "Gateway 'door' listener api serves HTTP on port 443 with nothing ending TLS in front of it, so API keys and "
+        "prompts cross the network in clear; make it HTTPS with a certificate, or end TLS at the load balancer (its "
+        "certificate and TLS port on the EnvoyProxy's Service, as mlinfra:serving.gateway does)"
+    )
+    assert run(gateway_listeners_use_tls, [gateway(), proxy(annotations={NLB + "scheme": "internet-facing"})]) == [
+        expected
+    ]
+    assert run(gateway_listeners_use_tls, [gateway()]) == [expected]  # no EnvoyProxy: nothing in front
+
+
+def test_tls_on_another_port_than_the_listener_s_is_refused():
+    annotations = {NLB + "ssl-cert": CERT, NLB + "ssl-ports": "8443"}
+    assert len(run(gateway_listeners_use_tls, [gateway(), proxy(annotations=annotations)])) == 1
+    annotations[NLB + "ssl-ports"] = "8443, 443"
+    assert run(gateway_listeners_use_tls, [gateway(), proxy(annotations=annotations)]) == []
+
+
+# --- unauthenticated-gateways-restrict-sources -------------------------------------------------------
+
+
+def test_an_authenticated_gateway_may_be_open_to_any_address():
+    assert run(unauthenticated_gateways_restrict_sources, [gateway(), proxy(), api_keys()]) == []
+
+
+def test_an_unauthenticated_gateway_open_to_the_internet_is_refused():
+    expected = [
+        "Gateway 'door' authenticates no caller and its load balancer takes connections from any address, so anyone "
+        "who finds it can spend the models' accelerators; authenticate callers (a SecurityPolicy with apiKeyAuth, or "
+        "mlinfra:serving.gateway.auth api-key) or list the allowed networks in loadBalancerSourceRanges "
+        "(gateway.sourceCidrs)"
+    ]
+    assert run(unauthenticated_gateways_restrict_sources, [gateway(), proxy()]) == expected
+    halves = proxy(ranges=["0.0.0.0/1", "128.0.0.0/1"])
+    assert run(unauthenticated_gateways_restrict_sources, [gateway(), halves]) == expected
+
+
+def test_an_unauthenticated_gateway_on_named_networks_or_internal_passes():
+    assert run(unauthenticated_gateways_restrict_sources, [gateway(), proxy(ranges=["198.51.100.0/24"])]) == []
+    internal = proxy(annotations={NLB + "scheme": "internal"})
+    assert run(unauthenticated_gateways_restrict_sources, [gateway(), internal]) == []
+    # The controller's own class defaults to internal when no scheme is named.
+    assert run(unauthenticated_gateways_restrict_sources, [gateway(), proxy(annotations={})]) == []
+
+
+# --- model-servers-not-exposed-directly ------------------------------------------------------------
+
+
+def service(kind: str, selector: dict) -> object:
+    props = {"metadata": {"name": "llama", "namespace": "models"}, "spec": {"type": kind, "selector": selector}}
+    return res(t.K8S_SERVICE, "llama-service", props, SERVING)
+
+
+def test_a_cluster_ip_service_of_a_model_server_passes():
+    server = res(DEPLOYMENT, "llama", model_deployment(), SERVING)
+    labels = server.props["spec"]["template"]["metadata"]["labels"]
+    assert run(model_servers_not_exposed_directly, [server, service("ClusterIP", labels)]) == []
+
+
+def test_a_load_balancer_or_node_port_in_front_of_a_model_server_is_refused():
+    server = res(DEPLOYMENT, "llama", model_deployment(), SERVING)
+    labels = server.props["spec"]["template"]["metadata"]["labels"]
+    for kind in ("LoadBalancer", "NodePort"):
+        assert run(model_servers_not_exposed_directly, [server, service(kind, labels)]) == [
+            f"Service 'llama-service' ({kind}) sends traffic from outside the cluster straight to model server "
+            "'llama', past the gateway's TLS, authentication and limits; make it a ClusterIP Service and publish the "
+            "model through the stack's gateway (mlinfra:serving.gateway)"
+        ]
+    other = {**labels, "app.kubernetes.io/instance": "someone-else"}
+    assert run(model_servers_not_exposed_directly, [server, service("LoadBalancer", other)]) == []
