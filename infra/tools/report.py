@@ -25,6 +25,7 @@ class StackReport:
     policy: Any  # infra.tools.policy_runner.runner.PolicyRun
     cost: Any  # infra.tools.cost.model.StackCost
     simulation: list[str] | None = None  # the twin's headline lines, serving stacks only
+    front_door: list[str] | None = None  # the endpoint, its TLS and auth, serving stacks only
 
     @property
     def failed(self) -> bool:
@@ -80,8 +81,12 @@ def build(
     result = preview(stack, overrides)
     document = preview_json.parse(to_digest(result), f"offline preview of {stack}")
     cost = estimate(document, load(result.config), hours)
-    simulation = for_report(document) if cost.kind == "serving" and not result.errors else None
-    return StackReport(result, runner.run(document, policy_config), cost, simulation)
+    from infra.tools.front_door_report import lines as front_door_lines
+
+    serving = cost.kind == "serving" and not result.errors
+    simulation = for_report(document) if serving else None
+    door = front_door_lines(document) if serving else None
+    return StackReport(result, runner.run(document, policy_config), cost, simulation, door)
 
 
 def markdown(reports: list[StackReport]) -> str:
@@ -108,6 +113,7 @@ def _section(r: StackReport) -> list[str]:
         *_preview(p),
         "",
         *_policy(r.policy),
+        *(["", *r.front_door] if r.front_door else []),
         "",
         "#### Cost",
         "",

@@ -30,6 +30,7 @@ class Listener:
     name: str
     protocol: str
     port: int | None
+    hostname: str | None = None
 
 
 def listeners(gateway: Resource) -> list[Listener]:
@@ -38,7 +39,15 @@ def listeners(gateway: Resource) -> list[Listener]:
         item = dict_at(item)
         port = item.get("port")  # a number through the engine's protobuf values: 443.0
         number = int(port) if isinstance(port, (int, float)) and float(port).is_integer() else None
-        found.append(Listener(str(item.get("name", "?")), str(item.get("protocol", "")), number))
+        host = item.get("hostname")
+        found.append(
+            Listener(
+                str(item.get("name", "?")),
+                str(item.get("protocol", "")),
+                number,
+                host if isinstance(host, str) and not is_unknown(host) else None,
+            )
+        )
     return found
 
 
@@ -108,6 +117,12 @@ def open_to_anyone(service: dict) -> bool:
 
 def authenticated(stack: Stack, gateway: Resource) -> bool:
     """Some SecurityPolicy in the Gateway's namespace targets it and identifies callers."""
+    return bool(authentications(stack, gateway))
+
+
+def authentications(stack: Stack, gateway: Resource) -> list[str]:
+    """The ways callers are identified at the Gateway (apiKeyAuth, jwt, ...), by the SecurityPolicies targeting it."""
+    found: list[str] = []
     meta = metadata(gateway)
     name, namespace = meta.get("name"), namespace_of(meta)
     for policy in stack.of_type(SECURITY_POLICY):
@@ -115,8 +130,13 @@ def authenticated(stack: Stack, gateway: Resource) -> bool:
             continue
         body = spec(policy)
         targets = [dict_at(t) for t in as_list(body.get("targetRefs")) + as_list(body.get("targetRef"))]
-        if any(t.get("kind") == "Gateway" and t.get("name") == name for t in targets) and any(
-            body.get(field) for field in AUTHENTICATIONS
-        ):
-            return True
-    return False
+        if any(t.get("kind") == "Gateway" and t.get("name") == name for t in targets):
+            found += [field for field in AUTHENTICATIONS if body.get(field) and field not in found]
+    return found
+
+
+def certificate(service: dict) -> tuple[str | None, str | None]:
+    """The load balancer's certificate and TLS policy, as the Service's annotations name them."""
+    annotations = dict_at(service.get("annotations"))
+    cert, policy = annotations.get(f"{_AWS}ssl-cert"), annotations.get(f"{_AWS}ssl-negotiation-policy")
+    return (cert if isinstance(cert, str) else None), (policy if isinstance(policy, str) else None)

@@ -1,0 +1,94 @@
+"""The front door as `report` shows it (pure): what the preview declares, read with the policy pack's own readers
+(policies/readers/gateways.py), so the comment and the checks see one thing: the endpoint, where TLS ends, who may
+call, the limits, the models routed and whether the model servers accept the gateway only."""
+
+from __future__ import annotations
+
+from infra.core.shapes import dict_at
+from infra.providers import tokens
+from infra.tools.preview_json import PreviewDocument
+from policies.model import Resource, Stack
+from policies.readers import gateways
+from policies.readers.aws import as_list
+from policies.readers.workloads import spec
+
+ROUTE = "kubernetes:aigateway.envoyproxy.io/v1beta1:AIGatewayRoute"
+TRAFFIC = "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy"
+
+
+def _stack(document: PreviewDocument) -> Stack:
+    return Stack(
+        Resource(
+            type=r.type,
+            props=r.props,
+            urn=r.urn,
+            name=r.name,
+            protect=r.protect,
+            dependencies=r.dependencies,
+            property_dependencies=r.property_dependencies,
+        )
+        for r in document.resources
+    )
+
+
+def _limits(stack: Stack) -> list[str]:
+    found = []
+    for policy in stack.of_type(TRAFFIC):
+        for rule in as_list(dict_at(dict_at(spec(policy).get("rateLimit")).get("global")).get("rules")):
+            rule = dict_at(rule)
+            limit = dict_at(rule.get("limit"))
+            unit = "tokens" if dict_at(rule.get("cost")).get("response") else "requests"
+            count = limit.get("requests")
+            if isinstance(count, (int, float)):
+                found.append(f"{int(count)} {unit}/{str(limit.get('unit', '?')).lower()}")
+    return found
+
+
+def _models(stack: Stack) -> list[str]:
+    names = []
+    for route in stack.of_type(ROUTE):
+        for rule in as_list(spec(route).get("rules")):
+            for match in as_list(dict_at(rule).get("matches")):
+                for header in as_list(dict_at(match).get("headers")):
+                    value = dict_at(header).get("value")
+                    if dict_at(header).get("name") == "x-ai-eg-model" and isinstance(value, str):
+                        names.append(value)
+    return sorted(set(names))
+
+
+def lines(document: PreviewDocument) -> list[str]:
+    stack = _stack(document)
+    policies = stack.of_type(tokens.K8S_NETWORK_POLICY)
+    isolation = (
+        f"model servers admit the gateway, the pickers and the scraper only ({len(policies)} NetworkPolicy)"
+        if policies
+        else "**no NetworkPolicy: any pod in the cluster can call the model servers**"
+    )
+    out = ["#### Front door", ""]
+    found = stack.of_type(gateways.GATEWAY)
+    if not found:
+        return out + [
+            f"No gateway: nothing outside the cluster reaches the models (`mlinfra:serving.gateway`); {isolation}."
+        ]
+    for gateway in found:
+        service = gateways.proxy_service(gateways.envoy_proxy(stack, gateway))
+        cert, tls_policy = gateways.certificate(service)
+        for listener in gateways.listeners(gateway):
+            ended = listener.protocol in ("HTTPS", "TLS") or gateways.tls_ended_in_front(service, listener.port)
+            endpoint = f"https://{listener.hostname}/v1" if ended and listener.hostname else "(no TLS endpoint)"
+            tls = (
+                f"TLS ended at the load balancer on {listener.port} with `{cert}` ({tls_policy or 'default policy'})"
+                if cert and ended
+                else ("TLS at the listener" if ended else "**no TLS**")
+            )
+            out.append(f"- `{endpoint}`: {tls}")
+        auth = gateways.authentications(stack, gateway)
+        ranges = [r for r in as_list(service.get("loadBalancerSourceRanges")) if isinstance(r, str)]
+        sources = "internal only" if gateways.internal_only(service) else (", ".join(ranges) or "any address")
+        out.append(f"- callers: {', '.join(auth) if auth else '**no authentication**'}; reachable from {sources}")
+    limits = _limits(stack)
+    out.append(f"- limits per caller: {', '.join(limits) if limits else 'none'}")
+    models = _models(stack)
+    out.append(f"- models routed by name: {', '.join(f'`{m}`' for m in models) if models else 'none'}")
+    out.append(f"- {isolation}")
+    return out
