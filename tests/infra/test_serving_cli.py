@@ -15,8 +15,10 @@ def test_preview_json_contains_the_fleet():
     assert types.count("aws:eks/cluster:Cluster") == 1
     # one per instance type, g5's on-demand base, and an on-demand fallback behind each g5 Spot type
     assert types.count("aws:eks/nodeGroup:NodeGroup") == 9
-    assert types.count("kubernetes:apps/v1:Deployment") == 2
+    # one per model server, and the front door's rate-limit Redis
+    assert types.count("kubernetes:apps/v1:Deployment") == 3
     assert types.count("kubernetes:keda.sh/v1alpha1:ScaledObject") == 2
+    assert types.count("kubernetes:gateway.networking.k8s.io/v1:Gateway") == 1
     assert not [d for d in digest["diagnostics"] if d["severity"] == "error"]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from infra.catalog.services import lustre_price_key, service_price
-from infra.core.shapes import list_at
+from infra.core.shapes import dict_at, list_at
 from infra.providers import tokens
 from infra.tools.cost.lines import hourly, line, usage
 from infra.tools.cost.model import Line
@@ -14,6 +14,8 @@ from infra.tools.cost.resources import Resources, whole
 from infra.tools.preview_json import PolicyResource
 
 Priced = list[Line] | str  # lines, or why the resource carries no charge of its own
+NLB_CLASS = "service.k8s.aws/nlb"
+PUBLIC_SUBNET_TAG = "kubernetes.io/role/elb"  # the subnets an internet-facing load balancer takes an address in
 
 
 def lustre(r: PolicyResource, res: Resources) -> Priced:
@@ -33,6 +35,45 @@ def lustre(r: PolicyResource, res: Resources) -> Priced:
 
 def nat_gateway(r: PolicyResource, res: Resources) -> Priced:
     return [hourly(r, res, "network", "vpc.natGateway.hour", 1, "1 NAT gateway", usage=("vpc.natGateway.data",))]
+
+
+def envoy_proxy(r: PolicyResource, res: Resources) -> Priced:
+    """The Network Load Balancer the AWS Load Balancer Controller makes for the gateway's proxies (not a Pulumi
+    resource of its own): its hour, and when internet-facing one public IPv4 address per zone (its public subnets)."""
+    service = dict_at(
+        dict_at(dict_at(dict_at(r.props.get("spec")).get("provider")).get("kubernetes")).get("envoyService")
+    )
+    annotations = dict_at(service.get("annotations"))
+    if service.get("type", "LoadBalancer") != "LoadBalancer" or service.get("loadBalancerClass") != NLB_CLASS:
+        return "no AWS load balancer of its own (its Service is not of class service.k8s.aws/nlb)"
+    lines = [
+        hourly(
+            r,
+            res,
+            "network",
+            "elb.networkLoadBalancer.hour",
+            1,
+            "1 Network Load Balancer (the gateway's)",
+            usage=("elb.networkLoadBalancer.nlcu",),
+        ),
+    ]
+    if annotations.get("service.beta.kubernetes.io/aws-load-balancer-scheme") == "internet-facing":
+        zones = sum(
+            1
+            for s in res.all
+            if s.type == tokens.AWS_EC2_SUBNET and dict_at(s.props.get("tags")).get(PUBLIC_SUBNET_TAG) == "1"
+        )
+        lines.append(
+            hourly(
+                r,
+                res,
+                "network",
+                "vpc.publicIpv4",
+                max(zones, 1),
+                f"{max(zones, 1)} public IPv4 address(es) of the load balancer",
+            )
+        )
+    return lines
 
 
 def elastic_ip(r: PolicyResource, res: Resources) -> Priced:
@@ -109,6 +150,7 @@ PRICERS: dict[str, Callable[[PolicyResource, Resources], Priced]] = {
     tokens.AWS_FSX_LUSTRE_FILE_SYSTEM: lustre,
     tokens.AWS_EC2_NAT_GATEWAY: nat_gateway,
     tokens.AWS_EC2_EIP: elastic_ip,
+    tokens.K8S_ENVOY_PROXY: envoy_proxy,
     tokens.AWS_EC2_VPC_ENDPOINT: vpc_endpoint,
     tokens.AWS_EKS_CLUSTER: eks_cluster,
     tokens.AWS_KMS_KEY: kms_key,

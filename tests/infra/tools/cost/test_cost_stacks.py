@@ -116,6 +116,20 @@ def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys)
     assert doc["hourly"]["complete"] is True
 
 
+def test_the_front_door_s_load_balancer_is_priced_with_its_public_addresses(capsys):
+    """The NLB is made by the load balancer controller, not declared: it is priced from the EnvoyProxy that asks for
+    it, an hour plus one public IPv4 address per zone (internet-facing), its capacity units shown as usage."""
+    doc = cost_json(capsys, "--stack", "serving-demo")
+    door = [line for line in doc["lines"] if line["resource"] == "front-door-envoyproxy"]
+    assert [line["basis"] for line in door] == ["hourly", "hourly"]
+    assert [line["minUsdPerHour"] for line in door] == pytest.approx(
+        [service("elb.networkLoadBalancer.hour"), 2 * service("vpc.publicIpv4")]
+    )
+    assert door[0]["unitPrices"] == ["$0.006 per NLCU-hour"]
+    without = cost_json(capsys, "--stack", "serving-gpu-families")  # no gateway: no load balancer
+    assert not [line for line in without["lines"] if line["resource"] == "front-door-envoyproxy"]
+
+
 def test_registry_storage_is_usage_based_with_its_per_gb_price(capsys):
     doc = cost_json(capsys, "--stack", "registry")
     bucket = next(line for line in doc["lines"] if line["type"] == "aws:s3/bucket:Bucket")
