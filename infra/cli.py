@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     from infra.ops.promotion.cli import add_promotion_parsers
 
     add_promotion_parsers(verbs)
+    from infra.ops.smoke import add_smoke_parser
+
+    add_smoke_parser(verbs)
     # No prefix matching: `--out` must not pass for `simulate --output-tokens`, nor a typo for a neighbour.
     parser.allow_abbrev = False
     for verb in verbs.choices.values():
