@@ -3,8 +3,12 @@
 Events, in time order (a heap; requests come from the trace between them, each routed as it arrives; a replica
 takes its share of those between two events in one call, Replica.run):
 
-- **Requests** go to a ready, non-stopping replica chosen at random (kube-proxy's iptables mode picks a backend
-  at random); with none, the request is refused.
+- **Requests** go to a ready, non-stopping replica: chosen at random behind a ClusterIP Service (kube-proxy's
+  iptables mode picks a backend at random), or, behind the front door's InferencePool, by the endpoint picker's
+  default scorers (Inference Extension v1.0.2): every replica seen as it is at the request's arrival, a queue
+  score (1 for the shortest waiting queue, 0 for the longest, linear between; 1 for all when equal) plus a KV
+  score (1 - KV-cache use), the highest total taken, ties at random. Its prefix-cache scorer is left out: the
+  twin's requests carry lengths, not prompts. With no replica, the request is refused.
 - **Scrapes** (Prometheus, every scrape interval) record each replica's waiting, running and KV-cache figures.
 - **The HPA** (every 15 s) evaluates each trigger's query over the scraped samples, takes the largest
   recommendation, then stabilisation and policies (hpa.py); **KEDA** (every pollingInterval) scales between
@@ -123,6 +127,7 @@ class Simulation:
         ):
             self.at(period, kind, period)
         events, routes, rng, tally = self.events, self.routes, self.rng.random, self.tally
+        picker = twin.routing == "picker"
         # Each request is routed as it arrives, but a replica takes its share of the requests between two events
         # in one call (Replica.run): only events change the routes or look at a replica, and replicas share
         # nothing but sums (the tally) and caches, so this is the same as handing each request over at once.
@@ -140,7 +145,9 @@ class Simulation:
                     next_event = events[0][0]
                 shares = [[] for _ in routes]
             arrived += 1
-            if shares:
+            if shares and picker:
+                routes[self._pick(t)].run((request,))  # the picker sees each replica at this request's arrival
+            elif shares:
                 shares[int(rng() * len(shares))].append(request)
             else:
                 tally.refused += 1
@@ -150,6 +157,20 @@ class Simulation:
         while events and events[0][0] <= seconds:
             self._handle(heapq.heappop(events))
         return self._finish(seconds)
+
+    def _pick(self, now: float) -> int:
+        """The endpoint picker's choice among the routes at `now`: queue score plus KV score, best total."""
+        seen = []
+        for replica in self.routes:
+            replica.advance(now)
+            waiting, _, kv = replica.metrics(now)
+            seen.append((waiting, kv))
+        shortest = min(w for w, _ in seen)
+        spread = max(w for w, _ in seen) - shortest
+        scores = [(1.0 - (w - shortest) / spread if spread else 1.0) + (1.0 - kv) for w, kv in seen]
+        best = max(scores)
+        ties = [i for i, score in enumerate(scores) if score == best]
+        return ties[0] if len(ties) == 1 else ties[int(self.rng.random() * len(ties))]
 
     def _hand_over(self, shares: list[list[tuple[float, int, int]]]) -> None:
         for replica, share in zip(self.routes, shares, strict=True):

@@ -81,3 +81,7 @@ class Twin:
     timeout_seconds: float = 60.0  # a client gives up on a request not started within this
     spot_interruptions_per_node_hour: float = 0.0
     spot_notice_seconds: float = 120.0
+    # How a request finds its replica: "random" (a ClusterIP Service: kube-proxy picks a backend at random) or
+    # "picker" (the front door's InferencePool: the endpoint picker scores every ready replica on its queue and KV
+    # cache at the request's arrival and takes the best).
+    routing: str = "random"

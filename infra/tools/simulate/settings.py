@@ -324,6 +324,23 @@ def twins(
                 timeout_seconds=timeout,
                 spot_interruptions_per_node_hour=spot_rate,
                 spot_notice_seconds=float(facts["spotNoticeSeconds"]["value"]),
+                routing="picker" if _picked(document, metadata) else "random",
             )
         )
     return found
+
+
+def _picked(document: PreviewDocument, metadata: dict[str, Any]) -> bool:
+    """Whether an InferencePool (the inferencepool chart's release) holds the Deployment's pods: its requests are
+    then placed by the endpoint picker, not by kube-proxy."""
+    labels = metadata.get("labels") or {}
+    for r in document.resources:
+        chart = str(r.props.get("chart") or "")
+        if r.type != tokens.K8S_HELM_RELEASE or not chart.endswith("/inferencepool"):
+            continue
+        selector = (((r.props.get("values") or {}).get("inferencePool") or {}).get("modelServers") or {}).get(
+            "matchLabels"
+        )
+        if isinstance(selector, dict) and selector and all(labels.get(k) == v for k, v in selector.items()):
+            return True
+    return False

@@ -99,3 +99,21 @@ def test_spot_reclaims_drain_within_the_notice_and_the_pods_come_back():
     assert outcome.tally.accounted == len(trace)
     calm = simulate(twin(node_groups=(group(spot=True),)), trace, 7200, 2)
     assert (calm.reclaims, calm.nodes_launched) == (0, 2)
+
+
+def test_the_endpoint_picker_beats_kube_proxys_random_choice_on_the_same_load():
+    """Fixed replicas under a steady load near their capacity: the picker (shortest queue, emptiest KV cache)
+    keeps queues short where a random choice lets one replica's queue grow while another idles."""
+    fixed = scaled(min_replicas=3, max_replicas=3)
+    trace = _trace("steady", 9.0, 1800, seed=3)
+    random_choice = figures(simulate(twin(scaled=fixed, initial_replicas=3), trace, 1800, 3))
+    picked_outcome = simulate(twin(scaled=fixed, initial_replicas=3, routing="picker"), trace, 1800, 3)
+    picked = figures(picked_outcome)
+    assert picked_outcome.tally.accounted == picked_outcome.tally.arrived == len(trace)
+    assert picked.ttft_ms["p95"] < random_choice.ttft_ms["p95"]
+    assert picked.ttft_ms["p99"] < random_choice.ttft_ms["p99"]
+
+
+def test_the_picker_is_deterministic_for_a_seed():
+    runs = [figures(simulate(twin(routing="picker"), _trace("burst", 4.0, 1800, seed=2), 1800, 2)) for _ in range(2)]
+    assert runs[0] == runs[1]

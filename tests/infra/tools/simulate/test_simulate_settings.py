@@ -152,3 +152,15 @@ def test_an_slo_annotation_mlinfra_did_not_write_names_the_deployment(digest):
     assert str(error.value.problems[0]) == (
         "Deployment model-mistral-7b-deployment: mlinfra.io/slo is not an SLO written by mlinfra: '{\"ttftP95Ms\": -1}'"
     )
+
+
+def test_models_behind_an_inference_pool_are_routed_by_the_picker(digest):
+    assert {m: t.routing for m, t in _twins(digest).items()} == {"llama-3-8b-neuron": "picker", "mistral-7b": "picker"}
+    document = copy.deepcopy(digest)
+    for step in document["steps"]:  # no InferencePool holds mistral-7b's pods any more: kube-proxy picks
+        values = step["newState"]["inputs"].get("values") or {}
+        if str(step["newState"]["inputs"].get("chart", "")).endswith("/inferencepool"):
+            labels = values["inferencePool"]["modelServers"]["matchLabels"]
+            if labels.get("app.kubernetes.io/instance") == "mistral-7b":
+                labels["app.kubernetes.io/instance"] = "someone-else"
+    assert _twins(document)["mistral-7b"].routing == "random"
