@@ -48,6 +48,9 @@ def envoy_service(gateway: AwsGatewaySpec) -> dict[str, Any]:
             f"{_ANNOTATION}ssl-negotiation-policy": TLS_POLICY,
             f"{_ANNOTATION}backend-protocol": "tcp",
             f"{_ANNOTATION}cross-zone-load-balancing-enabled": "true",
+            # IP targets do not keep the caller's address unless asked: without it every request reaches Envoy from
+            # the load balancer's own addresses, and per-address limits (auth none) would count the NLB, not callers.
+            f"{_ANNOTATION}target-group-attributes": "preserve_client_ip.enabled=true",
         },
     }
     if gateway.source_cidrs:

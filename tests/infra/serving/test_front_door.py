@@ -115,6 +115,8 @@ def test_the_load_balancer_ends_tls_with_the_certificate_and_listens_on_443_only
     assert annotations[prefix + "ssl-cert"] == CERTIFICATE
     assert annotations[prefix + "ssl-ports"] == "443"
     assert annotations[prefix + "ssl-negotiation-policy"].startswith("ELBSecurityPolicy-TLS13")
+    # The caller's own address reaches Envoy (per-address limits count callers, not the load balancer).
+    assert annotations[prefix + "target-group-attributes"] == "preserve_client_ip.enabled=true"
     assert service["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
     listeners = front_door.gateway(spec, "models")["spec"]["listeners"]
     assert [(item["port"], item["hostname"]) for item in listeners] == [(443, "models.example.com")]
