@@ -97,6 +97,8 @@ K8S_NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 K8S_GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 K8S_ENVOY_PROXY = "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy"
 K8S_ENVOY_SECURITY_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy"
+K8S_ENVOY_BACKEND_TRAFFIC_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy"
+K8S_AI_GATEWAY_ROUTE = "kubernetes:aigateway.envoyproxy.io/v1beta1:AIGatewayRoute"
 K8S_STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
 
 # Provider functions (invokes) the offline engine answers

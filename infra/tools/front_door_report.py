@@ -12,8 +12,8 @@ from policies.readers import gateways
 from policies.readers.aws import as_list
 from policies.readers.workloads import spec
 
-ROUTE = "kubernetes:aigateway.envoyproxy.io/v1beta1:AIGatewayRoute"
-TRAFFIC = "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy"
+ROUTE = tokens.K8S_AI_GATEWAY_ROUTE
+TRAFFIC = tokens.K8S_ENVOY_BACKEND_TRAFFIC_POLICY
 
 
 def _stack(document: PreviewDocument) -> Stack:
