@@ -22,6 +22,7 @@ CRD_FILES = {
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): "envoyproxies.gateway.envoyproxy.io.yaml",
     ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"): "securitypolicies.gateway.envoyproxy.io.yaml",
     ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): "backendtrafficpolicies.gateway.envoyproxy.io.yaml",
+    ("gateway.envoyproxy.io/v1alpha1", "ClientTrafficPolicy"): "clienttrafficpolicies.gateway.envoyproxy.io.yaml",
     ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute"): "aigatewayroutes.aigateway.envoyproxy.io.yaml",
     ("external-secrets.io/v1", "SecretStore"): "secretstores.external-secrets.io.yaml",
     ("external-secrets.io/v1", "ExternalSecret"): "externalsecrets.external-secrets.io.yaml",

@@ -79,10 +79,6 @@ class FrontDoor(pulumi.ComponentResource):
             f"{name}-inference-crds", file=gateway_charts.INFERENCE_EXTENSION_CRDS, opts=child
         )
         reader = [_declare(f"{name}-{m['kind'].lower()}", m, child) for m in front_door.inference_pool_reader()]
-        redis = [
-            _declare(f"{name}-redis-{m['kind'].lower()}", m, pulumi.ResourceOptions(parent=self, depends_on=after))
-            for m in front_door.redis_objects(SYSTEM_NODES, args.mirror)
-        ]
         envoy_gateway = helm_release(
             f"{name}-envoy-gateway",
             gateway_charts.ENVOY_GATEWAY,
@@ -90,6 +86,13 @@ class FrontDoor(pulumi.ComponentResource):
             self,
             after + [crds, *reader],
         )
+        # In the gateway's namespace, which the Envoy Gateway release creates.
+        redis = [
+            _declare(
+                f"{name}-redis-{m['kind'].lower()}", m, pulumi.ResourceOptions(parent=self, depends_on=[envoy_gateway])
+            )
+            for m in front_door.redis_objects(SYSTEM_NODES, args.mirror)
+        ]
         ai_crds = helm_release(f"{name}-ai-gateway-crds", gateway_charts.AI_GATEWAY_CRDS, {}, self, [envoy_gateway])
         ai_gateway = helm_release(
             f"{name}-ai-gateway",
@@ -114,6 +117,7 @@ class FrontDoor(pulumi.ComponentResource):
             front_door.envoy_proxy(args.envoy_service, SYSTEM_NODES),
             front_door.gateway(args.gateway, args.namespace),
             front_door.traffic_policy(args.gateway),
+            front_door.client_traffic_policy(args.models),
         ]
         declared = [_declare(f"{name}-{m['kind'].lower()}", m, on_gateway) for m in objects]
         if args.gateway.auth == "api-key":
@@ -137,7 +141,8 @@ class FrontDoor(pulumi.ComponentResource):
             gateway_charts.EXTERNAL_SECRETS,
             gateway_charts.external_secrets_values(SYSTEM_NODES),
             self,
-            [*after, *args.key_reader],
+            # Scoped to the gateway's namespace (a Role there), which the Envoy Gateway release creates.
+            [*after, *args.key_reader, envoy_gateway],
         )
         synced = [
             _declare(

@@ -95,6 +95,7 @@ K8S_SERVICE = "kubernetes:core/v1:Service"
 K8S_NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 # Gateway API and Envoy Gateway (custom resources)
 K8S_GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+K8S_HTTP_ROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
 K8S_ENVOY_PROXY = "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy"
 K8S_ENVOY_SECURITY_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy"
 K8S_ENVOY_BACKEND_TRAFFIC_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy"

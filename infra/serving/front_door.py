@@ -197,6 +197,28 @@ def api_key_sync(provider: Mapping[str, Any], remote_key: str) -> list[Manifest]
     ]
 
 
+# Bytes of a request body per token of context, generously (JSON text, escapes, the request's other fields).
+BODY_BYTES_PER_TOKEN = 16
+MIN_BODY_MIB = 4
+
+
+def body_limit_mib(models: Sequence[ModelSpec]) -> int:
+    """The largest request body the proxies buffer, MiB: room for the longest context any model serves. AI
+    Gateway reads the whole body to route it; Envoy Gateway's default buffer (32 KiB) would refuse long prompts
+    with 413, and an unbounded one would let anyone make the proxies hold large bodies before authentication."""
+    longest = max(model.max_model_len for model in models)
+    return max(MIN_BODY_MIB, -(-longest * BODY_BYTES_PER_TOKEN // 2**20))
+
+
+def client_traffic_policy(models: Sequence[ModelSpec]) -> Manifest:
+    return {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "ClientTrafficPolicy",
+        "metadata": {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
+        "spec": {"targetRefs": _gateway_target(), "connection": {"bufferLimit": f"{body_limit_mib(models)}Mi"}},
+    }
+
+
 def _caller(spec: GatewaySpec) -> dict[str, Any]:
     """Who a limit counts: each client name, or without auth each source address."""
     if spec.auth == "api-key":

@@ -126,9 +126,12 @@ def picker_name(model: ModelSpec) -> str:
 
 
 def external_secrets_values(system_pool: dict[str, str]) -> dict[str, Any]:
-    """Namespaced stores and secrets only: nothing cluster-wide to read every namespace's secrets with."""
+    """Scoped to the gateway's namespace: the controller watches it alone and its RBAC is a Role there, so it
+    cannot read or write any other namespace's Secrets; no cluster-wide stores or secrets."""
     return {
         "installCRDs": True,
+        "scopedNamespace": GATEWAY_NAMESPACE,
+        "scopedRBAC": True,
         "serviceAccount": {"create": True, "name": SECRETS_ACCOUNT},
         "nodeSelector": system_pool,
         "webhook": {"nodeSelector": system_pool},

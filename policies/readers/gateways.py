@@ -19,6 +19,8 @@ from policies.readers.workloads import metadata, namespace_of, spec
 GATEWAY = tokens.K8S_GATEWAY
 ENVOY_PROXY = tokens.K8S_ENVOY_PROXY
 SECURITY_POLICY = tokens.K8S_ENVOY_SECURITY_POLICY
+# Routes that attach to a Gateway: Gateway API's own, and AI Gateway's, which becomes an HTTPRoute of its name.
+ROUTES = (tokens.K8S_HTTP_ROUTE, tokens.K8S_AI_GATEWAY_ROUTE)
 # The AWS Load Balancer Controller's TLS annotations (docs/guide/service/annotations.md, v3.5.0).
 _AWS = "service.beta.kubernetes.io/aws-load-balancer-"
 # SecurityPolicy fields that identify a caller (Envoy Gateway 1.8); authorization alone does not.
@@ -129,8 +131,7 @@ def authentications(stack: Stack, gateway: Resource) -> list[str]:
         if namespace_of(metadata(policy)) != namespace:
             continue
         body = spec(policy)
-        targets = [dict_at(t) for t in as_list(body.get("targetRefs")) + as_list(body.get("targetRef"))]
-        if any(t.get("kind") == "Gateway" and t.get("name") == name for t in targets):
+        if any(t.get("kind") == "Gateway" and t.get("name") == name for t in _targets(policy)):
             found += [field for field in AUTHENTICATIONS if body.get(field) and field not in found]
     return found
 
@@ -140,3 +141,37 @@ def certificate(service: dict) -> tuple[str | None, str | None]:
     annotations = dict_at(service.get("annotations"))
     cert, policy = annotations.get(f"{_AWS}ssl-cert"), annotations.get(f"{_AWS}ssl-negotiation-policy")
     return (cert if isinstance(cert, str) else None), (policy if isinstance(policy, str) else None)
+
+
+def _targets(policy: Resource) -> list[dict]:
+    body = spec(policy)
+    return [dict_at(t) for t in as_list(body.get("targetRefs")) + as_list(body.get("targetRef"))]
+
+
+def unauthenticated_routes(stack: Stack, gateway: Resource) -> list[tuple[Resource, Resource]]:
+    """(SecurityPolicy, route) pairs where a policy on one of the Gateway's routes identifies no caller: Envoy Gateway
+    applies the most specific SecurityPolicy, so it replaces the Gateway's authentication on that route."""
+    meta = metadata(gateway)
+    name, namespace = meta.get("name"), namespace_of(meta)
+    attached = []
+    for route in stack.of_type(*ROUTES):
+        route_namespace = namespace_of(metadata(route))
+        for parent in as_list(spec(route).get("parentRefs")):
+            parent = dict_at(parent)
+            if parent.get("name") == name and parent.get("namespace", route_namespace) == namespace:
+                attached.append(route)
+                break
+    found = []
+    for policy in stack.of_type(SECURITY_POLICY):
+        policy_namespace = namespace_of(metadata(policy))
+        body = spec(policy)
+        if any(body.get(field) for field in AUTHENTICATIONS):
+            continue
+        for target in _targets(policy):
+            if target.get("kind") != "HTTPRoute":
+                continue
+            for route in attached:
+                route_meta = metadata(route)
+                if route_meta.get("name") == target.get("name") and namespace_of(route_meta) == policy_namespace:
+                    found.append((policy, route))
+    return found

@@ -144,3 +144,40 @@ def test_a_load_balancer_or_node_port_in_front_of_a_model_server_is_refused():
         ]
     other = {**labels, "app.kubernetes.io/instance": "someone-else"}
     assert run(model_servers_not_exposed_directly, [server, service("LoadBalancer", other)]) == []
+
+
+def route(namespace: str = "models", name: str = "front-door") -> object:
+    props = {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "parentRefs": [
+                {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "front-door", "namespace": NS}
+            ]
+        },
+    }
+    return res(t.K8S_AI_GATEWAY_ROUTE, f"route-{name}", props, SERVING)
+
+
+def route_policy(auth: bool, namespace: str = "models") -> object:
+    body: dict = {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "front-door"}]}
+    body["authorization"] = {"defaultAction": "Allow"}
+    if auth:
+        body["apiKeyAuth"] = {"credentialRefs": [{"name": "keys"}], "extractFrom": [{"headers": ["Authorization"]}]}
+    props = {"metadata": {"name": "cors", "namespace": namespace}, "spec": body}
+    return res(t.K8S_ENVOY_SECURITY_POLICY, "route-policy", props, SERVING)
+
+
+def test_a_route_policy_without_authentication_replaces_the_gateway_s():
+    resources = [gateway(), proxy(), api_keys(), route()]
+    assert run(unauthenticated_gateways_restrict_sources, resources) == []
+    assert run(unauthenticated_gateways_restrict_sources, [*resources, route_policy(auth=True)]) == []
+    assert run(unauthenticated_gateways_restrict_sources, [*resources, route_policy(auth=False)]) == [
+        "SecurityPolicy 'route-policy' on route 'route-front-door' of Gateway 'door' identifies no caller, and Envoy "
+        "Gateway applies it in place of the Gateway's authentication, so that route is open to any address; add the "
+        "Gateway's authentication to it (apiKeyAuth) or remove it"
+    ]
+    # A policy in another namespace targets another route of the same name: not this Gateway's.
+    assert run(unauthenticated_gateways_restrict_sources, [*resources, route_policy(auth=False, namespace="x")]) == []
+    # Behind named networks the route policy is no exposure.
+    named = [gateway(), proxy(ranges=["198.51.100.0/24"]), api_keys(), route(), route_policy(auth=False)]
+    assert run(unauthenticated_gateways_restrict_sources, named) == []

@@ -194,9 +194,9 @@ def test_every_kubernetes_object_validates_against_its_schema(demo):
     ]
     # The namespace, the converter's account, five objects per server; the front door's: the servers'
     # NetworkPolicy, Envoy Gateway's InferencePool reader (2), the rate limiter's Redis (2), GatewayClass,
-    # EnvoyProxy, Gateway, rate limits, the API keys' SecretStore and ExternalSecret, the API-key policy and the
-    # route by model.
-    assert len(objects) == 2 + 5 * len(MODELS) + 13
+    # EnvoyProxy, Gateway, rate limits, the body limit, the API keys' SecretStore and ExternalSecret, the API-key
+    # policy and the route by model.
+    assert len(objects) == 2 + 5 * len(MODELS) + 14
     for step in objects:
         validate(manifest_of(step))
 

@@ -103,8 +103,10 @@ _NOT_USED = (
     "shield:CreateProtection",
     "shield:DeleteProtection",
 )
-# The tags the controller writes on what it creates (elbv2.k8s.aws/cluster, service.k8s.aws/stack, ...).
-_CONTROLLER_TAGS = ["elbv2.k8s.aws/*", "service.k8s.aws/*"]
+# The tags the controller writes on what it creates (elbv2.k8s.aws/cluster, service.k8s.aws/stack, ...; v3.5.0's
+# pkg/deploy/tracking). Its chart's defaultTags, or a Service's additional-resource-tags annotation, would add keys
+# the tagging grant refuses: set neither without adding their keys here (a test holds the values to that).
+CONTROLLER_TAGS = ("elbv2.k8s.aws/*", "service.k8s.aws/*")
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -140,7 +142,7 @@ def load_balancer_controller_policy(region: str, account_id: str, partition: str
                     f"{elb}:listener-rule/net/k8s-*/*/*/*",
                 ]
         if any(a in ("ec2:CreateTags", "ec2:DeleteTags") for a in actions):
-            st["Condition"] = {**(condition or {}), "ForAllValues:StringLike": {"aws:TagKeys": _CONTROLLER_TAGS}}
+            st["Condition"] = {**(condition or {}), "ForAllValues:StringLike": {"aws:TagKeys": list(CONTROLLER_TAGS)}}
         statements.append(st)
     return {"Version": published_policy()["Version"], "Statement": statements}
 

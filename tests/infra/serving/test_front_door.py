@@ -37,6 +37,7 @@ def objects(spec: AwsGatewaySpec) -> list[dict]:
         front_door.gateway(spec, "models"),
         front_door.security_policy(),
         front_door.traffic_policy(spec),
+        front_door.client_traffic_policy(MODELS),
         front_door.ai_gateway_route(MODELS, "models"),
         front_door.model_server_network_policy("models", [gateway_charts.picker_name(m) for m in MODELS]),
         *front_door.inference_pool_reader(),
@@ -185,3 +186,23 @@ def test_the_gateway_s_own_answers_are_openai_errors():
         body = json.loads(override["response"]["body"]["inline"])
         assert set(body["error"]) == {"message", "type", "param", "code"}, status
     assert json.loads(by_status[404]["response"]["body"]["inline"])["error"]["code"] == "model_not_found"
+
+
+def test_the_body_limit_holds_the_longest_context_and_no_more():
+    assert front_door.body_limit_mib(MODELS) == front_door.MIN_BODY_MIB  # 4096 tokens: 64 KiB, the floor
+    long = MODELS[1].model_copy(update={"max_model_len": 1_048_576})
+    assert front_door.body_limit_mib([MODELS[0], long]) == 16  # 1M tokens x 16 bytes
+    policy = front_door.client_traffic_policy([MODELS[0], long])
+    assert policy["spec"]["connection"]["bufferLimit"] == "16Mi"
+    validate(policy)
+
+
+def test_the_controller_adds_no_tag_keys_its_tagging_grant_refuses():
+    """The narrowed tagging grant allows the controller's own keys only: no default tags in its values and no
+    extra-tags annotation on the proxies' Service, or its security-group tagging would be denied."""
+    from infra.serving.aws.front_door import CONTROLLER_TAGS, load_balancer_controller_values
+
+    values = load_balancer_controller_values("c", "us-east-1", "vpc-0abc", SYSTEM_NODES)
+    assert "defaultTags" not in values
+    assert not any(k.endswith("additional-resource-tags") for k in envoy_service(gateway())["annotations"])
+    assert CONTROLLER_TAGS == ("elbv2.k8s.aws/*", "service.k8s.aws/*")

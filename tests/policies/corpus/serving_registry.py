@@ -4,7 +4,17 @@ its GCS mirror."""
 from __future__ import annotations
 
 from infra.providers import tokens as t
-from tests.policies.corpus.mutations import DELETE, Entry, both, drop, in_document, option, set_, with_statement
+from tests.policies.corpus.mutations import (
+    DELETE,
+    Entry,
+    both,
+    copy_as,
+    drop,
+    in_document,
+    option,
+    set_,
+    with_statement,
+)
 
 EKS, GKE, REGISTRY, MIRROR = "serving-demo", "serving-gcp-demo", "registry", "registry-gcp-mirror"
 DEPLOYMENT, SCALER, POOL = t.K8S_DEPLOYMENT, t.K8S_KEDA_SCALED_OBJECT, t.AWS_EKS_NODE_GROUP
@@ -396,6 +406,30 @@ ENTRIES = [
             ),
         ),
         "no API keys, source ranges that cover the internet",
+    ),
+    Entry(
+        "gateway-route-policy-without-auth",
+        EKS,
+        "unauthenticated-gateways-restrict-sources",
+        both(
+            copy_as(
+                t.K8S_ENVOY_SECURITY_POLICY,
+                "front-door-securitypolicy",
+                "front-door-route-override",
+                "spec",
+                {
+                    "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "front-door"}],
+                    "cors": {"allowOrigins": ["*"]},
+                },
+            ),
+            set_(
+                t.K8S_ENVOY_SECURITY_POLICY,
+                "front-door-route-override",
+                "metadata",
+                {"name": "front-door-cors", "namespace": "models"},  # beside the route it targets
+            ),
+        ),
+        "a route's own SecurityPolicy (CORS only) silently drops the Gateway's API keys on that route",
     ),
     Entry(
         "model-server-load-balancer",
