@@ -20,7 +20,7 @@ AI_GATEWAY_CONTROLLER = "ai-gateway-controller"  # controller.fullnameOverride: 
 AI_GATEWAY_EXTENSION_PORT = 1063  # the controller's extension server for Envoy Gateway (chart's service ports)
 INFERENCE_EXTENSION_VERSION = "v1.0.2"
 # The InferencePool and InferenceObjective CRDs of that release (the chart installs none; the endpoint picker
-# watches both), as its install guide applies them.
+# watches both): the bundle AI Gateway v1.1.0's e2e suite applies (tests/internal/e2elib/e2elib.go).
 INFERENCE_EXTENSION_CRDS = (
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/"
     f"{INFERENCE_EXTENSION_VERSION}/manifests.yaml"
