@@ -5,6 +5,7 @@ resource is always named and labelled the way the audit looks for it."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 
@@ -28,7 +29,16 @@ def expires_at_from_label(value: str) -> str | None:
     return f"{match.group(1)}T{match.group(2)}:{match.group(3)}:{match.group(4)}Z" if match else None
 
 
-def account_id(prefix: str, name: str) -> str:
-    """A GCP service account id (6-30 chars, lowercase letters, digits, '-', starting with a letter)."""
-    raw = re.sub(r"[^a-z0-9-]", "-", f"{prefix}-{name}".lower())[:30].strip("-")
-    return raw if len(raw) >= 6 else (raw + "-sa-000")[:6]
+def account_id(prefix: str, name: str, hashed: bool = True) -> str:
+    """A GCP service account id (6-30 chars, lowercase letters, digits, '-', starting with a letter). A name too
+    long for 30 characters keeps its first 23 and a hash of the whole: two names sharing those 23 get two accounts
+    (cut alone, the second `up` would fail half-created on the taken id, or two runs would share one identity).
+    `hashed` False keeps the plain cut, for an account a deployed resource cannot change in place (a GKE node
+    pool's: a new one would replace the pools)."""
+    full = re.sub(r"[^a-z0-9-]", "-", f"{prefix}-{name}".lower()).strip("-")
+    if len(full) > 30 and not hashed:
+        full = full[:30].strip("-")
+    if len(full) > 30:
+        digest = hashlib.sha256(f"{prefix}-{name}".encode()).hexdigest()[:6]
+        return f"{full[:23].rstrip('-')}-{digest}"
+    return full if len(full) >= 6 else (full + "-sa-000")[:6]

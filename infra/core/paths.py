@@ -66,7 +66,10 @@ def typed_value(raw: str) -> Any:
     if raw in ("true", "false"):
         return raw == "true"
     if re.fullmatch(r"-?\d+", raw):
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:  # past Python's 4,300 digits: kept as text, which the field's type check then refuses
+            return raw
     return raw
 
 

@@ -83,5 +83,6 @@ def _message(err: Mapping[str, Any], model: type[BaseModel], loc: tuple[Any, ...
         words, ctx_key = bounds[kind]
         message = f"must be {words} {err['ctx'][ctx_key]}"
     if "input" in err and not isinstance(err["input"], (dict, list)):
-        message += f" (got {err['input']!r})"
+        shown = repr(err["input"])
+        message += f" (got {shown if len(shown) <= 80 else shown[:60] + f'... ({len(shown):,} characters)'})"
     return message

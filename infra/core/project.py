@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,11 +111,17 @@ def read_yaml(path: Path, label: str) -> object:
         raise InputError(Problem(label, f"cannot be read: {error}")) from None
     except RecursionError:
         raise InputError(Problem(label, f"not valid YAML: nested more than {MAX_DEPTH} levels deep")) from None
+    except ValueError as error:  # an integer of more than Python's 4,300 digits, a date out of range
+        raise InputError(Problem(label, f"a value no config can hold: {str(error).split(';')[0]}")) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise InputError(Problem(label, f"not valid YAML{where}: {problem}")) from None
+
+
+# A stack's own name as Pulumi allows it (`pulumi stack init`): a file name too, so nothing else reaches a path.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,14 @@ class Project:
         )
 
     def stack_file(self, stack: str) -> Path:
+        if not STACK_NAME.fullmatch(stack or ""):
+            raise InputError(
+                Problem(
+                    "--stack",
+                    f"{stack[:60]!r}{'...' if len(stack) > 60 else ''} is not a stack name: 1-100 letters, digits, "
+                    "'-', '_' or '.' (Pulumi's rule)",
+                )
+            )
         path = self.config_dir / f"Pulumi.{stack}.yaml"
         if not path.is_file():
             known = self.stacks()

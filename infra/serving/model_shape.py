@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from infra.catalog.accelerators import format_bytes
@@ -149,10 +150,21 @@ def model_shape(config: Mapping[str, Any], where: str = "config.json: ") -> Mode
     )
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def load_model_shape(path: str | Path) -> ModelShape:
     """model_shape of a config.json file; ModelConfigError names the file and what is wrong with it."""
     where = f"{path}: "
     try:
+        # A FIFO or a device (stdin, /dev/zero) would hang or fill memory: a regular file of config size only.
+        stat = Path(path).stat()
+        if not S_ISREG(stat.st_mode):
+            raise ModelConfigError(f"{where}not a regular file (a model's Hugging Face config.json)")
+        if stat.st_size > MAX_CONFIG_BYTES:
+            raise ModelConfigError(
+                f"{where}{stat.st_size:,} bytes; a config.json is a few KiB (at most {MAX_CONFIG_BYTES // 1024} KiB)"
+            )
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ModelConfigError(f"{where}no such file (a model's Hugging Face config.json)") from None

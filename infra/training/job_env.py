@@ -84,10 +84,23 @@ def value_problem(what: str, value: object) -> str | None:
     return None
 
 
+# torchrun's options that change what it runs, allowed before the script: a module instead of a file.
+SCRIPT_OPTIONS = ("-m", "--module")
+
+
 def command_problems(command: list[str] | tuple[str, ...]) -> list[str]:
     problems = []
     if not command or not isinstance(command[0], str) or not command[0].strip():
         problems.append("command must name the training script (and its arguments) as torchrun takes them")
+    elif command[0].startswith("-"):
+        # Anything else before the script is one of torchrun's own options, which mlinfra sets (the rendezvous's
+        # address and port, the node count): a leading `--master-addr` would point every node elsewhere.
+        script = command[1] if len(command) > 1 and isinstance(command[1], str) else ""
+        if command[0] not in SCRIPT_OPTIONS or not script or script.startswith("-"):
+            problems.append(
+                f"command[0] is {command[0]!r}, a torchrun option: the command starts with the training script (or "
+                "-m and a module); torchrun's own options (rendezvous, node count) are set by mlinfra"
+            )
     problems += [p for i, arg in enumerate(command) if (p := value_problem(f"command[{i}]", arg))]
     if len(command) > MAX_COMMAND_ARGS:
         problems.append(

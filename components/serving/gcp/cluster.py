@@ -48,7 +48,9 @@ class GkeCluster(pulumi.ComponentResource):
         spec = args.spec
         self.node_account = gcp.serviceaccount.Account(
             f"{name}-nodes",
-            account_id=account_id("gke-nodes", args.cluster_name),
+            # The plain cut kept: the node pools' account cannot change without replacing them, and the cluster's
+            # name is its stack's, one per project.
+            account_id=account_id("gke-nodes", args.cluster_name, hashed=False),
             display_name=f"GKE nodes of {args.cluster_name}",
             opts=child,
         )

@@ -30,6 +30,9 @@ def add_cost_parser(verbs: argparse._SubParsersAction) -> None:
     cost.set_defaults(handler=run_cost)
 
 
+MAX_HOURS = 87_600  # ten years: beyond it the figures overflow long before they mean anything
+
+
 def parse_hours(text: str | None) -> float | None:
     if text is None:
         return None
@@ -39,6 +42,10 @@ def parse_hours(text: str | None) -> float | None:
         hours = math.nan
     if not math.isfinite(hours) or hours <= 0:
         raise InputError(Problem("--hours", f"{text!r} is not a positive number of hours"))
+    if hours > MAX_HOURS:
+        raise InputError(
+            Problem("--hours", f"{text!r} is more than {MAX_HOURS:,} hours (ten years); price a shorter run")
+        )
     return hours
 
 

@@ -111,12 +111,12 @@ def _run(
     flat, secret_keys = engine_config(config)
     referenced: dict[str, Preview] = {}
 
+    unresolved: list[str] = []
+
     def resolve_stack(target: str) -> dict[str, Any]:
         name = target.rsplit("/", 1)[-1]
         if name not in project.stacks():
-            mocks_.diagnostics.append(
-                Diagnostic("error", f"StackReference '{target}': no stack '{name}' in {project.config_dir.name}/")
-            )
+            unresolved.append(target)  # bad input: reported once the run ends, not as the program's KeyError
             return {}
         referenced[name] = preview(name, project=project, _chain=chain)
         return referenced[name].outputs
@@ -161,6 +161,17 @@ def _run(
         finally:
             executor.shutdown(wait=True)
 
+    if unresolved:
+        raise InputError(
+            [
+                Problem(
+                    f"StackReference {target}",
+                    f"no stack '{target.rsplit('/', 1)[-1]}' in {project.config_dir.name}/: the offline preview runs "
+                    "the referenced stack's own file, so it must be a stack of this project",
+                )
+                for target in dict.fromkeys(unresolved)
+            ]
+        )
     for referenced_preview in referenced.values():
         for diagnostic in referenced_preview.errors:
             mocks_.diagnostics.append(

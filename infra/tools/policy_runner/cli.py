@@ -59,7 +59,7 @@ def run_policy(args: argparse.Namespace) -> int:
     if args.policy_pack_config:
         user_config.append(pack_config.read_file(args.policy_pack_config))
     user_config.append(pack_config.parse_assignments(args.policy_config))
-    if not args.stack:
+    if args.stack is None:
         from infra.tools import preview_json
         from infra.tools.policy_runner import runner
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,44 @@ from infra.tools.policy_runner.analyzer_client import LEVEL_VALUES, PackInfo
 _TYPES = {"number": (int, float), "integer": (int,), "string": (str,), "boolean": (bool,)}
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotFinite(f"{name} is not a number the engine can send; use a finite number")
+
+
+def _finite(value: Any) -> Any:
+    """`value` when every number in it is finite (1e999 parses as infinity; gRPC cannot send it)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _NotFinite("a number too large to send; use a finite number")
+    if isinstance(value, dict):
+        for item in value.values():
+            _finite(item)
+    elif isinstance(value, list):
+        for item in value:
+            _finite(item)
+    return value
+
+
+def loads(text: str) -> Any:
+    """JSON as the engine can pass it on: no NaN, Infinity or overflowing numbers; nesting within Python's limit."""
+    try:
+        return _finite(json.loads(text, parse_constant=_reject_constant))
+    except RecursionError:
+        raise _NotFinite("nested too deeply") from None
+
+
 def read_file(path: Path) -> dict[str, Any]:
     """A `pulumi preview --policy-pack-config` file: {policy: level | {enforcementLevel?, property: value}}."""
     label = "--policy-pack-config"
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        document = loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(Problem(label, f"{path} cannot be read ({error.__class__.__name__})")) from None
+    except _NotFinite as error:
+        raise InputError(Problem(label, f"{path}: {error}")) from None
     except ValueError as error:
         raise InputError(Problem(label, f"{path} is not JSON ({error})")) from None
     if not isinstance(document, dict):
@@ -44,7 +76,9 @@ def parse_assignments(texts: Iterable[str]) -> dict[str, dict[str, Any]]:
                 )
             )
         try:
-            value = json.loads(raw)
+            value = loads(raw)
+        except _NotFinite as error:
+            raise InputError(Problem(f"--policy-config {key}", str(error))) from None
         except ValueError:
             value = raw
         config.setdefault(policy, {})[prop] = value

@@ -13,7 +13,13 @@ def test_labels_keep_only_what_gcp_allows():
 
 def test_account_ids_fit_gcp_bounds():
     assert account_id("train", "demo-llama-7b-gcp-001") == "train-demo-llama-7b-gcp-001"
-    assert (
-        account_id("model", "A-very-long-model-name-for-serving") == "model-a-very-long-model-name-f"
-    )  # 30 characters
+    long = account_id("model", "A-very-long-model-name-for-serving")
+    assert len(long) == 30 and long.startswith("model-a-very-long-model-")
     assert account_id("m", "x") == "m-x-sa"  # padded to GCP's minimum of 6
+
+
+def test_long_names_sharing_their_start_get_different_accounts():
+    first, second = (account_id("guard", f"demo-llama-7b-gcp-001-{end}") for end in ("aaaaaaaaaa", "aaaaaaaaab"))
+    assert first != second and len(first) == len(second) == 30
+    assert first == account_id("guard", "demo-llama-7b-gcp-001-aaaaaaaaaa")  # stable run to run
+    assert account_id("gke-nodes", "mlinfra-serving-gcp-demo", hashed=False) == "gke-nodes-mlinfra-serving-gcp"

@@ -1,0 +1,95 @@
+"""Bad input at the edges a red-team pass found reaching exit 1 or 3: each is exit 2 with one line naming the key
+or flag (issue 36's list). Through the real CLI, as a user or a pipeline runs it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from infra.cli import main
+from infra.core.errors import InputError
+from infra.core.project import read_yaml
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stack", ["", "a" * 300, "../registry", "registry/../x", "two words"])
+def test_a_stack_name_pulumi_would_refuse(capsys, stack):
+    for verb in (["policy", "--stack", stack], ["preview", "--stack", stack], ["cost", "--stack", stack]):
+        code, err = run(capsys, *verb)
+        assert code == 2, verb
+        assert err.startswith("error: --stack: ") and "is not a stack name" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999", "[" * 5000 + "]" * 5000])
+def test_policy_config_numbers_the_engine_cannot_send(capsys, value):
+    code, err = run(
+        capsys,
+        "policy",
+        "--stack",
+        "registry",
+        "--policy-config",
+        f"stack-hourly-cost-under-ceiling.maxHourlyCostUsd={value}",
+    )
+    assert code == 2
+    assert err.startswith("error: --policy-config stack-hourly-cost-under-ceiling.maxHourlyCostUsd: ")
+
+
+def test_a_reference_to_a_stack_the_offline_preview_cannot_run(capsys):
+    code, err = run(capsys, "preview", "--stack", "serving-demo", "-c", "mlinfra:registryStack=a/b/c")
+    assert code == 2
+    assert err.splitlines() == [
+        "error: StackReference a/b/c: no stack 'c' in stacks/: the offline preview runs the referenced stack's own "
+        "file, so it must be a stack of this project"
+    ]
+
+
+def test_model_config_that_is_not_a_small_regular_file(capsys, tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)  # reading it would wait for a writer for ever
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (1024 * 1024 + 1))
+    for path, words in (
+        (fifo, "not a regular file"),
+        ("/dev/zero", "not a regular file"),
+        (big, "bytes; a config.json"),
+    ):
+        code, err = run(
+            capsys, "preview", "--stack", "serving-demo", "-c", f"mlinfra:serving.models[0].modelConfig={path}"
+        )
+        assert code == 2
+        assert err.startswith(f"error: mlinfra:serving.models[0].modelConfig: {path}: ") and words in err
+
+
+def test_a_training_command_that_starts_with_a_torchrun_option(capsys):
+    key = "mlinfra:training.job.command"
+    code, err = run(capsys, "preview", "--stack", "training-demo", "-c", f"{key}[0]=--master-addr")
+    assert code == 2 and err.startswith(f"error: {key}: command[0] is '--master-addr', a torchrun option")
+    code, err = run(capsys, "preview", "--stack", "training-demo", "-c", f"{key}[0]=-m", "-c", f"{key}[1]=--nnodes=9")
+    assert code == 2 and "a torchrun option" in err
+    code, _ = run(capsys, "preview", "--stack", "training-demo", "-c", f"{key}[0]=-m", "-c", f"{key}[1]=mypkg.train")
+    assert code == 0  # torchrun -m <module>: a module for a script, as torchrun allows
+
+
+def test_cost_hours_beyond_ten_years(capsys):
+    code, err = run(capsys, "cost", "--stack", "training-demo", "--hours", "1e308")
+    assert code == 2 and err.startswith("error: --hours: '1e308' is more than 87,600 hours")
+
+
+def test_integers_past_pythons_digit_limit(capsys, tmp_path):
+    digits = "9" * 5000
+    code, err = run(capsys, "preview", "--stack", "training-demo", "-c", f"mlinfra:training.nodeCount={digits}")
+    assert code == 2 and err.startswith("error: mlinfra:training.nodeCount: Input should be a valid integer (got '999")
+    assert "(5,002 characters)" in err and len(err) < 300  # the value is not echoed whole
+    # A stack file holding one (read by the one YAML reader every stack file goes through; a file of its own here,
+    # not in stacks/, where other tests list the stacks at the same time).
+    path = tmp_path / "Pulumi.big.yaml"
+    path.write_text(f"config:\n  mlinfra:x: {digits}\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        read_yaml(path, "stacks/Pulumi.big.yaml")
+    (problem,) = caught.value.problems
+    assert str(problem).startswith("stacks/Pulumi.big.yaml: a value no config can hold: ")
