@@ -3,12 +3,12 @@ Each cloud's config (aws/, gcp/) adds where its certificate and API keys live.""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
+from infra.core.network import covers_internet, ipv4_cidr
 from infra.core.spec import Spec
 
 # RFC 1123 host name with at least two labels, lowercase (Gateway API's listener hostname, without wildcards: one
@@ -67,14 +67,11 @@ class GatewaySpec(Spec):
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
         for value in values:
-            try:
-                ipaddress.IPv4Network(value, strict=True)
-            except ValueError as error:
-                raise ValueError(f"{value!r} is not an IPv4 CIDR: {error}") from None
+            ipv4_cidr(value)
         if len(set(values)) != len(values):
             raise ValueError("lists a network twice")
         return values
 
     @property
     def open_to_anyone(self) -> bool:
-        return not self.source_cidrs or any(ipaddress.IPv4Network(c).prefixlen == 0 for c in self.source_cidrs)
+        return not self.source_cidrs or covers_internet(self.source_cidrs)

@@ -3,13 +3,13 @@ Kubernetes API. Each cloud's config (aws/, gcp/) narrows the accelerator to its 
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from infra.catalog.accelerators import precision_names
+from infra.core.network import covers_internet, ipv4_cidr
 from infra.core.spec import Spec
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 from infra.serving.families import FAMILIES
@@ -56,15 +56,9 @@ class EndpointSpec(Spec):
     @classmethod
     def _valid_cidrs(cls, values: list[str]) -> list[str]:
         # Whether the list fits `access` is a meaning check (serving_checks), naming this field.
-        networks = []
         for value in values:
-            try:
-                networks.append(ipaddress.IPv4Network(value, strict=True))
-            except ValueError as error:
-                raise ValueError(f"{value!r} is not an IPv4 CIDR: {error}") from None
-        if any(n.prefixlen == 0 for n in networks) or list(ipaddress.collapse_addresses(networks)) == [
-            ipaddress.IPv4Network("0.0.0.0/0")
-        ]:
+            ipv4_cidr(value)
+        if covers_internet(values):
             raise ValueError(f"{', '.join(values)} cover the whole internet: {PUBLIC_INTERNET_REFUSED}")
         return values
 

@@ -7,9 +7,9 @@ Inputs arrive as the manifests' own camelCase fields, for built-in kinds and cus
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
+from infra.core.network import covers_internet
 from infra.core.shapes import dict_at
 from infra.providers import tokens
 from policies.model import Resource, Stack, is_unknown
@@ -103,18 +103,7 @@ def internal_only(service: dict) -> bool:
 def open_to_anyone(service: dict) -> bool:
     """No source ranges, or ranges that cover the whole internet (the load balancer's default is 0.0.0.0/0)."""
     ranges = [r for r in as_list(service.get("loadBalancerSourceRanges")) if isinstance(r, str)]
-    if not ranges:
-        return True
-    networks = []
-    for value in ranges:
-        try:
-            networks.append(ipaddress.ip_network(value, strict=False))
-        except ValueError:
-            continue
-    v4 = [n for n in networks if n.version == 4]
-    return any(n.prefixlen == 0 for n in networks) or list(ipaddress.collapse_addresses(v4)) == [
-        ipaddress.IPv4Network("0.0.0.0/0")
-    ]
+    return not ranges or covers_internet(ranges)
 
 
 def authenticated(stack: Stack, gateway: Resource) -> bool:

@@ -602,6 +602,9 @@ def test_auth_none_without_source_networks_is_refused():
     ]
     (problem,) = problems(with_gateway(auth="none", apiKeysSecretArn=None, sourceCidrs=["0.0.0.0/0"]))
     assert problem.startswith("mlinfra:serving.gateway.sourceCidrs: required with auth none")
+    # The internet split in halves is the internet, as the pack's unauthenticated-gateways-restrict-sources reads it.
+    (problem,) = problems(with_gateway(auth="none", apiKeysSecretArn=None, sourceCidrs=["0.0.0.0/1", "128.0.0.0/1"]))
+    assert problem.startswith("mlinfra:serving.gateway.sourceCidrs: required with auth none")
 
 
 def test_api_keys_follow_the_auth_mode():
