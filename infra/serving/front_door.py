@@ -18,7 +18,7 @@ from typing import Any
 from infra.serving import servers
 from infra.serving.gateway_spec import GatewaySpec
 from infra.serving.images import ImageSource
-from infra.serving.manifests import Manifest, selector
+from infra.serving.manifests import Manifest
 from infra.serving.spec import ModelSpec
 
 GATEWAY_NAMESPACE = "envoy-gateway-system"  # Envoy Gateway's own; the proxies it runs for a Gateway live there too
@@ -325,11 +325,6 @@ def model_server_network_policy(ns: str, pickers: Sequence[str]) -> Manifest:
             ],
         },
     }
-
-
-def model_selector(model: ModelSpec) -> dict[str, str]:
-    """The pods an InferencePool holds: the model's servers (the Deployment's own selector)."""
-    return selector(model)
 
 
 ENVOY_GATEWAY_ACCOUNT = "envoy-gateway"  # the controller's service account (gateway-helm: a fixed name)

@@ -12,7 +12,8 @@ from typing import Any
 
 from infra.serving import servers
 from infra.serving.charts import Chart
-from infra.serving.front_door import CONTROLLER_NAME, GATEWAY_NAMESPACE, REDIS_URL, model_selector
+from infra.serving.front_door import CONTROLLER_NAME, GATEWAY_NAMESPACE, REDIS_URL
+from infra.serving.manifests import selector
 from infra.serving.spec import ModelSpec
 
 AI_GATEWAY_NAMESPACE = "envoy-ai-gateway-system"
@@ -108,7 +109,8 @@ def inference_pool_values(model: ModelSpec) -> dict[str, Any]:
     replica alike."""
     return {
         "inferencePool": {
-            "modelServers": {"matchLabels": model_selector(model)},
+            # The pods an InferencePool holds: the model's servers, by the Deployment's own selector.
+            "modelServers": {"matchLabels": selector(model)},
             "targetPorts": [{"number": servers.PORT}],
             "modelServerType": "vllm",
         },

@@ -260,6 +260,14 @@ ACM_CERTIFICATE_ARN = r"arn:aws[a-z-]*:acm:([a-z0-9-]+):[0-9]{12}:certificate/[0
 SECRET_ARN = r"arn:aws[a-z-]*:secretsmanager:([a-z0-9-]+):[0-9]{12}:secret:[\w/+=.@-]+"
 
 
+def arn_region(pattern: str, arn: str) -> str:
+    """The region an ARN of `pattern` (whose first group is the region) names; ValueError when it is not one."""
+    match = re.fullmatch(pattern, arn)
+    if match is None:
+        raise ValueError(f"{arn!r} does not match {pattern}")
+    return match.group(1)
+
+
 class AwsGatewaySpec(GatewaySpec):
     certificate_arn: str = Field(
         description="ACM certificate for the hostname, in the stack's region (the Network Load Balancer "
@@ -293,9 +301,7 @@ class AwsGatewaySpec(GatewaySpec):
 
     @property
     def certificate_region(self) -> str:
-        match = re.fullmatch(ACM_CERTIFICATE_ARN, self.certificate_arn)
-        assert match is not None  # validated
-        return match.group(1)
+        return arn_region(ACM_CERTIFICATE_ARN, self.certificate_arn)
 
 
 class AwsModelSpec(ModelSpec):

@@ -10,12 +10,12 @@ become the rules of the security group the controller makes for the load balance
 from __future__ import annotations
 
 import json
-import re
 from functools import cache
 from importlib.resources import files
 from typing import Any
 
-from infra.serving.aws.config import SECRET_ARN, AwsGatewaySpec
+from infra.core.shapes import as_list
+from infra.serving.aws.config import SECRET_ARN, AwsGatewaySpec, arn_region
 from infra.serving.charts import Chart
 from infra.serving.front_door import LISTENER_PORT
 
@@ -109,10 +109,6 @@ _NOT_USED = (
 CONTROLLER_TAGS = ("elbv2.k8s.aws/*", "service.k8s.aws/*")
 
 
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else [value]
-
-
 def load_balancer_controller_policy(region: str, account_id: str, partition: str, vpc_id: str) -> dict[str, Any]:
     """The published policy narrowed to this stack: security group writes to its VPC, listener writes to the
     load balancers the controller names (k8s-...), tag writes to the controller's own keys, ALB-only features out.
@@ -123,7 +119,7 @@ def load_balancer_controller_policy(region: str, account_id: str, partition: str
     statements = []
     for statement in published_policy()["Statement"]:
         st = dict(statement)
-        actions = [a for a in _as_list(st["Action"]) if a not in _NOT_USED]
+        actions = [a for a in as_list(st["Action"]) if a not in _NOT_USED]
         if not actions:
             continue
         st["Action"] = actions
@@ -148,10 +144,7 @@ def load_balancer_controller_policy(region: str, account_id: str, partition: str
 
 
 def secret_region(secret_arn: str) -> str:
-    match = re.fullmatch(SECRET_ARN, secret_arn)
-    if match is None:
-        raise ValueError(f"{secret_arn!r} is not a Secrets Manager secret ARN")
-    return match.group(1)
+    return arn_region(SECRET_ARN, secret_arn)
 
 
 def secret_store_provider(secret_arn: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from infra.serving.aws.front_door import (
     secret_store_provider,
 )
 from infra.serving.charts import SYSTEM_NODES
+from infra.serving.manifests import selector
 from tests.k8s_schemas import validate
 
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c"
@@ -101,7 +102,7 @@ def test_model_servers_accept_only_the_proxies_the_pickers_and_the_scraper_on_th
 
 def test_the_pickers_select_the_model_servers_and_read_the_engines_kv_metric():
     values = gateway_charts.inference_pool_values(MODELS[1])
-    assert values["inferencePool"]["modelServers"]["matchLabels"] == front_door.model_selector(MODELS[1])
+    assert values["inferencePool"]["modelServers"]["matchLabels"] == selector(MODELS[1])
     assert values["inferencePool"]["targetPorts"] == [{"number": servers.PORT}]
     assert {"name": "kv-cache-usage-percentage-metric", "value": "vllm:kv_cache_usage_perc"} in values[
         "inferenceExtension"
