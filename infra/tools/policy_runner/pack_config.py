@@ -38,12 +38,38 @@ def _finite(value: Any) -> Any:
     return value
 
 
+MAX_DEPTH = 64  # of arrays and objects: a pack config is a few levels deep
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON `text` (brackets inside strings not counted). Measured
+    before parsing: a RecursionError caught inside the parser leaves CPython 3.11's ast module broken for the
+    rest of the process."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def loads(text: str) -> Any:
-    """JSON as the engine can pass it on: no NaN, Infinity or overflowing numbers; nesting within Python's limit."""
-    try:
-        return _finite(json.loads(text, parse_constant=_reject_constant))
-    except RecursionError:
-        raise _NotFinite("nested too deeply") from None
+    """JSON as the engine can pass it on: no NaN, Infinity or overflowing numbers; at most MAX_DEPTH levels."""
+    if _depth(text) > MAX_DEPTH:
+        raise _NotFinite(f"nested more than {MAX_DEPTH} levels deep")
+    return _finite(json.loads(text, parse_constant=_reject_constant))
 
 
 def read_file(path: Path) -> dict[str, Any]:
