@@ -44,17 +44,18 @@ class StackKind:
     kind: str
     cloud: str
     model: type[Spec]
-    findings: Callable[[Any, str | None], list[Problem]]  # meaning checks: (config, region) -> findings
+    # Meaning checks: (config, region, project) -> findings; region and project (GCP's) are None when malformed.
+    findings: Callable[[Any, str | None, str | None], list[Problem]]
     builder: str  # module under stacks/ whose build(config) declares the stack's resources
 
 
 STACK_KINDS: tuple[StackKind, ...] = (
-    StackKind("registry", "aws", RegistryStackConfig, lambda config, region: [], "stacks.aws.registry"),
+    StackKind("registry", "aws", RegistryStackConfig, lambda config, region, project: [], "stacks.aws.registry"),
     StackKind(
         "training",
         "aws",
         TrainingStackConfig,
-        lambda config, region: (
+        lambda config, region, project: (
             training_findings(config.training, region)
             + (registry_stack_findings(config.registry_stack) or registry_region_finding(config.registry_stack, region))
         ),
@@ -64,7 +65,7 @@ STACK_KINDS: tuple[StackKind, ...] = (
         "serving",
         "aws",
         ServingStackConfig,
-        lambda config, region: (
+        lambda config, region, project: (
             serving_findings(config.serving, region) + registry_stack_findings(config.registry_stack)
         ),
         "stacks.aws.serving",
@@ -73,21 +74,21 @@ STACK_KINDS: tuple[StackKind, ...] = (
         "registry",
         "gcp",
         GcpRegistryStackConfig,
-        lambda config, region: mirror_findings(config.registry.mirror),
+        lambda config, region, project: mirror_findings(config.registry.mirror),
         "stacks.gcp.registry",
     ),
     StackKind(
         "training",
         "gcp",
         GcpTrainingStackConfig,
-        lambda config, region: gcp_training_findings(config.training, region),
+        lambda config, region, project: gcp_training_findings(config.training, region),
         "stacks.gcp.training",
     ),
     StackKind(
         "serving",
         "gcp",
         GcpServingStackConfig,
-        lambda config, region: gcp_serving_findings(config.serving, region),
+        lambda config, region, project: gcp_serving_findings(config.serving, region, project),
         "stacks.gcp.serving",
     ),
 )
@@ -155,7 +156,8 @@ def load(flat: dict[str, Any]) -> StackConfig:
     if cloud != "aws":
         problems += PROVIDER_FINDINGS[cloud](flat)
     region = None if problems else flat.get(REGION_KEY[cloud])
-    problems += stack_kind(config).findings(config, region)
+    project = None if problems else flat.get("gcp:project")
+    problems += stack_kind(config).findings(config, region, project)
     if problems:
         raise InputError(problems)
     return config

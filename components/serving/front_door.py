@@ -28,11 +28,15 @@ class FrontDoorArgs:
     after: Sequence[pulumi.Resource] = field(default_factory=list)  # the add-ons and the models' namespace
     servers: Sequence[pulumi.Resource] = field(default_factory=list)  # the model servers the pools select
     mirror: ImageSource | None = None  # the stack's image mirror, for the images declared here
-    # With auth api-key: External Secrets' store provider for the cloud's secret store (aws/, gcp/), the key of
-    # the stored API keys in it, and what must exist before External Secrets asks for credentials.
+    # External Secrets' store provider for the cloud's secret store (aws/, gcp/), the keys in it of the stored API
+    # keys (auth api-key) and of the listener's certificate (TLS at the proxies: GKE), and what must exist before
+    # External Secrets asks for credentials.
     key_store: Mapping[str, Any] | None = None
     api_keys_key: str | None = None
+    tls_key: str | None = None
     key_reader: Sequence[pulumi.Resource] = field(default_factory=list)
+    # Annotations of External Secrets' service account (GKE's Workload Identity names its Google account there).
+    secrets_account_annotations: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _declare(name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
@@ -111,17 +115,23 @@ class FrontDoor(pulumi.ComponentResource):
             )
             for model in args.models
         ]
-        on_gateway = pulumi.ResourceOptions(parent=self, depends_on=[envoy_gateway, ai_gateway, *redis])
+        synced = self._synced_secrets(name, args, after, envoy_gateway)
+        tls = synced.get(front_door.TLS_SECRET)
+        on_gateway = pulumi.ResourceOptions(
+            parent=self, depends_on=[envoy_gateway, ai_gateway, *redis, *synced.values()]
+        )
         objects = [
             front_door.gateway_class(),
             front_door.envoy_proxy(args.envoy_service, SYSTEM_NODES),
-            front_door.gateway(args.gateway, args.namespace),
+            front_door.gateway(args.gateway, args.namespace, front_door.TLS_SECRET if tls else None),
             front_door.traffic_policy(args.gateway),
             front_door.client_traffic_policy(args.models),
         ]
         declared = [_declare(f"{name}-{m['kind'].lower()}", m, on_gateway) for m in objects]
         if args.gateway.auth == "api-key":
-            declared.append(self._api_keys(name, args, after, envoy_gateway))
+            if front_door.API_KEYS_SECRET not in synced:
+                raise ValueError("auth api-key needs the cloud's key store and the API keys' key")
+            declared.append(_declare(f"{name}-securitypolicy", front_door.security_policy(), on_gateway))
         _declare(
             f"{name}-route",
             front_door.ai_gateway_route(args.models, args.namespace),
@@ -130,30 +140,36 @@ class FrontDoor(pulumi.ComponentResource):
         self.endpoint = pulumi.Output.from_input(f"https://{args.gateway.hostname}/v1")
         self.register_outputs({"endpoint": self.endpoint})
 
-    def _api_keys(
+    def _synced_secrets(
         self, name: str, args: FrontDoorArgs, after: list[pulumi.Resource], envoy_gateway: pulumi.Resource
-    ) -> pulumi.Resource:
-        """External Secrets keeps the keys' Secret; the API-key policy reads it (and fails closed until it exists)."""
-        if args.key_store is None or args.api_keys_key is None:
-            raise ValueError("auth api-key needs the cloud's key store and the API keys' key")
+    ) -> dict[str, pulumi.Resource]:
+        """External Secrets keeps the API keys' and the certificate's Secrets from the cloud's secret store (the
+        API-key policy reads the first and fails closed until it exists): each ExternalSecret by its Secret's name."""
+        secrets = []
+        if args.gateway is not None and args.gateway.auth == "api-key" and args.api_keys_key is not None:
+            secrets.append(front_door.api_keys_secret(args.api_keys_key))
+        if args.tls_key is not None:
+            secrets.append(front_door.tls_secret(args.tls_key))
+        if not secrets:
+            return {}
+        if args.key_store is None:
+            raise ValueError("secrets to sync need the cloud's key store")
         operator = helm_release(
             f"{name}-external-secrets",
             gateway_charts.EXTERNAL_SECRETS,
-            gateway_charts.external_secrets_values(SYSTEM_NODES),
+            gateway_charts.external_secrets_values(SYSTEM_NODES, args.secrets_account_annotations),
             self,
             # Scoped to the gateway's namespace (a Role there), which the Envoy Gateway release creates.
             [*after, *args.key_reader, envoy_gateway],
         )
-        synced = [
-            _declare(
-                f"{name}-{m['kind'].lower()}",
-                m,
-                pulumi.ResourceOptions(parent=self, depends_on=[operator, envoy_gateway]),
-            )
-            for m in front_door.api_key_sync(args.key_store, args.api_keys_key)
-        ]
-        return _declare(
-            f"{name}-securitypolicy",
-            front_door.security_policy(),
-            pulumi.ResourceOptions(parent=self, depends_on=synced),
-        )
+        store, *externals = front_door.secret_sync(args.key_store, secrets)
+        on_operator = pulumi.ResourceOptions(parent=self, depends_on=[operator, envoy_gateway])
+        declared_store = _declare(f"{name}-secretstore", store, on_operator)
+        on_store = pulumi.ResourceOptions(parent=self, depends_on=[operator, envoy_gateway, declared_store])
+        return {m["metadata"]["name"]: _declare(f"{name}-externalsecret{_suffix(m)}", m, on_store) for m in externals}
+
+
+def _suffix(external: dict[str, Any]) -> str:
+    """The API keys' ExternalSecret keeps the name it had before the certificate's joined it."""
+    secret = external["metadata"]["name"]
+    return "" if secret == front_door.API_KEYS_SECRET else f"-{secret}"

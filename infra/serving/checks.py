@@ -34,15 +34,23 @@ def endpoint_findings(endpoint: EndpointSpec) -> list[Problem]:
 GATEWAY_KEY = "mlinfra:serving.gateway"
 
 
-def gateway_findings(gateway: GatewaySpec) -> list[Problem]:
-    """An endpoint without authentication is open only to named networks (the same rule on EKS and GKE)."""
+def gateway_findings(gateway: GatewaySpec, keys_field: str, keys: str | None, store: str) -> list[Problem]:
+    """An endpoint without authentication is open only to named networks, and the API keys' secret (`keys`, at
+    `keys_field` of the cloud's gateway config, in the cloud's secret `store`) is named exactly when auth is
+    api-key (the same rules on EKS and GKE)."""
+    findings = []
     if gateway.auth == "none" and gateway.open_to_anyone:
-        return [
+        findings.append(
             Problem(
                 GATEWAY_KEY + ".sourceCidrs",
                 "required with auth none, and not the whole internet: list the networks allowed to call the "
                 "unauthenticated endpoint (mandatory policy unauthenticated-gateways-restrict-sources), or use "
                 "auth api-key",
             )
-        ]
-    return []
+        )
+    path = f"{GATEWAY_KEY}.{keys_field}"
+    if gateway.auth == "api-key" and keys is None:
+        findings.append(Problem(path, f"required with auth api-key: the {store} secret holding the clients' API keys"))
+    if gateway.auth == "none" and keys is not None:
+        findings.append(Problem(path, "only used with auth api-key (auth is none); remove it or set auth api-key"))
+    return findings

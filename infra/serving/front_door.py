@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from infra.serving import servers
@@ -33,7 +34,9 @@ MODEL_HEADER = "x-ai-eg-model"
 # The header Envoy Gateway's API-key filter writes the caller's client name into; the limits count per value.
 CLIENT_HEADER = "x-mlinfra-client"
 API_KEYS_SECRET = "front-door-api-keys"
-API_KEYS_REFRESH = "5m"  # a key added or revoked in the secret store reaches the gateway within this
+TLS_SECRET = "front-door-tls"  # the listener's certificate, where the proxies end TLS themselves (GKE)
+# A key added or revoked, or a certificate renewed, in the secret store reaches the gateway within this.
+SECRETS_REFRESH = "5m"
 # Where AI Gateway writes a response's token usage, for the token limit's cost (AIGatewayRoute llmRequestCosts).
 TOKEN_METADATA_NAMESPACE = "io.envoy.ai_gateway"
 TOKEN_METADATA_KEY = "llm_total_token"
@@ -86,9 +89,23 @@ def envoy_proxy(service: Mapping[str, Any], system_pool: Mapping[str, str], repl
     }
 
 
-def gateway(spec: GatewaySpec, route_namespace: str) -> Manifest:
-    """One listener on 443 for the stack's hostname. TLS ends at the cloud's load balancer, in front (its
-    certificate is the cloud's), which forwards the decrypted request inside the network to this listener."""
+def gateway(spec: GatewaySpec, route_namespace: str, tls_secret: str | None = None) -> Manifest:
+    """One listener on 443 for the stack's hostname. `tls_secret` None: TLS ends at the cloud's load balancer in
+    front (its certificate is the cloud's, as on EKS), which forwards the decrypted request inside the network to
+    a plain HTTP listener. Named: the listener is HTTPS and ends TLS itself with that Secret's certificate (behind
+    a passthrough load balancer, as on GKE); Envoy Gateway's default minimum, TLS 1.2, applies."""
+    listener: dict[str, Any] = {
+        "name": "api",
+        "protocol": "HTTP" if tls_secret is None else "HTTPS",
+        "port": LISTENER_PORT,
+        "hostname": spec.hostname,
+        "allowedRoutes": {"namespaces": {"from": "Selector", "selector": _namespace_selector(route_namespace)}},
+    }
+    if tls_secret is not None:
+        listener["tls"] = {
+            "mode": "Terminate",
+            "certificateRefs": [{"group": "", "kind": "Secret", "name": tls_secret}],
+        }
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
@@ -98,17 +115,7 @@ def gateway(spec: GatewaySpec, route_namespace: str) -> Manifest:
             "infrastructure": {
                 "parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": GATEWAY_NAME}
             },
-            "listeners": [
-                {
-                    "name": "api",
-                    "protocol": "HTTP",
-                    "port": LISTENER_PORT,
-                    "hostname": spec.hostname,
-                    "allowedRoutes": {
-                        "namespaces": {"from": "Selector", "selector": _namespace_selector(route_namespace)}
-                    },
-                }
-            ],
+            "listeners": [listener],
         },
     }
 
@@ -172,29 +179,54 @@ def security_policy() -> Manifest:
     }
 
 
-def api_key_sync(provider: Mapping[str, Any], remote_key: str) -> list[Manifest]:
-    """The API keys' Secret, kept from the cloud's secret store by External Secrets (each entry of the stored JSON
-    object becomes one client's key): a SecretStore of `provider` (aws/, gcp/) and the ExternalSecret."""
+@dataclass(frozen=True)
+class SyncedSecret:
+    """A Secret External Secrets keeps from the cloud's secret store: each entry of the stored JSON object at
+    `remote_key` becomes one key of the Secret `name` (of `type`, e.g. kubernetes.io/tls; None: Opaque)."""
+
+    name: str
+    remote_key: str
+    type: str | None = None
+
+
+def api_keys_secret(remote_key: str) -> SyncedSecret:
+    return SyncedSecret(API_KEYS_SECRET, remote_key)
+
+
+def tls_secret(remote_key: str) -> SyncedSecret:
+    """The listener's certificate: the stored object's `tls.crt` and `tls.key` become a kubernetes.io/tls Secret."""
+    return SyncedSecret(TLS_SECRET, remote_key, "kubernetes.io/tls")
+
+
+def secret_sync(provider: Mapping[str, Any], secrets: Sequence[SyncedSecret]) -> list[Manifest]:
+    """A SecretStore of `provider` (the cloud's secret store: aws/, gcp/) and an ExternalSecret per Secret."""
     store = f"{GATEWAY_NAME}-keys"
-    return [
+    manifests: list[Manifest] = [
         {
             "apiVersion": "external-secrets.io/v1",
             "kind": "SecretStore",
             "metadata": {"name": store, "namespace": GATEWAY_NAMESPACE},
             "spec": {"provider": dict(provider)},
-        },
-        {
-            "apiVersion": "external-secrets.io/v1",
-            "kind": "ExternalSecret",
-            "metadata": {"name": API_KEYS_SECRET, "namespace": GATEWAY_NAMESPACE},
-            "spec": {
-                "refreshInterval": API_KEYS_REFRESH,
-                "secretStoreRef": {"name": store, "kind": "SecretStore"},
-                "target": {"name": API_KEYS_SECRET, "creationPolicy": "Owner", "deletionPolicy": "Retain"},
-                "dataFrom": [{"extract": {"key": remote_key}}],
-            },
-        },
+        }
     ]
+    for secret in secrets:
+        target: dict[str, Any] = {"name": secret.name, "creationPolicy": "Owner", "deletionPolicy": "Retain"}
+        if secret.type is not None:
+            target["template"] = {"type": secret.type}  # no data template: the stored entries, as they are
+        manifests.append(
+            {
+                "apiVersion": "external-secrets.io/v1",
+                "kind": "ExternalSecret",
+                "metadata": {"name": secret.name, "namespace": GATEWAY_NAMESPACE},
+                "spec": {
+                    "refreshInterval": SECRETS_REFRESH,
+                    "secretStoreRef": {"name": store, "kind": "SecretStore"},
+                    "target": target,
+                    "dataFrom": [{"extract": {"key": secret.remote_key}}],
+                },
+            }
+        )
+    return manifests
 
 
 # Bytes of a request body per token of context, generously (JSON text, escapes, the request's other fields).

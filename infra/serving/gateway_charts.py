@@ -8,6 +8,7 @@ their facts (tests/contracts/data/charts/) are extracted from the release tag wi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from infra.serving import servers
@@ -127,14 +128,20 @@ def picker_name(model: ModelSpec) -> str:
     return f"{model.name}-epp"
 
 
-def external_secrets_values(system_pool: dict[str, str]) -> dict[str, Any]:
+def external_secrets_values(
+    system_pool: dict[str, str], account_annotations: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Scoped to the gateway's namespace: the controller watches it alone and its RBAC is a Role there, so it
-    cannot read or write any other namespace's Secrets; no cluster-wide stores or secrets."""
+    cannot read or write any other namespace's Secrets; no cluster-wide stores or secrets. `account_annotations`:
+    the cloud's identity for its service account (GKE's Workload Identity; EKS's Pod Identity needs none)."""
+    account: dict[str, Any] = {"create": True, "name": SECRETS_ACCOUNT}
+    if account_annotations:
+        account["annotations"] = dict(account_annotations)
     return {
         "installCRDs": True,
         "scopedNamespace": GATEWAY_NAMESPACE,
         "scopedRBAC": True,
-        "serviceAccount": {"create": True, "name": SECRETS_ACCOUNT},
+        "serviceAccount": account,
         "nodeSelector": system_pool,
         "webhook": {"nodeSelector": system_pool},
         "certController": {"nodeSelector": system_pool},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.serving.front_door import FrontDoor, FrontDoorArgs
 from components.serving.gcp.addons import GkeAddons, GkeAddonsArgs
 from components.serving.gcp.cluster import GkeCluster, GkeClusterArgs
 from components.serving.gcp.image_mirror import GkeImageMirror, GkeImageMirrorArgs
@@ -13,10 +14,11 @@ from components.serving.gcp.model_server import GkeModelServer, GkeModelServerAr
 from components.serving.gcp.model_store import GcsModelStore
 from components.serving.gcp.network import GkeNetwork, GkeNetworkArgs
 from components.serving.gcp.node_pool import GkeNodePool, GkeNodePoolArgs
+from components.serving.gcp.secret_reader import SecretReader, SecretReaderArgs
 from infra.core.labels import gcp_labels
 from infra.core.naming import slug
 from infra.core.tags import contract_tags
-from infra.serving.gcp import gke
+from infra.serving.gcp import front_door, gke
 from infra.serving.gcp.config import GcpServingStackConfig
 
 
@@ -85,10 +87,43 @@ def build(config: GcpServingStackConfig) -> None:
         for model in spec.models
     }
 
+    gateway = spec.gateway
+    keys = gateway.api_keys_secret if gateway and gateway.auth == "api-key" else None
+    reader = (
+        SecretReader(
+            "secret-reader",
+            SecretReaderArgs(
+                project=project, cluster_name=cluster_name, secrets=[gateway.tls_secret, *([keys] if keys else [])]
+            ),
+        )
+        if gateway
+        else None
+    )
+    door = FrontDoor(
+        "front-door",
+        FrontDoorArgs(
+            gateway=gateway,
+            models=spec.models,
+            namespace=spec.namespace,
+            envoy_service=front_door.envoy_service(gateway) if gateway else {},
+            after=[addons],
+            servers=list(servers.values()),
+            mirror=mirror.cache if mirror else None,
+            key_store=front_door.secret_store_provider(project) if gateway else None,
+            api_keys_key=front_door.secret_id(keys) if keys else None,
+            tls_key=front_door.secret_id(gateway.tls_secret) if gateway else None,
+            key_reader=reader.grants if reader else [],
+            secrets_account_annotations=reader.annotations if reader else {},
+        ),
+        opts=on_cluster,
+    )
+
     pulumi.export("clusterName", cluster.cluster.name)
     pulumi.export("clusterEndpoint", cluster.cluster.endpoint)
     pulumi.export("kubeconfig", pulumi.Output.secret(cluster.kubeconfig))
     pulumi.export("modelBucket", store.bucket)
+    if door.endpoint is not None:
+        pulumi.export("endpoint", door.endpoint)
     if mirror:
         pulumi.export("imageMirror", mirror.cache.prefix)
     pulumi.export(

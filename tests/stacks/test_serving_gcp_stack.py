@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from infra.core.project import load_project
 from infra.tools.offline.engine import preview
 from tests.helpers import ROOT, by_type, one
 from tests.k8s_schemas import manifest_of, validate
@@ -23,6 +24,12 @@ def demo():
 
 def pools(demo):
     return {p.parent.rsplit("::", 1)[1]: p.inputs for p in by_type(demo, NODE_POOL)}
+
+
+def _server(result):
+    """The model server's Deployment (the front door runs its rate limiter's Redis beside it)."""
+    (found,) = [r for r in by_type(result, "kubernetes:apps/v1:Deployment") if r.name.startswith("model-")]
+    return found
 
 
 def test_previews_without_errors_or_unknown_properties(demo):
@@ -127,12 +134,14 @@ def test_model_server_reads_the_bridge_bucket_read_only_through_workload_identit
     assert account.inputs["role"] == "roles/storage.objectViewer"
     email = "model-llama-3-8b-l4@mlinfra-demo-project.iam.gserviceaccount.com"
     assert account.inputs["member"] == f"serviceAccount:{email}"
-    binding = one(demo, "gcp:serviceaccount/iAMMember:IAMMember").inputs
+    (binding,) = [
+        r.inputs for r in by_type(demo, "gcp:serviceaccount/iAMMember:IAMMember") if r.name.startswith("model-")
+    ]
     assert binding["role"] == "roles/iam.workloadIdentityUser"
     assert binding["member"] == "serviceAccount:mlinfra-demo-project.svc.id.goog[models/llama-3-8b-l4]"
-    sa = one(demo, "kubernetes:core/v1:ServiceAccount").inputs
+    (sa,) = [r.inputs for r in by_type(demo, "kubernetes:core/v1:ServiceAccount") if r.name.startswith("model-")]
     assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": email}
-    template = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]
+    template = _server(demo).inputs["spec"]["template"]
     container = template["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
 
@@ -142,7 +151,8 @@ def test_the_server_reads_its_artefact_through_cloud_storage_fuse(demo):
     The artefact prefix is mounted read-only with GKE's Cloud Storage FUSE CSI driver instead."""
     cluster = one(demo, "gcp:container/cluster:Cluster").inputs
     assert cluster["addonsConfig"] == {"gcsFuseCsiDriverConfig": {"enabled": True}}
-    template = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]
+    assert cluster["datapathProvider"] == "ADVANCED_DATAPATH"  # Dataplane V2 enforces the NetworkPolicies
+    template = _server(demo).inputs["spec"]["template"]
     assert template["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
     container = template["spec"]["containers"][0]
     assert container["args"][:2] == ["--model", "/models"] and "runai_streamer" not in container["args"]
@@ -171,8 +181,9 @@ def test_scales_on_queue_depth_and_every_kubernetes_object_validates(demo):
         for s in demo.resources()
         if s.custom and s.type.startswith("kubernetes:") and s.type != "kubernetes:helm.sh/v3:Release"
     ]
-    assert len(objects) == 1 + 5  # the namespace, five objects per server
-    for step in objects:
+    servers = [s for s in objects if s.name.startswith("model-")]
+    assert len(servers) == 5  # five objects per server
+    for step in objects:  # the server's, the namespace and the front door's
         validate(manifest_of(step))
 
 
@@ -194,7 +205,7 @@ def test_docker_hub_images_come_through_the_projects_artifact_registry(demo):
     assert repository["remoteRepositoryConfig"]["dockerRepository"] == {"publicRepository": "DOCKER_HUB"}
     [cleanup] = repository["cleanupPolicies"]
     assert cleanup["action"] == "DELETE" and cleanup["condition"] == {"olderThan": "2592000s"}
-    container = one(demo, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
+    container = _server(demo).inputs["spec"]["template"]["spec"]["containers"][0]
     project = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text(encoding="utf-8"))["config"][
         "gcp:project"
     ]
@@ -205,5 +216,97 @@ def test_docker_hub_images_come_through_the_projects_artifact_registry(demo):
     # Off: the entry's reference as it is, and no repository.
     plain = preview("serving-gcp-demo", [("mlinfra:serving.imageMirror.enabled", "false")])
     assert not by_type(plain, "gcp:artifactregistry/repository:Repository")
-    image = one(plain, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+    image = _server(plain).inputs["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == "vllm/vllm-openai:v0.33.0"
+
+
+def _object(result, kind: str):
+    (found,) = [
+        r.inputs for r in result.resources() if r.type.endswith(f":{kind}") and r.type.startswith("kubernetes:")
+    ]
+    return found
+
+
+def test_the_front_door_ends_tls_at_the_proxies_behind_a_passthrough_load_balancer(demo):
+    """GKE's external passthrough NLB forwards TCP to the nodes running a proxy (the callers' addresses kept);
+    the HTTPS listener ends TLS with the certificate External Secrets keeps from Secret Manager."""
+    service = _object(demo, "EnvoyProxy")["spec"]["provider"]["kubernetes"]["envoyService"]
+    assert service == {
+        "type": "LoadBalancer",
+        "externalTrafficPolicy": "Local",
+        "annotations": {"cloud.google.com/l4-rbs": "enabled"},
+    }
+    (listener,) = _object(demo, "Gateway")["spec"]["listeners"]
+    assert (listener["protocol"], listener["port"], listener["hostname"]) == ("HTTPS", 443, "models.example.com")
+    (certificate,) = listener["tls"]["certificateRefs"]
+    externals = {e.inputs["metadata"]["name"]: e.inputs for e in by_type(demo, ESO + "ExternalSecret")}
+    assert set(externals) == {certificate["name"], "front-door-api-keys"}
+    tls = externals[certificate["name"]]["spec"]
+    assert tls["target"]["template"] == {"type": "kubernetes.io/tls"}
+    assert tls["dataFrom"] == [{"extract": {"key": "serving-gcp-demo-tls"}}]
+    assert externals["front-door-api-keys"]["spec"]["dataFrom"] == [{"extract": {"key": "serving-gcp-demo-api-keys"}}]
+    store = one(demo, ESO + "SecretStore").inputs
+    assert store["spec"]["provider"] == {"gcpsm": {"projectID": "mlinfra-demo-project"}}  # no key file: its identity
+    assert one(demo, "gcp:container/cluster:Cluster").inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+    policy = one(demo, "kubernetes:networking.k8s.io/v1:NetworkPolicy").inputs
+    assert policy["metadata"]["namespace"] == "models" and policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+ESO = "kubernetes:external-secrets.io/v1:"
+
+
+def test_external_secrets_reads_the_two_secrets_as_its_own_account_only(demo):
+    grants = by_type(demo, "gcp:secretmanager/secretIamMember:SecretIamMember")
+    assert sorted(g.inputs["secretId"] for g in grants) == [
+        "projects/mlinfra-demo-project/secrets/serving-gcp-demo-api-keys",
+        "projects/mlinfra-demo-project/secrets/serving-gcp-demo-tls",
+    ]
+    (account,) = [a for a in by_type(demo, "gcp:serviceaccount/account:Account") if a.name == "secret-reader-account"]
+    email = f"{account.inputs['accountId']}@mlinfra-demo-project.iam.gserviceaccount.com"
+    assert {g.inputs["role"] for g in grants} == {"roles/secretmanager.secretAccessor"}
+    assert {g.inputs["member"] for g in grants} == {f"serviceAccount:{email}"}
+    assert not [
+        m for m in by_type(demo, "gcp:projects/iAMMember:IAMMember") if "secretmanager" in m.inputs["role"]
+    ]  # no project-wide secret role
+    (binding,) = [
+        b.inputs for b in by_type(demo, "gcp:serviceaccount/iAMMember:IAMMember") if b.name.startswith("secret-reader")
+    ]
+    assert binding["member"] == "serviceAccount:mlinfra-demo-project.svc.id.goog[external-secrets/external-secrets]"
+    releases = {r.inputs["name"]: r.inputs for r in by_type(demo, "kubernetes:helm.sh/v3:Release")}
+    eso = releases["external-secrets"]["values"]["serviceAccount"]
+    assert eso["name"] == "external-secrets" and eso["annotations"] == {"iam.gke.io/gcp-service-account": email}
+
+
+def test_an_unauthenticated_door_syncs_the_certificate_alone_and_counts_callers_by_address(tmp_path):
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.serving-gcp-demo.yaml").read_text(encoding="utf-8"))
+    gateway = config["config"]["mlinfra:serving"]["gateway"]
+    del gateway["apiKeysSecret"]
+    gateway.update(auth="none", sourceCidrs=["198.51.100.0/24"])
+    # A project of its own, sharing the repository's program and model configs.
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "__main__.py").symlink_to(ROOT / "__main__.py")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "models").symlink_to(ROOT / "stacks" / "models")
+    (tmp_path / "stacks" / "Pulumi.serving-gcp-open.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = preview("serving-gcp-open", project=load_project(tmp_path))
+    assert not result.errors, result.errors
+    assert not by_type(result, "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy")
+    (external,) = by_type(result, ESO + "ExternalSecret")
+    assert external.inputs["spec"]["target"]["name"] == "front-door-tls"
+    (grant,) = by_type(result, "gcp:secretmanager/secretIamMember:SecretIamMember")
+    assert grant.inputs["secretId"].endswith("/serving-gcp-demo-tls")
+    service = _object(result, "EnvoyProxy")["spec"]["provider"]["kubernetes"]["envoyService"]
+    assert service["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
+    (rule,) = _object(result, "BackendTrafficPolicy")["spec"]["rateLimit"]["global"]["rules"][:1]
+    assert rule["clientSelectors"] == [{"sourceCIDR": {"type": "Distinct", "value": "0.0.0.0/0"}}]
+
+
+def test_a_cluster_created_without_dataplane_v2_enforces_policies_with_calico_in_place():
+    """Dataplane V2 is chosen at creation (ForceNew); a cluster made without it keeps itself and turns on GKE's
+    managed Calico instead: the add-on and the cluster's switch together."""
+    result = preview("serving-gcp-demo", [("mlinfra:serving.cluster.networkPolicy", "calico")])
+    assert not result.errors, result.errors
+    cluster = one(result, "gcp:container/cluster:Cluster").inputs
+    assert "datapathProvider" not in cluster
+    assert cluster["networkPolicy"] == {"enabled": True, "provider": "CALICO"}
+    assert cluster["addonsConfig"]["networkPolicyConfig"] == {"disabled": False}

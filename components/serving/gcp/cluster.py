@@ -62,6 +62,11 @@ class GkeCluster(pulumi.ComponentResource):
                 member=self.node_account.email.apply(lambda e: f"serviceAccount:{e}"),
                 opts=pulumi.ResourceOptions(parent=self.node_account),
             )
+        calico = (
+            gcp.container.ClusterNetworkPolicyArgs(enabled=True, provider="CALICO")
+            if spec.network_policy == "calico"
+            else None
+        )
         self.cluster = gcp.container.Cluster(
             f"{name}-cluster",
             name=args.cluster_name,
@@ -92,10 +97,17 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_pool=gke.workload_pool(args.project)
             ),
             enable_shielded_nodes=True,
+            # NetworkPolicies enforced (the model servers admit the gateway only): by Dataplane V2, or by GKE's
+            # managed Calico (its add-on and the cluster's switch together) on a cluster created without it.
+            datapath_provider="ADVANCED_DATAPATH" if calico is None else None,
+            network_policy=calico,
             # Model servers mount their artefact from GCS with the Cloud Storage FUSE CSI driver (vLLM's
             # streamer reads only s3:// in the pinned releases).
             addons_config=gcp.container.ClusterAddonsConfigArgs(
-                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
+                network_policy_config=(
+                    gcp.container.ClusterAddonsConfigNetworkPolicyConfigArgs(disabled=False) if calico else None
+                ),
             ),
             resource_labels=dict(args.labels),
             opts=child,

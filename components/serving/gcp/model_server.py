@@ -18,8 +18,6 @@ from infra.serving.gcp import gke
 from infra.serving.gcp.config import GcpModelSpec
 from infra.serving.images import ImageSource
 
-WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
-
 
 @dataclass(frozen=True)
 class GkeModelServerArgs:
@@ -67,7 +65,7 @@ class GkeModelServer(pulumi.ComponentResource):
             self,
             args.after,
             identity=identity,
-            account_annotations={WORKLOAD_IDENTITY_ANNOTATION: self.account.email},
+            account_annotations={gke.WORKLOAD_IDENTITY_ANNOTATION: self.account.email},
         )
         self.deployment, self.service, self.scaled_object = objects.deployment, objects.service, objects.scaled_object
         self.register_outputs(

@@ -65,7 +65,7 @@ def _gateway_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
     gateway = spec.gateway
     if gateway is None:
         return []
-    findings = gateway_findings(gateway)
+    findings = gateway_findings(gateway, "apiKeysSecretArn", gateway.api_keys_secret_arn, "Secrets Manager")
     if region is not None and gateway.certificate_region != region:
         findings.append(
             Problem(
@@ -74,13 +74,6 @@ def _gateway_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
                 f"ACM certificates of its own region only; request or import the certificate in {region}",
             )
         )
-    keys = f"{GATEWAY_KEY}.apiKeysSecretArn"
-    if gateway.auth == "api-key" and gateway.api_keys_secret_arn is None:
-        findings.append(
-            Problem(keys, "required with auth api-key: the Secrets Manager secret holding the clients' API keys")
-        )
-    if gateway.auth == "none" and gateway.api_keys_secret_arn is not None:
-        findings.append(Problem(keys, "only used with auth api-key (auth is none); remove it or set auth api-key"))
     return findings
 
 

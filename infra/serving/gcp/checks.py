@@ -5,11 +5,11 @@ from __future__ import annotations
 from infra.catalog.accelerators import Device, device, device_of
 from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_type
 from infra.core.errors import Problem
-from infra.serving.checks import endpoint_findings
+from infra.serving.checks import GATEWAY_KEY, endpoint_findings, gateway_findings
 from infra.serving.families import FAMILIES, GCP_FAMILIES
 from infra.serving.fit import fit_findings
 from infra.serving.gcp.allocatable import allocatable, holds, replica
-from infra.serving.gcp.config import GcpModelSpec, GcpServingSpec, GkePoolSpec
+from infra.serving.gcp.config import GcpGatewaySpec, GcpModelSpec, GcpServingSpec, GkePoolSpec, secret_project
 from infra.serving.variants import variant_problem
 
 P = "mlinfra:serving."
@@ -23,8 +23,10 @@ def pool_machine_types(family: str) -> list[str]:
     return [t for t in known_machine_types() if machine_type(t).accelerator.type in POOL_ACCELERATOR_TYPES[family]]
 
 
-def gcp_serving_findings(spec: GcpServingSpec, region: str | None) -> list[Problem]:
+def gcp_serving_findings(spec: GcpServingSpec, region: str | None, project: str | None = None) -> list[Problem]:
     findings = endpoint_findings(spec.cluster.endpoint)
+    if spec.gateway is not None:
+        findings += _gateway_findings(spec.gateway, project)
     largest: dict[str, int] = {}
     devices: dict[str, list[Device]] = {}
     for family, pool in spec.node_pools.declared().items():
@@ -42,6 +44,21 @@ def gcp_serving_findings(spec: GcpServingSpec, region: str | None) -> list[Probl
         if not found and devices.get(model.accelerator):
             found += _schedulable_findings(index, model, spec.node_pools.declared()[model.accelerator])
         findings += found
+    return findings
+
+
+def _gateway_findings(gateway: GcpGatewaySpec, project: str | None) -> list[Problem]:
+    findings = gateway_findings(gateway, "apiKeysSecret", gateway.api_keys_secret, "Secret Manager")
+    for field, name in (("tlsSecret", gateway.tls_secret), ("apiKeysSecret", gateway.api_keys_secret)):
+        if project is None or name is None or secret_project(name) == project:
+            continue
+        findings.append(
+            Problem(
+                f"{GATEWAY_KEY}.{field}",
+                f"the secret is in project {secret_project(name)}, the stack in {project}: the gateway reads "
+                f"secrets of its own project only; create it in {project} (projects/{project}/secrets/...)",
+            )
+        )
     return findings
 
 

@@ -3,6 +3,7 @@ autoscaled L4 (G2) node pool serving models read from the GCS bridge bucket of t
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -10,6 +11,7 @@ from pydantic import Field, field_validator
 from infra.core.naming import GcsBucketName
 from infra.core.network import private_cidr
 from infra.core.spec import Spec
+from infra.serving.gateway_spec import GatewaySpec
 from infra.serving.spec import EndpointSpec, ModelSpec
 
 GKE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
@@ -55,6 +57,13 @@ class GkeClusterSpec(Spec):
         "master authorized networks); never the whole internet.",
     )
     network: GkeNetworkSpec = Field(default_factory=GkeNetworkSpec, description="VPC ranges.")
+    network_policy: Literal["dataplane-v2", "calico"] = Field(
+        "dataplane-v2",
+        description="What enforces the cluster's NetworkPolicies (the model servers admit the gateway only): "
+        "'dataplane-v2' (GKE Dataplane V2, chosen when the cluster is created: set on a cluster that runs without "
+        "it, it replaces the cluster) or 'calico' (GKE's managed Calico, switched on in place, recreating every "
+        "node once: for a cluster created without Dataplane V2).",
+    )
 
 
 class GkePoolSpec(Spec):
@@ -132,6 +141,46 @@ class GcpImageMirrorSpec(Spec):
     )
 
 
+# A Secret Manager secret by its resource name, its project by id (so it can be compared with the stack's).
+SECRET_NAME = r"projects/([a-z][a-z0-9-]{4,28}[a-z0-9])/secrets/([A-Za-z0-9_-]{1,255})"
+
+
+def secret_project(name: str) -> str:
+    match = re.fullmatch(SECRET_NAME, name)
+    if match is None:
+        raise ValueError(f"{name!r} does not match {SECRET_NAME}")
+    return match.group(1)
+
+
+def _secret_name(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(SECRET_NAME, value):
+        raise ValueError(
+            f"{value!r} is not a Secret Manager secret name: projects/<project id>/secrets/<secret id> (the project "
+            "by its id, not its number)"
+        )
+    return value
+
+
+class GcpGatewaySpec(GatewaySpec):
+    tls_secret: str = Field(
+        description="Secret Manager secret (projects/<project>/secrets/<id>, the stack's project) holding the "
+        'hostname\'s certificate as a JSON object {"tls.crt": "<PEM chain>", "tls.key": "<PEM key>"}: synced into '
+        "the cluster, where the gateway's proxies end TLS with it (a passthrough load balancer sits in front); "
+        "a new version reaches the proxies within minutes, so renewals need no up.",
+    )
+    api_keys_secret: str | None = Field(
+        None,
+        description="Secret Manager secret (projects/<project>/secrets/<id>, the stack's project) holding the API "
+        'keys as a JSON object, one entry per client ({"team-a": "<key>", ...}); synced into the cluster, never in '
+        "config or state. Required with auth api-key.",
+    )
+
+    @field_validator("tls_secret", "api_keys_secret")
+    @classmethod
+    def _secrets(cls, value: str | None) -> str | None:
+        return _secret_name(value)
+
+
 class GcpServingSpec(Spec):
     cluster: GkeClusterSpec = Field(default_factory=GkeClusterSpec, description="The GKE cluster.")
     node_pools: GcpNodePoolsSpec = Field(default_factory=GcpNodePoolsSpec, description="Accelerator node pools.")
@@ -145,6 +194,12 @@ class GcpServingSpec(Spec):
     )
     model_store: ModelStoreSpec = Field(description="Where the servers read models from (the GCS bridge bucket).")
     models: list[GcpModelSpec] = Field(min_length=1, max_length=50, description="Models to serve, one server each.")
+    gateway: GcpGatewaySpec | None = Field(
+        None,
+        description="The stack's front door: one TLS, authenticated, OpenAI-compatible endpoint routing by model. "
+        "Unset: no endpoint outside the cluster (the model servers still accept only the gateway's and the "
+        "metrics scraper's traffic).",
+    )
 
     @field_validator("models")
     @classmethod

@@ -96,6 +96,10 @@ def workload_pool(project: str) -> str:
     return f"{project}.svc.id.goog"
 
 
+# The Kubernetes service account's annotation naming the Google account it acts as under Workload Identity.
+WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+
+
 def workload_member(project: str, namespace: str, account: str) -> str:
     """The IAM member of a Kubernetes service account under Workload Identity."""
     return f"serviceAccount:{workload_pool(project)}[{namespace}/{account}]"

@@ -156,7 +156,7 @@ def test_the_controller_policy_keeps_every_published_action_it_uses_and_narrows_
 
 
 def test_the_api_keys_come_from_the_one_secret_and_reach_the_policy_s_secret():
-    store, external = front_door.api_key_sync(secret_store_provider(KEYS), KEYS)
+    store, external = front_door.secret_sync(secret_store_provider(KEYS), [front_door.api_keys_secret(KEYS)])
     for manifest in (store, external):
         validate(manifest)
     assert store["spec"]["provider"] == {"aws": {"service": "SecretsManager", "region": "us-east-1"}}
@@ -166,6 +166,28 @@ def test_the_api_keys_come_from_the_one_secret_and_reach_the_policy_s_secret():
     (credentials,) = front_door.security_policy()["spec"]["apiKeyAuth"]["credentialRefs"]
     assert credentials["name"] == external["spec"]["target"]["name"] == front_door.API_KEYS_SECRET
     assert external["metadata"]["namespace"] == front_door.security_policy()["metadata"]["namespace"]
+    assert "template" not in external["spec"]["target"]  # an Opaque Secret of the stored entries
+
+
+def test_the_certificate_becomes_the_https_listener_s_tls_secret():
+    """TLS at the proxies (GKE): the stored {"tls.crt", "tls.key"} object becomes a kubernetes.io/tls Secret,
+    which the HTTPS listener names; without it the listener is plain HTTP behind the cloud's TLS."""
+    store, external = front_door.secret_sync({"gcpsm": {"projectID": "p-123456"}}, [front_door.tls_secret("tls")])
+    for manifest in (store, external):
+        validate(manifest)
+    assert external["spec"]["target"]["template"] == {"type": "kubernetes.io/tls"}
+    assert external["spec"]["dataFrom"] == [{"extract": {"key": "tls"}}]
+    ending = front_door.gateway(gateway(), "models", front_door.TLS_SECRET)
+    validate(ending)
+    (listener,) = ending["spec"]["listeners"]
+    assert listener["protocol"] == "HTTPS" and listener["port"] == 443
+    assert listener["tls"] == {
+        "mode": "Terminate",
+        "certificateRefs": [{"group": "", "kind": "Secret", "name": external["spec"]["target"]["name"]}],
+    }
+    assert external["metadata"]["namespace"] == ending["metadata"]["namespace"]  # no ReferenceGrant needed
+    (plain,) = front_door.gateway(gateway(), "models")["spec"]["listeners"]
+    assert plain["protocol"] == "HTTP" and "tls" not in plain
 
 
 def test_the_key_reader_reads_that_secret_only():

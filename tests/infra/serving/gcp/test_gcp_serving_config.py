@@ -165,3 +165,74 @@ def test_a_replica_no_node_of_its_pool_holds_is_refused_with_the_machine_that_wo
     assert problems(gcp(models=[{**MODEL, "cpu": 8}]))[0][0] == "mlinfra:serving.models[0].cpu"
     fixed = gcp(nodePools={"l4": {"machineTypes": ["g2-standard-12"]}}, models=[{**MODEL, "memoryGib": 28}])
     assert load(fixed).serving.models[0].memory_gib == 28
+
+
+TLS = "projects/mlinfra-demo-project/secrets/models-tls"
+KEYS = "projects/mlinfra-demo-project/secrets/models-api-keys"
+
+
+def with_gateway(**changes):
+    return gcp(gateway={"hostname": "models.example.com", "tlsSecret": TLS, "apiKeysSecret": KEYS, **changes})
+
+
+def test_a_gateway_loads_with_its_secrets_in_the_stack_s_project():
+    gateway = load(with_gateway()).serving.gateway
+    assert gateway is not None and (gateway.auth, gateway.tls_secret, gateway.api_keys_secret) == ("api-key", TLS, KEYS)
+
+
+@pytest.mark.parametrize("field, name", [("tlsSecret", TLS), ("apiKeysSecret", KEYS)])
+def test_a_secret_in_another_project_is_refused(field, name):
+    other = name.replace("mlinfra-demo-project", "someone-elses-project")
+    assert problems(with_gateway(**{field: other})) == [
+        (
+            f"mlinfra:serving.gateway.{field}",
+            "the secret is in project someone-elses-project, the stack in mlinfra-demo-project: the gateway reads "
+            "secrets of its own project only; create it in mlinfra-demo-project (projects/mlinfra-demo-project/"
+            "secrets/...)",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["models-tls", "projects/123456789012/secrets/models-tls", "projects/p-x/secrets/a b", TLS + "/versions/1"],
+)
+def test_a_secret_that_is_not_a_secret_name(name):
+    ((path, message),) = problems(with_gateway(tlsSecret=name))
+    assert path == "mlinfra:serving.gateway.tlsSecret" and "is not a Secret Manager secret name" in message
+
+
+def test_the_certificate_is_required_and_keys_follow_the_auth_mode():
+    ((path, message),) = problems(gcp(gateway={"hostname": "models.example.com", "apiKeysSecret": KEYS}))
+    assert path == "mlinfra:serving.gateway.tlsSecret" and message.startswith("required")
+    assert problems(with_gateway(apiKeysSecret=None)) == [
+        (
+            "mlinfra:serving.gateway.apiKeysSecret",
+            "required with auth api-key: the Secret Manager secret holding the clients' API keys",
+        )
+    ]
+    assert problems(with_gateway(auth="none")) == [
+        (
+            "mlinfra:serving.gateway.sourceCidrs",
+            "required with auth none, and not the whole internet: list the networks allowed to call the "
+            "unauthenticated endpoint (mandatory policy unauthenticated-gateways-restrict-sources), or use auth "
+            "api-key",
+        ),
+        (
+            "mlinfra:serving.gateway.apiKeysSecret",
+            "only used with auth api-key (auth is none); remove it or set auth api-key",
+        ),
+    ]
+
+
+def test_a_bad_gateway_exits_2_naming_the_key_before_anything_is_declared():
+    result = run_cli(
+        "preview",
+        "--stack",
+        "serving-gcp-demo",
+        "-c",
+        "mlinfra:serving.gateway.tlsSecret=projects/other-project-1/secrets/tls",
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "mlinfra:serving.gateway.tlsSecret" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "to create" not in result.stdout
