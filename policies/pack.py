@@ -47,6 +47,7 @@ from policies.rules.serving import (
     gke_nodes_private,
     gke_shielded_nodes,
     gke_workload_identity_enabled,
+    model_servers_admit_the_gateway_only,
     model_servers_fit_their_devices,
     model_servers_fit_their_nodes,
     model_servers_not_exposed_directly,
@@ -156,6 +157,7 @@ RULES: list[Rule] = [
     model_servers_not_exposed_directly.RULE,
     gateway_listeners_use_tls.RULE,
     unauthenticated_gateways_restrict_sources.RULE,
+    model_servers_admit_the_gateway_only.RULE,
     pods_without_host_access.RULE,
     # role separation
     serving_pools_use_serving_types.RULE,

@@ -86,15 +86,24 @@ def tls_ended_in_front(service: dict, port: int | None) -> bool:
     return "*" in named or str(port) in named
 
 
+# GKE's internal passthrough load balancer, by annotation or by class (GKE's "LoadBalancer Service parameters").
+_GKE_INTERNAL = ("networking.gke.io/load-balancer-type", "Internal")
+_GKE_INTERNAL_CLASS = "networking.gke.io/l4-regional-internal"
+
+
 def internal_only(service: dict) -> bool:
-    """The proxies are reachable inside the network only: a ClusterIP Service, or a load balancer of scheme
-    internal (the AWS Load Balancer Controller's default for its own class when no scheme is named)."""
+    """The proxies are reachable inside the network only: a ClusterIP Service, a load balancer of scheme internal
+    (the AWS Load Balancer Controller's default for its own class when no scheme is named), or GKE's internal
+    passthrough load balancer."""
     kind = service.get("type", "LoadBalancer")  # Envoy Gateway's default
     if kind == "ClusterIP":
         return True
     if kind != "LoadBalancer":
         return False
-    scheme = dict_at(service.get("annotations")).get(f"{_AWS}scheme")
+    annotations = dict_at(service.get("annotations"))
+    if annotations.get(_GKE_INTERNAL[0]) == _GKE_INTERNAL[1] or service.get("loadBalancerClass") == _GKE_INTERNAL_CLASS:
+        return True
+    scheme = annotations.get(f"{_AWS}scheme")
     if scheme is not None:
         return scheme == "internal"
     return service.get("loadBalancerClass") == "service.k8s.aws/nlb"

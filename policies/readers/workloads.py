@@ -62,6 +62,11 @@ def workload_key(resource: Resource) -> tuple[str, str, str] | None:
     return WORKLOADS[resource.type], namespace_of(meta), name
 
 
+def pod_labels(resource: Resource) -> dict:
+    """The labels a workload gives its pods (spec.template.metadata.labels)."""
+    return dict_at(dict_at(dict_at(spec(resource).get("template")).get("metadata")).get("labels"))
+
+
 def pod_spec(resource: Resource) -> dict:
     return dict_at(dict_at(spec(resource).get("template")).get("spec"))
 

@@ -9,6 +9,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from infra.providers import tokens
+from infra.serving.front_door import model_server_network_policy
 from infra.serving.model_shape import load_model_shape
 from policies.model import Resource, Stack
 from tests.helpers import ROOT
@@ -362,7 +364,7 @@ def scaled_object(target: str = "llama") -> dict:
 
 def serving_resources() -> list[Resource]:
     """A serving slice: private node subnet, a tainted inf2 node group on an IMDSv2 template, one model server
-    (Deployment) scaled by a KEDA ScaledObject on queue depth and KV cache."""
+    (Deployment) scaled by a KEDA ScaledObject on queue depth and KV cache, admitting the gateway only."""
     tags = serving_tags()
     on = {"stack": SERVING}
     return [
@@ -400,6 +402,7 @@ def serving_resources() -> list[Resource]:
         ),
         res(DEPLOYMENT, "llama-deployment", model_deployment(), **on),
         res(SCALED_OBJECT, "llama-scaler", scaled_object(), **on),
+        res(tokens.K8S_NETWORK_POLICY, "model-servers", model_server_network_policy("models", ["llama-epp"]), **on),
     ]
 
 

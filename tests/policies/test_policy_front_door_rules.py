@@ -3,9 +3,13 @@ and model-servers-not-exposed-directly; each compliant form passes and each brok
 
 from __future__ import annotations
 
+import pytest
+
 from infra.providers import tokens as t
+from infra.serving.front_door import model_server_network_policy
 from policies.rules.serving import (
     gateway_listeners_use_tls,
+    model_servers_admit_the_gateway_only,
     model_servers_not_exposed_directly,
     unauthenticated_gateways_restrict_sources,
 )
@@ -181,3 +185,115 @@ def test_a_route_policy_without_authentication_replaces_the_gateway_s():
     # Behind named networks the route policy is no exposure.
     named = [gateway(), proxy(ranges=["198.51.100.0/24"]), api_keys(), route(), route_policy(auth=False)]
     assert run(unauthenticated_gateways_restrict_sources, named) == []
+
+
+def test_gke_s_internal_passthrough_load_balancer_is_internal():
+    internal = proxy(annotations={"networking.gke.io/load-balancer-type": "Internal"})
+    assert run(unauthenticated_gateways_restrict_sources, [gateway(), internal]) == []
+    external = proxy(annotations={"cloud.google.com/l4-rbs": "enabled"})
+    external.props["spec"]["provider"]["kubernetes"]["envoyService"].pop("loadBalancerClass")
+    assert len(run(unauthenticated_gateways_restrict_sources, [gateway(), external])) == 1
+
+
+# --- model-servers-admit-the-gateway-only --------------------------------------------------------------
+
+
+def servers_policy(**changes) -> object:
+    manifest = model_server_network_policy("models", ["llama-epp"])
+    manifest["spec"].update(changes)
+    return res(t.K8S_NETWORK_POLICY, "model-servers", manifest, SERVING)
+
+
+def server() -> object:
+    return res(DEPLOYMENT, "llama", model_deployment(), SERVING)
+
+
+def enforcing_eks() -> list[object]:
+    cluster = res(t.AWS_EKS_CLUSTER, "eks", {"name": "c"}, SERVING)
+    addon = res(
+        t.AWS_EKS_ADDON, "vpc-cni", {"addonName": "vpc-cni", "configurationValues": '{"enableNetworkPolicy": "true"}'}
+    )
+    return [cluster, addon]
+
+
+def test_servers_admitting_named_peers_on_an_enforcing_cluster_pass():
+    assert run(model_servers_admit_the_gateway_only, [server(), servers_policy(), *enforcing_eks()]) == []
+    gke = res(t.GCP_CONTAINER_CLUSTER, "gke", {"datapathProvider": "ADVANCED_DATAPATH"}, SERVING)
+    assert run(model_servers_admit_the_gateway_only, [server(), servers_policy(), gke]) == []
+    calico = {"networkPolicy": {"enabled": True, "provider": "CALICO"}, "addonsConfig": {"networkPolicyConfig": {}}}
+    calico["addonsConfig"]["networkPolicyConfig"]["disabled"] = False
+    assert (
+        run(
+            model_servers_admit_the_gateway_only,
+            [server(), servers_policy(), res(t.GCP_CONTAINER_CLUSTER, "g", calico)],
+        )
+        == []
+    )
+
+
+def test_a_server_no_policy_selects_is_refused():
+    expected = [
+        "model server 'llama': no NetworkPolicy limits its pods' ingress, so any pod in the cluster can call it past "
+        "the gateway; declare a NetworkPolicy admitting only the gateway's proxies, the endpoint pickers and the "
+        "metrics scraper (mlinfra's serving stacks declare model-servers)"
+    ]
+    assert run(model_servers_admit_the_gateway_only, [server(), *enforcing_eks()]) == expected
+    # A policy of another namespace, of other pods, or limiting egress only, does not select it.
+    elsewhere = servers_policy()
+    elsewhere.props["metadata"]["namespace"] = "default"
+    others = servers_policy(podSelector={"matchLabels": {"app.kubernetes.io/name": "something-else"}})
+    egress = servers_policy(policyTypes=["Egress"])
+    for policy in (elsewhere, others, egress):
+        assert run(model_servers_admit_the_gateway_only, [server(), policy, *enforcing_eks()]) == expected
+
+
+@pytest.mark.parametrize(
+    "ingress, reason",
+    [
+        ([{}], "ingress[0] has no `from`, so every source"),
+        (
+            [{"from": [{"namespaceSelector": {}}]}],
+            "ingress[0] admits every pod of every namespace (namespaceSelector {})",
+        ),
+        (
+            [{"from": [{"namespaceSelector": {}, "podSelector": {}}]}],
+            "ingress[0] admits every pod of every namespace (namespaceSelector {})",
+        ),
+        ([{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}], "ingress[0] admits ipBlock 0.0.0.0/0"),
+    ],
+)
+def test_a_policy_admitting_any_pod_is_refused(ingress, reason):
+    # Policies add up: a second, open policy opens the server whatever the first one names.
+    found = run(
+        model_servers_admit_the_gateway_only,
+        [server(), servers_policy(), servers_policy(ingress=ingress), *enforcing_eks()],
+    )
+    assert found == [
+        f"NetworkPolicy 'model-servers' selects model server 'llama' and {reason}, so any pod in the cluster can call "
+        "the server past the gateway; name the peers by namespace and labels (the gateway's proxies, the pickers, "
+        "the scraper)"
+    ]
+
+
+def test_a_cluster_that_enforces_no_network_policy_is_refused():
+    (found,) = run(
+        model_servers_admit_the_gateway_only, [server(), servers_policy(), res(t.AWS_EKS_CLUSTER, "eks", {}, SERVING)]
+    )
+    assert found.startswith("cluster 'eks' enforces no NetworkPolicy") and "enableNetworkPolicy" in found
+    plain_addon = res(t.AWS_EKS_ADDON, "vpc-cni", {"addonName": "vpc-cni", "configurationValues": "{}"})
+    assert (
+        len(
+            run(
+                model_servers_admit_the_gateway_only,
+                [server(), servers_policy(), res(t.AWS_EKS_CLUSTER, "eks", {}), plain_addon],
+            )
+        )
+        == 1
+    )
+    (found,) = run(
+        model_servers_admit_the_gateway_only, [server(), servers_policy(), res(t.GCP_CONTAINER_CLUSTER, "gke", {})]
+    )
+    assert found.startswith("cluster 'gke' enforces no NetworkPolicy") and "ADVANCED_DATAPATH" in found
+    # Calico's switch without its add-on enforces nothing.
+    half = res(t.GCP_CONTAINER_CLUSTER, "gke", {"networkPolicy": {"enabled": True}})
+    assert len(run(model_servers_admit_the_gateway_only, [server(), servers_policy(), half])) == 1

@@ -14,14 +14,10 @@ from typing import Any
 from infra.core.shapes import dict_at
 from infra.providers import tokens
 from policies.model import Finding, Stack, StackRule
-from policies.readers.workloads import WORKLOADS, is_model_server, metadata, namespace_of, spec
+from policies.readers.workloads import WORKLOADS, is_model_server, metadata, namespace_of, pod_labels, spec
 
 NAME = "model-servers-not-exposed-directly"
 _EXPOSED = ("LoadBalancer", "NodePort")
-
-
-def _pod_labels(workload) -> dict:
-    return dict_at(dict_at(dict_at(spec(workload).get("template")).get("metadata")).get("labels"))
 
 
 def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
@@ -35,7 +31,7 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
             continue
         namespace = namespace_of(metadata(service))
         for server in servers:
-            labels = _pod_labels(server)
+            labels = pod_labels(server)
             if namespace_of(metadata(server)) == namespace and all(labels.get(k) == v for k, v in selector.items()):
                 findings.append(
                     Finding(

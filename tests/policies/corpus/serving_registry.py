@@ -445,4 +445,60 @@ ENTRIES = [
         set_(t.K8S_SERVICE, "model-llama-3-8b-neuron-service", "spec.type", "NodePort"),
         "a model server on every node's port",
     ),
+    # The model servers' isolation (both clouds)
+    Entry(
+        "model-servers-policy-removed",
+        EKS,
+        "model-servers-admit-the-gateway-only",
+        drop(t.K8S_NETWORK_POLICY, "front-door-model-servers-policy"),
+        "no NetworkPolicy: any pod in the cluster calls the model servers",
+    ),
+    Entry(
+        "model-servers-policy-any-namespace",
+        GKE,
+        "model-servers-admit-the-gateway-only",
+        set_(
+            t.K8S_NETWORK_POLICY,
+            "front-door-model-servers-policy",
+            "spec.ingress",
+            [{"from": [{"namespaceSelector": {}}]}],
+        ),
+        "the policy admits every pod of every namespace",
+    ),
+    Entry(
+        "model-servers-policy-without-peers",
+        EKS,
+        "model-servers-admit-the-gateway-only",
+        set_(t.K8S_NETWORK_POLICY, "front-door-model-servers-policy", "spec.ingress", [{"ports": [{"port": 8000}]}]),
+        "an ingress rule with ports but no `from`: every source on the server's port",
+    ),
+    Entry(
+        "eks-network-policy-agent-off",
+        EKS,
+        "model-servers-admit-the-gateway-only",
+        set_(t.AWS_EKS_ADDON, "serving-eks-vpc-cni", "configurationValues", DELETE),
+        "the VPC CNI without its network policy agent: the policy is declared, nothing enforces it",
+    ),
+    Entry(
+        "gke-without-dataplane-v2",
+        GKE,
+        "model-servers-admit-the-gateway-only",
+        set_(t.GCP_CONTAINER_CLUSTER, "serving-gke-cluster", "datapathProvider", DELETE),
+        "a GKE cluster on the legacy dataplane without Calico: nothing enforces the policy",
+    ),
+    # The front door (GKE)
+    Entry(
+        "gke-gateway-tls-removed",
+        GKE,
+        "gateway-listeners-use-tls",
+        set_(t.K8S_GATEWAY, "front-door-gateway", "spec.listeners.0.protocol", "HTTP"),
+        "the listener made plain HTTP behind a passthrough load balancer: nothing ends TLS",
+    ),
+    Entry(
+        "gke-gateway-auth-removed",
+        GKE,
+        "unauthenticated-gateways-restrict-sources",
+        drop(t.K8S_ENVOY_SECURITY_POLICY, "front-door-securitypolicy"),
+        "no API keys, GKE's load balancer open to any address",
+    ),
 ]
