@@ -56,6 +56,31 @@ def _models(stack: Stack) -> list[str]:
     return sorted(set(names))
 
 
+def _synced_from(stack: Stack, secret: str, namespace: str) -> str | None:
+    """The secret-store key External Secrets keeps a Secret from, if the stack declares that sync."""
+    for external in stack.of_type(tokens.K8S_EXTERNAL_SECRET):
+        body = spec(external)
+        if (
+            dict_at(body.get("target")).get("name") != secret
+            or dict_at(external.get("metadata")).get("namespace") != namespace
+        ):
+            continue
+        for source in as_list(body.get("dataFrom")):
+            key = dict_at(dict_at(source).get("extract")).get("key")
+            if isinstance(key, str):
+                return key
+    return None
+
+
+def _listener_tls(stack: Stack, gateway: Resource, listener: gateways.Listener) -> str:
+    namespace = str(dict_at(gateway.get("metadata")).get("namespace", "default"))
+    named = []
+    for secret in listener.certificates:
+        source = _synced_from(stack, secret, namespace)
+        named.append(f"`{secret}`" + (f" (kept from the secret store's `{source}`)" if source else ""))
+    return "TLS at the listener" + (f" with {', '.join(named)}" if named else "")
+
+
 def lines(document: PreviewDocument) -> list[str]:
     stack = _stack(document)
     policies = stack.of_type(tokens.K8S_NETWORK_POLICY)
@@ -79,7 +104,7 @@ def lines(document: PreviewDocument) -> list[str]:
             tls = (
                 f"TLS ended at the load balancer on {listener.port} with `{cert}` ({tls_policy or 'default policy'})"
                 if cert and ended
-                else ("TLS at the listener" if ended else "**no TLS**")
+                else (_listener_tls(stack, gateway, listener) if ended else "**no TLS**")
             )
             out.append(f"- `{endpoint}`: {tls}")
         auth = gateways.authentications(stack, gateway)

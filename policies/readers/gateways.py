@@ -33,6 +33,7 @@ class Listener:
     protocol: str
     port: int | None
     hostname: str | None = None
+    certificates: tuple[str, ...] = ()  # the Secrets an HTTPS or TLS listener ends TLS with
 
 
 def listeners(gateway: Resource) -> list[Listener]:
@@ -42,12 +43,14 @@ def listeners(gateway: Resource) -> list[Listener]:
         port = item.get("port")  # a number through the engine's protobuf values: 443.0
         number = int(port) if isinstance(port, (int, float)) and float(port).is_integer() else None
         host = item.get("hostname")
+        refs = [dict_at(ref) for ref in as_list(dict_at(item.get("tls")).get("certificateRefs"))]
         found.append(
             Listener(
                 str(item.get("name", "?")),
                 str(item.get("protocol", "")),
                 number,
                 host if isinstance(host, str) and not is_unknown(host) else None,
+                tuple(str(ref["name"]) for ref in refs if ref.get("kind", "Secret") == "Secret" and "name" in ref),
             )
         )
     return found

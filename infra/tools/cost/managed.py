@@ -38,13 +38,28 @@ def nat_gateway(r: PolicyResource, res: Resources) -> Priced:
 
 
 def envoy_proxy(r: PolicyResource, res: Resources) -> Priced:
-    """The Network Load Balancer the AWS Load Balancer Controller makes for the gateway's proxies (not a Pulumi
-    resource of its own): its hour, and when internet-facing one public IPv4 address per zone (its public subnets)."""
+    """The load balancer the cloud makes for the gateway's proxies (not a Pulumi resource of its own). On EKS the
+    AWS Load Balancer Controller's Network Load Balancer: its hour, and when internet-facing one public IPv4 address
+    per zone (its public subnets). On GKE a passthrough Network Load Balancer: its forwarding rule's hour."""
     service = dict_at(
         dict_at(dict_at(dict_at(r.props.get("spec")).get("provider")).get("kubernetes")).get("envoyService")
     )
     annotations = dict_at(service.get("annotations"))
-    if service.get("type", "LoadBalancer") != "LoadBalancer" or service.get("loadBalancerClass") != NLB_CLASS:
+    if service.get("type", "LoadBalancer") != "LoadBalancer":
+        return "no load balancer of its own (its Service is not of type LoadBalancer)"
+    if service.get("loadBalancerClass") != NLB_CLASS:
+        if any(s.type == tokens.GCP_CONTAINER_CLUSTER for s in res.all):
+            return [
+                hourly(
+                    r,
+                    res,
+                    "network",
+                    "gcp.loadBalancing.forwardingRule",
+                    1,
+                    "1 passthrough Network Load Balancer forwarding rule (the gateway's)",
+                    usage=("gcp.loadBalancing.data",),
+                )
+            ]
         return "no AWS load balancer of its own (its Service is not of class service.k8s.aws/nlb)"
     lines = [
         hourly(

@@ -58,3 +58,17 @@ def test_a_load_balancer_without_a_certificate_has_no_tls_endpoint(demo):
         resources.append(r)
     text = "\n".join(lines(dataclasses.replace(demo, resources=resources)))
     assert "`(no TLS endpoint)`: **no TLS**" in text
+
+
+def test_gke_s_door_ends_tls_at_the_listener_with_the_synced_certificate():
+    document = preview_json.parse(to_digest(preview("serving-gcp-demo", [])))
+    text = "\n".join(lines(document))
+    assert (
+        "`https://models.example.com/v1`: TLS at the listener with `front-door-tls` (kept from the secret store's "
+        "`serving-gcp-demo-tls`)"
+    ) in text
+    assert "callers: apiKeyAuth; reachable from any address" in text
+    assert "models routed by name: `llama-3-8b-l4`" in text
+    # Without its sync the Secret is still named, its source not.
+    bare = "\n".join(lines(without(document, ":ExternalSecret")))
+    assert "TLS at the listener with `front-door-tls`\n" in bare + "\n"

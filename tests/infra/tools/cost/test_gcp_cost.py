@@ -30,13 +30,17 @@ def test_serving_gcp_demo_cost(capsys):
         pytest.approx(3 * 0.0014 + 0.005),
         pytest.approx(9 * 0.0014 + 0.005),
     )
+    # The front door's passthrough load balancer: one forwarding rule an hour, its data processed as usage.
+    door = lines["front-door-envoyproxy"]
+    assert door["basis"] == "hourly" and door["minUsdPerHour"] == door["maxUsdPerHour"] == pytest.approx(0.025)
+    assert "forwarding rule" in door["what"] and door["unitPrices"] == ["$0.008 per GiB processed"]
     assert not [line for line in cost["lines"] if line["basis"] == "unknown"]
 
 
 def test_text_output_names_sources(capsys):
     assert main(["cost", "--stack", "serving-gcp-demo"]) == 0
     out = capsys.readouterr().out
-    assert "us-central1 list prices" in out and "Hourly: $1.23 at min to $3.48 at max" in out
+    assert "us-central1 list prices" in out and "Hourly: $1.26 at min to $3.51 at max" in out
     assert "Cyclenerd/google-cloud-pricing-cost-calculator" in out and "(as of 2025-03-06)" in out
     assert "gke.cluster: cloud.google.com/kubernetes-engine/pricing" in out
     assert "gcp.cloudNat.vm: cloud.google.com/nat/pricing" in out
