@@ -9,6 +9,11 @@ takes its share of those between two events in one call, Replica.run):
   score (1 for the shortest waiting queue, 0 for the longest, linear between; 1 for all when equal) plus a KV
   score (1 - KV-cache use), the highest total taken, ties at random. Its prefix-cache scorer is left out: the
   twin's requests carry lengths, not prompts. With no replica, the request is refused.
+- **The gateway's per-key limits** (a front door in front): before routing, each request takes its key (the
+  callers in turn) and is refused with 429 once that key's one-minute window (windows fixed on the minute, as
+  Envoy's global rate limiter counts) has reached its requests or its tokens; a request's tokens (prompt and
+  output) count when it arrives, where the gateway adds them when its response ends: within a window the
+  same sum, at a window's edge a request's tokens fall in the window it arrived in.
 - **Scrapes** (Prometheus, every scrape interval) record each replica's waiting, running and KV-cache figures.
 - **The HPA** (every 15 s) evaluates each trigger's query over the scraped samples, takes the largest
   recommendation, then stabilisation and policies (hpa.py); **KEDA** (every pollingInterval) scales between
@@ -40,10 +45,34 @@ from typing import cast
 from infra.serving.twin.hpa import SYNC_SECONDS, Hpa
 from infra.serving.twin.keda import activation, left_to_right
 from infra.serving.twin.replica import Replica, Tally
-from infra.serving.twin.settings import NodeGroup, Twin
+from infra.serving.twin.settings import Limits, NodeGroup, Twin
 
 SAMPLE_SECONDS = 60.0  # the time series' resolution (the picture)
+LIMIT_WINDOW_SECONDS = 60.0
 PRESTOP_POLL_SECONDS = 2.0
+
+
+class Limiter:
+    """The gateway's per-key limits over fixed one-minute windows (Limits)."""
+
+    def __init__(self, limits: Limits):
+        self.callers = limits.callers
+        self.requests, self.tokens = limits.budget()
+        self.window = -1
+        self.counts = [(0, 0)] * limits.callers
+        self.next = 0
+
+    def admit(self, t: float, prompt: int, output: int) -> bool:
+        window = int(t // LIMIT_WINDOW_SECONDS)
+        if window != self.window:
+            self.window, self.counts = window, [(0, 0)] * self.callers
+        key = self.next
+        self.next = (key + 1) % self.callers
+        requests, tokens = self.counts[key]
+        if requests >= self.requests or (self.tokens is not None and tokens >= self.tokens):
+            return False
+        self.counts[key] = (requests + 1, tokens + prompt + output)
+        return True
 
 
 @dataclass
@@ -128,6 +157,7 @@ class Simulation:
             self.at(period, kind, period)
         events, routes, rng, tally = self.events, self.routes, self.rng.random, self.tally
         picker = twin.routing == "picker"
+        limiter = Limiter(twin.limits) if twin.limits is not None else None
         # Each request is routed as it arrives, but a replica takes its share of the requests between two events
         # in one call (Replica.run): only events change the routes or look at a replica, and replicas share
         # nothing but sums (the tally) and caches, so this is the same as handing each request over at once.
@@ -145,7 +175,10 @@ class Simulation:
                     next_event = events[0][0]
                 shares = [[] for _ in routes]
             arrived += 1
-            if shares and picker:
+            if limiter is not None and not limiter.admit(t, request[1], request[2]):
+                tally.limited += 1
+                tally.unserved_tokens += request[2]
+            elif shares and picker:
                 routes[self._pick(t)].run((request,))  # the picker sees each replica at this request's arrival
             elif shares:
                 shares[int(rng() * len(shares))].append(request)

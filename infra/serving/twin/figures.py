@@ -29,6 +29,7 @@ class Figures:
     completed: int
     timed_out: int
     refused: int
+    limited: int  # 429 from the gateway's per-key limits
     killed: int
     over_slo_share: float  # of all requests: completed over a target, or not served at all
     slo_ms: tuple[float, float]  # the targets of that share: TTFT p95, TPOT p95
@@ -52,6 +53,7 @@ class Figures:
             "completed": self.completed,
             "timedOut": self.timed_out,
             "refused": self.refused,
+            "rateLimited": self.limited,
             "killedMidRequest": self.killed,
             "overSloShare": round(self.over_slo_share, 6),
             "sloMs": {"ttft": self.slo_ms[0], "tpot": self.slo_ms[1]},
@@ -75,7 +77,7 @@ def figures(outcome: Outcome) -> Figures:
     shares = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
     ttft = {k: _ms(percentile(tally.ttft_ms, q, 0.001)) for k, q in shares.items()}
     tpot = {k: _ms(percentile(tally.tpot_ms10, q, 0.0001)) for k, q in shares.items()}
-    lost = tally.timed_out + tally.refused + tally.killed
+    lost = tally.timed_out + tally.refused + tally.limited + tally.killed
     series = outcome.series
     cost = outcome.cost
     return Figures(
@@ -85,6 +87,7 @@ def figures(outcome: Outcome) -> Figures:
         completed=tally.completed,
         timed_out=tally.timed_out,
         refused=tally.refused,
+        limited=tally.limited,
         killed=tally.killed,
         over_slo_share=(tally.over_slo + lost) / tally.arrived if tally.arrived else 0.0,
         slo_ms=(outcome.twin.ttft_slo_seconds * 1000, outcome.twin.tpot_slo_seconds * 1000),

@@ -32,16 +32,17 @@ class Tally:
     completed: int = 0
     timed_out: int = 0
     refused: int = 0  # no ready replica to route to
+    limited: int = 0  # refused by the gateway with 429: the caller's key was past its limit for the minute
     killed: int = 0  # stopped mid-request: a replica ended (drain, spot reclaim) before its last token
     output_tokens: int = 0  # of completed requests
-    unserved_tokens: int = 0  # output tokens of the requests not completed (timed out, refused, killed)
+    unserved_tokens: int = 0  # output tokens of the requests not completed (timed out, refused, limited, killed)
     over_slo: int = 0  # completed with TTFT or TPOT over its target
     ttft_ms: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     tpot_ms10: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
 
     @property
     def accounted(self) -> int:
-        return self.completed + self.timed_out + self.refused + self.killed
+        return self.completed + self.timed_out + self.refused + self.limited + self.killed
 
 
 class Replica:

@@ -63,6 +63,24 @@ class Drain:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """The front door's per-key limits as they fall on this model's traffic: fixed one-minute windows (Envoy's
+    global rate limiter), a request refused with 429 once its key's window has reached either count. `callers`:
+    the API keys the traffic is spread over, evenly. A key's budget is shared over every model it calls, so each
+    model gets the share of it that its traffic is (`share`)."""
+
+    requests_per_minute: int
+    tokens_per_minute: int | None = None
+    callers: int = 1
+    share: float = 1.0  # of each key's budget, this model's
+
+    def budget(self) -> tuple[float, float | None]:
+        """Requests and tokens one key may spend on this model in a window."""
+        tokens = None if self.tokens_per_minute is None else self.tokens_per_minute * self.share
+        return self.requests_per_minute * self.share, tokens
+
+
+@dataclass(frozen=True)
 class Twin:
     """One model of a serving stack, as deployed."""
 
@@ -85,3 +103,4 @@ class Twin:
     # "picker" (the front door's InferencePool: the endpoint picker scores every ready replica on its queue and KV
     # cache at the request's arrival and takes the best).
     routing: str = "random"
+    limits: Limits | None = None  # the front door's per-key limits; None: no gateway in front

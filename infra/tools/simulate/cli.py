@@ -61,6 +61,10 @@ def add_simulate_parser(verbs: Any) -> None:
     sim.add_argument(
         "--spot-interruptions-per-node-hour", type=float, default=0.0, help="Spot reclaims per node-hour (0)"
     )
+    sim.add_argument(
+        "--callers", type=int, default=1,
+        help="API keys the traffic comes from, evenly: the front door's limits count per key (default 1)",
+    )  # fmt: skip
     sim.add_argument("--model", action="append", default=[], help="simulate only this model (repeatable)")
     sim.add_argument(
         "--picture", type=Path, metavar="PATH",
@@ -100,6 +104,8 @@ def check_numbers(args: argparse.Namespace) -> None:
         problems.append(
             Problem("--compare-config", "overrides need --stack (a preview document is fixed); use --compare")
         )
+    if not 1 <= args.callers <= 100_000:
+        problems.append(Problem("--callers", f"{args.callers} must be between 1 and 100000"))
     if args.spot_interruptions_per_node_hour < 0:
         problems.append(Problem("--spot-interruptions-per-node-hour", "must be 0 or more"))
     if args.picture is not None:
@@ -132,6 +138,7 @@ def document_twins(args: argparse.Namespace, overrides: list[tuple[str, str]], p
         None if args.tpot_slo_ms is None else args.tpot_slo_ms / 1000,
         args.timeout_s,
         args.spot_interruptions_per_node_hour,
+        args.callers,
     )
     if args.model:
         unknown = sorted(set(args.model) - {t.model for t in found})
@@ -177,7 +184,7 @@ def lines(f: Figures) -> list[str]:
     return [
         f"{f.model}: {f.requests:,} requests over {f.seconds / 3600:g} h",
         f"  completed {f.completed:,}, timed out {f.timed_out:,}, refused {f.refused:,}, "
-        f"killed mid-request {f.killed:,}",
+        f"rate-limited (429) {f.limited:,}, killed mid-request {f.killed:,}",
         f"  TTFT p50/p95/p99: {_fmt(f.ttft_ms['p50'])} / {_fmt(f.ttft_ms['p95'])} / {_fmt(f.ttft_ms['p99'])} ms",
         f"  TPOT p50/p95/p99: {_fmt(f.tpot_ms['p50'])} / {_fmt(f.tpot_ms['p95'])} / {_fmt(f.tpot_ms['p99'])} ms",
         f"  over the SLO (TTFT {_fmt(f.slo_ms[0])} ms, TPOT {_fmt(f.slo_ms[1])} ms) or not served: "

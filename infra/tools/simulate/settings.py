@@ -29,7 +29,7 @@ from infra.serving.model_shape import ModelShape
 from infra.serving.performance import ReplicaDoesNotFit, replica_performance
 from infra.serving.twin.hpa import DEFAULT_DOWN, DEFAULT_UP, Behavior, Policy, Rules
 from infra.serving.twin.keda import ScaledObject, Trigger, UnknownQuery, parse_query
-from infra.serving.twin.settings import Autoscaler, Drain, NodeGroup, Twin, startup_facts
+from infra.serving.twin.settings import Autoscaler, Drain, Limits, NodeGroup, Twin, startup_facts
 from infra.tools.preview_json import PolicyResource, PreviewDocument
 
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "aws.amazon.com/neuron")
@@ -220,11 +220,17 @@ def _pools(document: PreviewDocument) -> list[Pool]:
 
 
 def twins(
-    document: PreviewDocument, ttft_slo: float | None, tpot_slo: float | None, timeout: float, spot_rate: float
+    document: PreviewDocument,
+    ttft_slo: float | None,
+    tpot_slo: float | None,
+    timeout: float,
+    spot_rate: float,
+    callers: int = 1,
 ) -> list[Twin]:
     """One Twin per ScaledObject of the document whose target is a Deployment of the document. The SLO of the
     share over it: `ttft_slo`/`tpot_slo` (seconds) where given, else the model's own (`models[i].slo`, which
-    its Deployment carries), else DEFAULT_SLO."""
+    its Deployment carries), else DEFAULT_SLO. Behind a front door, the gateway's per-key limits over `callers`
+    keys."""
     facts = startup_facts()
     deployments = {
         (r.props.get("metadata") or {}).get("name"): r for r in document.resources if r.type == tokens.K8S_DEPLOYMENT
@@ -232,6 +238,7 @@ def twins(
     pools = _pools(document)
     autoscaler, scrape = _autoscaler(document), _scrape_seconds(document)
     pull = facts["imagePull"]["value"]
+    limits = gateway_limits(document, callers)
     found = []
     for resource in document.resources:
         if resource.type != tokens.K8S_KEDA_SCALED_OBJECT:
@@ -308,6 +315,7 @@ def twins(
         except ValueError as error:
             raise InputError(Problem(where, str(error))) from None
         own = (declared[0] / 1000, declared[1] / 1000) if declared else DEFAULT_SLO
+        picked = _picked(document, metadata)
         found.append(
             Twin(
                 model=str(metadata.get("name") or target),
@@ -324,7 +332,8 @@ def twins(
                 timeout_seconds=timeout,
                 spot_interruptions_per_node_hour=spot_rate,
                 spot_notice_seconds=float(facts["spotNoticeSeconds"]["value"]),
-                routing="picker" if _picked(document, metadata) else "random",
+                routing="picker" if picked else "random",
+                limits=limits if picked else None,
             )
         )
     return found
@@ -344,3 +353,45 @@ def _picked(document: PreviewDocument, metadata: dict[str, Any]) -> bool:
         if isinstance(selector, dict) and selector and all(labels.get(k) == v for k, v in selector.items()):
             return True
     return False
+
+
+def _routed_models(document: PreviewDocument) -> int:
+    """The models the front door routes by name (its AIGatewayRoutes' rules)."""
+    names = set()
+    for r in document.resources:
+        if r.type != tokens.K8S_AI_GATEWAY_ROUTE:
+            continue
+        for rule in (r.props.get("spec") or {}).get("rules") or []:
+            for match in (rule or {}).get("matches") or []:
+                names |= {str(h.get("value")) for h in (match or {}).get("headers") or [] if isinstance(h, dict)}
+    return len(names)
+
+
+def gateway_limits(document: PreviewDocument, callers: int) -> Limits | None:
+    """The front door's per-caller limits (Envoy Gateway BackendTrafficPolicy global rules of unit Minute: one
+    counting requests, one costed from the response's tokens), shared evenly by the models it routes (the twin
+    runs each model with the same rate). None: no such limits."""
+    requests: int | None = None
+    tokens_limit: int | None = None
+    for r in document.resources:
+        if r.type != tokens.K8S_ENVOY_BACKEND_TRAFFIC_POLICY:
+            continue
+        rules = (((r.props.get("spec") or {}).get("rateLimit") or {}).get("global") or {}).get("rules") or []
+        for rule in rules:
+            limit = (rule or {}).get("limit") or {}
+            count = limit.get("requests")
+            if limit.get("unit") != "Minute" or not isinstance(count, (int, float)) or count < 1:
+                continue
+            if ((rule.get("cost") or {}).get("response")) is not None:
+                tokens_limit = int(count) if tokens_limit is None else min(tokens_limit, int(count))
+            else:
+                requests = int(count) if requests is None else min(requests, int(count))
+    if requests is None and tokens_limit is None:
+        return None
+    routed = max(_routed_models(document), 1)
+    return Limits(
+        requests_per_minute=requests if requests is not None else 2**31,
+        tokens_per_minute=tokens_limit,
+        callers=callers,
+        share=1 / routed,
+    )

@@ -7,7 +7,7 @@ from infra.serving.queueing import Lengths
 from infra.serving.twin.engine import simulate
 from infra.serving.twin.figures import figures
 from infra.serving.twin.hpa import Behavior, Policy, Rules
-from infra.serving.twin.settings import Drain
+from infra.serving.twin.settings import Drain, Limits
 from infra.serving.twin.traces import Shape, generate
 from tests.infra.serving.twin.twins import MLINFRA_BEHAVIOR, group, scaled, twin
 
@@ -117,3 +117,26 @@ def test_the_endpoint_picker_beats_kube_proxys_random_choice_on_the_same_load():
 def test_the_picker_is_deterministic_for_a_seed():
     runs = [figures(simulate(twin(routing="picker"), _trace("burst", 4.0, 1800, seed=2), 1800, 2)) for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+def test_the_gateway_s_limits_refuse_a_key_past_its_minute_and_reset_on_the_next():
+    """Fixed one-minute windows per key: a key's requests past requestsPerMinute within a minute get 429 (never
+    reach a replica); the next minute starts again; spread over more keys, the same traffic passes."""
+    trace = [(m * 60.0 + i * 0.5, 100, 50) for m in range(3) for i in range(20)]  # 20 requests in each minute
+    limited = simulate(twin(routing="picker", limits=Limits(requests_per_minute=8)), trace, 180, 1)
+    assert limited.tally.limited == 3 * (20 - 8)
+    assert limited.tally.accounted == limited.tally.arrived == len(trace)
+    assert limited.tally.output_tokens + limited.tally.unserved_tokens == sum(o for _, _, o in trace)
+    assert figures(limited).limited == 36 and figures(limited).over_slo_share >= 36 / 60
+    spread = simulate(twin(routing="picker", limits=Limits(requests_per_minute=8, callers=3)), trace, 180, 1)
+    assert spread.tally.limited == 0
+    # A key's budget shared over two models: each model's traffic gets half of it.
+    shared = simulate(twin(routing="picker", limits=Limits(requests_per_minute=8, share=0.5)), trace, 180, 1)
+    assert shared.tally.limited == 3 * (20 - 4)
+
+
+def test_the_token_limit_refuses_once_the_minute_s_tokens_are_spent():
+    trace = [(i * 1.0, 300, 100) for i in range(30)]  # 400 tokens a request, one a second
+    outcome = simulate(twin(routing="picker", limits=Limits(10**6, tokens_per_minute=2000)), trace, 60, 1)
+    # 2000 tokens: the first five requests spend them (the fifth reaches the limit), the rest of the minute is 429.
+    assert outcome.tally.limited == 25

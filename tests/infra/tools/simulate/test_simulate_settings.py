@@ -164,3 +164,18 @@ def test_models_behind_an_inference_pool_are_routed_by_the_picker(digest):
             if labels.get("app.kubernetes.io/instance") == "mistral-7b":
                 labels["app.kubernetes.io/instance"] = "someone-else"
     assert _twins(document)["mistral-7b"].routing == "random"
+
+
+def test_models_behind_the_front_door_get_its_per_key_limits_shared_by_the_routed_models(digest):
+    from infra.serving.twin.settings import Limits
+
+    found = {t.model: t for t in twins(preview_json.parse(digest, "demo"), 2.0, 0.1, 60.0, 0.0, callers=3)}
+    # serving-demo: 600 requests and 200,000 tokens a minute per key, over its two routed models.
+    for twin in found.values():
+        assert twin.routing == "picker"
+        assert twin.limits == Limits(requests_per_minute=600, tokens_per_minute=200_000, callers=3, share=0.5)
+        assert twin.limits.budget() == (300.0, 100_000.0)
+    # Without the door's traffic policy, nothing is limited.
+    kept = copy.deepcopy(digest)
+    kept["steps"] = [s for s in kept["steps"] if not s.get("urn", "").endswith("::front-door-backendtrafficpolicy")]
+    assert all(t.limits is None for t in _twins(kept).values())
