@@ -132,7 +132,10 @@ def external_secrets_values(
     system_pool: dict[str, str], account_annotations: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Scoped to the gateway's namespace: the controller watches it alone and its RBAC is a Role there, so it
-    cannot read or write any other namespace's Secrets; no cluster-wide stores or secrets. `account_annotations`:
+    cannot read or write any other namespace's Secrets; no cluster-wide stores or secrets. No admission webhook
+    and so no certificate controller, whose ClusterRole reads every Secret of the cluster (as the 2.9.0 chart
+    renders it); without the webhook the CRDs convert nothing (the chart asks for both together), and a store
+    or secret the webhook would have refused fails at reconcile instead, in its status. `account_annotations`:
     the cloud's identity for its service account (GKE's Workload Identity; EKS's Pod Identity needs none)."""
     account: dict[str, Any] = {"create": True, "name": SECRETS_ACCOUNT}
     if account_annotations:
@@ -143,8 +146,9 @@ def external_secrets_values(
         "scopedRBAC": True,
         "serviceAccount": account,
         "nodeSelector": system_pool,
-        "webhook": {"nodeSelector": system_pool},
-        "certController": {"nodeSelector": system_pool},
+        "webhook": {"create": False},
+        "certController": {"create": False},
+        "crds": {"conversion": {"enabled": False}},
         "processClusterStore": False,
         "processClusterExternalSecret": False,
         "processClusterPushSecret": False,

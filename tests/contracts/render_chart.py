@@ -26,9 +26,10 @@ from typing import Any
 
 import yaml
 
-from infra.serving import charts
+from infra.serving import charts, gateway_charts
 from tests.contracts.facts_file import write_facts
 
+GKE_ACCOUNT = {"iam.gke.io/gcp-service-account": "secrets-mlinfra-demo@mlinfra-demo-project.iam.gserviceaccount.com"}
 # The values each case renders with, as the stacks pass them (representative inputs where they take any).
 PRIORITIES = {10: [".*"], 20: ["^eks-pool-g5-xlarge-nodes-", "^eks-pool-g5-2xlarge-nodes-"]}
 CASES: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
@@ -40,8 +41,26 @@ CASES: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     ),
     "neuron-1.33": ("kube-system", lambda: charts.neuron_values("1.33")),
     "nvidia-device-plugin": (charts.NVIDIA_DEVICE_PLUGIN.namespace, charts.nvidia_values),
+    "external-secrets": (
+        gateway_charts.SECRETS_NAMESPACE,
+        lambda: gateway_charts.external_secrets_values(charts.SYSTEM_NODES),
+    ),
+    "external-secrets-gke": (
+        gateway_charts.SECRETS_NAMESPACE,
+        lambda: gateway_charts.external_secrets_values(charts.SYSTEM_NODES, GKE_ACCOUNT),
+    ),
 }
-KEPT_KINDS = ("Deployment", "DaemonSet", "PodDisruptionBudget", "ConfigMap", "Role", "ClusterRole")
+KEPT_KINDS = (
+    "Deployment",
+    "DaemonSet",
+    "PodDisruptionBudget",
+    "ConfigMap",
+    "Role",
+    "ClusterRole",
+    "ServiceAccount",
+    "RoleBinding",
+    "ClusterRoleBinding",
+)
 
 
 def values_digest(values: dict[str, Any]) -> str:
@@ -104,6 +123,13 @@ def effects(rendered: dict[str, str]) -> Iterator[dict[str, Any]]:
                 kept.update({k: doc["spec"].get(k) for k in ("minAvailable", "maxUnavailable")})
             elif doc["kind"] == "ConfigMap":
                 kept["data"] = doc.get("data") or {}
+            elif doc["kind"] == "ServiceAccount":
+                kept["annotations"] = doc["metadata"].get("annotations") or {}
+            elif doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+                kept["roleRef"] = {k: doc["roleRef"].get(k) for k in ("kind", "name")}
+                kept["subjects"] = [
+                    {k: s.get(k) for k in ("kind", "name", "namespace")} for s in doc.get("subjects") or []
+                ]
             else:
                 kept["rules"] = [
                     {k: r.get(k) for k in ("resources", "verbs", "resourceNames") if r.get(k)}

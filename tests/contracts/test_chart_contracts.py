@@ -79,6 +79,13 @@ VALUES: list[tuple[str, Callable[[], charts.Chart], Callable[[], dict[str, Any]]
             lambda: gateway_charts.external_secrets_values(charts.SYSTEM_NODES),
         ),
         (
+            "external-secrets-gke",
+            lambda: gateway_charts.EXTERNAL_SECRETS,
+            lambda: gateway_charts.external_secrets_values(
+                charts.SYSTEM_NODES, {"iam.gke.io/gcp-service-account": "secrets@p.iam.gserviceaccount.com"}
+            ),
+        ),
+        (
             "inferencepool",
             lambda: gateway_charts.inference_pool_chart(DEMO_MODEL, "models"),
             lambda: gateway_charts.inference_pool_values(DEMO_MODEL),

@@ -147,3 +147,48 @@ def test_every_rendered_fact_names_its_source_and_renderer():
         facts = json.loads(path.read_text(encoding="utf-8"))
         assert facts["source"]["repository"].startswith("https://github.com/") and len(facts["source"]["commit"]) == 40
         assert facts["renderedWith"].startswith("Helm v"), path
+
+
+@pytest.mark.parametrize("case", ["external-secrets", "external-secrets-gke"])
+def test_external_secrets_reads_and_writes_secrets_in_the_gateway_s_namespace_only(case):
+    """The controller watches the gateway's namespace (its flag) and its Secret rights are a Role there; nothing
+    the chart renders may touch Secrets cluster-wide (the certificate controller's ClusterRole would read every
+    Secret: the webhook and it are off)."""
+    from infra.serving import front_door, gateway_charts
+
+    facts = rendered(gateway_charts.EXTERNAL_SECRETS, case)
+    (controller,) = objects(facts, "Deployment").values()
+    assert controller["nodeSelector"] == SYSTEM
+    assert f"--namespace={front_door.GATEWAY_NAMESPACE}" in controller["containers"]["external-secrets"]["flags"]
+    for name, role in objects(facts, "ClusterRole").items():
+        assert not [r for r in role["rules"] if "secrets" in r.get("resources", [])], name
+    secret_roles = [
+        r for r in objects(facts, "Role").values() if any("secrets" in x.get("resources", []) for x in r["rules"])
+    ]
+    assert [(r["name"], r["namespace"]) for r in secret_roles] == [
+        ("external-secrets-controller", front_door.GATEWAY_NAMESPACE)
+    ]
+    binding = objects(facts, "RoleBinding")["external-secrets-controller"]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": controller["serviceAccountName"],
+            "namespace": gateway_charts.SECRETS_NAMESPACE,
+        }
+    ]
+
+
+def test_on_gke_the_controller_s_account_is_the_one_workload_identity_lets_act_as_its_google_account():
+    from infra.serving import gateway_charts
+    from infra.serving.gcp import gke
+    from tests.contracts.render_chart import GKE_ACCOUNT
+
+    facts = rendered(gateway_charts.EXTERNAL_SECRETS, "external-secrets-gke")
+    (controller,) = objects(facts, "Deployment").values()
+    account = objects(facts, "ServiceAccount")[controller["serviceAccountName"]]
+    assert account["annotations"] == GKE_ACCOUNT
+    # The member the stack's Workload Identity binding names (components/serving/gcp/secret_reader.py).
+    member = gke.workload_member("p", account["namespace"], account["name"])
+    assert (
+        member == f"serviceAccount:p.svc.id.goog[{gateway_charts.SECRETS_NAMESPACE}/{gateway_charts.SECRETS_ACCOUNT}]"
+    )

@@ -26,7 +26,7 @@ def free_port() -> int:
 
 
 def smoke(
-    capsys, monkeypatch, gateway: StandInGateway, *extra: str, ca=None, key=KEY, http_port=None
+    capsys, monkeypatch, gateway: StandInGateway, *extra: str, ca=None, key=KEY, http_port=None, stack="serving-demo"
 ) -> tuple[int, str]:
     if key is None:
         monkeypatch.delenv("MLINFRA_API_KEY", raising=False)
@@ -36,7 +36,7 @@ def smoke(
         [
             "smoke",
             "--stack",
-            "serving-demo",
+            stack,
             "--connect",
             f"127.0.0.1:{gateway.port}",
             "--ca-bundle",
@@ -64,6 +64,15 @@ def test_a_healthy_door_passes_every_check(capsys, monkeypatch, tmp_path):
     assert "a call without a key gets HTTP 401" in out
     for model in MODELS:
         assert f"ok   chat {model}: answered in" in out
+
+
+def test_gke_s_door_is_checked_the_same_way(capsys, monkeypatch, tmp_path):
+    """On GKE the proxies end TLS themselves (the passthrough load balancer forwards TCP): the check connects to
+    the load balancer's address with the hostname as SNI and verifies the listener's certificate, as here."""
+    with StandInGateway(tmp_path, HOST, Behaviour(["llama-3-8b-l4"])) as gateway:
+        code, out = smoke(capsys, monkeypatch, gateway, stack="serving-gcp-demo")
+    assert code == 0, out
+    assert "ok   chat llama-3-8b-l4: answered in" in out and "6 of 6 checks pass" in out
 
 
 @pytest.mark.parametrize(
