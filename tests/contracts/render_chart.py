@@ -27,9 +27,22 @@ from typing import Any
 import yaml
 
 from infra.serving import charts, gateway_charts
+from infra.serving.aws import front_door as aws_front_door
+from infra.serving.aws.config import AwsModelSpec
 from tests.contracts.facts_file import write_facts
 
+PICKED = AwsModelSpec(name="mistral-7b", version="1.0", accelerator="g5", image="vllm/vllm-openai:v0.33.0")
 GKE_ACCOUNT = {"iam.gke.io/gcp-service-account": "secrets-mlinfra-demo@mlinfra-demo-project.iam.gserviceaccount.com"}
+# The release name a case renders as, where it is not the chart's (resources are named after it).
+RELEASE_NAMES = {
+    "neuron-1.33": "neuron",
+    "inferencepool": PICKED.name,
+    "envoy-gateway": gateway_charts.ENVOY_GATEWAY.release,
+    "ai-gateway": gateway_charts.AI_GATEWAY.release,
+    "aws-load-balancer-controller": aws_front_door.LOAD_BALANCER_CONTROLLER.release,
+    "external-secrets": gateway_charts.EXTERNAL_SECRETS.release,
+    "external-secrets-gke": gateway_charts.EXTERNAL_SECRETS.release,
+}
 # The values each case renders with, as the stacks pass them (representative inputs where they take any).
 PRIORITIES = {10: [".*"], 20: ["^eks-pool-g5-xlarge-nodes-", "^eks-pool-g5-2xlarge-nodes-"]}
 CASES: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
@@ -44,6 +57,18 @@ CASES: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "external-secrets": (
         gateway_charts.SECRETS_NAMESPACE,
         lambda: gateway_charts.external_secrets_values(charts.SYSTEM_NODES),
+    ),
+    "inferencepool": ("models", lambda: gateway_charts.inference_pool_values(PICKED)),
+    "envoy-gateway": (
+        gateway_charts.GATEWAY_NAMESPACE,
+        lambda: gateway_charts.envoy_gateway_values(charts.SYSTEM_NODES),
+    ),
+    "ai-gateway": (gateway_charts.AI_GATEWAY_NAMESPACE, lambda: gateway_charts.ai_gateway_values(charts.SYSTEM_NODES)),
+    "aws-load-balancer-controller": (
+        aws_front_door.LOAD_BALANCER_CONTROLLER.namespace,
+        lambda: aws_front_door.load_balancer_controller_values(
+            "mlinfra-demo", "us-east-1", "vpc-0abc", charts.SYSTEM_NODES
+        ),
     ),
     "external-secrets-gke": (
         gateway_charts.SECRETS_NAMESPACE,
@@ -60,6 +85,7 @@ KEPT_KINDS = (
     "ServiceAccount",
     "RoleBinding",
     "ClusterRoleBinding",
+    "InferencePool",
 )
 
 
@@ -88,11 +114,13 @@ def _pod(doc: dict[str, Any]) -> dict[str, Any]:
         "nodeSelector": pod.get("nodeSelector") or {},
         "tolerations": pod.get("tolerations") or [],
         "serviceAccountName": pod.get("serviceAccountName"),
+        "labels": doc.get("spec", {}).get("template", {}).get("metadata", {}).get("labels") or {},
         "schedulerName": pod.get("schedulerName"),
         "containers": {
             c["name"]: {
                 "image": c.get("image"),
                 "flags": sorted(a for a in (c.get("command") or []) + (c.get("args") or []) if str(a).startswith("--")),
+                "args": [str(a) for a in c.get("args") or []],
             }
             for c in containers
         },
@@ -123,6 +151,8 @@ def effects(rendered: dict[str, str]) -> Iterator[dict[str, Any]]:
                 kept.update({k: doc["spec"].get(k) for k in ("minAvailable", "maxUnavailable")})
             elif doc["kind"] == "ConfigMap":
                 kept["data"] = doc.get("data") or {}
+            elif doc["kind"] == "InferencePool":
+                kept["spec"] = doc.get("spec") or {}
             elif doc["kind"] == "ServiceAccount":
                 kept["annotations"] = doc["metadata"].get("annotations") or {}
             elif doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
@@ -138,15 +168,40 @@ def effects(rendered: dict[str, str]) -> Iterator[dict[str, Any]]:
             yield kept
 
 
-def render(git_dir: str, ref: str, path: str, source: str, case: str) -> dict[str, Any]:
+def _as_released(folder: Path, published: str | None, values_file: str, substitutions: dict[str, str]) -> None:
+    """What a release does to a chart whose git copy says 0.0.0 (Envoy Gateway, AI Gateway, the Inference
+    Extension): stamp its version, and render values.yaml from its template (`${Name}` placeholders)."""
+    if published:
+        meta = yaml.safe_load((folder / "Chart.yaml").read_text(encoding="utf-8"))
+        meta["version"] = meta["appVersion"] = published
+        (folder / "Chart.yaml").write_text(yaml.safe_dump(meta), encoding="utf-8")
+    if values_file != "values.yaml":
+        text = (folder / values_file).read_text(encoding="utf-8")
+        for name, value in substitutions.items():
+            text = text.replace("${" + name + "}", value)
+        (folder / "values.yaml").write_text(text, encoding="utf-8")
+
+
+def render(
+    git_dir: str,
+    ref: str,
+    path: str,
+    source: str,
+    case: str,
+    published: str | None = None,
+    values_file: str = "values.yaml",
+    substitutions: dict[str, str] | None = None,
+) -> dict[str, Any]:
     import helm_python  # development only (module doc)
 
     namespace, values_of = CASES[case]
     values = values_of()
     with tempfile.TemporaryDirectory() as tmp:
-        chart = helm_python.Chart.load(str(checkout(git_dir, ref, path, Path(tmp))))
-        meta = yaml.safe_load((Path(tmp) / path / "Chart.yaml").read_text(encoding="utf-8"))
-        rendered = chart.render(values, name=meta["name"] if case != "neuron-1.33" else "neuron",
+        folder = checkout(git_dir, ref, path, Path(tmp))
+        _as_released(folder, published, values_file, substitutions or {})
+        chart = helm_python.Chart.load(str(folder))
+        meta = yaml.safe_load((folder / "Chart.yaml").read_text(encoding="utf-8"))
+        rendered = chart.render(values, name=RELEASE_NAMES.get(case, meta["name"]),
                                 namespace=namespace, is_install=True)  # fmt: skip
     return {
         "chart": meta["name"],
@@ -173,8 +228,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", required=True)
     parser.add_argument("--case", required=True, choices=sorted(CASES))
     parser.add_argument("--out", default=str(Path(__file__).parent / "data" / "rendered"))
+    parser.add_argument("--published-version", help="the version the release stamps (Chart.yaml says 0.0.0)")
+    parser.add_argument("--values-file", default="values.yaml", help="e.g. values.tmpl.yaml, rendered at release")
+    parser.add_argument(
+        "--substitute", action="append", default=[], metavar="NAME=VALUE", help="a ${NAME} of the values template"
+    )
     args = parser.parse_args(argv)
-    facts = render(args.git_dir, args.ref, args.path.rstrip("/"), args.source, args.case)
+    substitutions = dict(item.split("=", 1) for item in args.substitute)
+    facts = render(
+        args.git_dir,
+        args.ref,
+        args.path.rstrip("/"),
+        args.source,
+        args.case,
+        args.published_version,
+        args.values_file,
+        substitutions,
+    )
     write_facts(args.out, f"{facts['chart']}-{facts['version']}-{args.case}", facts)
     return 0
 

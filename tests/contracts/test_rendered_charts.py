@@ -192,3 +192,65 @@ def test_on_gke_the_controller_s_account_is_the_one_workload_identity_lets_act_a
     assert (
         member == f"serviceAccount:p.svc.id.goog[{gateway_charts.SECRETS_NAMESPACE}/{gateway_charts.SECRETS_ACCOUNT}]"
     )
+
+
+def test_the_endpoint_picker_reads_the_engines_kv_metric_and_carries_the_label_the_policy_admits():
+    """The inferencepool chart v1.0.2 as mlinfra installs it per model: the picker's pod label is what the model
+    servers' NetworkPolicy admits, it is told the KV-cache metric the pinned engines export, and its pool holds
+    exactly the model's server pods on the server's port."""
+    from infra.serving import front_door, gateway_charts, servers
+    from infra.serving.manifests import selector
+    from tests.contracts.render_chart import PICKED
+
+    facts = rendered(gateway_charts.inference_pool_chart(PICKED, "models"), "inferencepool")
+    picker = objects(facts, "Deployment")[gateway_charts.picker_name(PICKED)]
+    assert picker["labels"] == {front_door.PICKER_LABEL: gateway_charts.picker_name(PICKED)}
+    assert picker["replicas"] == 1 and picker["tolerations"] == []  # never on the tainted accelerator nodes
+    args = picker["containers"]["epp"]["args"]
+    metric = args[args.index("--kv-cache-usage-percentage-metric") + 1]
+    assert metric == "vllm:kv_cache_usage_perc"
+    assert args[args.index("--pool-name") + 1] == front_door.pool_name(PICKED)
+    pool = objects(facts, "InferencePool")[front_door.pool_name(PICKED)]["spec"]
+    assert pool["selector"] == {"matchLabels": selector(PICKED)}
+    assert pool["targetPorts"] == [{"number": servers.PORT}]
+    assert pool["endpointPickerRef"]["name"] == gateway_charts.picker_name(PICKED)
+    plugins = objects(facts, "ConfigMap")[gateway_charts.picker_name(PICKED)]["data"]["default-plugins.yaml"]
+    assert {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer"} <= {
+        p["type"] for p in yaml.safe_load(plugins)["plugins"]
+    }
+
+
+def test_envoy_gateway_runs_on_system_nodes_and_calls_ai_gateway_and_the_rate_limiter_where_they_are():
+    from infra.serving import front_door, gateway_charts
+
+    facts = rendered(gateway_charts.ENVOY_GATEWAY, "envoy-gateway")
+    controller = objects(facts, "Deployment")["envoy-gateway"]
+    assert controller["nodeSelector"] == SYSTEM and controller["replicas"] == 2
+    assert controller["serviceAccountName"] == front_door.ENVOY_GATEWAY_ACCOUNT  # the InferencePool reader's subject
+    config = yaml.safe_load(objects(facts, "ConfigMap")["envoy-gateway-config"]["data"]["envoy-gateway.yaml"])
+    assert config["gateway"]["controllerName"] == front_door.CONTROLLER_NAME
+    assert config["rateLimit"]["backend"] == {"type": "Redis", "redis": {"url": front_door.REDIS_URL}}
+    manager = config["extensionManager"]
+    assert {"group": "inference.networking.k8s.io", "kind": "InferencePool", "version": "v1"} in manager[
+        "backendResources"
+    ]
+    ai = rendered(gateway_charts.AI_GATEWAY, "ai-gateway")
+    (ai_controller,) = objects(ai, "Deployment").values()
+    assert manager["service"]["fqdn"]["hostname"] == (
+        f"{ai_controller['name']}.{gateway_charts.AI_GATEWAY_NAMESPACE}.svc.cluster.local"
+    )
+    assert ai_controller["nodeSelector"] == SYSTEM
+    (container,) = ai_controller["containers"].values()
+    assert f"--envoyGatewayNamespace={front_door.GATEWAY_NAMESPACE}" in container["flags"]
+
+
+def test_the_load_balancer_controller_runs_as_the_account_its_role_trusts_with_alb_features_off():
+    from infra.serving.aws import front_door as aws_front_door
+
+    facts = rendered(aws_front_door.LOAD_BALANCER_CONTROLLER, "aws-load-balancer-controller")
+    (controller,) = objects(facts, "Deployment").values()
+    assert controller["serviceAccountName"] == aws_front_door.LOAD_BALANCER_CONTROLLER_ACCOUNT
+    assert controller["nodeSelector"] == SYSTEM and controller["replicas"] == 2
+    flags = set(controller["containers"]["aws-load-balancer-controller"]["flags"])
+    assert {"--cluster-name=mlinfra-demo", "--aws-vpc-id=vpc-0abc", "--aws-region=us-east-1"} <= flags
+    assert {"--enable-shield=false", "--enable-waf=false", "--enable-wafv2=false"} <= flags  # their grants dropped
