@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from infra.catalog import provider_config
 from infra.catalog.gcp.regions import region_problem
 from infra.core.errors import InputError, Problem
 from infra.core.namespace import NAMESPACE, namespace_values
@@ -144,10 +145,23 @@ def validate(values: dict[str, Any]) -> StackConfig:
         raise InputError(problems_from(error, row.model, NAMESPACE)) from None
 
 
+def provider_key_findings(flat: dict[str, Any]) -> list[Problem]:
+    """Keys of a provider's namespace that the provider does not take (a typo it would silently ignore)."""
+    problems = []
+    for name in sorted(flat):
+        namespace, _, key = str(name).partition(":")
+        if namespace in provider_config.providers() and key:
+            message = provider_config.unknown_key_message(namespace, key.split(".", 1)[0])
+            if message:
+                problems.append(Problem(name, message))
+    return problems
+
+
 def load(flat: dict[str, Any]) -> StackConfig:
     """Validate a stack's whole config (every namespace, as the engine hands it over): the provider keys, the
     shape, then the meaning checks of its (kind, cloud), which see the region only when it is well formed."""
-    problems = aws_provider_findings(flat)  # a malformed aws:region is reported whatever the cloud
+    problems = provider_key_findings(flat)
+    problems += aws_provider_findings(flat)  # a malformed aws:region is reported whatever the cloud
     try:
         config = validate(namespace_values(flat))
     except InputError as error:
@@ -155,8 +169,9 @@ def load(flat: dict[str, Any]) -> StackConfig:
     cloud = cloud_of(config)
     if cloud != "aws":
         problems += PROVIDER_FINDINGS[cloud](flat)
-    region = None if problems else flat.get(REGION_KEY[cloud])
-    project = None if problems else flat.get("gcp:project")
+    bad = {p.path for p in problems}
+    region = None if REGION_KEY[cloud] in bad else flat.get(REGION_KEY[cloud])
+    project = None if "gcp:project" in bad else flat.get("gcp:project")
     problems += stack_kind(config).findings(config, region, project)
     if problems:
         raise InputError(problems)

@@ -39,10 +39,30 @@ def gcs_bucket_name_problem(name: str) -> str | None:
     field's pattern)."""
     if name.startswith("goog"):
         return "must not begin with 'goog' (Cloud Storage reserves the prefix)"
+    # A dotted name is a domain: each dot-separated part is a DNS label (no empty part, none starting or ending
+    # with '-', 63 characters at most), and the bootstrap's own check of the marker bucket refuses the same.
+    parts = name.split(".")
+    if any(not p or p.startswith("-") or p.endswith("-") or len(p) > 63 for p in parts) and len(parts) > 1:
+        return (
+            "each dot-separated part must be 1-63 characters, not starting or ending with '-' (no '..', '.-' or '-.')"
+        )
+    if _IP.fullmatch(name):
+        return "must not be formatted as an IP address"
     found = _GOOGLE.search(name)
     if found:
         return f"must not contain '{found.group(0)}' (Cloud Storage refuses 'google' and close misspellings)"
     return None
+
+
+_GCS_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
+
+
+def gcs_bucket_problem(name: str) -> str | None:
+    """Why `name` is not a Cloud Storage bucket name mlinfra accepts (its characters, then the reserved words and
+    dotted parts), or None."""
+    if not _GCS_BUCKET.fullmatch(name):
+        return "3-63 characters of a-z, 0-9, '.', '_' and '-', starting and ending with a letter or digit"
+    return gcs_bucket_name_problem(name)
 
 
 def _checked_gcs_bucket_name(name: str) -> str:

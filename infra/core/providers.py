@@ -17,20 +17,23 @@ GCP_PROJECT_PATTERN = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 GCP_REGION_PATTERN = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 
 
+def aws_region_problem(region: object) -> str | None:
+    """Why `region` is not an AWS region name of the pinned botocore's partitions, or None."""
+    if not is_region_name(region):
+        return f"must be an AWS region name such as us-east-1 (got {region!r})"
+    if aws_regions() and region not in aws_regions():
+        return (
+            f"{region} is not an AWS region (the pinned botocore's partitions.json lists "
+            f"{', '.join(r for r in aws_regions() if '-iso' not in r)}, and the ISO regions)"
+        )
+    return None
+
+
 def aws_provider_findings(flat: dict[str, Any]) -> list[Problem]:
     """`aws:region` is optional in the file (the environment may give it), but when set it must be a region name."""
     region = flat.get("aws:region")
-    if region is not None and not is_region_name(region):
-        return [Problem("aws:region", f"must be an AWS region name such as us-east-1 (got {region!r})")]
-    if region is not None and aws_regions() and region not in aws_regions():
-        return [
-            Problem(
-                "aws:region",
-                f"{region} is not an AWS region (the pinned botocore's partitions.json lists "
-                f"{', '.join(r for r in aws_regions() if '-iso' not in r)}, and the ISO regions)",
-            )
-        ]
-    return []
+    problem = None if region is None else aws_region_problem(region)
+    return [Problem("aws:region", problem)] if problem else []
 
 
 @functools.cache

@@ -158,6 +158,11 @@ class RunBootstrap:
     def marker_bucket(self) -> str:
         return str(getattr(self, self.MARKER_BUCKET_FIELD))
 
+    @staticmethod
+    def marker_bucket_problem(name: str) -> str | None:
+        """Why the markers' bucket name is not one of this cloud's (S3's rules here; GCP's bootstrap: GCS's)."""
+        return bucket_name_problem(name)
+
     @property
     def nproc_per_node(self) -> int:
         raise NotImplementedError
@@ -177,8 +182,9 @@ class RunBootstrap:
             runs_prefix(self.run_id)
         except ValueError as err:
             problems.append(f"run_id: {err}")
-        if bucket_name_problem(self.marker_bucket):
-            problems.append(f"{self.MARKER_BUCKET_FIELD}: {bucket_name_problem(self.marker_bucket)}")
+        bucket_problem = self.marker_bucket_problem(self.marker_bucket)
+        if bucket_problem:
+            problems.append(f"{self.MARKER_BUCKET_FIELD}: {bucket_problem}")
         if not self.torchrun:
             problems.append("torchrun must not be empty")
         if not isinstance(self.generation, str) or not GENERATION_PATTERN.fullmatch(self.generation):

@@ -99,3 +99,29 @@ def test_integers_past_pythons_digit_limit(capsys, tmp_path):
         read_yaml(path, "stacks/Pulumi.big.yaml")
     (problem,) = caught.value.problems
     assert str(problem).startswith("stacks/Pulumi.big.yaml: a value no config can hold: ")
+
+
+@pytest.mark.parametrize(
+    "region, message",
+    [
+        ("nowhere-9", "--region: must be an AWS region name such as us-east-1 (got 'nowhere-9')"),
+        ("us-east-9", "--region: us-east-9 is not an AWS region (the pinned botocore's partitions.json lists"),
+    ],
+)
+def test_audit_refuses_a_region_before_asking_for_credentials(region, message):
+    result = run_cli("audit", "--run-id", "r1", "--region", region, env={"AWS_PROFILE": "", "AWS_ACCESS_KEY_ID": ""})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr and "credentials" not in result.stderr
+
+
+@pytest.mark.parametrize("bucket", ["a..b", "data-.bucket", "data.-bucket", "192.168.1.7"])
+def test_a_gcs_bucket_name_cloud_storage_refuses_exits_2_before_the_program(bucket):
+    result = run_cli("preview", "--stack", "training-gcp-demo", "-c", f"mlinfra:training.dataBucket={bucket}")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: mlinfra:training.dataBucket: ") and "Traceback" not in result.stderr
+
+
+def test_a_gcs_bucket_name_with_underscores_runs_the_gcp_program():
+    """Valid in Cloud Storage (not in S3): the GCP bootstrap checks its markers' bucket by GCS's rules."""
+    result = run_cli("preview", "--stack", "training-gcp-demo", "-c", "mlinfra:training.dataBucket=team_data.v2")
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -18,6 +18,7 @@ import boto3
 from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
 
 from infra.core.errors import InputError, Problem
+from infra.core.providers import aws_region_problem
 from infra.ops.lifecycle.aws.audit_confirm import presence
 from infra.ops.lifecycle.ports import Leftover
 from infra.training.aws import guard
@@ -216,6 +217,9 @@ def audit_main(run_id: str, region: str | None, as_json: bool) -> int:
     session = boto3.session.Session(region_name=region)
     if not session.region_name:
         raise InputError(Problem("--region", "no AWS region: pass --region or set AWS_REGION"))
+    problem = aws_region_problem(session.region_name)
+    if problem:
+        raise InputError(Problem("--region" if region else "AWS_REGION", problem))
     try:
         leftovers = audit(run_id, session)
     except NoCredentialsError:

@@ -27,6 +27,7 @@ import shlex
 from dataclasses import dataclass
 
 from infra.catalog.fabric import GcpNetPlugin
+from infra.core.naming import gcs_bucket_problem
 from infra.registry.layout import runs_prefix
 from infra.training.bootstrap import (
     Platform,
@@ -55,6 +56,10 @@ class GcpNodeBootstrap(RunBootstrap):
     """What a GCP training node needs to join its run (the shared fields keep the AWS names and meaning)."""
 
     MARKER_BUCKET_FIELD = "bucket"
+
+    @staticmethod
+    def marker_bucket_problem(name: str) -> str | None:
+        return gcs_bucket_problem(name)
 
     gpus_per_node: int
     gpu_nics: int
