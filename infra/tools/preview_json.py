@@ -98,6 +98,7 @@ def _resource(step: Any, where: str) -> PolicyResource | None:
         or not isinstance(state.get("type"), str)
     ):
         raise InputError(Problem(_LABEL, f"{where}.newState needs a `type` and a `urn:pulumi:` URN"))
+    _check_types(state, step, f"{where}.newState")
     props = state.get("inputs")
     if not isinstance(props, dict):
         props = dict_at(state, "outputs")
@@ -112,12 +113,42 @@ def _resource(step: Any, where: str) -> PolicyResource | None:
         protect=bool(state.get("protect")),
         retain_on_delete=bool(state.get("retainOnDelete")),
         dependencies=tuple(state.get("dependencies") or ()),
-        property_dependencies={k: tuple(v or ()) for k, v in property_dependencies.items()}
-        if isinstance(property_dependencies, dict)
-        else {},
+        property_dependencies={k: tuple(v or ()) for k, v in property_dependencies.items()},
         provider=state.get("provider") or step.get("provider") or "",
         op=str(step.get("op", "")),
     )
+
+
+def _is_urn_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(u, str) for u in value)
+
+
+# What each field of a step's state is in Pulumi's engine events (apitype.ResourceV3 / StepEventStateMetadata).
+_FIELD_TYPES: dict[str, tuple[str, Any]] = {
+    "inputs": ("an object", lambda v: isinstance(v, dict)),
+    "outputs": ("an object", lambda v: isinstance(v, dict)),
+    "custom": ("true or false", lambda v: isinstance(v, bool)),
+    "protect": ("true or false", lambda v: isinstance(v, bool)),
+    "retainOnDelete": ("true or false", lambda v: isinstance(v, bool)),
+    "parent": ("a URN string", lambda v: isinstance(v, str)),
+    "provider": ("a provider reference string", lambda v: isinstance(v, str)),
+    "dependencies": ("a list of URN strings", _is_urn_list),
+    "propertyDependencies": (
+        "an object of property name to a list of URN strings",
+        lambda v: isinstance(v, dict) and all(_is_urn_list(u) for u in v.values()),
+    ),
+}
+
+
+def _check_types(state: dict[str, Any], step: dict[str, Any], where: str) -> None:
+    """A field present with the wrong type is refused by name, not read as empty (or as a string's characters)."""
+    for key, (expected, ok) in _FIELD_TYPES.items():
+        value = state.get(key)
+        if value is not None and not ok(value):
+            raise InputError(Problem(_LABEL, f"{where}.{key} must be {expected} (got {type(value).__name__})"))
+    for key in ("op", "provider"):
+        if step.get(key) is not None and not isinstance(step[key], str):
+            raise InputError(Problem(_LABEL, f"{where[: -len('.newState')]}.{key} must be a string"))
 
 
 def _project_and_stack(resources: list[PolicyResource]) -> tuple[str, str]:

@@ -3,6 +3,7 @@ or flag (issue 36's list). Through the real CLI, as a user or a pipeline runs it
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -125,3 +126,34 @@ def test_a_gcs_bucket_name_with_underscores_runs_the_gcp_program():
     """Valid in Cloud Storage (not in S3): the GCP bootstrap checks its markers' bucket by GCS's rules."""
     result = run_cli("preview", "--stack", "training-gcp-demo", "-c", "mlinfra:training.dataBucket=team_data.v2")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+URN = "urn:pulumi:s::p::aws:s3/bucket:Bucket::b"
+
+
+@pytest.mark.parametrize(
+    "state, message",
+    [
+        ({"inputs": []}, "steps[0].newState.inputs must be an object (got list)"),
+        (
+            {"inputs": {}, "dependencies": "urn:pulumi:x"},
+            "steps[0].newState.dependencies must be a list of URN strings",
+        ),
+        (
+            {"inputs": {}, "propertyDependencies": {"a": "b"}},
+            "steps[0].newState.propertyDependencies must be an object",
+        ),
+        ({"inputs": {}, "protect": "yes"}, "steps[0].newState.protect must be true or false (got str)"),
+        ({"inputs": {}, "parent": 7}, "steps[0].newState.parent must be a URN string (got int)"),
+    ],
+)
+@pytest.mark.parametrize("verb", ["policy", "simulate"])
+def test_wrong_typed_fields_of_a_preview_document_are_named(tmp_path, verb, state, message):
+    """A field of the wrong type is refused by name, never read as empty or as a string's characters (a string
+    of dependencies became one dependency per character)."""
+    document = {"steps": [{"op": "create", "urn": URN, "newState": {"type": "aws:s3/bucket:Bucket", **state}}]}
+    path = tmp_path / "preview.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    result = run_cli(verb, "--preview-json", str(path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"error: --preview-json: {path}: {message}" in result.stderr
