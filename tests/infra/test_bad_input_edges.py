@@ -157,3 +157,23 @@ def test_wrong_typed_fields_of_a_preview_document_are_named(tmp_path, verb, stat
     result = run_cli(verb, "--preview-json", str(path))
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"error: --preview-json: {path}: {message}" in result.stderr
+
+
+def test_the_preview_json_carries_unknowns_as_the_engine_does_and_a_stable_order():
+    """No Python repr of an unknown (the document is read by other tools), and the same document from run to run
+    but for its duration: dependencies are registered as outputs resolve, in an order that varies."""
+    from pulumi.runtime.rpc import UNKNOWN
+
+    runs = []
+    for _ in range(2):
+        result = run_cli("preview", "--stack", "serving-demo", "--json")
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout)
+        document.pop("duration")
+        runs.append(document)
+    assert runs[0] == runs[1]
+    text = json.dumps(runs[0])
+    assert "object at 0x" not in text and "pulumi.output" not in text
+    assert UNKNOWN in text  # the autoscaling group names, known only once EKS has made the groups
+    for step in runs[0]["steps"]:
+        assert step["newState"]["dependencies"] == sorted(step["newState"]["dependencies"])

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
+
+from pulumi.output import Unknown
+from pulumi.runtime.rpc import UNKNOWN as UNKNOWN_VALUE  # how the engine writes a value unknown at preview
 
 from infra.tools.offline.engine import PROVIDER_ID, Preview
 
@@ -48,13 +52,25 @@ def _state(step, provider_ref: str) -> dict[str, Any]:
         "urn": step.urn,
         "custom": step.custom,
         "type": step.type,
-        "inputs": step.inputs,
+        "inputs": _wire(step.inputs),
         "parent": step.parent,
         "protect": step.protect,
         "retainOnDelete": step.retain_on_delete,
-        "dependencies": step.dependencies,
-        "propertyDependencies": step.property_dependencies,
+        # In a stable order: the program registers dependencies as its outputs resolve, which varies by run.
+        "dependencies": sorted(step.dependencies),
+        "propertyDependencies": {k: sorted(v) for k, v in sorted(step.property_dependencies.items())},
     }
     if provider_ref:
         state["provider"] = provider_ref
     return state
+
+
+def _wire(value: Any) -> Any:
+    """Inputs as JSON holds them: unknowns as the engine's sentinel string, never a Python repr."""
+    if isinstance(value, Unknown):
+        return UNKNOWN_VALUE
+    if isinstance(value, Mapping):
+        return {k: _wire(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_wire(v) for v in value]
+    return value
