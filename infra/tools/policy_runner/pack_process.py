@@ -23,6 +23,9 @@ from infra.core.project import ROOT, engine_config
 
 PACK_DIR = ROOT / "policies"
 
+# The stack config reaches the pack in one environment variable, as the engine hands it over; Linux refuses a
+# single variable past MAX_ARG_STRLEN (32 pages: 131,072 bytes with its name and terminator).
+MAX_CONFIG_BYTES = 131_072 - len("PULUMI_CONFIG=") - 1
 NO_ENGINE = "127.0.0.1:0"  # the engine address argument; Python packs do not dial it
 
 
@@ -83,7 +86,16 @@ class PackProcess:
             }
         )
         if stack_config:
-            env["PULUMI_CONFIG"] = json.dumps(dict(stack_config))
+            text = json.dumps(dict(stack_config))
+            if len(text.encode()) > MAX_CONFIG_BYTES:
+                raise InputError(
+                    Problem(
+                        "config",
+                        f"the stack config is {len(text.encode()):,} bytes as JSON ({len(stack_config):,} keys); the "
+                        f"pack receives it in one environment variable, at most {MAX_CONFIG_BYTES:,} bytes",
+                    )
+                )
+            env["PULUMI_CONFIG"] = text
         env.pop("PYTHONHOME", None)  # as the shim does for a virtualenv
         process = subprocess.Popen(
             command,
