@@ -124,6 +124,18 @@ def read_yaml(path: Path, label: str) -> object:
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
+def stack_reference_problem(reference: str) -> str | None:
+    """Why `reference` is not a StackReference name (`<stack>`, `<project>/<stack>` or
+    `<organization>/<project>/<stack>`, each part a name of 1-100 letters, digits, '-', '_' or '.'), or None."""
+    parts = reference.split("/")
+    if len(parts) > 3 or not all(STACK_NAME.fullmatch(part) and part.strip(".") for part in parts):
+        return (
+            f"{reference[:60]!r} is not a stack reference: <stack>, <project>/<stack> or <organization>/<project>/"
+            "<stack>, each part 1-100 letters, digits, '-', '_' or '.' (not dots alone: it is not a path)"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class Project:
     root: Path

@@ -13,8 +13,11 @@ KEY = "mlinfra:registryStack"
 def registry_stack_findings(registry_stack: str, cloud: str = "aws") -> list[Problem]:
     """None when `registry_stack` is a `cloud` registry stack of this project (or another project's). Only the
     named stack's file is read, unless it is not one: then the message lists those that are."""
-    from infra.core.project import load_project, stack_is, stacks_of_kind
+    from infra.core.project import load_project, stack_is, stack_reference_problem, stacks_of_kind
 
+    problem = stack_reference_problem(registry_stack)
+    if problem:
+        return [Problem(KEY, problem)]
     if "/" in registry_stack:
         return []
     project = load_project()

@@ -50,9 +50,19 @@ def test_a_reference_to_a_stack_the_offline_preview_cannot_run(capsys):
     code, err = run(capsys, "preview", "--stack", "serving-demo", "-c", "mlinfra:registryStack=a/b/c")
     assert code == 2
     assert err.splitlines() == [
-        "error: StackReference a/b/c: no stack 'c' in stacks/: the offline preview runs the referenced stack's own "
-        "file, so it must be a stack of this project"
+        "error: mlinfra:registryStack: no stack 'c' in stacks/ for the StackReference 'a/b/c': the offline preview "
+        "runs the referenced stack's own file, so it must be a stack of this project"
     ]
+
+
+@pytest.mark.parametrize("reference", ["/", "a//b", "a/b/c/d", "../registry", "a/b c"])
+@pytest.mark.parametrize(
+    "stack, key",
+    [("serving-demo", "mlinfra:registryStack"), ("registry-gcp-mirror", "mlinfra:registry.mirror.sourceStack")],
+)
+def test_a_stack_reference_that_is_not_one_is_named_by_its_key(capsys, stack, key, reference):
+    code, err = run(capsys, "preview", "--stack", stack, "-c", f"{key}={reference}")
+    assert code == 2 and err.startswith(f"error: {key}: {reference!r} is not a stack reference: "), err
 
 
 def test_model_config_that_is_not_a_small_regular_file(capsys, tmp_path):

@@ -11,10 +11,13 @@ P = "mlinfra:registry.mirror."
 def mirror_findings(spec: MirrorSpec) -> list[Problem]:
     """The source must be an AWS registry stack. Checked from its stack file when the project has it (a fully
     qualified org/project/stack reference is checked when the program reads its outputs instead)."""
-    from infra.core.project import load_project, stack_config
+    from infra.core.project import load_project, stack_config, stack_reference_problem
 
     project = load_project()
     name = spec.source_stack
+    problem = stack_reference_problem(name)
+    if problem:
+        return [Problem(P + "sourceStack", problem)]
     if "/" in name:
         return []
     if name not in project.stacks():

@@ -100,6 +100,22 @@ def _on_own_thread(fn: Callable[[], Preview], stack: str) -> Preview:
     return box["preview"]
 
 
+def _key_holding(config: dict[str, Any], value: str) -> str | None:
+    """The config key path whose value is `value` (the key a StackReference's name came from), if one is."""
+
+    def walk(node: Any, path: str) -> str | None:
+        if node == value:
+            return path
+        if isinstance(node, dict):
+            for key, child in node.items():
+                found = walk(child, f"{path}.{key}" if path else str(key))
+                if found:
+                    return found
+        return None
+
+    return walk(config, "")
+
+
 def _run(
     project: Project,
     stack: str,
@@ -165,9 +181,10 @@ def _run(
         raise InputError(
             [
                 Problem(
-                    f"StackReference {target}",
-                    f"no stack '{target.rsplit('/', 1)[-1]}' in {project.config_dir.name}/: the offline preview runs "
-                    "the referenced stack's own file, so it must be a stack of this project",
+                    _key_holding(config, target) or f"StackReference {target}",
+                    f"no stack '{target.rsplit('/', 1)[-1]}' in {project.config_dir.name}/ for the StackReference "
+                    f"{target!r}: the offline preview runs the referenced stack's own file, so it must be a stack of "
+                    "this project",
                 )
                 for target in dict.fromkeys(unresolved)
             ]
