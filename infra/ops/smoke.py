@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import socket
 import ssl
@@ -256,17 +257,20 @@ def _target(stack: str) -> tuple[str, list[str], bool]:
     return gateway.hostname, [m.name for m in serving.models], gateway.auth == "api-key"
 
 
+MAX_TIMEOUT_S = 3600.0
+
+
 def run_smoke(args: argparse.Namespace) -> int:
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT_S):
+        raise InputError(Problem("--timeout", f"must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}"))
+    if not 1 <= args.http_port <= 65535:
+        raise InputError(Problem("--http-port", "must be a port number, 1-65535"))
+    if args.ca_bundle and not os.path.isfile(args.ca_bundle):
+        raise InputError(Problem("--ca-bundle", f"{args.ca_bundle} is not a file"))
     hostname, models, keyed = _target(args.stack)
     key = os.environ.get(KEY_ENV) if keyed else None
     if keyed and not key:
         raise InputError(Problem(KEY_ENV, "set it to one client's API key (the stack authenticates callers)"))
-    if args.ca_bundle and not os.path.isfile(args.ca_bundle):
-        raise InputError(Problem("--ca-bundle", f"{args.ca_bundle} is not a file"))
-    if args.timeout <= 0:
-        raise InputError(Problem("--timeout", "must be a positive number of seconds"))
-    if not 1 <= args.http_port <= 65535:
-        raise InputError(Problem("--http-port", "must be a port number, 1-65535"))
     endpoint = endpoint_for(hostname, args.connect, args.ca_bundle, args.timeout, args.http_port)
     print(f"smoke test of https://{hostname}/v1 ({len(models)} model(s))", flush=True)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -79,35 +80,69 @@ def add_simulate_parser(verbs: Any) -> None:
     sim.set_defaults(handler=run)
 
 
+MAX_TOKENS = 10_000_000  # a shape's token lengths; a model's context cuts them further
+MAX_HOURS = 8_784.0  # a leap year
+MAX_REQUESTS = 20_000_000  # a shape's requests per model (rate x length): a few minutes of the compiled twin
+MAX_TIMEOUT_S = 86_400.0
+MAX_SLO_MS = 3_600_000.0
+MAX_SPOT_RATE = 60.0  # reclaims per node-hour: one a minute
+
+
 def _lengths(flag: str, text: str) -> Lengths:
     mean, _, p95 = text.partition(":")
+    wrong = Problem(flag, f"{text[:40]!r} is not MEAN:P95 tokens with 0 < MEAN <= P95 <= {MAX_TOKENS:,}")
     try:
-        lengths = Lengths(float(mean), float(p95 or mean))
+        low, high = float(mean), float(p95 or mean)
     except ValueError:
-        raise InputError(Problem(flag, f"{text!r} is not MEAN:P95 tokens with 0 < MEAN <= P95")) from None
-    return lengths
+        raise InputError(wrong) from None
+    if not (math.isfinite(low) and math.isfinite(high) and high <= MAX_TOKENS):
+        raise InputError(wrong)
+    try:
+        return Lengths(low, high)
+    except ValueError:
+        raise InputError(wrong) from None
 
 
 def check_numbers(args: argparse.Namespace) -> None:
-    problems = [
-        Problem(flag, f"{value:g} must be positive")
-        for flag, value in (
-            ("--rate", args.rate),
-            ("--ttft-slo-ms", args.ttft_slo_ms if args.ttft_slo_ms is not None else 1.0),
-            ("--tpot-slo-ms", args.tpot_slo_ms if args.tpot_slo_ms is not None else 1.0),
-            ("--timeout-s", args.timeout_s),
-            ("--hours", args.hours if args.hours is not None else 1.0),
+    """Every number finite, positive where it must be, and within what the twin can run (before any preview)."""
+    bounded = (
+        ("--rate", args.rate, float("inf")),
+        ("--ttft-slo-ms", args.ttft_slo_ms, MAX_SLO_MS),
+        ("--tpot-slo-ms", args.tpot_slo_ms, MAX_SLO_MS),
+        ("--timeout-s", args.timeout_s, MAX_TIMEOUT_S),
+        ("--hours", args.hours, MAX_HOURS),
+    )
+    problems = []
+    for flag, value, most in bounded:
+        if value is None:
+            continue
+        if not math.isfinite(value) or not value > 0:
+            problems.append(Problem(flag, f"{value:g} must be a positive number"))
+        elif value > most:
+            problems.append(Problem(flag, f"{value:g} is more than {most:,g}"))
+    if not problems and args.trace in SHAPES and args.rate * (args.hours or 24.0) * 3600 > MAX_REQUESTS:
+        problems.append(
+            Problem(
+                "--rate",
+                f"{args.rate:g} requests/s for {args.hours or 24.0:g} h is "
+                f"{args.rate * (args.hours or 24.0) * 3600:,.0f} requests per model; the twin runs at most "
+                f"{MAX_REQUESTS:,} (lower --rate or --hours)",
+            )
         )
-        if not value > 0
-    ]
+    for flag, text in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)):
+        try:
+            _lengths(flag, text)
+        except InputError as error:
+            problems += error.problems
     if args.compare_config and args.preview_json:
         problems.append(
             Problem("--compare-config", "overrides need --stack (a preview document is fixed); use --compare")
         )
     if not 1 <= args.callers <= 100_000:
         problems.append(Problem("--callers", f"{args.callers} must be between 1 and 100000"))
-    if args.spot_interruptions_per_node_hour < 0:
-        problems.append(Problem("--spot-interruptions-per-node-hour", "must be 0 or more"))
+    spot = args.spot_interruptions_per_node_hour
+    if not (math.isfinite(spot) and 0 <= spot <= MAX_SPOT_RATE):
+        problems.append(Problem("--spot-interruptions-per-node-hour", f"{spot:g} must be from 0 to {MAX_SPOT_RATE:g}"))
     if args.picture is not None:
         if args.picture.is_dir():
             problems.append(Problem("--picture", f"{str(args.picture)!r} is a directory; name the SVG file to write"))

@@ -134,6 +134,9 @@ def test_bad_input_exits_2(capsys, monkeypatch, tmp_path):
     with StandInGateway(tmp_path, HOST, Behaviour(MODELS)) as gateway:
         assert smoke(capsys, monkeypatch, gateway, key=None)[0] == 2
         assert main(["smoke", "--stack", "serving-demo", "--timeout", "0"]) == 2
+        for endless in ("nan", "inf", "1e9"):  # a check that never ends is not a check
+            assert main(["smoke", "--stack", "serving-demo", "--timeout", endless]) == 2
+            assert capsys.readouterr().err.startswith("error: --timeout: must be a positive number of seconds")
         assert main(["smoke", "--stack", "serving-demo", "--ca-bundle", str(tmp_path / "missing.pem")]) == 2
         assert main(["smoke", "--stack", "serving-demo", "--http-port", "0"]) == 2
         assert main(["smoke", "--stack", "serving-demo", "--connect", "host:notaport"]) == 2

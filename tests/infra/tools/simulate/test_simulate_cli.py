@@ -78,10 +78,30 @@ def test_a_request_log_is_replayed(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (("--rate", "0"), "error: --rate: 0 must be positive"),
+        (("--rate", "0"), "error: --rate: 0 must be a positive number"),
+        (("--rate", "inf"), "error: --rate: inf must be a positive number"),
+        (("--timeout-s", "nan"), "error: --timeout-s: nan must be a positive number"),
+        (("--hours", "1e6"), "error: --hours: 1e+06 is more than 8,784"),
+        (
+            ("--rate", "1e6"),
+            "error: --rate: 1e+06 requests/s for 0.1 h is 360,000,000 requests per model; the twin runs at most "
+            "20,000,000 (lower --rate or --hours)",
+        ),
+        (
+            ("--spot-interruptions-per-node-hour", "inf"),
+            "error: --spot-interruptions-per-node-hour: inf must be from 0 to 60",
+        ),
+        (("--callers", "0"), "error: --callers: 0 must be between 1 and 100000"),
         (("--model", "gpt"), "error: --model: gpt not in the preview; its models: llama-3-8b-neuron, mistral-7b"),
         (("--trace", "nowhere.csv"), "error: --trace: nowhere.csv: No such file or directory"),
-        (("--prompt-tokens", "9:3"), "error: --prompt-tokens: '9:3' is not MEAN:P95 tokens with 0 < MEAN <= P95"),
+        (
+            ("--prompt-tokens", "9:3"),
+            "error: --prompt-tokens: '9:3' is not MEAN:P95 tokens with 0 < MEAN <= P95 <= 10,000,000",
+        ),
+        (
+            ("--output-tokens", "nan"),
+            "error: --output-tokens: 'nan' is not MEAN:P95 tokens with 0 < MEAN <= P95 <= 10,000,000",
+        ),
         (("--picture", "/no-such-dir/p.svg"), "error: --picture: directory '/no-such-dir' does not exist"),
         (("--picture", "/"), "error: --picture: '/' is a directory; name the SVG file to write"),
     ],
