@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from typing import Any
 
@@ -14,6 +15,7 @@ from infra.core.errors import InputError, Problem
 from infra.serving.model_shape import ModelConfigError, load_model_shape
 from infra.serving.queueing import Lengths, Traffic
 from infra.serving.sizing import Option, Plan, Request, Slo, plan
+from infra.serving.spec import ModelSpec
 from infra.tools.size_config import write_lines
 
 LENGTHS = re.compile(r"^(\d+)(?::(\d+))?$")
@@ -27,17 +29,42 @@ def _lengths(flag: str, text: str) -> Lengths:
     return Lengths(mean, int(match.group(2) or mean))
 
 
+MAX_RATE = 1_000_000.0  # requests per second, a fleet's
+MAX_SLO_MS = 3_600_000.0
+
+
+# A model entry's own bounds (infra/serving/spec.py ModelSpec: maxReplicas, maxModelLen), which --write fills.
+def _bound(field: str, name: str) -> int:
+    return int(next(getattr(m, name) for m in ModelSpec.model_fields[field].metadata if hasattr(m, name)))
+
+
+MAX_REPLICAS = _bound("max_replicas", "le")
+MIN_MODEL_LEN, MAX_MODEL_LEN = _bound("max_model_len", "ge"), _bound("max_model_len", "le")
+
+
 def request_from(args: argparse.Namespace) -> Request:
     problems = []
-    for flag, value in (
-        ("--rate", args.rate),
-        ("--ttft-p95-ms", args.ttft_p95_ms),
-        ("--tpot-p95-ms", args.tpot_p95_ms),
+    for flag, value, most in (
+        ("--rate", args.rate, MAX_RATE),
+        ("--ttft-p95-ms", args.ttft_p95_ms, MAX_SLO_MS),
+        ("--tpot-p95-ms", args.tpot_p95_ms, MAX_SLO_MS),
     ):
-        if not value > 0:
-            problems.append(Problem(flag, f"{value:g} must be positive"))
+        if not (math.isfinite(value) and value > 0):
+            problems.append(Problem(flag, f"{value:g} must be a positive number"))
+        elif value > most:
+            problems.append(Problem(flag, f"{value:g} is more than {most:,.0f}"))
     if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
         problems.append(Problem("--max-replicas", "need 1 <= --min-replicas <= --max-replicas"))
+    elif args.max_replicas > MAX_REPLICAS:
+        problems.append(
+            Problem("--max-replicas", f"{args.max_replicas} is more than {MAX_REPLICAS} (a model entry's own bound)")
+        )
+    if args.top < 1:
+        problems.append(Problem("--top", f"{args.top} must be 1 or more"))
+    if args.max_model_len is not None and not MIN_MODEL_LEN <= args.max_model_len <= MAX_MODEL_LEN:
+        problems.append(
+            Problem("--max-model-len", f"{args.max_model_len} must be from {MIN_MODEL_LEN} to {MAX_MODEL_LEN:,}")
+        )
     precisions = []
     for name in args.precision or ["bf16", "fp16"]:
         try:
@@ -54,6 +81,14 @@ def request_from(args: argparse.Namespace) -> Request:
         raise InputError(problems)
     prompt, output = _lengths("--prompt-tokens", args.prompt_tokens), _lengths("--output-tokens", args.output_tokens)
     max_model_len = args.max_model_len or min(shape.max_position_embeddings or 8192, 8192)
+    if shape.max_position_embeddings and max_model_len > shape.max_position_embeddings:
+        raise InputError(
+            Problem(
+                "--max-model-len",
+                f"{max_model_len} is longer than the model's context ({shape.max_position_embeddings} tokens, its "
+                "max_position_embeddings), which vLLM refuses",
+            )
+        )
     if max_model_len < prompt.p95 + output.p95:
         raise InputError(
             Problem(

@@ -119,7 +119,7 @@ def check_numbers(args: argparse.Namespace) -> None:
         if not math.isfinite(value) or not value > 0:
             problems.append(Problem(flag, f"{value:g} must be a positive number"))
         elif value > most:
-            problems.append(Problem(flag, f"{value:g} is more than {most:,g}"))
+            problems.append(Problem(flag, f"{value:g} is more than {most:,.0f}"))
     if not problems and args.trace in SHAPES and args.rate * (args.hours or 24.0) * 3600 > MAX_REQUESTS:
         problems.append(
             Problem(

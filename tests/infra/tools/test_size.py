@@ -86,7 +86,25 @@ def test_the_written_config_loads_as_a_serving_stack(capsys):
 @pytest.mark.parametrize(
     ("args", "errors"),
     [
-        (["--rate", "0", *TRAFFIC[2:], *SLO], ["error: --rate: 0 must be positive"]),
+        (["--rate", "0", *TRAFFIC[2:], *SLO], ["error: --rate: 0 must be a positive number"]),
+        (["--rate", "inf", *TRAFFIC[2:], *SLO], ["error: --rate: inf must be a positive number"]),
+        (["--rate", "1e300", *TRAFFIC[2:], *SLO], ["error: --rate: 1e+300 is more than 1,000,000"]),
+        ([*TRAFFIC, *SLO, "--top", "0"], ["error: --top: 0 must be 1 or more"]),
+        (
+            [*TRAFFIC, *SLO, "--max-replicas", "100000"],
+            ["error: --max-replicas: 100000 is more than 100 (a model entry's own bound)"],
+        ),
+        (
+            [*TRAFFIC, *SLO, "--max-model-len", "99999999999"],
+            ["error: --max-model-len: 99999999999 must be from 128 to 1,048,576"],
+        ),
+        (
+            [*TRAFFIC, *SLO, "--max-model-len", "100000"],
+            [
+                "error: --max-model-len: 100000 is longer than the model's context (8192 tokens, its "
+                "max_position_embeddings), which vLLM refuses"
+            ],
+        ),
         (
             [*TRAFFIC[:2], "--prompt-tokens", "2048:512", *TRAFFIC[4:], *SLO],
             ["error: --prompt-tokens: '2048:512' is not a length: N tokens, or MEAN:P95 with 1 <= MEAN <= P95"],
