@@ -193,7 +193,9 @@ def test_a_stack_config_too_large_to_hand_to_the_pack_exits_2(tmp_path):
     """The pack gets the stack config in one environment variable (as from the engine); past Linux's limit for
     one variable the start failed with E2BIG (exit 3)."""
     path = tmp_path / "preview.json"
-    path.write_text(json.dumps({"config": {f"mlinfra:k{i}": "v" for i in range(10_000)}, "steps": []}), "utf-8")
+    path.write_text(
+        json.dumps({"config": {f"mlinfra:k{i}": "v" for i in range(10_000)}, "steps": []}), encoding="utf-8"
+    )
     result = run_cli("policy", "--preview-json", str(path))
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith("error: config: the stack config is 218,890 bytes as JSON (10,000 keys)")
