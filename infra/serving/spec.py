@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from infra.catalog.accelerators import precision_names
-from infra.core.network import covers_internet, ipv4_cidr
+from infra.core.network import covers_internet, ipv4_cidr, public_reach
 from infra.core.spec import Spec
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
 from infra.serving.families import FAMILIES
@@ -59,7 +59,9 @@ class EndpointSpec(Spec):
         for value in values:
             ipv4_cidr(value)
         if covers_internet(values):
-            raise ValueError(f"{', '.join(values)} cover the whole internet: {PUBLIC_INTERNET_REFUSED}")
+            raise ValueError(
+                f"{', '.join(values)} admit {public_reach(values)}, the internet at large: {PUBLIC_INTERNET_REFUSED}"
+            )
         return values
 
 

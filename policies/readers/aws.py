@@ -3,7 +3,6 @@ rules, instance types (pure). Property names are the provider's wire names (came
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from collections.abc import Iterable
@@ -12,6 +11,7 @@ from typing import Any
 
 from infra.core import shapes
 from infra.core import tags as contract
+from infra.core.network import covers_internet, public_addresses
 from infra.core.shapes import dict_at
 from infra.providers import tokens
 from policies.model import Resource, Stack, is_unknown
@@ -218,9 +218,6 @@ def service_of(action: str) -> str:
 
 # --- security groups ---------------------------------------------------------------------------------
 
-ANYWHERE_V4 = ipaddress.ip_network("0.0.0.0/0")
-ANYWHERE_V6 = ipaddress.ip_network("::/0")
-
 
 def s3_writes(action: str) -> bool:
     """An action that changes S3 (anything but Get*/List*), `*` and `s3:*` included."""
@@ -239,31 +236,18 @@ def s3_object_key(arn: str) -> str:
 
 
 def is_anywhere(cidr: Any) -> bool:
-    if not isinstance(cidr, str):
-        return False
-    try:
-        return ipaddress.ip_network(cidr, strict=False) in (ANYWHERE_V4, ANYWHERE_V6)
-    except ValueError:
-        return False
+    """One CIDR that admits the internet at large (infra.core.network.covers_internet): 0.0.0.0/0, ::/0, or any range
+    holding more than a /8's worth of public addresses, such as 0.0.0.0/1."""
+    return isinstance(cidr, str) and covers_internet([cidr])
 
 
 def split_internet(cidrs: list[Any]) -> list[str]:
-    """The CIDRs of `cidrs` when together they cover all of IPv4 or IPv6 but none does alone (0.0.0.0/1 and
-    128.0.0.0/1): the whole internet, split to pass a per-CIDR check. [] otherwise."""
-    networks = []
-    for cidr in cidrs:
-        if not isinstance(cidr, str):
-            continue
-        try:
-            networks.append(ipaddress.ip_network(cidr, strict=False))
-        except ValueError:
-            continue
-    found = []
-    for anywhere in (ANYWHERE_V4, ANYWHERE_V6):
-        same = [n for n in networks if n.version == anywhere.version and n != anywhere]
-        if same and list(ipaddress.collapse_addresses(same)) == [anywhere]:  # type: ignore[type-var]
-            found += [str(n) for n in same]
-    return found
+    """The CIDRs of `cidrs` when together they admit the internet at large but none does alone (0.0.0.0/1 and
+    128.0.0.0/1, or the internet less the private ranges in pieces): split to pass a per-CIDR check. [] otherwise."""
+    kept = [c for c in cidrs if isinstance(c, str)]
+    if not covers_internet(kept) or any(is_anywhere(c) for c in kept):
+        return []
+    return [c for c in kept if public_addresses([c], 4) or public_addresses([c], 6)]
 
 
 @dataclass(frozen=True)

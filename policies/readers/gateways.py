@@ -113,7 +113,7 @@ def internal_only(service: dict) -> bool:
 
 
 def open_to_anyone(service: dict) -> bool:
-    """No source ranges, or ranges that cover the whole internet (the load balancer's default is 0.0.0.0/0)."""
+    """No source ranges, or ranges that admit the internet at large (the load balancer's default is 0.0.0.0/0)."""
     ranges = [r for r in as_list(service.get("loadBalancerSourceRanges")) if isinstance(r, str)]
     return not ranges or covers_internet(ranges)
 

@@ -35,9 +35,10 @@ def test_shape_errors_exit_2_naming_the_field():
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        "error: mlinfra:serving.cluster.endpoint.publicAccessCidrs: 0.0.0.0/0 cover the whole internet: the "
-        "Kubernetes API is never open to the whole internet (mandatory policy eks-api-endpoint-restricted); use "
-        "access: restricted and list the networks that administer the cluster in publicAccessCidrs",
+        "error: mlinfra:serving.cluster.endpoint.publicAccessCidrs: 0.0.0.0/0 admit 3,702,258,432 public IPv4 "
+        "addresses (100.0% of them), the internet at large: the Kubernetes API is never open to the whole "
+        "internet (mandatory policy eks-api-endpoint-restricted); use access: restricted and list the networks "
+        "that administer the cluster in publicAccessCidrs",
         "error: mlinfra:serving.models[0].maxReplicas: must be at least 1 (got 0)",
     ]
 

@@ -251,10 +251,13 @@ def test_the_internet_split_over_two_rules_is_named_on_the_group(training):
     assert training("internet-split-over-rules", "security-groups-not-open-across-rules") == [
         (
             f"{R}nodes",
-            f"security group '{R}nodes' admits 0.0.0.0/1, 128.0.0.0/1 through 'corpus-half-a', 'corpus-half-b', "
-            "which together are the whole internet; allow the VPC CIDR or peer security groups instead",
+            f"security group '{R}nodes' admits 8.0.0.0/9, 8.128.0.0/9 through 'corpus-half-a', 'corpus-half-b', "
+            "which together admit 16,777,216 public IPv4 addresses (0.5% of them), the internet at large; allow the "
+            "VPC CIDR or peer security groups instead",
         )
     ]
+    # Halves are each the internet at large: the resource rule names each, the group rule adds nothing.
+    assert training("internet-halves-in-two-rules", "security-groups-not-open-across-rules") == []
 
 
 def test_halves_in_one_rule_are_left_to_the_resource_rule(pack):
@@ -271,7 +274,7 @@ def test_halves_in_one_rule_are_left_to_the_resource_rule(pack):
             "protocol": "tcp",
             "fromPort": 22,
             "toPort": 22,
-            "cidrBlocks": ["0.0.0.0/1", "128.0.0.0/1"],
+            "cidrBlocks": ["8.0.0.0/9", "8.128.0.0/9"],
         },
         dependencies=(group.urn,),
         property_dependencies={"securityGroupId": (group.urn,)},
@@ -284,22 +287,23 @@ def test_halves_in_one_rule_are_left_to_the_resource_rule(pack):
         group.type,
         "sg",
         True,
-        {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/1"]}]},
+        {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["8.0.0.0/9"]}]},
     )
     other = PolicyResource(
         rule.urn,
         rule.type,
         "both",
         True,
-        {**rule.props, "cidrBlocks": ["128.0.0.0/1"]},
+        {**rule.props, "cidrBlocks": ["8.128.0.0/9"]},
         dependencies=rule.dependencies,
         property_dependencies=rule.property_dependencies,
     )
     assert [
         d.message for d in pack.analyze_stack([inline, other]) if d.policy == "security-groups-not-open-across-rules"
     ] == [
-        "security group 'sg' admits 0.0.0.0/1, 128.0.0.0/1 through 'sg', 'both', which together are the whole "
-        "internet; allow the VPC CIDR or peer security groups instead"
+        "security group 'sg' admits 8.0.0.0/9, 8.128.0.0/9 through 'sg', 'both', which together admit 16,777,216 "
+        "public IPv4 addresses (0.5% of them), the internet at large; allow the VPC CIDR or peer security groups "
+        "instead"
     ]
 
 

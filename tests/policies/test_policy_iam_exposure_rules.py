@@ -123,24 +123,37 @@ def test_training_compute_ends_with_the_run():
     ]
 
 
-def test_the_internet_split_in_halves_is_still_the_internet():
+def test_the_internet_is_judged_on_public_address_space_however_it_is_spelt():
+    """One reading (infra.core.network.covers_internet): more than a /8's worth of public addresses is the internet
+    at large, alone (0.0.0.0/1, a public /8) or in pieces (the internet less the private ranges, two public /9s);
+    private and documentation ranges admit no public caller."""
     from policies.rules.everywhere import ingress_not_open_to_the_internet
     from policies.rules.serving import eks_api_endpoint_restricted
 
-    group = res(
-        "aws:ec2/securityGroup:SecurityGroup",
-        "sg",
-        {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/1", "128.0.0.0/1"]}]},
-    )
-    assert ingress_not_open_to_the_internet.RULE.check(group) == [
-        "ingress admits 0.0.0.0/1, 128.0.0.0/1, which together are the whole internet; allow the VPC CIDR or peer "
-        "security groups instead"
+    def group(cidrs):
+        block = {"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": cidrs}
+        return res("aws:ec2/securityGroup:SecurityGroup", "sg", {"ingress": [block]})
+
+    fix = "allow the VPC CIDR or peer security groups instead"
+    assert ingress_not_open_to_the_internet.RULE.check(group(["0.0.0.0/1", "128.0.0.0/1"])) == [
+        f"ingress[0] admits 0.0.0.0/1 (tcp 22); {fix}",
+        f"ingress[0] admits 128.0.0.0/1 (tcp 22); {fix}",
     ]
-    halves = {"endpointPublicAccess": True, "publicAccessCidrs": ["128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"]}
-    cluster = res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": halves})
-    assert eks_api_endpoint_restricted.RULE.check(cluster) == [
-        "vpcConfig.publicAccessCidrs 128.0.0.0/1, 0.0.0.0/2, 64.0.0.0/2 together are the whole internet; list only "
-        "the networks that administer the cluster"
+    assert ingress_not_open_to_the_internet.RULE.check(group(["8.0.0.0/9", "8.128.0.0/9"])) == [
+        "ingress admits 8.0.0.0/9, 8.128.0.0/9, which together admit 16,777,216 public IPv4 addresses (0.5% of "
+        f"them), the internet at large; {fix}"
     ]
-    halves["publicAccessCidrs"] = ["203.0.113.0/24", "0.0.0.0/1"]  # wide, but not everything
-    assert eks_api_endpoint_restricted.RULE.check(res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": halves})) == []
+    private = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.51.100.0/24"]
+    assert ingress_not_open_to_the_internet.RULE.check(group(private)) == []
+    assert ingress_not_open_to_the_internet.RULE.check(group(["8.8.0.0/16", "1.1.1.0/24"])) == []  # named networks
+
+    less_private = {"endpointPublicAccess": True, "publicAccessCidrs": ["128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"]}
+    found = eks_api_endpoint_restricted.RULE.check(res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": less_private}))
+    assert len(found) == 3 and all(f.startswith("vpcConfig.publicAccessCidrs includes ") for f in found)
+    pieces = {"endpointPublicAccess": True, "publicAccessCidrs": ["8.0.0.0/9", "8.128.0.0/9", "203.0.113.0/24"]}
+    assert eks_api_endpoint_restricted.RULE.check(res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": pieces})) == [
+        "vpcConfig.publicAccessCidrs 8.0.0.0/9, 8.128.0.0/9 together admit 16,777,216 public IPv4 addresses (0.5% of "
+        "them), the internet at large; list only the networks that administer the cluster"
+    ]
+    named = {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24", "8.8.0.0/16"]}
+    assert eks_api_endpoint_restricted.RULE.check(res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": named})) == []

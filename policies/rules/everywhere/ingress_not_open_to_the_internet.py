@@ -1,11 +1,13 @@
-"""No security group admits traffic from the whole internet: 0.0.0.0/0 or ::/0, or CIDRs that add up to it
-(0.0.0.0/1 with 128.0.0.0/1) in one group's inline rules or one rule."""
+"""No security group admits traffic from the internet at large: 0.0.0.0/0 or ::/0, any range with more than a /8's
+worth of public addresses (0.0.0.0/1), or CIDRs that add up to that in one group's inline rules or one rule (the
+internet less the private ranges, in pieces); judged on public address space (infra.core.network)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from infra.core.network import public_reach
 from policies.model import Resource, ResourceRule
 from policies.readers.aws import (
     INGRESS_RULE,
@@ -49,7 +51,11 @@ def check(resource: Resource) -> list[str]:
 
 def _split(cidrs: list[Any]) -> list[str]:
     parts = split_internet(cidrs)
-    return [f"ingress admits {', '.join(parts)}, which together are the whole internet; {_FIX}"] if parts else []
+    if not parts:
+        return []
+    return [
+        f"ingress admits {', '.join(parts)}, which together admit {public_reach(parts)}, the internet at large; {_FIX}"
+    ]
 
 
 def _ports(block: Mapping[str, Any], protocol_key: str) -> str:

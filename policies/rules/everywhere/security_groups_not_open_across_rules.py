@@ -1,6 +1,7 @@
-"""No security group admits the whole internet through CIDRs spread over several rule resources: 0.0.0.0/1 in
-one `aws.vpc.SecurityGroupIngressRule` (or `aws.ec2.SecurityGroupRule`, or an inline block) and 128.0.0.0/1 in
-another each pass a per-resource check, but together the group is open to every address.
+"""No security group admits the internet at large through CIDRs spread over several rule resources: ranges that
+each admit less than the internet at large (infra.core.network.covers_internet: more than a /8's worth of public
+addresses) in one `aws.vpc.SecurityGroupIngressRule` (or `aws.ec2.SecurityGroupRule`, or an inline block) and
+another each pass a per-resource check, but together the group is open to that much of the internet.
 `ingress-not-open-to-the-internet` sees one resource at a time; this rule sees the group."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infra.core.network import public_reach
 from policies.model import Finding, Stack, StackRule
 from policies.readers.aws import SECURITY_GROUP, group_rules, split_internet
 
@@ -36,7 +38,7 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
             Finding(
                 group.urn,
                 f"security group {group.label} admits {', '.join(parts)} through {', '.join(sources)}, which "
-                f"together are the whole internet; {_FIX}",
+                f"together admit {public_reach(parts)}, the internet at large; {_FIX}",
             )
         )
     return findings
@@ -44,7 +46,7 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
 
 RULE = StackRule(
     NAME,
-    "No security group admits the whole internet through CIDRs spread over several rules.",
+    "No security group admits the internet at large through CIDRs spread over several rules.",
     "mandatory",
     check,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infra.core.network import public_reach
 from policies.model import Resource, ResourceRule, is_unknown
 from policies.readers.aws import EKS_CLUSTER, as_list, is_anywhere, split_internet
 
@@ -29,8 +30,8 @@ def check(resource: Resource) -> list[str]:
         if is_anywhere(c)
     ] + (
         [
-            f"vpcConfig.publicAccessCidrs {', '.join(split)} together are the whole internet; list only the networks "
-            "that administer the cluster"
+            f"vpcConfig.publicAccessCidrs {', '.join(split)} together admit {public_reach(split)}, the internet at "
+            "large; list only the networks that administer the cluster"
         ]
         if split
         else []

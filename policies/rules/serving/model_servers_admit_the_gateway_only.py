@@ -1,6 +1,6 @@
 """Model servers admit the gateway only: every model server's pods are selected by a NetworkPolicy limiting their
 ingress, no policy selecting them admits any pod of the cluster (a rule without `from`, `namespaceSelector: {}`
-alone, an ipBlock of the whole internet), and the stack's cluster enforces NetworkPolicies (EKS: the VPC CNI's
+alone, an ipBlock of the internet at large), and the stack's cluster enforces NetworkPolicies (EKS: the VPC CNI's
 network policy agent; GKE: Dataplane V2 or its managed Calico). Otherwise any pod in the cluster can call, and
 with vLLM's own unauthenticated API exhaust or crash, every model server past the gateway's keys and limits.
 

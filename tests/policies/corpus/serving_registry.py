@@ -3,6 +3,8 @@ its GCS mirror."""
 
 from __future__ import annotations
 
+import ipaddress
+
 from infra.providers import tokens as t
 from tests.policies.corpus.mutations import (
     DELETE,
@@ -26,6 +28,16 @@ BUCKET = "mlinfra-registry-123456789012-us-east-1"
 PROXY, PROXY_SERVICE = t.K8S_ENVOY_PROXY, "spec.provider.kubernetes.envoyService"
 NLB = "service.beta.kubernetes.io/aws-load-balancer-"
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0f3c2a9e-5b7d-4e21-9c8a-1d2e3f4a5b6c"
+
+
+def _internet_less(*holes: str) -> list[str]:
+    blocks = [ipaddress.IPv4Network("0.0.0.0/0")]
+    for hole in map(ipaddress.IPv4Network, holes):
+        blocks = [p for b in blocks for p in (b.address_exclude(hole) if hole.subnet_of(b) else [b])]
+    return sorted(str(b) for b in blocks)
+
+
+INTERNET_LESS_PRIVATE = _internet_less("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 
 def allow(action: object, resource: object = "*", sid: str = "Corpus") -> dict:
@@ -444,6 +456,13 @@ ENTRIES = [
         "model-servers-not-exposed-directly",
         set_(t.K8S_SERVICE, "model-llama-3-8b-neuron-service", "spec.type", "NodePort"),
         "a model server on every node's port",
+    ),
+    Entry(
+        "eks-api-internet-less-private",
+        EKS,
+        "eks-api-endpoint-restricted",
+        set_(CLUSTER, "serving-eks-cluster", "vpcConfig.publicAccessCidrs", INTERNET_LESS_PRIVATE),
+        "the API open to the internet spelt as everything but 10/8, 172.16/12 and 192.168/16",
     ),
     # The model servers' isolation (both clouds)
     Entry(

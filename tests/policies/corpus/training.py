@@ -36,11 +36,19 @@ def _unscoped_terminate(document: dict) -> None:
             statement.pop("Condition", None)
 
 
-def _halves(resources):
-    first = copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-half-a", "cidrIpv4", "0.0.0.0/1")(resources)
-    both_ = copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-half-b", "cidrIpv4", "128.0.0.0/1")(first)
-    both_ = set_(IN, "corpus-half-a", "referencedSecurityGroupId", DELETE)(both_)
-    return set_(IN, "corpus-half-b", "referencedSecurityGroupId", DELETE)(both_)
+def _pieces(a: str, b: str):
+    """Two ingress rules of the nodes' group, from CIDRs `a` and `b` instead of the group itself."""
+
+    def mutate(resources):
+        first = copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-half-a", "cidrIpv4", a)(resources)
+        both_ = copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-half-b", "cidrIpv4", b)(first)
+        both_ = set_(IN, "corpus-half-a", "referencedSecurityGroupId", DELETE)(both_)
+        return set_(IN, "corpus-half-b", "referencedSecurityGroupId", DELETE)(both_)
+
+    return mutate
+
+
+_halves = _pieces("0.0.0.0/1", "128.0.0.0/1")
 
 
 GUARD_POLICY = (POLICY, f"{R}guard-permissions")
@@ -386,8 +394,25 @@ ENTRIES = [
         "internet-split-over-rules",
         AWS,
         "security-groups-not-open-across-rules",
+        _pieces("8.0.0.0/9", "8.128.0.0/9"),
+        "a public /8 in two /9 rules, each under the internet-at-large bound, together over it",
+    ),
+    Entry(
+        "internet-halves-in-two-rules",
+        AWS,
+        "ingress-not-open-to-the-internet",
         _halves,
-        "0.0.0.0/1 and 128.0.0.0/1 in two rules",
+        "0.0.0.0/1 and 128.0.0.0/1 in two rules: each half alone is the internet at large",
+    ),
+    Entry(
+        "internet-a-public-eighth",
+        AWS,
+        "ingress-not-open-to-the-internet",
+        both(
+            copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-public-8", "cidrIpv4", "11.0.0.0/8"),
+            set_(IN, "corpus-public-8", "referencedSecurityGroupId", DELETE),
+        ),
+        "one public /8 (16.7 million addresses), no /0 in sight",
     ),
     # GCP
     Entry(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import ipaddress
 
 import pytest
 
@@ -230,20 +231,37 @@ def test_only_types_with_the_replicas_devices_count_for_its_cpu_and_memory():
     ]
 
 
+INTERNET_LESS_PRIVATE = [
+    str(n) for n in ipaddress.IPv4Network("0.0.0.0/0").address_exclude(ipaddress.IPv4Network("10.0.0.0/8"))
+]
+
+
 @pytest.mark.parametrize(
-    "cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"]]
+    "cidrs, reach",
+    [
+        (["0.0.0.0/0"], "3,702,258,432 public IPv4 addresses (100.0% of them)"),
+        (["0.0.0.0/1", "128.0.0.0/1"], "3,702,258,432 public IPv4 addresses (100.0% of them)"),
+        (["128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"], "3,702,258,432 public IPv4 addresses (100.0% of them)"),
+        (INTERNET_LESS_PRIVATE, "3,702,258,432 public IPv4 addresses (100.0% of them)"),  # spelt without 10/8
+        # 2^31 less 0/8, 10/8, 127/8 and 100.64/10: half the internet is the internet.
+        (["203.0.113.0/24", "0.0.0.0/1"], "2,092,957,696 public IPv4 addresses (56.5% of them)"),
+    ],
 )
-def test_the_api_is_never_open_to_the_whole_internet(cidrs):
-    """Config and the pack's mandatory eks-api-endpoint-restricted agree: refused here, not at policy time."""
+def test_the_api_is_never_open_to_the_internet_at_large(cidrs, reach):
+    """Config and the pack's mandatory eks-api-endpoint-restricted agree, on public address space rather than on
+    0.0.0.0/0: refused here, not at policy time."""
     value = serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": cidrs}})
     assert problems(value) == [
-        f"mlinfra:serving.cluster.endpoint.publicAccessCidrs: {', '.join(cidrs)} cover the whole internet: {REFUSED}"
+        f"mlinfra:serving.cluster.endpoint.publicAccessCidrs: {', '.join(cidrs)} admit {reach}, the internet at "
+        f"large: {REFUSED}"
     ]
     assert problems(serving(cluster={"endpoint": {"access": "public-internet"}})) == [
         f"mlinfra:serving.cluster.endpoint.access: {REFUSED} (got 'public-internet')"
     ]
-    half = serving(cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": ["203.0.113.0/24", "0.0.0.0/1"]}})
-    assert load(flat(half)).serving.cluster.endpoint.access == "restricted"  # wide, not everything: the pack judges
+    office = serving(
+        cluster={"endpoint": {"access": "restricted", "publicAccessCidrs": ["198.51.100.0/24", "8.8.0.0/16"]}}
+    )
+    assert load(flat(office)).serving.cluster.endpoint.access == "restricted"  # named networks, however public
 
 
 def test_restricted_needs_cidrs_and_cidrs_need_restricted():
