@@ -10,10 +10,11 @@ import re
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.cli import main
+from tests.fuzzing import FUZZ
 from tests.helpers import ROOT
 
 SECTIONS = {  # docs/configuration.md section -> the demo stack that takes its keys
@@ -24,7 +25,6 @@ SECTIONS = {  # docs/configuration.md section -> the demo stack that takes its k
     "`training` on GCP": "training-gcp-demo",
     "`serving` on GCP": "serving-gcp-demo",
 }
-EXAMPLES = int(os.environ.get("MLINFRA_FUZZ_EXAMPLES", "60"))
 # A problem line names a config key (provider or mlinfra), a flag, or a file.
 NAMED = re.compile(r"^error: (?:[a-z]+:[A-Za-z][\w.\[\]-]*|--[a-z-]+|stacks/\S+|Pulumi\.yaml)[: ]")
 
@@ -54,12 +54,7 @@ def test_every_section_has_keys():
     assert {stack for stack, _ in KEYS} == set(SECTIONS.values()) and len(KEYS) > 100
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    derandomize=True,
-)
+@FUZZ
 @given(key=st.sampled_from(KEYS), value=VALUES, with_subkey=st.booleans())
 def test_any_value_previews_or_is_refused_naming_the_key(key, value, with_subkey, capsys):
     stack, path = key
@@ -116,12 +111,7 @@ def load_stack_file(tmp_path, text: str):
     return load(stack_config(Project(tmp_path, "mlinfra", tmp_path), "fuzz"))
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    derandomize=True,
-)
+@FUZZ
 @given(
     kind=st.sampled_from(["registry", "training", "serving", None]),
     cloud=st.sampled_from(["aws", "gcp", None]),

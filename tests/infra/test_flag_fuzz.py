@@ -4,15 +4,15 @@ never a traceback, an internal error, a hang or a run. A longer run: MLINFRA_FUZ
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.cli import main
+from tests.fuzzing import FUZZ
 
 MODEL = "stacks/models/llama-3-8b/config.json"
 SIZE = ["size", "--model-config", MODEL, "--rate", "2", "--prompt-tokens", "512", "--output-tokens", "256",
@@ -37,7 +37,6 @@ FLAGS = [
     (["report", "--stack", "serving-demo"], "--hours", False),
     (["smoke", "--stack", "serving-demo"], "--timeout", False),
 ]
-EXAMPLES = int(os.environ.get("MLINFRA_FUZZ_EXAMPLES", "60"))
 OUTCOMES: Counter[str] = Counter()
 NAMED = re.compile(r"^(?:error: --[a-z0-9-]+: |python -m infra [a-z]+: error: argument --[a-z0-9-]+: )")
 
@@ -60,12 +59,7 @@ def _number(text: str) -> bool:
     return True
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    derandomize=True,
-)
+@FUZZ
 @given(target=st.sampled_from(FLAGS), value=UNUSABLE, zero=st.booleans())
 def test_an_unusable_number_exits_2_naming_the_flag(target, value, zero, capsys, monkeypatch):
     command, flag, zero_valid = target

@@ -36,16 +36,17 @@ def _unscoped_terminate(document: dict) -> None:
             statement.pop("Condition", None)
 
 
+def _from_cidr(name: str, cidr: str):
+    """An ingress rule of the nodes' group (a copy of the Lustre one) from `cidr` instead of the group itself."""
+    return both(
+        copy_as(IN, f"{R}nodes-in-lustre-988", name, "cidrIpv4", cidr),
+        set_(IN, name, "referencedSecurityGroupId", DELETE),
+    )
+
+
 def _pieces(a: str, b: str):
-    """Two ingress rules of the nodes' group, from CIDRs `a` and `b` instead of the group itself."""
-
-    def mutate(resources):
-        first = copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-half-a", "cidrIpv4", a)(resources)
-        both_ = copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-half-b", "cidrIpv4", b)(first)
-        both_ = set_(IN, "corpus-half-a", "referencedSecurityGroupId", DELETE)(both_)
-        return set_(IN, "corpus-half-b", "referencedSecurityGroupId", DELETE)(both_)
-
-    return mutate
+    """Two such rules, from CIDRs `a` and `b`."""
+    return both(_from_cidr("corpus-half-a", a), _from_cidr("corpus-half-b", b))
 
 
 _halves = _pieces("0.0.0.0/1", "128.0.0.0/1")
@@ -384,10 +385,7 @@ ENTRIES = [
         "ssh-from-anywhere",
         AWS,
         "ingress-not-open-to-the-internet",
-        both(
-            copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-ssh", "cidrIpv4", "0.0.0.0/0"),
-            set_(IN, "corpus-ssh", "referencedSecurityGroupId", DELETE),
-        ),
+        _from_cidr("corpus-ssh", "0.0.0.0/0"),
         "the internet reaches the nodes",
     ),
     Entry(
@@ -408,10 +406,7 @@ ENTRIES = [
         "internet-a-public-eighth",
         AWS,
         "ingress-not-open-to-the-internet",
-        both(
-            copy_as(IN, f"{R}nodes-in-lustre-988", "corpus-public-8", "cidrIpv4", "11.0.0.0/8"),
-            set_(IN, "corpus-public-8", "referencedSecurityGroupId", DELETE),
-        ),
+        _from_cidr("corpus-public-8", "11.0.0.0/8"),
         "one public /8 (16.7 million addresses), no /0 in sight",
     ),
     # GCP
