@@ -10,6 +10,7 @@ from policies.model import Rule
 from policies.rules.cost import instance_types_have_catalog_price, stack_hourly_cost_under_ceiling
 from policies.rules.everywhere import (
     block_devices_encrypted,
+    charts_and_images_pinned,
     gcp_instances_without_public_ip,
     gcp_project_grants_without_broad_roles,
     iam_grants_without_privilege_escalation,
@@ -175,6 +176,7 @@ RULES: list[Rule] = [
     instance_metadata_requires_imdsv2.RULE,
     block_devices_encrypted.RULE,
     ingress_not_open_to_the_internet.RULE,
+    charts_and_images_pinned.RULE,
     security_groups_not_open_across_rules.RULE,
     nodes_without_public_ip.RULE,
     # cost

@@ -71,6 +71,38 @@ def pod_spec(resource: Resource) -> dict:
     return dict_at(dict_at(spec(resource).get("template")).get("spec"))
 
 
+# Every kind that carries a pod, by its type token.
+POD_KINDS = {
+    tokens.K8S_DEPLOYMENT: "Deployment",
+    tokens.K8S_STATEFUL_SET: "StatefulSet",
+    tokens.K8S_DAEMON_SET: "DaemonSet",
+    tokens.K8S_JOB: "Job",
+    tokens.K8S_CRON_JOB: "CronJob",
+    tokens.K8S_POD: "Pod",
+}
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def any_pod_spec(resource: Resource) -> dict:
+    """The pod spec of any of POD_KINDS: a Pod's own, a CronJob's job template's, the others' template's."""
+    body = spec(resource)
+    if resource.type == tokens.K8S_POD:
+        return body
+    if resource.type == tokens.K8S_CRON_JOB:
+        body = dict_at(dict_at(body.get("jobTemplate")).get("spec"))
+    return dict_at(dict_at(body.get("template")).get("spec"))
+
+
+def every_container(resource: Resource) -> list[tuple[str, dict]]:
+    """(where, container) for each init, regular and ephemeral container of any of POD_KINDS."""
+    pod = any_pod_spec(resource)
+    return [
+        (f"{part}[{i}]", dict_at(container))
+        for part in CONTAINER_LISTS
+        for i, container in enumerate(as_list(pod.get(part)))
+    ]
+
+
 def accelerator_requests(resource: Resource) -> list[str]:
     """Accelerator resources the workload's containers request or limit, e.g. ['nvidia.com/gpu']."""
     found: list[str] = []

@@ -315,7 +315,7 @@ def model_deployment(name: str = "llama", resource: str = "aws.amazon.com/neuron
     }
     container = {
         "name": "server",
-        "image": "vllm",
+        "image": "vllm/vllm-openai:v0.33.0",
         "args": ["--tensor-parallel-size", "2", "--max-num-seqs", "8", "--max-model-len", "4096"],
         "resources": {"requests": {"cpu": "3", resource: "1"}, "limits": {resource: "1"}},
     }

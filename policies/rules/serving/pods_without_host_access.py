@@ -12,20 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.core.shapes import dict_at
-from infra.providers import tokens
 from policies.model import Resource, ResourceRule, is_unknown
 from policies.readers.aws import as_list
-from policies.readers.workloads import metadata, namespace_of
+from policies.readers.workloads import POD_KINDS, any_pod_spec, metadata, namespace_of
 
 NAME = "pods-without-host-access"
-KINDS = {
-    tokens.K8S_DEPLOYMENT: "Deployment",
-    tokens.K8S_STATEFUL_SET: "StatefulSet",
-    tokens.K8S_DAEMON_SET: "DaemonSet",
-    tokens.K8S_JOB: "Job",
-    tokens.K8S_CRON_JOB: "CronJob",
-    tokens.K8S_POD: "Pod",
-}
+KINDS = POD_KINDS
 HOST_FLAGS = {"hostNetwork": "network namespace", "hostPID": "process IDs", "hostIPC": "IPC namespace"}
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
@@ -57,15 +49,6 @@ EXCEPTIONS = (
 )
 
 
-def pod_spec(resource: Resource) -> dict:
-    spec = dict_at(resource.get("spec"))
-    if resource.type == tokens.K8S_POD:
-        return spec
-    if resource.type == tokens.K8S_CRON_JOB:
-        spec = dict_at(dict_at(spec.get("jobTemplate")).get("spec"))
-    return dict_at(dict_at(spec.get("template")).get("spec"))
-
-
 def _allowed_paths(resource: Resource) -> tuple[str, ...]:
     meta = metadata(resource)
     kind, namespace, name = KINDS[resource.type], namespace_of(meta), meta.get("name")
@@ -76,7 +59,7 @@ def _allowed_paths(resource: Resource) -> tuple[str, ...]:
 
 
 def check(resource: Resource) -> list[str]:
-    spec = pod_spec(resource)
+    spec = any_pod_spec(resource)
     problems = []
     for flag, shared in HOST_FLAGS.items():
         if spec.get(flag) is True:

@@ -464,6 +464,52 @@ ENTRIES = [
         set_(CLUSTER, "serving-eks-cluster", "vpcConfig.publicAccessCidrs", INTERNET_LESS_PRIVATE),
         "the API open to the internet spelt as everything but 10/8, 172.16/12 and 192.168/16",
     ),
+    # Supply chain
+    Entry(
+        "chart-version-range",
+        EKS,
+        "charts-and-images-pinned",
+        set_(t.K8S_HELM_RELEASE, "serving-addons-keda", "version", "^2.20"),
+        "a chart version range: each up may install another release",
+    ),
+    Entry(
+        "chart-version-unset",
+        EKS,
+        "charts-and-images-pinned",
+        set_(t.K8S_HELM_RELEASE, "front-door-external-secrets", "version", DELETE),
+        "no chart version: the newest, whatever it is",
+    ),
+    Entry(
+        "chart-over-plain-http",
+        EKS,
+        "charts-and-images-pinned",
+        set_(
+            t.K8S_HELM_RELEASE,
+            "serving-addons-prometheus",
+            "repositoryOpts.repo",
+            "http://prometheus-community.github.io/helm-charts",
+        ),
+        "a chart fetched over plain HTTP",
+    ),
+    Entry(
+        "image-latest",
+        EKS,
+        "charts-and-images-pinned",
+        set_(t.K8S_DEPLOYMENT, "front-door-redis-deployment", "spec.template.spec.containers.0.image", "redis:latest"),
+        "the rate limiter's Redis from :latest",
+    ),
+    Entry(
+        "image-without-tag",
+        GKE,
+        "charts-and-images-pinned",
+        set_(
+            t.K8S_DEPLOYMENT,
+            "front-door-redis-deployment",
+            "spec.template.spec.containers.0.image",
+            "docker.io/library/redis",
+        ),
+        "an image without a tag is :latest",
+    ),
     # The model servers' isolation (both clouds)
     Entry(
         "model-servers-policy-removed",
