@@ -6,54 +6,18 @@ from __future__ import annotations
 
 from infra.core.shapes import dict_at
 from infra.providers import tokens
-from infra.tools.preview_json import PreviewDocument
+from infra.tools.preview_json import PreviewDocument, as_stack
 from policies.model import Resource, Stack
 from policies.readers import gateways
 from policies.readers.aws import as_list
 from policies.readers.workloads import spec
 
-ROUTE = tokens.K8S_AI_GATEWAY_ROUTE
-TRAFFIC = tokens.K8S_ENVOY_BACKEND_TRAFFIC_POLICY
-
-
-def _stack(document: PreviewDocument) -> Stack:
-    return Stack(
-        Resource(
-            type=r.type,
-            props=r.props,
-            urn=r.urn,
-            name=r.name,
-            protect=r.protect,
-            dependencies=r.dependencies,
-            property_dependencies=r.property_dependencies,
-        )
-        for r in document.resources
-    )
-
 
 def _limits(stack: Stack) -> list[str]:
-    found = []
-    for policy in stack.of_type(TRAFFIC):
-        for rule in as_list(dict_at(dict_at(spec(policy).get("rateLimit")).get("global")).get("rules")):
-            rule = dict_at(rule)
-            limit = dict_at(rule.get("limit"))
-            unit = "tokens" if dict_at(rule.get("cost")).get("response") else "requests"
-            count = limit.get("requests")
-            if isinstance(count, (int, float)):
-                found.append(f"{int(count)} {unit}/{str(limit.get('unit', '?')).lower()}")
-    return found
-
-
-def _models(stack: Stack) -> list[str]:
-    names = []
-    for route in stack.of_type(ROUTE):
-        for rule in as_list(spec(route).get("rules")):
-            for match in as_list(dict_at(rule).get("matches")):
-                for header in as_list(dict_at(match).get("headers")):
-                    value = dict_at(header).get("value")
-                    if dict_at(header).get("name") == "x-ai-eg-model" and isinstance(value, str):
-                        names.append(value)
-    return sorted(set(names))
+    return [
+        f"{rule.count} {'tokens' if rule.tokens else 'requests'}/{rule.unit.lower()}"
+        for rule in gateways.rate_limits(stack)
+    ]
 
 
 def _synced_from(stack: Stack, secret: str, namespace: str) -> str | None:
@@ -82,7 +46,7 @@ def _listener_tls(stack: Stack, gateway: Resource, listener: gateways.Listener) 
 
 
 def lines(document: PreviewDocument) -> list[str]:
-    stack = _stack(document)
+    stack = as_stack(document)
     policies = stack.of_type(tokens.K8S_NETWORK_POLICY)
     isolation = (
         f"model servers admit the gateway, the pickers and the scraper only ({len(policies)} NetworkPolicy)"
@@ -113,7 +77,7 @@ def lines(document: PreviewDocument) -> list[str]:
         out.append(f"- callers: {', '.join(auth) if auth else '**no authentication**'}; reachable from {sources}")
     limits = _limits(stack)
     out.append(f"- limits per caller: {', '.join(limits) if limits else 'none'}")
-    models = _models(stack)
+    models = gateways.routed_models(stack)
     out.append(f"- models routed by name: {', '.join(f'`{m}`' for m in models) if models else 'none'}")
     out.append(f"- {isolation}")
     return out

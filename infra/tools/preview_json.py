@@ -14,6 +14,7 @@ from typing import Any
 
 from infra.core.errors import InputError, Problem
 from infra.core.shapes import dict_at
+from policies.model import Resource, Stack
 
 _LABEL = "--preview-json"
 
@@ -158,3 +159,19 @@ def _project_and_stack(resources: list[PolicyResource]) -> tuple[str, str]:
         if len(parts) >= 2:
             return parts[1], parts[0]
     return "", ""
+
+
+def as_stack(document: PreviewDocument) -> Stack:
+    """The document's resources as the policy pack's readers take them (policies/readers/)."""
+    return Stack(
+        Resource(
+            type=r.type,
+            props=r.props,
+            urn=r.urn,
+            name=r.name,
+            protect=r.protect,
+            dependencies=r.dependencies,
+            property_dependencies=r.property_dependencies,
+        )
+        for r in document.resources
+    )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from infra.core.network import covers_internet
 from infra.core.shapes import dict_at
 from infra.providers import tokens
+from infra.serving.front_door import MODEL_HEADER
 from policies.model import Resource, Stack, is_unknown
 from policies.readers.aws import as_list
 from policies.readers.workloads import metadata, namespace_of, spec
@@ -19,8 +20,10 @@ from policies.readers.workloads import metadata, namespace_of, spec
 GATEWAY = tokens.K8S_GATEWAY
 ENVOY_PROXY = tokens.K8S_ENVOY_PROXY
 SECURITY_POLICY = tokens.K8S_ENVOY_SECURITY_POLICY
+TRAFFIC_POLICY = tokens.K8S_ENVOY_BACKEND_TRAFFIC_POLICY
 # Routes that attach to a Gateway: Gateway API's own, and AI Gateway's, which becomes an HTTPRoute of its name.
-ROUTES = (tokens.K8S_HTTP_ROUTE, tokens.K8S_AI_GATEWAY_ROUTE)
+AI_ROUTE = tokens.K8S_AI_GATEWAY_ROUTE
+ROUTES = (tokens.K8S_HTTP_ROUTE, AI_ROUTE)
 # The AWS Load Balancer Controller's TLS annotations (docs/guide/service/annotations.md, v3.5.0).
 _AWS = "service.beta.kubernetes.io/aws-load-balancer-"
 # SecurityPolicy fields that identify a caller (Envoy Gateway 1.8); authorization alone does not.
@@ -176,3 +179,39 @@ def unauthenticated_routes(stack: Stack, gateway: Resource) -> list[tuple[Resour
                 if route_meta.get("name") == target.get("name") and namespace_of(route_meta) == policy_namespace:
                     found.append((policy, route))
     return found
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """One global rate-limit rule of a BackendTrafficPolicy."""
+
+    count: int
+    unit: str  # Envoy Gateway's: Second, Minute, Hour, Day, Month, Year
+    tokens: bool  # costed from the response's token usage (AI Gateway's metadata), not one per request
+
+
+def rate_limits(stack: Stack) -> list[RateLimit]:
+    """The stack's global rate-limit rules, in order, each with a numeric count."""
+    found = []
+    for policy in stack.of_type(TRAFFIC_POLICY):
+        for rule in as_list(dict_at(dict_at(spec(policy).get("rateLimit")).get("global")).get("rules")):
+            rule = dict_at(rule)
+            limit = dict_at(rule.get("limit"))
+            count = limit.get("requests")  # a number through the engine's protobuf values: 600.0
+            if isinstance(count, (int, float)) and not isinstance(count, bool):
+                tokens_ = bool(dict_at(rule.get("cost")).get("response"))
+                found.append(RateLimit(int(count), str(limit.get("unit", "?")), tokens_))
+    return found
+
+
+def routed_models(stack: Stack) -> list[str]:
+    """The model names the stack's AIGatewayRoutes route (their rules' matches on AI Gateway's model header)."""
+    names = []
+    for route in stack.of_type(AI_ROUTE):
+        for rule in as_list(spec(route).get("rules")):
+            for match in as_list(dict_at(rule).get("matches")):
+                for header in as_list(dict_at(match).get("headers")):
+                    value = dict_at(header).get("value")
+                    if dict_at(header).get("name") == MODEL_HEADER and isinstance(value, str):
+                        names.append(value)
+    return sorted(set(names))

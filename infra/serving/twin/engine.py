@@ -69,7 +69,9 @@ class Limiter:
         key = self.next
         self.next = (key + 1) % self.callers
         requests, tokens = self.counts[key]
-        if requests >= self.requests or (self.tokens is not None and tokens >= self.tokens):
+        if (self.requests is not None and requests >= self.requests) or (
+            self.tokens is not None and tokens >= self.tokens
+        ):
             return False
         self.counts[key] = (requests + 1, tokens + prompt + output)
         return True

@@ -69,15 +69,17 @@ class Limits:
     the API keys the traffic is spread over, evenly. A key's budget is shared over every model it calls, so each
     model gets the share of it that its traffic is (`share`)."""
 
-    requests_per_minute: int
-    tokens_per_minute: int | None = None
+    requests_per_minute: int | None  # None: no request limit
+    tokens_per_minute: int | None = None  # None: no token limit
     callers: int = 1
     share: float = 1.0  # of each key's budget, this model's
 
-    def budget(self) -> tuple[float, float | None]:
-        """Requests and tokens one key may spend on this model in a window."""
-        tokens = None if self.tokens_per_minute is None else self.tokens_per_minute * self.share
-        return self.requests_per_minute * self.share, tokens
+    def budget(self) -> tuple[float | None, float | None]:
+        """Requests and tokens one key may spend on this model in a window (None: not limited)."""
+        return self._share_of(self.requests_per_minute), self._share_of(self.tokens_per_minute)
+
+    def _share_of(self, per_minute: int | None) -> float | None:
+        return None if per_minute is None else per_minute * self.share
 
 
 @dataclass(frozen=True)

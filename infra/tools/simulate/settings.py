@@ -30,7 +30,8 @@ from infra.serving.performance import ReplicaDoesNotFit, replica_performance
 from infra.serving.twin.hpa import DEFAULT_DOWN, DEFAULT_UP, Behavior, Policy, Rules
 from infra.serving.twin.keda import ScaledObject, Trigger, UnknownQuery, parse_query
 from infra.serving.twin.settings import Autoscaler, Drain, Limits, NodeGroup, Twin, startup_facts
-from infra.tools.preview_json import PolicyResource, PreviewDocument
+from infra.tools.preview_json import PolicyResource, PreviewDocument, as_stack
+from policies.readers import gateways
 
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "aws.amazon.com/neuron")
 ACCELERATOR_LABEL = "mlinfra.io/accelerator"
@@ -355,43 +356,19 @@ def _picked(document: PreviewDocument, metadata: dict[str, Any]) -> bool:
     return False
 
 
-def _routed_models(document: PreviewDocument) -> int:
-    """The models the front door routes by name (its AIGatewayRoutes' rules)."""
-    names = set()
-    for r in document.resources:
-        if r.type != tokens.K8S_AI_GATEWAY_ROUTE:
-            continue
-        for rule in (r.props.get("spec") or {}).get("rules") or []:
-            for match in (rule or {}).get("matches") or []:
-                names |= {str(h.get("value")) for h in (match or {}).get("headers") or [] if isinstance(h, dict)}
-    return len(names)
-
-
 def gateway_limits(document: PreviewDocument, callers: int) -> Limits | None:
     """The front door's per-caller limits (Envoy Gateway BackendTrafficPolicy global rules of unit Minute: one
     counting requests, one costed from the response's tokens), shared evenly by the models it routes (the twin
     runs each model with the same rate). None: no such limits."""
-    requests: int | None = None
-    tokens_limit: int | None = None
-    for r in document.resources:
-        if r.type != tokens.K8S_ENVOY_BACKEND_TRAFFIC_POLICY:
-            continue
-        rules = (((r.props.get("spec") or {}).get("rateLimit") or {}).get("global") or {}).get("rules") or []
-        for rule in rules:
-            limit = (rule or {}).get("limit") or {}
-            count = limit.get("requests")
-            if limit.get("unit") != "Minute" or not isinstance(count, (int, float)) or count < 1:
-                continue
-            if ((rule.get("cost") or {}).get("response")) is not None:
-                tokens_limit = int(count) if tokens_limit is None else min(tokens_limit, int(count))
-            else:
-                requests = int(count) if requests is None else min(requests, int(count))
-    if requests is None and tokens_limit is None:
+    stack = as_stack(document)
+    per_minute = [rule for rule in gateways.rate_limits(stack) if rule.unit == "Minute" and rule.count >= 1]
+    requests = [rule.count for rule in per_minute if not rule.tokens]
+    token_counts = [rule.count for rule in per_minute if rule.tokens]
+    if not per_minute:
         return None
-    routed = max(_routed_models(document), 1)
     return Limits(
-        requests_per_minute=requests if requests is not None else 2**31,
-        tokens_per_minute=tokens_limit,
+        requests_per_minute=min(requests, default=None),
+        tokens_per_minute=min(token_counts, default=None),
         callers=callers,
-        share=1 / routed,
+        share=1 / max(len(gateways.routed_models(stack)), 1),
     )

@@ -137,6 +137,6 @@ def test_the_gateway_s_limits_refuse_a_key_past_its_minute_and_reset_on_the_next
 
 def test_the_token_limit_refuses_once_the_minute_s_tokens_are_spent():
     trace = [(i * 1.0, 300, 100) for i in range(30)]  # 400 tokens a request, one a second
-    outcome = simulate(twin(routing="picker", limits=Limits(10**6, tokens_per_minute=2000)), trace, 60, 1)
+    outcome = simulate(twin(routing="picker", limits=Limits(None, tokens_per_minute=2000)), trace, 60, 1)
     # 2000 tokens: the first five requests spend them (the fifth reaches the limit), the rest of the minute is 429.
     assert outcome.tally.limited == 25
