@@ -116,6 +116,10 @@ def pinned_image(image: str) -> str:
     return image
 
 
+# The longest latency target the commands take (`size`, `simulate`): an hour.
+MAX_SLO_MS = 3_600_000.0
+
+
 class SloSpec(Spec):
     ttft_p95_ms: float = Field(gt=0, le=600_000, description="p95 time to first token the model must meet, ms.")
     tpot_p95_ms: float = Field(gt=0, le=60_000, description="p95 time per output token the model must meet, ms.")

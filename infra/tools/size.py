@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 from typing import Any
 
 from infra.catalog.accelerators import UnknownAcceleratorFact, precision
+from infra.core.bounds import positive_within
 from infra.core.errors import InputError, Problem
 from infra.serving.model_shape import ModelConfigError, load_model_shape
 from infra.serving.queueing import Lengths, Traffic
 from infra.serving.sizing import Option, Plan, Request, Slo, plan
-from infra.serving.spec import ModelSpec
+from infra.serving.spec import MAX_SLO_MS, ModelSpec
 from infra.tools.size_config import write_lines
 
 LENGTHS = re.compile(r"^(\d+)(?::(\d+))?$")
@@ -30,7 +30,6 @@ def _lengths(flag: str, text: str) -> Lengths:
 
 
 MAX_RATE = 1_000_000.0  # requests per second, a fleet's
-MAX_SLO_MS = 3_600_000.0
 
 
 # A model entry's own bounds (infra/serving/spec.py ModelSpec: maxReplicas, maxModelLen), which --write fills.
@@ -43,16 +42,12 @@ MIN_MODEL_LEN, MAX_MODEL_LEN = _bound("max_model_len", "ge"), _bound("max_model_
 
 
 def request_from(args: argparse.Namespace) -> Request:
-    problems = []
-    for flag, value, most in (
+    bounded = (
         ("--rate", args.rate, MAX_RATE),
         ("--ttft-p95-ms", args.ttft_p95_ms, MAX_SLO_MS),
         ("--tpot-p95-ms", args.tpot_p95_ms, MAX_SLO_MS),
-    ):
-        if not (math.isfinite(value) and value > 0):
-            problems.append(Problem(flag, f"{value:g} must be a positive number"))
-        elif value > most:
-            problems.append(Problem(flag, f"{value:g} is more than {most:,.0f}"))
+    )
+    problems = [p for flag, value, most in bounded if (p := positive_within(flag, value, most))]
     if args.min_replicas < 1 or args.max_replicas < args.min_replicas:
         problems.append(Problem("--max-replicas", "need 1 <= --min-replicas <= --max-replicas"))
     elif args.max_replicas > MAX_REPLICAS:

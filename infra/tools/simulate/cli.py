@@ -16,8 +16,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from infra.core.bounds import positive_within
 from infra.core.errors import InputError, Problem
 from infra.serving.queueing import Lengths
+from infra.serving.spec import MAX_SLO_MS
 from infra.serving.twin import accel
 from infra.serving.twin.engine import Outcome, simulate
 from infra.serving.twin.figures import Figures, figures
@@ -84,7 +86,6 @@ MAX_TOKENS = 10_000_000  # a shape's token lengths; a model's context cuts them 
 MAX_HOURS = 8_784.0  # a leap year
 MAX_REQUESTS = 20_000_000  # a shape's requests per model (rate x length): a few minutes of the compiled twin
 MAX_TIMEOUT_S = 86_400.0
-MAX_SLO_MS = 3_600_000.0
 MAX_SPOT_RATE = 60.0  # reclaims per node-hour: one a minute
 
 
@@ -112,14 +113,7 @@ def check_numbers(args: argparse.Namespace) -> None:
         ("--timeout-s", args.timeout_s, MAX_TIMEOUT_S),
         ("--hours", args.hours, MAX_HOURS),
     )
-    problems = []
-    for flag, value, most in bounded:
-        if value is None:
-            continue
-        if not math.isfinite(value) or not value > 0:
-            problems.append(Problem(flag, f"{value:g} must be a positive number"))
-        elif value > most:
-            problems.append(Problem(flag, f"{value:g} is more than {most:,.0f}"))
+    problems = [p for flag, value, most in bounded if value is not None and (p := positive_within(flag, value, most))]
     if not problems and args.trace in SHAPES and args.rate * (args.hours or 24.0) * 3600 > MAX_REQUESTS:
         problems.append(
             Problem(
