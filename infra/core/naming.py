@@ -12,6 +12,15 @@ _IP = re.compile(r"\d+\.\d+\.\d+\.\d+")
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
 
 
+def first_group(pattern: str, name: str) -> str:
+    """The first group of `pattern` in `name` (an ARN's region, a resource name's project); ValueError when `name`
+    does not match `pattern`."""
+    match = re.fullmatch(pattern, name)
+    if match is None:
+        raise ValueError(f"{name!r} does not match {pattern}")
+    return match.group(1)
+
+
 def bucket_name_problem(name: str) -> str | None:
     """Why `name` is not a valid general-purpose S3 bucket name, or None if it is (S3 naming rules)."""
     if not _BUCKET.fullmatch(name):
@@ -54,13 +63,14 @@ def gcs_bucket_name_problem(name: str) -> str | None:
     return None
 
 
-_GCS_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
+# A Cloud Storage bucket name's characters, as the config fields' pattern and the bootstrap check it.
+GCS_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
 
 
 def gcs_bucket_problem(name: str) -> str | None:
     """Why `name` is not a Cloud Storage bucket name mlinfra accepts (its characters, then the reserved words and
     dotted parts), or None."""
-    if not _GCS_BUCKET.fullmatch(name):
+    if not re.fullmatch(GCS_BUCKET_PATTERN, name):
         return "3-63 characters of a-z, 0-9, '.', '_' and '-', starting and ending with a letter or digit"
     return gcs_bucket_name_problem(name)
 

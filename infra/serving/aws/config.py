@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from infra.catalog.eks_versions import version_problem
+from infra.core.naming import first_group
 from infra.core.network import is_rfc1918
 from infra.core.spec import Spec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX
@@ -260,14 +261,6 @@ ACM_CERTIFICATE_ARN = r"arn:aws[a-z-]*:acm:([a-z0-9-]+):[0-9]{12}:certificate/[0
 SECRET_ARN = r"arn:aws[a-z-]*:secretsmanager:([a-z0-9-]+):[0-9]{12}:secret:[\w/+=.@-]+"
 
 
-def arn_region(pattern: str, arn: str) -> str:
-    """The region an ARN of `pattern` (whose first group is the region) names; ValueError when it is not one."""
-    match = re.fullmatch(pattern, arn)
-    if match is None:
-        raise ValueError(f"{arn!r} does not match {pattern}")
-    return match.group(1)
-
-
 class AwsGatewaySpec(GatewaySpec):
     certificate_arn: str = Field(
         description="ACM certificate for the hostname, in the stack's region (the Network Load Balancer "
@@ -301,7 +294,7 @@ class AwsGatewaySpec(GatewaySpec):
 
     @property
     def certificate_region(self) -> str:
-        return arn_region(ACM_CERTIFICATE_ARN, self.certificate_arn)
+        return first_group(ACM_CERTIFICATE_ARN, self.certificate_arn)
 
 
 class AwsModelSpec(ModelSpec):

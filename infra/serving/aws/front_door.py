@@ -14,8 +14,9 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from infra.core.naming import first_group
 from infra.core.shapes import as_list
-from infra.serving.aws.config import SECRET_ARN, AwsGatewaySpec, arn_region
+from infra.serving.aws.config import SECRET_ARN, AwsGatewaySpec
 from infra.serving.charts import Chart
 from infra.serving.front_door import LISTENER_PORT
 
@@ -144,7 +145,7 @@ def load_balancer_controller_policy(region: str, account_id: str, partition: str
 
 
 def secret_region(secret_arn: str) -> str:
-    return arn_region(SECRET_ARN, secret_arn)
+    return first_group(SECRET_ARN, secret_arn)
 
 
 def secret_store_provider(secret_arn: str) -> dict[str, Any]:

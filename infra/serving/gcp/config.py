@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.core.naming import GcsBucketName
+from infra.core.naming import GCS_BUCKET_PATTERN, GcsBucketName, first_group
 from infra.core.network import private_cidr
 from infra.core.spec import Spec
 from infra.serving.gateway_spec import GatewaySpec
@@ -114,7 +114,7 @@ class GcpNodePoolsSpec(Spec):
 
 class ModelStoreSpec(Spec):
     bucket: GcsBucketName = Field(
-        pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
+        pattern=GCS_BUCKET_PATTERN,
         description="The GCS bucket mirroring the registry's models/ prefix (the bridge); model servers read "
         "gs://<bucket>/models/<name>/<version>/<variant>/ read-only.",
     )
@@ -146,10 +146,7 @@ SECRET_NAME = r"projects/([a-z][a-z0-9-]{4,28}[a-z0-9])/secrets/([A-Za-z0-9_-]{1
 
 
 def secret_project(name: str) -> str:
-    match = re.fullmatch(SECRET_NAME, name)
-    if match is None:
-        raise ValueError(f"{name!r} does not match {SECRET_NAME}")
-    return match.group(1)
+    return first_group(SECRET_NAME, name)
 
 
 def _secret_name(value: str | None) -> str | None:

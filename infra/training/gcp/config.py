@@ -11,12 +11,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.core.naming import GcsBucketName
+from infra.core.naming import GCS_BUCKET_PATTERN, GcsBucketName
 from infra.core.network import private_cidr
 from infra.core.spec import Spec
 from infra.training.spec import LustreIntentSpec, RunSpec
 
-GCS_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
 # The image forms bootDisk.initializeParams.image takes (image, family, project/..., global/images/...,
 # projects/<p>/global/images/[family/]..., or the API URL): lowercase names, no spaces or control characters.
 GCE_IMAGE_PATTERN = r"^(https://www\.googleapis\.com/compute/(v1|beta)/)?[a-z0-9][a-z0-9._:/-]*[a-z0-9]$"
