@@ -99,7 +99,7 @@ def _resource(step: Any, where: str) -> PolicyResource | None:
         or not isinstance(state.get("type"), str)
     ):
         raise InputError(Problem(_LABEL, f"{where}.newState needs a `type` and a `urn:pulumi:` URN"))
-    _check_types(state, step, f"{where}.newState")
+    _check_types(state, step, where)
     props = state.get("inputs")
     if not isinstance(props, dict):
         props = dict_at(state, "outputs")
@@ -142,14 +142,15 @@ _FIELD_TYPES: dict[str, tuple[str, Any]] = {
 
 
 def _check_types(state: dict[str, Any], step: dict[str, Any], where: str) -> None:
-    """A field present with the wrong type is refused by name, not read as empty (or as a string's characters)."""
+    """A field present with the wrong type is refused by name, not read as empty (or as a string's characters).
+    `where`: the step's place in the document."""
     for key, (expected, ok) in _FIELD_TYPES.items():
         value = state.get(key)
         if value is not None and not ok(value):
-            raise InputError(Problem(_LABEL, f"{where}.{key} must be {expected} (got {type(value).__name__})"))
+            raise InputError(Problem(_LABEL, f"{where}.newState.{key} must be {expected} (got {type(value).__name__})"))
     for key in ("op", "provider"):
         if step.get(key) is not None and not isinstance(step[key], str):
-            raise InputError(Problem(_LABEL, f"{where[: -len('.newState')]}.{key} must be a string"))
+            raise InputError(Problem(_LABEL, f"{where}.{key} must be a string"))
 
 
 def _project_and_stack(resources: list[PolicyResource]) -> tuple[str, str]:

@@ -87,12 +87,13 @@ class PackProcess:
         )
         if stack_config:
             text = json.dumps(dict(stack_config))
-            if len(text.encode()) > MAX_CONFIG_BYTES:
+            size = len(text.encode())
+            if size > MAX_CONFIG_BYTES:
                 raise InputError(
                     Problem(
                         "config",
-                        f"the stack config is {len(text.encode()):,} bytes as JSON ({len(stack_config):,} keys); the "
-                        f"pack receives it in one environment variable, at most {MAX_CONFIG_BYTES:,} bytes",
+                        f"the stack config is {size:,} bytes as JSON ({len(stack_config):,} keys); the pack receives "
+                        f"it in one environment variable, at most {MAX_CONFIG_BYTES:,} bytes",
                     )
                 )
             env["PULUMI_CONFIG"] = text
