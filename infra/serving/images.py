@@ -23,6 +23,15 @@ def split_reference(image: str) -> tuple[str | None, str]:
     return None, image
 
 
+def pin(image: str) -> tuple[str | None, str | None]:
+    """(tag, digest) a reference names, each None when absent, as docker reads it (a registry's port is not a
+    tag); with neither, docker pulls :latest."""
+    rest, _, digest = image.partition("@")
+    last = split_reference(rest)[1].rsplit("/", 1)[-1]
+    tag = last.rpartition(":")[2] if ":" in last else ""
+    return (tag or None), (digest or None)
+
+
 def docker_hub_path(image: str) -> str | None:
     """The repository path of a Docker Hub image (official images under library/), None for other registries."""
     host, rest = split_reference(image)

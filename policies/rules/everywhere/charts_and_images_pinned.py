@@ -12,6 +12,7 @@ import re
 
 from infra.core.shapes import dict_at
 from infra.providers import tokens
+from infra.serving.images import pin
 from policies.model import Resource, ResourceRule, is_unknown
 from policies.readers.workloads import POD_KINDS, every_container
 
@@ -24,12 +25,12 @@ def image_problem(image: object) -> str | None:
     """Why a container image reference is not pinned, or None (a tag other than latest, or a digest)."""
     if not isinstance(image, str) or is_unknown(image):
         return None  # computed at preview (a mirror's address): its own stack pins it
-    if "@sha256:" in image:
+    tag, digest = pin(image)
+    if digest:
         return None
-    last = image.rsplit("/", 1)[-1]
-    if ":" not in last:
+    if tag is None:
         return f"image {image!r} has no tag, so it is :latest"
-    if last.rsplit(":", 1)[-1] == "latest":
+    if tag == "latest":
         return f"image {image!r} is :latest"
     return None
 
