@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from infra.serving import manifests, servers
 from infra.serving.aws.config import ModelSpec
+from infra.serving.startup import StartupBudget
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,11 @@ def declare_model_objects(
     after: Sequence[pulumi.Resource],
     identity: Sequence[pulumi.Resource] = (),
     account_annotations: Mapping[str, pulumi.Input[str]] | None = None,
+    budgets: Mapping[str, StartupBudget] | None = None,
 ) -> ModelObjects:
     """`after`: add-ons (KEDA CRDs, device plugins, namespace); `identity`: what must exist before the
-    first pod asks for cloud credentials (EKS Pod Identity association, GKE workload identity binding)."""
+    first pod asks for cloud credentials (EKS Pod Identity association, GKE workload identity binding);
+    `budgets`: the replica's start-up budget on each type that holds one."""
     after = list(after)
     k8s_opts = pulumi.ResourceOptions(parent=parent, depends_on=after)
     account = manifests.service_account(model, ns, dict(account_annotations or {}))
@@ -44,13 +47,13 @@ def declare_model_objects(
     )
     rollout = f"{servers.PROFILES[model.accelerator].startup.rollout_seconds}s"
     deployment_spec = pulumi.Output.from_input(registry_location).apply(
-        lambda registry: manifests.deployment(model, ns, registry)["spec"]
+        lambda registry: manifests.deployment(model, ns, registry, budgets)["spec"]
     )
     # The manifests are whole Kubernetes objects as plain dicts (checked against the Kubernetes schemas by
     # the tests); the SDK's overloads type only its Args classes and TypedDicts.
     deployment = k8s.apps.v1.Deployment(  # type: ignore[call-overload]
         f"{name}-deployment",
-        metadata=manifests.deployment_metadata(model, ns),
+        metadata=manifests.deployment_metadata(model, ns, budgets),
         spec=deployment_spec,
         opts=pulumi.ResourceOptions(
             parent=parent,

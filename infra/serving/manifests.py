@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.registry import layout as registry_layout
-from infra.serving import engine, fit, servers
+from infra.serving import engine, fit, servers, startup
 from infra.serving.aws.config import ModelSpec
 from infra.serving.images import ImageSource
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
@@ -76,13 +76,18 @@ def metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
     return {"name": model.name, "namespace": ns, "labels": labels(model)}
 
 
-def deployment_metadata(model: ModelSpec, ns: str) -> dict[str, Any]:
-    """The Deployment's metadata, with the architecture and precision the fit policy checks and the model's SLO
-    (on the object, not the pod template: changing them never restarts a replica)."""
+def deployment_metadata(
+    model: ModelSpec, ns: str, budgets: Mapping[str, startup.StartupBudget] | None = None
+) -> dict[str, Any]:
+    """The Deployment's metadata, with the architecture and precision the fit policy checks, the model's SLO and
+    its start-up budget on each type that holds a replica (on the object, not the pod template: changing them
+    never restarts a replica)."""
     meta = metadata(model, ns)
     found = fit.deployment_annotations(model)
     if model.slo is not None:
         found[SLO_ANNOTATION] = slo_annotation(model.slo)
+    if budgets:
+        found[startup.STARTUP_ANNOTATION] = startup.annotation(budgets)
     if found:
         meta["annotations"] = found
     return meta
@@ -168,7 +173,7 @@ def _container(model: ModelSpec, registry: Registry, local_copy_gib: int | None)
         },
         # Loading weights (and Neuron graphs) takes minutes: the startup probe holds off the others.
         "startupProbe": _probe("/health", 10, -(-profile.startup.load_seconds // 10)),
-        "readinessProbe": _probe("/health", 10, 3),
+        "readinessProbe": _probe("/health", servers.READINESS_PERIOD_SECONDS, 3),
         "livenessProbe": _probe("/health", 15, 4),
         "volumeMounts": mounts,
         "lifecycle": {"preStop": {"exec": {"command": servers.drain_command()}}},
@@ -265,7 +270,9 @@ def _spread(model: ModelSpec, registry: Registry) -> list[dict[str, Any]]:
 LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 
 
-def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
+def deployment(
+    model: ModelSpec, ns: str, registry: Registry, budgets: Mapping[str, startup.StartupBudget] | None = None
+) -> Manifest:
     profile = servers.PROFILES[model.accelerator]
     local_copy_gib = fit.artefact_volume_gib(model) if profile.fetch_to_disk else None
     volumes: list[dict[str, Any]] = [servers.shm_volume()]
@@ -303,7 +310,7 @@ def deployment(model: ModelSpec, ns: str, registry: Registry) -> Manifest:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": deployment_metadata(model, ns),
+        "metadata": deployment_metadata(model, ns, budgets),
         "spec": {
             # No `replicas`: KEDA's HPA owns the count (it starts at minReplicaCount). Declaring it too
             # makes every update fight kube-controller-manager over the field (pulumi-kubernetes #2491).
@@ -417,11 +424,13 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
     }
 
 
-def model_server_objects(model: ModelSpec, ns: str, registry: Registry) -> list[Manifest]:
+def model_server_objects(
+    model: ModelSpec, ns: str, registry: Registry, budgets: Mapping[str, startup.StartupBudget] | None = None
+) -> list[Manifest]:
     """Every object of one model server, in apply order."""
     return [
         service_account(model, ns),
-        deployment(model, ns, registry),
+        deployment(model, ns, registry, budgets),
         service(model, ns),
         pod_disruption_budget(model, ns),
         scaled_object(model, ns),

@@ -77,6 +77,7 @@ PROFILES = {
     )
     for name, f in FAMILIES.items()
 }
+READINESS_PERIOD_SECONDS = 10  # the servers' readiness probe: how often a started server is asked whether it serves
 # Seconds for the Service to stop sending a terminating pod new requests (endpoint removal propagating
 # to kube-proxy) before the server is told to stop.
 ENDPOINT_DRAIN_SECONDS = 15

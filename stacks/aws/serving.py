@@ -20,7 +20,7 @@ from components.serving.aws.vpc import ServingVpc, ServingVpcArgs
 from components.serving.front_door import FrontDoor, FrontDoorArgs
 from infra.core.naming import slug
 from infra.core.tags import contract_tags
-from infra.serving import manifests
+from infra.serving import manifests, startup
 from infra.serving.aws import converter_access as conversion_access
 from infra.serving.aws import front_door, node_pools, zones
 from infra.serving.aws.config import ServingStackConfig
@@ -139,6 +139,11 @@ def build(config: ServingStackConfig) -> None:
         lambda values: manifests.Registry(bucket=values[0], region=values[1], mirror=mirror)
     )
     access = RegistryAccess.from_stack_reference(registry)
+    budgets = {
+        m.name: startup.model_budgets(m, node_pools.holding_types(m, declared[m.accelerator])) for m in spec.models
+    }
+    for name, found in budgets.items():
+        pulumi.log.info(startup.describe(name, found))
     servers = {
         model.name: ModelServer(
             f"model-{model.name}",
@@ -150,6 +155,7 @@ def build(config: ServingStackConfig) -> None:
                 registry_location=location,
                 tags=tags,
                 after=[addons, plugins, *([images] if images else [])],
+                budgets=budgets[model.name],
             ),
             opts=on_cluster,
         )

@@ -18,7 +18,8 @@ from components.serving.gcp.secret_reader import SecretReader, SecretReaderArgs
 from infra.core.labels import gcp_labels
 from infra.core.naming import slug
 from infra.core.tags import contract_tags
-from infra.serving.gcp import front_door, gke
+from infra.serving import startup
+from infra.serving.gcp import allocatable, front_door, gke
 from infra.serving.gcp.config import GcpServingStackConfig
 
 
@@ -70,6 +71,13 @@ def build(config: GcpServingStackConfig) -> None:
         if spec.image_mirror.enabled
         else None
     )
+    pools_of = spec.node_pools.declared()
+    budgets = {
+        m.name: startup.model_budgets(m, allocatable.holding_types(m, pools_of[m.accelerator].machine_types))
+        for m in spec.models
+    }
+    for name, found in budgets.items():
+        pulumi.log.info(startup.describe(name, found))
     servers = {
         model.name: GkeModelServer(
             f"model-{model.name}",
@@ -81,6 +89,7 @@ def build(config: GcpServingStackConfig) -> None:
                 region=region,
                 after=[addons, *pools, *([mirror] if mirror else [])],
                 mirror=mirror.cache if mirror else None,
+                budgets=budgets[model.name],
             ),
             opts=on_cluster,
         )

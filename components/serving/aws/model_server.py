@@ -16,6 +16,7 @@ from components.serving.model_server_objects import declare_model_objects
 from infra.serving import manifests
 from infra.serving.aws import iam
 from infra.serving.aws.config import ModelSpec
+from infra.serving.startup import StartupBudget
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class ModelServerArgs:
     registry_location: pulumi.Input[manifests.Registry]  # bucket and region, from the registry stack
     tags: Mapping[str, str]
     after: Sequence[pulumi.Resource] = field(default_factory=list)  # add-ons: KEDA CRDs, device plugins, namespace
+    budgets: Mapping[str, StartupBudget] = field(default_factory=dict)  # start-up on each type that holds a replica
 
 
 class ModelServer(pulumi.ComponentResource):
@@ -58,7 +60,9 @@ class ModelServer(pulumi.ComponentResource):
         )
 
         # Credentials must be associated before the first pod asks for them.
-        objects = declare_model_objects(name, model, ns, args.registry_location, self, args.after, identity=[identity])
+        objects = declare_model_objects(
+            name, model, ns, args.registry_location, self, args.after, identity=[identity], budgets=args.budgets
+        )
         self.deployment, self.service, self.scaled_object = objects.deployment, objects.service, objects.scaled_object
         self.register_outputs(
             {"prefix": self.prefix, "roleArn": self.role.arn, "service": f"{model.name}.{ns}.svc.cluster.local"}

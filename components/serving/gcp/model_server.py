@@ -3,7 +3,7 @@ Workload Identity) and the same Kubernetes objects as on EKS (components/serving
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -17,6 +17,7 @@ from infra.serving import manifests
 from infra.serving.gcp import gke
 from infra.serving.gcp.config import GcpModelSpec
 from infra.serving.images import ImageSource
+from infra.serving.startup import StartupBudget
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class GkeModelServerArgs:
     region: str
     after: Sequence[pulumi.Resource] = field(default_factory=list)  # add-ons: KEDA CRDs, namespace, node pools
     mirror: ImageSource | None = None  # the Docker Hub cache the nodes pull through; None: as the entry names it
+    budgets: Mapping[str, StartupBudget] = field(default_factory=dict)  # start-up on each type that holds a replica
 
 
 class GkeModelServer(pulumi.ComponentResource):
@@ -66,6 +68,7 @@ class GkeModelServer(pulumi.ComponentResource):
             args.after,
             identity=identity,
             account_annotations={gke.WORKLOAD_IDENTITY_ANNOTATION: self.account.email},
+            budgets=args.budgets,
         )
         self.deployment, self.service, self.scaled_object = objects.deployment, objects.service, objects.scaled_object
         self.register_outputs(

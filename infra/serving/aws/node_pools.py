@@ -94,6 +94,12 @@ def replicas_of(models: Sequence[ModelSpec], family: str) -> list[Resources]:
     return [replica(m) for m in models if m.accelerator == family]
 
 
+def holding_types(model: ModelSpec, pool: NodePoolSpec) -> dict[str, float | None]:
+    """The pool's types a replica of `model` fits, with their network bandwidth (Gbps): its start-up budget's."""
+    need = replica(model)
+    return {t: instance_type(t).total_bandwidth_gbps for t in pool.instance_types if holds(t, need)}
+
+
 def minimum_type(instance_types: Sequence[str], replicas: Sequence[Resources]) -> str:
     """The type that keeps the pool's minimum: the first (in the pool's order, smallest first) that holds a replica
     of every model the pool serves; the first type when none does (the config check refuses that) or none is

@@ -42,3 +42,10 @@ def replica(model: ModelSpec) -> Resources:
 
 def holds(name: str, need: Resources) -> bool:
     return fits(allocatable(name), machine_type(name).accelerator.count, need)
+
+
+def holding_types(model: ModelSpec, machine_types: list[str]) -> dict[str, float | None]:
+    """The pool's machine types a replica of `model` fits, with their network bandwidth (Gbps, None where the
+    catalog has none): its start-up budget's."""
+    need = replica(model)
+    return {m: machine_type(m).max_bandwidth_gbps for m in machine_types if holds(m, need)}

@@ -1,17 +1,12 @@
 """What the twin simulates, as data: one model's autoscaling chain and the nodes under it (pure).
 
 `infra/tools/simulate/settings.py` reads these from a stack's offline preview; tests build them directly.
-The start-up facts (node boot, image pull, weight load, engine start) are infra/catalog/data/serving_startup.json.
+Its start-up times are each node group's start-up budget (infra/serving/startup.py).
 """
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.resources import files
-from typing import Any
 
 from infra.serving.performance import ReplicaPerformance
 from infra.serving.twin.keda import ScaledObject
@@ -22,14 +17,6 @@ from infra.serving.twin.keda import ScaledObject
 CA_SCAN_SECONDS = 10.0
 CA_UNNEEDED_SECONDS = 600.0
 CA_DELAY_AFTER_ADD_SECONDS = 600.0
-
-
-@functools.cache
-def startup_facts() -> Mapping[str, Any]:
-    """infra/catalog/data/serving_startup.json: each fact's value, basis, source and date."""
-    text = (files("infra.catalog") / "data" / "serving_startup.json").read_text(encoding="utf-8")
-    loaded: Mapping[str, Any] = json.loads(text)
-    return loaded
 
 
 @dataclass(frozen=True)

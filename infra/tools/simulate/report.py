@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from infra.core.errors import InputError
+from infra.providers import tokens
+from infra.serving import startup
 from infra.serving.queueing import Lengths
 from infra.serving.twin.engine import simulate
 from infra.serving.twin.figures import Figures, figures
@@ -70,5 +72,33 @@ def markdown(result: list[Figures] | str) -> list[str]:
     return out
 
 
+def startup_lines(document: preview_json.PreviewDocument) -> list[str]:
+    """Each model server's start-up budget as its Deployment declares it (startup.STARTUP_ANNOTATION): the
+    slowest type that holds a replica, from zero and on a node that holds the image."""
+    lines = []
+    for resource in document.resources:
+        if resource.type != tokens.K8S_DEPLOYMENT:
+            continue
+        metadata = resource.props.get("metadata") or {}
+        value = (metadata.get("annotations") or {}).get(startup.STARTUP_ANNOTATION)
+        if value is None:
+            continue
+        try:
+            found = startup.from_annotation(str(value))
+        except ValueError as error:
+            lines.append(f"- `{metadata.get('name', resource.name)}`: {error}")
+            continue
+        name, terms = max(found.items(), key=lambda item: sum(item[1].values()))
+        parts = ", ".join(f"{term} {seconds / 60:.1f}" for term, seconds in terms.items())
+        warm = terms["weights"] + terms["engine"] + terms["ready"]
+        lines.append(
+            f"- `{metadata.get('name', resource.name)}`: {sum(terms.values()) / 60:.1f} min from zero on {name} "
+            f"({parts}); {warm / 60:.1f} min on a node that holds the image"
+        )
+    if not lines:
+        return []
+    return ["", "Start-up budgets (minutes; assumptions a real cluster confirms, docs/serving.md):", "", *lines]
+
+
 def for_report(document: Any) -> list[str]:
-    return markdown(headline(document))
+    return markdown(headline(document)) + startup_lines(document)

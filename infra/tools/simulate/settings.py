@@ -27,9 +27,10 @@ from infra.providers import tokens
 from infra.serving.manifests import slo_from_annotations
 from infra.serving.model_shape import ModelShape
 from infra.serving.performance import ReplicaDoesNotFit, replica_performance
+from infra.serving.startup import StartupBudget, startup_budget, startup_facts
 from infra.serving.twin.hpa import DEFAULT_DOWN, DEFAULT_UP, Behavior, Policy, Rules
 from infra.serving.twin.keda import ScaledObject, Trigger, UnknownQuery, parse_query
-from infra.serving.twin.settings import Autoscaler, Drain, Limits, NodeGroup, Twin, startup_facts
+from infra.serving.twin.settings import Autoscaler, Drain, Limits, NodeGroup, Twin
 from infra.tools.preview_json import PolicyResource, PreviewDocument, as_stack
 from policies.readers import gateways
 
@@ -232,13 +233,11 @@ def twins(
     share over it: `ttft_slo`/`tpot_slo` (seconds) where given, else the model's own (`models[i].slo`, which
     its Deployment carries), else DEFAULT_SLO. Behind a front door, the gateway's per-key limits over `callers`
     keys."""
-    facts = startup_facts()
     deployments = {
         (r.props.get("metadata") or {}).get("name"): r for r in document.resources if r.type == tokens.K8S_DEPLOYMENT
     }
     pools = _pools(document)
     autoscaler, scrape = _autoscaler(document), _scrape_seconds(document)
-    pull = facts["imagePull"]["value"]
     limits = gateway_limits(document, callers)
     found = []
     for resource in document.resources:
@@ -259,7 +258,10 @@ def twins(
         accelerator = (pod.get("nodeSelector") or {}).get(ACCELERATOR_LABEL)
         shape = _shape(metadata.get("annotations") or {}, where)
         precision_name = (metadata.get("annotations") or {}).get("mlinfra.io/precision", "bf16")
+        readiness = container.get("readinessProbe") or {}
+        readiness_period = float(readiness.get("periodSeconds", 10))
         node_groups = []
+        budgets: list[StartupBudget] = []
         perf = None
         for group in pools:
             if group.labels.get(ACCELERATOR_LABEL) != accelerator:
@@ -286,9 +288,10 @@ def twins(
                 )
             except ReplicaDoesNotFit as error:
                 raise InputError(Problem(where, str(error))) from None
-            load_facts = facts["weightLoad"]["value"]
-            gbps = group.network_gbps or load_facts["fallbackGbps"]
-            load = perf.fit.weights / (gbps * 1e9 / 8 * load_facts["networkShare"])
+            budget = startup_budget(
+                group.instance_type, offer.device.kind, group.network_gbps, perf.fit.weights, readiness_period
+            )
+            budgets.append(budget)
             node_groups.append(
                 NodeGroup(
                     group.name,
@@ -299,8 +302,8 @@ def twins(
                     group.desired,
                     offer.price_per_hour,
                     fit,
-                    float(facts["nodeReadySeconds"]["value"][offer.device.kind]),
-                    load + float(facts["engineInitSeconds"]["value"][offer.device.kind]),
+                    budget.node.seconds,
+                    budget.pod_start_seconds,
                 )
             )
         if perf is None:
@@ -310,7 +313,6 @@ def twins(
                     f"no EKS node group or GKE node pool labelled {ACCELERATOR_LABEL}={accelerator}",
                 )
             )
-        readiness = container.get("readinessProbe") or {}
         try:
             declared = slo_from_annotations(metadata.get("annotations") or {})
         except ValueError as error:
@@ -325,14 +327,14 @@ def twins(
                 node_groups=tuple(node_groups),
                 drain=_drain(pod, container),
                 scrape_seconds=scrape,
-                readiness_period_seconds=float(readiness.get("periodSeconds", 10)),
-                image_pull_seconds=pull["imageBytes"] / pull["bytesPerSecond"],
+                readiness_period_seconds=readiness_period,
+                image_pull_seconds=budgets[0].image.seconds,
                 autoscaler=autoscaler,
                 ttft_slo_seconds=own[0] if ttft_slo is None else ttft_slo,
                 tpot_slo_seconds=own[1] if tpot_slo is None else tpot_slo,
                 timeout_seconds=timeout,
                 spot_interruptions_per_node_hour=spot_rate,
-                spot_notice_seconds=float(facts["spotNoticeSeconds"]["value"]),
+                spot_notice_seconds=float(startup_facts()["spotNoticeSeconds"]["value"]),
                 routing="picker" if picked else "random",
                 limits=limits if picked else None,
             )
