@@ -68,7 +68,7 @@ def declare_model_objects(
     )
     budget = manifests.pod_disruption_budget(model, ns)
     k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=budget["metadata"], spec=budget["spec"], opts=k8s_opts)
-    scaler = manifests.scaled_object(model, ns)
+    scaler = manifests.scaled_object(model, ns, budgets)
     scaled_object = k8s.apiextensions.CustomResource(
         f"{name}-scaler",
         api_version=scaler["apiVersion"],

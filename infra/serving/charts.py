@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from infra.serving.scheduling import ACCELERATOR_LABEL, POOL_LABEL, taint
 
 MONITORING_NAMESPACE = "monitoring"
@@ -145,10 +147,32 @@ def keda_values() -> dict[str, Any]:
     }
 
 
+# The endpoint pickers (the inferencepool chart's, which annotates nothing): each pod of the chart's picker Deployment
+# carries this label and names its metrics port so (epplib/templates/_deployment.yaml at v1.5.0). Their metric of
+# held requests wakes a model at zero; `namespace` is added here, as the kubernetes-pods job adds it.
+PICKER_SCRAPE_JOB = {
+    "job_name": "endpoint-pickers",
+    "kubernetes_sd_configs": [{"role": "pod"}],
+    "relabel_configs": [
+        {
+            "source_labels": [
+                "__meta_kubernetes_pod_label_inference_networking_k8s_io_igw_mode",
+                "__meta_kubernetes_pod_container_port_name",
+            ],
+            "regex": "inferencepool;metrics",
+            "action": "keep",
+        },
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+    ],
+}
+
+
 def prometheus_values() -> dict[str, Any]:
-    """A Prometheus server that scrapes annotated pods (the chart's kubernetes-pods job) and keeps
-    two days: it feeds the autoscaler, it is not the long-term metrics store."""
+    """A Prometheus server that scrapes annotated pods (the chart's kubernetes-pods job) and the endpoint pickers,
+    and keeps two days: it feeds the autoscaler, it is not the long-term metrics store."""
     return {
+        "extraScrapeConfigs": yaml.safe_dump([PICKER_SCRAPE_JOB], sort_keys=False),
         "alertmanager": {"enabled": False},
         "prometheus-pushgateway": {"enabled": False},
         "prometheus-node-exporter": {"enabled": False},

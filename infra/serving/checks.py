@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from infra.core.errors import Problem
 from infra.serving.gateway_spec import GatewaySpec
-from infra.serving.spec import EndpointSpec
+from infra.serving.spec import EndpointSpec, ModelSpec
 
 ENDPOINT_KEY = "mlinfra:serving.cluster.endpoint"
+
+
+def replica_bound_findings(where: str, model: ModelSpec) -> list[Problem]:
+    """maxReplicas holds the minimum and every schedule window's minimum (`where` ends in ".")."""
+    low = model.scheduled_peak
+    if model.max_replicas >= low:
+        return []
+    what = "the schedule's largest minimum" if model.schedule else "minReplicas"
+    return [Problem(where + "maxReplicas", f"{model.max_replicas} is below {what} ({low}); use at least {low}")]
 
 
 def endpoint_findings(endpoint: EndpointSpec) -> list[Problem]:

@@ -259,7 +259,10 @@ def _caller(spec: GatewaySpec) -> dict[str, Any]:
 
 
 # What the gateway itself answers, in OpenAI's error shape so clients report it as they would OpenAI's: a model no
-# route has (AI Gateway's plain-text 404), a missing or unknown key (Envoy's 401) and a limit reached (429).
+# route has (AI Gateway's plain-text 404), a missing or unknown key (Envoy's 401), a limit reached (429) and a
+# request the endpoint picker could not place (503: held past its hold while a model at zero starts, or no replica).
+# Whether Envoy counts the picker's immediate response (ext_proc) as its own local reply, as it does a filter's, a real
+# cluster confirms: if not, that 503 reaches the client plain, without Retry-After.
 OPENAI_ERRORS = {
     401: (
         "Invalid or missing API key: send it as 'Authorization: Bearer <key>'.",
@@ -272,7 +275,17 @@ OPENAI_ERRORS = {
         "model_not_found",
     ),
     429: ("Rate limit reached for this API key; retry after the current minute.", "requests", "rate_limit_exceeded"),
+    503: (
+        "The model is starting (it scales to zero without traffic) or cannot take the request now; retry after "
+        "the Retry-After seconds.",
+        "server_error",
+        "model_unavailable",
+    ),
 }
+# What a 503 of the gateway's own asks the client to wait: a model at zero holds each request in its picker's queue
+# up to scaleToZero.holdSeconds, so a client back within this is held again while the replica starts (the OpenAI
+# SDKs retry a 503, honouring Retry-After up to 60 s).
+RETRY_AFTER_SECONDS = 30
 
 
 def _openai_error(status: int) -> dict[str, Any]:
@@ -281,7 +294,15 @@ def _openai_error(status: int) -> dict[str, Any]:
     return {
         "match": {"statusCodes": [{"type": "Value", "value": status}]},
         "source": "Local",  # only what Envoy answers itself, never a model server's own response
-        "response": {"contentType": "application/json", "body": {"type": "Inline", "inline": body}},
+        "response": {
+            "contentType": "application/json",
+            "body": {"type": "Inline", "inline": body},
+            **(
+                {"header": {"set": [{"name": "Retry-After", "value": str(RETRY_AFTER_SECONDS)}]}}
+                if status == 503
+                else {}
+            ),
+        },
     }
 
 

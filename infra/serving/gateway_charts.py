@@ -1,15 +1,24 @@
 """Pinned Helm charts of the serving stack's front door and their values (pure), on either cloud.
 
 Envoy AI Gateway v1.1.0 is built and tested against Envoy Gateway v1.8 (its go.mod: envoyproxy/gateway v1.8.1)
-and the Gateway API Inference Extension v1.0.2 (its e2e suite installs that release's InferencePool manifests
-and endpoint picker): the three move together. These charts stamp their version into Chart.yaml at release, so
-their facts (tests/contracts/data/charts/) are extracted from the release tag with the published version.
+and the Gateway API Inference Extension v1.0.2 (its e2e suite installs that release's InferencePool manifests and
+endpoint picker). The picker here is v1.5.0's, the last release of it in that repository (v1.6.0 moved it to
+llm-d): v1.3.0 is the first whose flow control holds a request while a pool has no pod, which scale to zero needs.
+Read at both tags, what AI Gateway relies on did not change: the InferencePool v1 API (v1.5.0 only adds
+appProtocol and up to 8 ports; AI Gateway's converter drops fields it does not know), and the ext_proc exchange
+(full-duplex streamed body, the x-gateway-destination-endpoint header the picker answers with, which AI Gateway's
+original-destination cluster routes on). A real cluster confirms the pair. These charts stamp their version into
+Chart.yaml at release, so their facts (tests/contracts/data/charts/) are extracted from the release tag with the
+published version.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
+
+import yaml
 
 from infra.serving import servers
 from infra.serving.charts import Chart
@@ -20,9 +29,10 @@ from infra.serving.spec import ModelSpec
 AI_GATEWAY_NAMESPACE = "envoy-ai-gateway-system"
 AI_GATEWAY_CONTROLLER = "ai-gateway-controller"  # controller.fullnameOverride: its Service's name, which EG calls
 AI_GATEWAY_EXTENSION_PORT = 1063  # the controller's extension server for Envoy Gateway (chart's service ports)
-INFERENCE_EXTENSION_VERSION = "v1.0.2"
-# The InferencePool and InferenceObjective CRDs of that release (the chart installs none; the endpoint picker
-# watches both): the bundle AI Gateway v1.1.0's e2e suite applies (tests/internal/e2elib/e2elib.go).
+INFERENCE_EXTENSION_VERSION = "v1.5.0"
+# The InferencePool (v1), InferenceObjective and InferenceModelRewrite CRDs of that release (the chart installs
+# none; the picker watches the pool and, where their CRDs exist, the other two): `make artifacts` at the tag
+# (kustomize build config/crd), attached to the release as AI Gateway v1.1.0's e2e suite fetches v1.0.2's.
 INFERENCE_EXTENSION_CRDS = (
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/"
     f"{INFERENCE_EXTENSION_VERSION}/manifests.yaml"
@@ -103,11 +113,50 @@ def ai_gateway_values(system_pool: dict[str, str]) -> dict[str, Any]:
     }
 
 
+# The picker's config for a model that scales to zero: a key of the chart's ConfigMap beside its default one, named
+# after its content. The picker reads its file at start only and the chart puts no checksum on the pod, so a new
+# name (the --config-file argument) is what rolls the picker when the config changes.
+FLOW_CONTROL_PREFIX = "flow-control"
+# The chart's default scoring profile (epplib/templates/_config.yaml at v1.5.0): a custom file replaces the default
+# one whole, so it repeats it.
+SCORERS = (("queue-scorer", 2), ("kv-cache-utilization-scorer", 2), ("prefix-cache-scorer", 3))
+
+
+def picker_config(model: ModelSpec) -> dict[str, Any]:
+    """The EndpointPickerConfig of a model that scales to zero: the default scorers, and flow control, which holds
+    each request while no replica can take it (no pod counts as saturated: v1.5.0's utilization detector answers
+    1.0 for zero candidates) for up to holdSeconds, then answers 503; beyond maxHeldRequests held, 429."""
+    zero = model.scale_to_zero
+    assert zero is not None
+    return {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "featureGates": ["flowControl"],
+        "plugins": [{"type": name} for name, _ in SCORERS],
+        "schedulingProfiles": [
+            {"name": "default", "plugins": [{"pluginRef": name, "weight": weight} for name, weight in SCORERS]}
+        ],
+        "flowControl": {"maxRequests": str(zero.max_held_requests), "defaultRequestTTL": f"{zero.hold_seconds}s"},
+    }
+
+
 def inference_pool_values(model: ModelSpec) -> dict[str, Any]:
     """The model's servers as one pool, picked by the endpoint picker's default scorers (queue, KV cache, prefix
-    cache). EPP v1.0.2 reads KV-cache use from vllm:gpu_cache_usage_perc unless told: the engines pinned here
-    (vLLM 0.16, 0.33) export vllm:kv_cache_usage_perc only, without which the KV scorer would score every
-    replica alike."""
+    cache; v1.5.0 reads vllm:kv_cache_usage_perc for vLLM, which both pinned engines export: the flag v1.0.2 needed
+    for it makes v1.5.0 exit). Its metrics (port 9090) are read without a token by the stack's Prometheus, for the
+    held requests a model at zero wakes on. A model that scales to zero gets flow control (picker_config)."""
+    extension: dict[str, Any] = {
+        "replicas": 1,  # the prefix-cache scorer's state lives in one picker
+        # The chart asks 4 CPU and 8 GiB per picker (sized for high-QPS scale tests): one picker per model would
+        # not fit the system pool. An estimate for this fleet's rates, which a real cluster's usage confirms.
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+        "monitoring": {"prometheus": {"auth": {"enabled": False}}},
+    }
+    if model.scale_to_zero is not None:
+        text = yaml.safe_dump(picker_config(model), sort_keys=False)
+        name = f"{FLOW_CONTROL_PREFIX}-{hashlib.sha256(text.encode()).hexdigest()[:8]}.yaml"
+        extension["pluginsConfigFile"] = name
+        extension["pluginsCustomConfig"] = {name: text}
     return {
         "inferencePool": {
             # The pods an InferencePool holds: the model's servers, by the Deployment's own selector.
@@ -115,10 +164,7 @@ def inference_pool_values(model: ModelSpec) -> dict[str, Any]:
             "targetPorts": [{"number": servers.PORT}],
             "modelServerType": "vllm",
         },
-        "inferenceExtension": {
-            "replicas": 1,  # the prefix-cache scorer's state lives in one picker
-            "flags": [{"name": "kv-cache-usage-percentage-metric", "value": "vllm:kv_cache_usage_perc"}],
-        },
+        "inferenceExtension": extension,
         "provider": {"name": "none"},
     }
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.registry import layout as registry_layout
-from infra.serving import engine, fit, servers, startup
+from infra.serving import engine, fit, schedule, servers, startup
 from infra.serving.aws.config import ModelSpec
 from infra.serving.images import ImageSource
 from infra.serving.scheduling import ACCELERATOR_LABEL, taint
@@ -345,6 +345,7 @@ def pod_disruption_budget(model: ModelSpec, ns: str) -> Manifest:
 
 # Samples are averaged over a minute so one scrape's spike or gap does not move the HPA.
 SMOOTHING = "1m"
+HELD_METRIC = "inference_extension_flow_control_queue_size"
 
 
 def metric_queries(model: ModelSpec, ns: str) -> dict[str, str]:
@@ -367,7 +368,37 @@ def metric_queries(model: ModelSpec, ns: str) -> dict[str, str]:
     }
 
 
-def scaled_object(model: ModelSpec, ns: str) -> Manifest:
+def held_query(model: ModelSpec, ns: str) -> str:
+    """Requests the model's endpoint picker holds in its flow-control queue (GIE v1.5.0's
+    inference_extension_flow_control_queue_size, labelled by InferencePool): the demand while no replica serves."""
+    return f'sum({HELD_METRIC}{{namespace="{ns}",inference_pool="{model.name}"}}) or vector(0)'
+
+
+def _schedule_triggers(model: ModelSpec, budgets: Mapping[str, startup.StartupBudget]) -> list[dict[str, Any]]:
+    if model.schedule is None:
+        return []
+    found = schedule.cron_triggers(
+        model.schedule.timezone, model.schedule.as_tuples(), model.min_replicas, startup.lead_seconds(budgets)
+    )
+    return [
+        {
+            "type": "cron",
+            "name": f"schedule-{index}",
+            "metadata": {
+                "timezone": t.timezone,
+                "start": t.start,
+                "end": t.end,
+                "desiredReplicas": str(t.desired),
+            },
+        }
+        for index, t in enumerate(found)
+    ]
+
+
+def scaled_object(model: ModelSpec, ns: str, budgets: Mapping[str, startup.StartupBudget] | None = None) -> Manifest:
+    """The model's KEDA ScaledObject. `budgets`: its start-up on each type that holds a replica, which a scheduled
+    minimum is asked for ahead by and a scale to zero cools down for."""
+    budgets = budgets or {}
     scaling = model.autoscaling
     queries = metric_queries(model, ns)
     triggers = [
@@ -394,6 +425,25 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
             },
         },
     ]
+    zero: dict[str, Any] = {}
+    if model.scale_to_zero is not None:
+        # The requests the front door holds while no replica serves wake the pool (any one activates it) and, per
+        # replica, count as waiting requests do.
+        triggers.append(
+            {
+                "type": "prometheus",
+                "name": "held",
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": PROMETHEUS_URL,
+                    "query": held_query(model, ns),
+                    "threshold": str(fit.queue_depth_target(model)),
+                    "activationThreshold": "0",
+                },
+            }
+        )
+        zero["cooldownPeriod"] = startup.cooldown_seconds(model, budgets)
+    triggers += _schedule_triggers(model, budgets)
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -403,6 +453,7 @@ def scaled_object(model: ModelSpec, ns: str) -> Manifest:
             "minReplicaCount": model.min_replicas,
             "maxReplicaCount": model.max_replicas,
             "pollingInterval": scaling.polling_interval_seconds,
+            **zero,
             # No `fallback`: KEDA allows it only when every trigger is AverageValue. If Prometheus cannot
             # be read, the HPA keeps the current replica count.
             "advanced": {
@@ -433,5 +484,5 @@ def model_server_objects(
         deployment(model, ns, registry, budgets),
         service(model, ns),
         pod_disruption_budget(model, ns),
-        scaled_object(model, ns),
+        scaled_object(model, ns, budgets),
     ]

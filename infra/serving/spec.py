@@ -3,15 +3,18 @@ Kubernetes API. Each cloud's config (aws/, gcp/) narrows the accelerator to its 
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Literal
+import zoneinfo
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from infra.catalog.accelerators import precision_names
 from infra.core.network import covers_internet, ipv4_cidr, public_reach
 from infra.core.spec import Spec
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
+from infra.serving import schedule
 from infra.serving.families import FAMILIES
 from infra.serving.variants import VARIANTS
 
@@ -131,6 +134,94 @@ class SloSpec(Spec):
     )
 
 
+# The longest the front door may hold a request while a model's pool is empty: Envoy AI Gateway v1.1.0 gives the
+# endpoint picker 300 s to answer a request's body (internal/extensionserver/inferencepool.go, messageTimeout), and
+# the picker holds it in its flow-control queue meanwhile.
+HOLD_CAP_SECONDS = 300
+# What a client waits by default before it gives up: the OpenAI SDKs' default request timeout, 600 s (openai-python
+# and openai-node, DEFAULT_TIMEOUT). docs/serving.md tells clients of a model that scales to zero to allow this.
+DEFAULT_CLIENT_TIMEOUT_SECONDS = 600
+
+
+class ScaleToZeroSpec(Spec):
+    hold_seconds: int = Field(
+        240,
+        ge=1,
+        le=HOLD_CAP_SECONDS,
+        description="While no replica serves, the front door holds each request up to this long (the endpoint "
+        f"picker's flow-control queue), then answers 503 with Retry-After. At most {HOLD_CAP_SECONDS} (the gateway's "
+        "limit) and at most clientTimeoutSeconds; at least the start-up on a node that holds the image.",
+    )
+    max_held_requests: int = Field(
+        200, ge=1, le=100000, description="Requests held at once while the pool is empty; more are answered 429."
+    )
+    cooldown_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=86400,
+        description="Seconds without a request before the last replica goes (KEDA cooldownPeriod). Default: the "
+        "replica's start-up budget from zero, rounded up to the minute (never shorter: a pool that goes sooner "
+        "than it comes back flaps).",
+    )
+    client_timeout_seconds: int = Field(
+        DEFAULT_CLIENT_TIMEOUT_SECONDS,
+        ge=10,
+        le=3600,
+        description="How long the model's clients wait for a response (document it to them; the OpenAI SDKs' "
+        "default is 600): the hold must end before it.",
+    )
+
+
+Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+_CLOCK = r"^(?:[01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$"
+
+
+class ScheduleWindowSpec(Spec):
+    days: list[Day] = Field(min_length=1, max_length=7, description="Days the window applies to (mon ... sun).")
+    start: str = Field(alias="from", pattern=_CLOCK, description="Start, HH:MM in the schedule's time zone.")
+    end: str = Field(alias="to", pattern=_CLOCK, description="End, HH:MM (24:00 for midnight), after `from`.")
+    min_replicas: int = Field(ge=0, le=100, description="Replicas kept serving in the window (0: scale to zero).")
+
+    @field_validator("days")
+    @classmethod
+    def _each_day_once(cls, days: list[str]) -> list[str]:
+        if len(set(days)) != len(days):
+            raise ValueError(f"{days}: each day once")
+        return days
+
+
+class ScheduleSpec(Spec):
+    timezone: str = Field(min_length=1, max_length=64, description="IANA time zone of the windows, e.g. Europe/Berlin.")
+    windows: list[ScheduleWindowSpec] = Field(
+        min_length=1,
+        max_length=50,
+        description="Minimum replicas by day and time; together the windows cover the week once, with no overlap "
+        "and no gap. Replicas are started ahead of a window by the replica's start-up budget.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if value not in zone_names():
+            raise ValueError(f"{value!r} is not an IANA time zone (e.g. Europe/Berlin, America/New_York, UTC)")
+        return value
+
+    @model_validator(mode="after")
+    def _tiles_the_week(self) -> ScheduleSpec:
+        problems = schedule.tiling_problems([(w.days, w.start, w.end) for w in self.windows])
+        if problems:
+            raise ValueError("; ".join(f"windows[{index}]: {why}" for index, why in problems))
+        return self
+
+    def as_tuples(self) -> list[tuple[list[str], str, str, int]]:
+        return [(list(w.days), w.start, w.end, w.min_replicas) for w in self.windows]
+
+
+@functools.cache
+def zone_names() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
 class ModelSpec(Spec):
     name: str = Field(
         pattern=MODEL_NAME_PATTERN, description="Model name in the registry (models/<name>/...); a DNS label."
@@ -175,10 +266,20 @@ class ModelSpec(Spec):
     )
     min_replicas: int = Field(
         2,
-        ge=1,
+        ge=0,
         le=100,
         description="Replicas kept running. 2 by default, so a node's loss, a Spot reclaim or a drain never "
-        "leaves the model unserved; set 1 by name to accept that.",
+        "leaves the model unserved; set 1 by name to accept that, or 0 with scaleToZero. With a schedule, the "
+        "schedule's smallest minimum (leave this unset).",
+    )
+    scale_to_zero: ScaleToZeroSpec | None = Field(
+        None,
+        description="Let the model's replicas go to zero without traffic (minReplicas 0, or a schedule window at "
+        "0): the front door holds requests while none serves and they wake the pool. Needs the stack's gateway.",
+    )
+    schedule: ScheduleSpec | None = Field(
+        None,
+        description="Minimum replicas by time of week (e.g. 0 at night, 2 in office hours), in place of minReplicas.",
     )
     max_replicas: int = Field(4, ge=1, le=100, description="Upper bound of the autoscaler.")
     accelerators_per_replica: int = Field(
@@ -233,6 +334,46 @@ class ModelSpec(Spec):
         if value is not None and value not in precision_names():
             raise ValueError(f"{value!r} is not a precision; one of {', '.join(precision_names())}")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schedule_sets_the_minimum(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("schedule") is None:
+            return data
+        windows = (data.get("schedule") or {}).get("windows") if isinstance(data.get("schedule"), dict) else None
+        counts = [w.get("minReplicas") for w in windows or [] if isinstance(w, dict)]
+        whole = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+        if not whole or len(whole) != len(counts):
+            return data  # a window's own check names the count that is not one
+        given = data.get("minReplicas", data.get("min_replicas"))
+        if given is not None and given != min(whole):
+            raise ValueError(
+                f"minReplicas {given} with a schedule whose smallest minimum is {min(whole)}: leave minReplicas "
+                "unset, the schedule's windows set the minimum"
+            )
+        return {**{k: v for k, v in data.items() if k != "min_replicas"}, "minReplicas": min(whole)}
+
+    @model_validator(mode="after")
+    def _zero_is_asked_for(self) -> ModelSpec:
+        if self.min_replicas == 0 and self.scale_to_zero is None:
+            raise ValueError(
+                "minReplicas 0 (or a schedule window at 0) needs scaleToZero: {} or its settings, so that the front "
+                "door holds requests while no replica serves"
+            )
+        if (
+            self.scale_to_zero is not None
+            and self.scale_to_zero.hold_seconds > self.scale_to_zero.client_timeout_seconds
+        ):
+            raise ValueError(
+                f"scaleToZero.holdSeconds {self.scale_to_zero.hold_seconds} is longer than clientTimeoutSeconds "
+                f"{self.scale_to_zero.client_timeout_seconds}: a held request would outlast its client"
+            )
+        return self
+
+    @property
+    def scheduled_peak(self) -> int:
+        """The largest minimum the schedule sets (minReplicas without one)."""
+        return max((w.min_replicas for w in self.schedule.windows), default=0) if self.schedule else self.min_replicas
 
     @property
     def artefact_variant(self) -> str:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
+from infra.core.errors import Problem
 from infra.serving import engine, fit, servers
 from infra.serving.families import FAMILIES
 from infra.serving.model_shape import ModelConfigError
@@ -175,3 +177,71 @@ def describe(model_name: str, budgets: Mapping[str, StartupBudget]) -> str:
     if slow is None:
         return f"start-up {model_name}: no type of its pool holds a replica (the config check says why)"
     return f"start-up {model_name}: {slow.summary()}"
+
+
+# KEDA's own default cooldownPeriod: the least a derived cooldown is.
+KEDA_DEFAULT_COOLDOWN_SECONDS = 300
+
+
+def cooldown_seconds(model: ModelSpec, budgets: Mapping[str, StartupBudget]) -> int:
+    """The idle time before a model's last replica goes: scaleToZero.cooldownSeconds, else its start-up budget from
+    zero rounded up to the minute (a pool that goes sooner than it comes back flaps)."""
+    declared = model.scale_to_zero.cooldown_seconds if model.scale_to_zero else None
+    if declared is not None:
+        return declared
+    slow = slowest(budgets)
+    derived = 60 * math.ceil(slow.from_zero_seconds / 60) if slow else KEDA_DEFAULT_COOLDOWN_SECONDS
+    return max(KEDA_DEFAULT_COOLDOWN_SECONDS, derived)
+
+
+def lead_seconds(budgets: Mapping[str, StartupBudget]) -> float:
+    """How far ahead of a schedule window its replicas are asked for: the slowest start-up from zero."""
+    slow = slowest(budgets)
+    return slow.from_zero_seconds if slow else 0.0
+
+
+def zero_findings(where: str, model: ModelSpec, budgets: Mapping[str, StartupBudget], gateway: bool) -> list[Problem]:
+    """A model that may scale to zero (`where` ends in "."): it needs the front door's hold, a cooldown no shorter
+    than its start-up from zero, and a hold that covers a start on a node that is still up."""
+    zero = model.scale_to_zero
+    if zero is None:
+        return []
+    if model.min_replicas > 0:
+        return [
+            Problem(
+                where + "scaleToZero",
+                f"set, but the minimum is {model.min_replicas}: nothing goes to zero; remove it, or set minReplicas "
+                "0 or a schedule window at 0",
+            )
+        ]
+    if not gateway:
+        return [
+            Problem(
+                where + "scaleToZero",
+                "needs the stack's front door (serving.gateway): it holds the requests that arrive while no replica "
+                "serves and they wake the pool; without it they would be refused",
+            )
+        ]
+    slow = slowest(budgets)
+    if slow is None:
+        return []
+    found = []
+    if zero.cooldown_seconds is not None and zero.cooldown_seconds < slow.from_zero_seconds:
+        found.append(
+            Problem(
+                where + "scaleToZero.cooldownSeconds",
+                f"{zero.cooldown_seconds}: shorter than the replica's start-up from zero ({slow.summary()}): the "
+                f"pool would go sooner than it comes back; use at least {60 * math.ceil(slow.from_zero_seconds / 60)} "
+                "or leave it unset",
+            )
+        )
+    if zero.hold_seconds < slow.on_node_seconds:
+        found.append(
+            Problem(
+                where + "scaleToZero.holdSeconds",
+                f"{zero.hold_seconds}: a replica takes {slow.on_node_seconds:.0f} s to serve even on a node that is "
+                f"still up and holds the image ({slow.instance_type}), so no request would be held through a start; "
+                f"use at least {math.ceil(slow.on_node_seconds)}",
+            )
+        )
+    return found

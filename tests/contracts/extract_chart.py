@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import posixpath
 import re
 import subprocess
 import sys
@@ -37,6 +38,8 @@ DEFAULT_WHOLE = re.compile(
 )
 
 
+# `.Values.a.b | toYaml`: piped whole (the Inference Extension's pluginsCustomConfig).
+PIPED_WHOLE = re.compile(r"\.Values\.([A-Za-z0-9_.-]+)\s*\|\s*toYaml")
 # `$user := .Values.config.x` then `merge $user $base` then `toYaml` of the merge (Envoy Gateway's own config).
 MERGED_WHOLE = re.compile(r"\$(\w+)\s*:=\s*\.Values\.([A-Za-z0-9_.-]+)\s*\}\}(?=[\s\S]*?merge\s+\$\1\b)")
 
@@ -93,14 +96,25 @@ def extract(
     if published:
         chart["version"] = chart["appVersion"] = published
     values = yaml.safe_load(git(git_dir, "show", f"{ref}:{path}/{values_file}")) or {}
+    libraries = _local_libraries(git_dir, ref, path, chart)
+    for alias, folder in libraries.items():
+        # A library in the same repository renders in the parent's context; its values.yaml is coalesced under
+        # its alias, the parent's own values winning.
+        own = yaml.safe_load(git(git_dir, "show", f"{ref}:{folder}/values.yaml")) or {}
+        values[alias] = _coalesce(values.get(alias) or {}, own)
     templates = [
         name
-        for name in git(git_dir, "ls-tree", "-r", "--name-only", ref, f"{path}/templates").splitlines()
+        for folder in (path, *libraries.values())
+        for name in git(git_dir, "ls-tree", "-r", "--name-only", ref, f"{folder}/templates").splitlines()
         if name.endswith((".yaml", ".yml", ".tpl"))
     ]
     texts = [git(git_dir, "show", f"{ref}:{name}") for name in templates]
     whole = sorted(
-        {m for t in texts for m in WHOLE.findall(t) + INDEX_WHOLE.findall(t) + DEFAULT_WHOLE.findall(t)}
+        {
+            m
+            for t in texts
+            for m in WHOLE.findall(t) + INDEX_WHOLE.findall(t) + DEFAULT_WHOLE.findall(t) + PIPED_WHOLE.findall(t)
+        }
         | {path for t in texts for _, path in MERGED_WHOLE.findall(t)}
     )
     return {
@@ -115,12 +129,38 @@ def extract(
             "path": path,
         },
         "extracted": datetime.date.today().isoformat(),
-        "subcharts": sorted(d["name"] for d in chart.get("dependencies") or []),
+        "subcharts": sorted(
+            d["name"] for d in chart.get("dependencies") or [] if d.get("alias", d["name"]) not in libraries
+        ),
+        **({"libraries": dict(sorted(libraries.items()))} if libraries else {}),
         "keys": dict(sorted(key_paths(values).items())),
         "passedWhole": whole,
         "read": sorted({m for text in texts for m in READ.findall(text)}),
         "clusterRoleResources": cluster_role_resources(texts),
     }
+
+
+def _local_libraries(git_dir: str, ref: str, path: str, chart: dict[str, Any]) -> dict[str, str]:
+    """alias -> repository folder of each library chart the chart takes from its own repository (file://)."""
+    found = {}
+    for dependency in chart.get("dependencies") or []:
+        repository = str(dependency.get("repository", ""))
+        if not repository.startswith("file://"):
+            continue
+        folder = posixpath.normpath(posixpath.join(path, repository[len("file://") :]))
+        meta = yaml.safe_load(git(git_dir, "show", f"{ref}:{folder}/Chart.yaml"))
+        if meta.get("type") == "library":
+            found[dependency.get("alias", dependency["name"])] = folder
+    return found
+
+
+def _coalesce(parent: dict[str, Any], library: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(library)
+    for key, value in parent.items():
+        merged[key] = (
+            _coalesce(value, merged[key]) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:

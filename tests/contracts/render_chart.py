@@ -17,6 +17,8 @@ import argparse
 import datetime
 import hashlib
 import json
+import posixpath
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,11 +34,16 @@ from infra.serving.aws.config import AwsModelSpec
 from tests.contracts.facts_file import write_facts
 
 PICKED = AwsModelSpec(name="mistral-7b", version="1.0", accelerator="g5", image="vllm/vllm-openai:v0.33.0")
+# A model that scales to zero: its picker holds requests (flow control).
+PICKED_AT_ZERO = AwsModelSpec.model_validate(
+    {**PICKED.model_dump(by_alias=True, exclude_none=True), "minReplicas": 0, "scaleToZero": {}}
+)
 GKE_ACCOUNT = {"iam.gke.io/gcp-service-account": "secrets-mlinfra-demo@mlinfra-demo-project.iam.gserviceaccount.com"}
 # The release name a case renders as, where it is not the chart's (resources are named after it).
 RELEASE_NAMES = {
     "neuron-1.33": "neuron",
     "inferencepool": PICKED.name,
+    "inferencepool-zero": PICKED_AT_ZERO.name,
     "envoy-gateway": gateway_charts.ENVOY_GATEWAY.release,
     "ai-gateway": gateway_charts.AI_GATEWAY.release,
     "aws-load-balancer-controller": aws_front_door.LOAD_BALANCER_CONTROLLER.release,
@@ -59,6 +66,7 @@ CASES: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
         lambda: gateway_charts.external_secrets_values(charts.SYSTEM_NODES),
     ),
     "inferencepool": ("models", lambda: gateway_charts.inference_pool_values(PICKED)),
+    "inferencepool-zero": ("models", lambda: gateway_charts.inference_pool_values(PICKED_AT_ZERO)),
     "envoy-gateway": (
         gateway_charts.GATEWAY_NAMESPACE,
         lambda: gateway_charts.envoy_gateway_values(charts.SYSTEM_NODES),
@@ -107,6 +115,19 @@ def checkout(git_dir: str, ref: str, path: str, into: Path) -> Path:
     return into / path
 
 
+def local_dependencies(folder: Path, path: str) -> list[tuple[str, str]]:
+    """(name, repository path) of the chart's dependencies in the same repository (`file://` ones, such as the
+    Inference Extension's epplib library from v1.5.0), which its release packages under charts/ (`helm dependency
+    update`); others are fetched from their own repositories and are not rendered here."""
+    meta = yaml.safe_load((folder / "Chart.yaml").read_text(encoding="utf-8"))
+    found = []
+    for dependency in meta.get("dependencies") or []:
+        repository = str(dependency.get("repository", ""))
+        if repository.startswith("file://"):
+            found.append((dependency["name"], posixpath.normpath(posixpath.join(path, repository[len("file://") :]))))
+    return found
+
+
 def _pod(doc: dict[str, Any]) -> dict[str, Any]:
     pod = doc.get("spec", {}).get("template", {}).get("spec", {})
     containers = pod.get("containers") or []
@@ -121,6 +142,8 @@ def _pod(doc: dict[str, Any]) -> dict[str, Any]:
                 "image": c.get("image"),
                 "flags": sorted(a for a in (c.get("command") or []) + (c.get("args") or []) if str(a).startswith("--")),
                 "args": [str(a) for a in c.get("args") or []],
+                "resources": c.get("resources") or {},
+                "ports": sorted(str(port.get("name")) for port in c.get("ports") or []),
             }
             for c in containers
         },
@@ -198,6 +221,8 @@ def render(
     values = values_of()
     with tempfile.TemporaryDirectory() as tmp:
         folder = checkout(git_dir, ref, path, Path(tmp))
+        for name, dependency in local_dependencies(folder, path):
+            shutil.copytree(checkout(git_dir, ref, dependency, Path(tmp)), folder / "charts" / name)
         _as_released(folder, published, values_file, substitutions or {})
         chart = helm_python.Chart.load(str(folder))
         meta = yaml.safe_load((folder / "Chart.yaml").read_text(encoding="utf-8"))

@@ -17,6 +17,9 @@ from infra.serving.aws.config import AwsModelSpec
 
 DATA = Path(__file__).parent / "data" / "charts"
 DEMO_MODEL = AwsModelSpec(name="mistral-7b", version="1.0", accelerator="g5", image="vllm/vllm-openai:v0.33.0")
+DEMO_AT_ZERO = AwsModelSpec.model_validate(
+    {**DEMO_MODEL.model_dump(by_alias=True, exclude_none=True), "minReplicas": 0, "scaleToZero": {}}
+)
 
 
 def facts(chart: charts.Chart) -> dict[str, Any]:
@@ -89,6 +92,11 @@ VALUES: list[tuple[str, Callable[[], charts.Chart], Callable[[], dict[str, Any]]
             "inferencepool",
             lambda: gateway_charts.inference_pool_chart(DEMO_MODEL, "models"),
             lambda: gateway_charts.inference_pool_values(DEMO_MODEL),
+        ),
+        (
+            "inferencepool-zero",
+            lambda: gateway_charts.inference_pool_chart(DEMO_AT_ZERO, "models"),
+            lambda: gateway_charts.inference_pool_values(DEMO_AT_ZERO),
         ),
         (
             "aws-load-balancer-controller",

@@ -194,22 +194,31 @@ def test_on_gke_the_controller_s_account_is_the_one_workload_identity_lets_act_a
     )
 
 
-def test_the_endpoint_picker_reads_the_engines_kv_metric_and_carries_the_label_the_policy_admits():
-    """The inferencepool chart v1.0.2 as mlinfra installs it per model: the picker's pod label is what the model
-    servers' NetworkPolicy admits, it is told the KV-cache metric the pinned engines export, and its pool holds
-    exactly the model's server pods on the server's port."""
+def test_the_endpoint_picker_carries_the_labels_the_policy_admits_and_the_scraper_keeps():
+    """The inferencepool chart v1.5.0 as mlinfra installs it per model: the picker's pod label is what the model
+    servers' NetworkPolicy admits, the scrape job keeps its pods and metrics port (read without a token), it is
+    given no deprecated metric flag (v1.5.0 exits on one; its vLLM default is the KV metric the pinned engines
+    export), fits the system pool, and its pool holds exactly the model's server pods on the server's port."""
     from infra.serving import front_door, gateway_charts, servers
     from infra.serving.manifests import selector
     from tests.contracts.render_chart import PICKED
 
     facts = rendered(gateway_charts.inference_pool_chart(PICKED, "models"), "inferencepool")
     picker = objects(facts, "Deployment")[gateway_charts.picker_name(PICKED)]
-    assert picker["labels"] == {front_door.PICKER_LABEL: gateway_charts.picker_name(PICKED)}
+    assert picker["labels"][front_door.PICKER_LABEL] == gateway_charts.picker_name(PICKED)
+    keep = charts.PICKER_SCRAPE_JOB["relabel_configs"][0]
+    assert keep["source_labels"][0] == "__meta_kubernetes_pod_label_" + "".join(
+        c if c.isalnum() else "_" for c in "inference.networking.k8s.io/igw-mode"
+    )
+    assert picker["labels"]["inference.networking.k8s.io/igw-mode"] + ";metrics" == keep["regex"]
+    epp = picker["containers"]["epp"]
+    assert "metrics" in epp["ports"] and "--metrics-endpoint-auth=false" in epp["args"]
+    assert not [a for a in epp["args"] if "metric" in a and a.startswith("--") and "auth" not in a]
+    assert epp["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}}
     assert picker["replicas"] == 1 and picker["tolerations"] == []  # never on the tainted accelerator nodes
-    args = picker["containers"]["epp"]["args"]
-    metric = args[args.index("--kv-cache-usage-percentage-metric") + 1]
-    assert metric == "vllm:kv_cache_usage_perc"
+    args = epp["args"]
     assert args[args.index("--pool-name") + 1] == front_door.pool_name(PICKED)
+    assert args[args.index("--config-file") + 1] == "/config/default-plugins.yaml"
     pool = objects(facts, "InferencePool")[front_door.pool_name(PICKED)]["spec"]
     assert pool["selector"] == {"matchLabels": selector(PICKED)}
     assert pool["targetPorts"] == [{"number": servers.PORT}]
@@ -254,3 +263,29 @@ def test_the_load_balancer_controller_runs_as_the_account_its_role_trusts_with_a
     flags = set(controller["containers"]["aws-load-balancer-controller"]["flags"])
     assert {"--cluster-name=mlinfra-demo", "--aws-vpc-id=vpc-0abc", "--aws-region=us-east-1"} <= flags
     assert {"--enable-shield=false", "--enable-waf=false", "--enable-wafv2=false"} <= flags  # their grants dropped
+
+
+def test_the_picker_of_a_model_at_zero_holds_requests_with_flow_control():
+    """A model that scales to zero: its picker reads the flow-control file it is given (a custom file replaces the
+    default one whole, so it keeps the default scorers and their weights), which holds each request up to the
+    model's hold and at most its queue."""
+    from infra.serving import gateway_charts
+    from tests.contracts.render_chart import PICKED_AT_ZERO
+
+    facts = rendered(gateway_charts.inference_pool_chart(PICKED_AT_ZERO, "models"), "inferencepool-zero")
+    name = gateway_charts.picker_name(PICKED_AT_ZERO)
+    args = objects(facts, "Deployment")[name]["containers"]["epp"]["args"]
+    config_file = args[args.index("--config-file") + 1].removeprefix("/config/")
+    assert config_file.startswith(gateway_charts.FLOW_CONTROL_PREFIX)
+    data = objects(facts, "ConfigMap")[name]["data"]
+    config = yaml.safe_load(data[config_file])
+    assert config["featureGates"] == ["flowControl"]
+    zero = PICKED_AT_ZERO.scale_to_zero
+    assert config["flowControl"] == {
+        "maxRequests": str(zero.max_held_requests),
+        "defaultRequestTTL": f"{zero.hold_seconds}s",
+    }
+    default = yaml.safe_load(data["default-plugins.yaml"])
+    scorers = {p["type"] for p in default["plugins"]} - {"metrics-data-source", "core-metrics-extractor"}
+    assert {p["type"] for p in config["plugins"]} == scorers
+    assert config["schedulingProfiles"] == default["schedulingProfiles"]

@@ -6,6 +6,7 @@ from infra.catalog.accelerators import device, device_of
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
+from infra.serving import startup
 from infra.serving.aws.allocatable import (
     IMAGE_RESERVE_GIB,
     Resources,
@@ -18,9 +19,9 @@ from infra.serving.aws.allocatable import (
 )
 from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
-from infra.serving.aws.node_pools import accelerator_plans, replicas_of
+from infra.serving.aws.node_pools import accelerator_plans, holding_types, replicas_of
 from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
-from infra.serving.checks import GATEWAY_KEY, endpoint_findings, gateway_findings
+from infra.serving.checks import GATEWAY_KEY, endpoint_findings, gateway_findings, replica_bound_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
 from infra.serving.fit import fit_findings
 from infra.serving.variants import variant_problem
@@ -53,6 +54,7 @@ def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
     for index, model in enumerate(spec.models):
         found = _model_findings(index, model, spec)
         found = found or (_rollout_findings(index, model, spec) if model.accelerator in sound else [])
+        found = found or _zero_findings(index, model, spec)
         if found:
             refused.add(model.accelerator)
         findings += found
@@ -185,14 +187,7 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
     refused = variant_problem(model.artefact_variant, model.accelerator)
     if refused:  # the fit and the engine need a variant the devices run
         return [Problem(where + "variant", refused)]
-    findings = []
-    if model.max_replicas < model.min_replicas:
-        findings.append(
-            Problem(
-                where + "maxReplicas",
-                f"{model.max_replicas} is below minReplicas ({model.min_replicas}); use at least {model.min_replicas}",
-            )
-        )
+    findings = replica_bound_findings(where, model)
     pool = declared[model.accelerator]
     known = [instance_type(t) for t in pool.instance_types if role_problem(t, "serving") is None]
     ours = [t for t in known if t.accelerator_model == POOL_ACCELERATOR_MODEL[model.accelerator]]
@@ -213,6 +208,14 @@ def _model_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[
         findings += _schedulable_findings(where, model, need, [t.name for t in ours])
         findings += _disk_findings(model, need, pool)
     return findings
+
+
+def _zero_findings(index: int, model: AwsModelSpec, spec: ServingSpec) -> list[Problem]:
+    if model.scale_to_zero is None:
+        return []
+    pool = spec.node_pools.declared()[model.accelerator]
+    budgets = startup.model_budgets(model, holding_types(model, pool))
+    return startup.zero_findings(f"{P}models[{index}].", model, budgets, spec.gateway is not None)
 
 
 def _disk_findings(model: AwsModelSpec, need: Resources, pool: NodePoolSpec) -> list[Problem]:

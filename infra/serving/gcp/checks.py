@@ -5,10 +5,11 @@ from __future__ import annotations
 from infra.catalog.accelerators import Device, device, device_of
 from infra.catalog.gcp import UnknownMachineType, known_machine_types, machine_type
 from infra.core.errors import Problem
-from infra.serving.checks import GATEWAY_KEY, endpoint_findings, gateway_findings
+from infra.serving import startup
+from infra.serving.checks import GATEWAY_KEY, endpoint_findings, gateway_findings, replica_bound_findings
 from infra.serving.families import FAMILIES, GCP_FAMILIES
 from infra.serving.fit import fit_findings
-from infra.serving.gcp.allocatable import allocatable, holds, replica
+from infra.serving.gcp.allocatable import allocatable, holding_types, holds, replica
 from infra.serving.gcp.config import GcpGatewaySpec, GcpModelSpec, GcpServingSpec, GkePoolSpec, secret_project
 from infra.serving.variants import variant_problem
 
@@ -42,7 +43,11 @@ def gcp_serving_findings(spec: GcpServingSpec, region: str | None, project: str 
         if model.accelerator in devices:
             found += fit_findings(f"{P}models[{index}].", model, devices[model.accelerator])
         if not found and devices.get(model.accelerator):
-            found += _schedulable_findings(index, model, spec.node_pools.declared()[model.accelerator])
+            pool = spec.node_pools.declared()[model.accelerator]
+            found += _schedulable_findings(index, model, pool)
+            if not found and model.scale_to_zero is not None:
+                budgets = startup.model_budgets(model, holding_types(model, pool.machine_types))
+                found = startup.zero_findings(f"{P}models[{index}].", model, budgets, spec.gateway is not None)
         findings += found
     return findings
 
@@ -140,14 +145,7 @@ def _model_findings(index: int, model: GcpModelSpec, largest: dict[str, int]) ->
     refused = variant_problem(model.artefact_variant, model.accelerator)
     if refused:  # the fit and the engine need a variant the devices run
         return [Problem(where + "variant", refused)]
-    findings = []
-    if model.max_replicas < model.min_replicas:
-        findings.append(
-            Problem(
-                where + "maxReplicas",
-                f"{model.max_replicas} is below minReplicas ({model.min_replicas}); use at least {model.min_replicas}",
-            )
-        )
+    findings = replica_bound_findings(where, model)
     count = largest[model.accelerator]
     if count and model.accelerators_per_replica > count:
         findings.append(

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from infra.serving.twin.hpa import SYNC_SECONDS, Hpa
-from infra.serving.twin.keda import activation, left_to_right
+from infra.serving.twin.keda import WEEK_SECONDS, activation, left_to_right
 from infra.serving.twin.replica import Replica, Tally
 from infra.serving.twin.settings import Limits, NodeGroup, Twin
 
@@ -126,6 +126,7 @@ class Simulation:
         self.pods: list[Pod] = []
         self.ready: list[Pod] = []
         self.routes: list[Replica] = []  # the ready pods' replicas, in the same order (the router's list)
+        self.held: deque[tuple[float, int, int]] = deque()  # requests the front door holds while none serves
         self.desired = 0
         scaled = twin.scaled
         self.hpa = Hpa(scaled.hpa_min, scaled.max_replicas, scaled.behavior)
@@ -160,6 +161,7 @@ class Simulation:
         events, routes, rng, tally = self.events, self.routes, self.rng.random, self.tally
         picker = twin.routing == "picker"
         limiter = Limiter(twin.limits) if twin.limits is not None else None
+        hold = twin.hold
         # Each request is routed as it arrives, but a replica takes its share of the requests between two events
         # in one call (Replica.run): only events change the routes or look at a replica, and replicas share
         # nothing but sums (the tally) and caches, so this is the same as handing each request over at once.
@@ -184,6 +186,9 @@ class Simulation:
                 routes[self._pick(t)].run((request,))  # the picker sees each replica at this request's arrival
             elif shares:
                 shares[int(rng() * len(shares))].append(request)
+            elif hold is not None and len(self.held) < hold.max_requests:
+                self.held.append(request)  # the picker holds it until a replica serves or its hold ends
+                tally.held += 1
             else:
                 tally.refused += 1
                 tally.unserved_tokens += request[2]
@@ -287,6 +292,19 @@ class Simulation:
         )  # fmt: skip
         self.ready.append(pod)
         self.routes.append(pod.replica)
+        self._expire(now)
+        if self.held:  # the first replica to serve takes what the front door held, in arrival order
+            held, self.held = list(self.held), deque()
+            pod.replica.run(held)
+
+    def _expire(self, now: float) -> None:
+        """Requests held past the hold are answered 503 (Retry-After): refused."""
+        hold, held, tally = self.twin.hold, self.held, self.tally
+        while held and (hold is None or held[0][0] + hold.seconds <= now):
+            _, _, out = held.popleft()
+            tally.refused += 1
+            tally.held_out += 1
+            tally.unserved_tokens += out
 
     def _live(self) -> list[Pod]:
         return [p for p in self.pods if p.state in ("pending", "starting", "ready")]
@@ -395,6 +413,13 @@ class Simulation:
         values = []
         for trigger in self.twin.scaled.triggers:
             query = trigger.query
+            if query.series == "held":
+                self._expire(now)
+                values.append(float(len(self.held)))
+                continue
+            if query.series == "schedule":
+                values.append(query.scheduled((self.twin.week_start_seconds + now) % WEEK_SECONDS))
+                continue
             index = {"waiting": 1, "running": 2, "kv": 3}[query.series]
             averages = []
             for pod in self.pods:
@@ -453,6 +478,7 @@ class Simulation:
 
     # -- the end --------------------------------------------------------------------------------------------
     def _finish(self, seconds: float) -> Outcome:
+        self._expire(math.inf)  # what is still held when the trace ends is never served
         for pod in self.pods:
             if pod.replica is not None and pod.state in ("ready", "stopping"):
                 pod.replica.advance(math.inf)  # every request held finishes or times out: all are accounted

@@ -31,6 +31,8 @@ class Figures:
     refused: int
     limited: int  # 429 from the gateway's per-key limits
     killed: int
+    held: int  # held at the front door while no replica served
+    held_out: int  # of the refused: held the whole hold, then 503 with Retry-After
     over_slo_share: float  # of all requests: completed over a target, or not served at all
     slo_ms: tuple[float, float]  # the targets of that share: TTFT p95, TPOT p95
     ttft_ms: dict[str, float | None]  # p50, p95, p99
@@ -55,6 +57,8 @@ class Figures:
             "refused": self.refused,
             "rateLimited": self.limited,
             "killedMidRequest": self.killed,
+            "held": self.held,
+            "heldThen503": self.held_out,
             "overSloShare": round(self.over_slo_share, 6),
             "sloMs": {"ttft": self.slo_ms[0], "tpot": self.slo_ms[1]},
             "ttftMs": self.ttft_ms,
@@ -89,6 +93,8 @@ def figures(outcome: Outcome) -> Figures:
         refused=tally.refused,
         limited=tally.limited,
         killed=tally.killed,
+        held=tally.held,
+        held_out=tally.held_out,
         over_slo_share=(tally.over_slo + lost) / tally.arrived if tally.arrived else 0.0,
         slo_ms=(outcome.twin.ttft_slo_seconds * 1000, outcome.twin.tpot_slo_seconds * 1000),
         ttft_ms=ttft,

@@ -14,7 +14,9 @@ and keda.sh/docs/2.16/concepts/scaling-deployments/, checked 2026-11-27):
   replicas the HPA does nothing.
 
 Only the Prometheus queries mlinfra writes are read (vllm:num_requests_waiting summed, vllm:num_requests_running
-averaged over a batch size, the KV cache use averaged); another query is refused by name, not guessed.
+averaged over a batch size, the KV cache use averaged, the requests the front door holds summed) and the cron
+triggers of a schedule (each window's desiredReplicas, reported as an AverageValue of target 1, so the HPA asks for
+that many while the window is open); another query is refused by name, not guessed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from typing import Literal
 
 from infra.serving.twin.hpa import Behavior, average_value_replicas, ratio_replicas
 
-Series = Literal["waiting", "running", "kv"]
+Series = Literal["waiting", "running", "kv", "held", "schedule"]
+HELD_METRIC = "inference_extension_flow_control_queue_size"
+WEEK_SECONDS = 7 * 86400.0
 Aggregate = Literal["sum", "avg"]
 
 _RANGE = re.compile(r"\[(\d+)([smh])\]")
@@ -45,6 +49,17 @@ class Query:
     aggregate: Aggregate
     window_seconds: float
     divisor: float = 1.0
+    # A schedule's windows: (start, end, desired replicas), seconds of the week from Monday 00:00 in its time zone
+    # (a window that wraps past Sunday has end < start).
+    windows: tuple[tuple[float, float, float], ...] = ()
+
+    def scheduled(self, second_of_week: float) -> float:
+        """The replicas the open windows ask for (0 outside every window)."""
+        wanted = 0.0
+        for start, end, desired in self.windows:
+            if (second_of_week - start) % WEEK_SECONDS < (end - start) % WEEK_SECONDS:
+                wanted = max(wanted, desired)
+        return wanted
 
     def value(self, per_pod_averages: list[float]) -> float:
         """The query's value from each pod's average over the window (`or vector(0)`: 0 without pods)."""
@@ -66,6 +81,8 @@ def left_to_right(values: list[float]) -> float:
 def parse_query(text: str) -> Query:
     """The Query of a trigger's PromQL, or UnknownQuery naming what is not understood."""
     compact = " ".join(text.split())
+    if compact.startswith(f"sum({HELD_METRIC}{{"):
+        return Query("held", "sum", 0.0)
     window = _RANGE.search(compact)
     if window is None:
         raise UnknownQuery(f"no [range] in {compact!r}")

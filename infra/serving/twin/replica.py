@@ -31,7 +31,9 @@ class Tally:
     arrived: int = 0
     completed: int = 0
     timed_out: int = 0
-    refused: int = 0  # no ready replica to route to
+    refused: int = 0  # no ready replica to route to (and none held), or held past the front door's hold
+    held: int = 0  # held at the front door while no replica served (each also ends as one of the others)
+    held_out: int = 0  # of the refused: held the whole hold, then answered 503 with Retry-After
     limited: int = 0  # refused by the gateway with 429: the caller's key was past its limit for the minute
     killed: int = 0  # stopped mid-request: a replica ended (drain, spot reclaim) before its last token
     output_tokens: int = 0  # of completed requests

@@ -70,6 +70,15 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """The front door's hold while no replica serves: the endpoint picker's flow-control queue (a request waits
+    up to `seconds`, then 503; past `max_requests` held, 429)."""
+
+    seconds: float
+    max_requests: int
+
+
+@dataclass(frozen=True)
 class Twin:
     """One model of a serving stack, as deployed."""
 
@@ -93,3 +102,5 @@ class Twin:
     # cache at the request's arrival and takes the best).
     routing: str = "random"
     limits: Limits | None = None  # the front door's per-key limits; None: no gateway in front
+    hold: Hold | None = None  # the front door's hold while the pool is empty; None: such requests are refused
+    week_start_seconds: float = 0.0  # where in the week (from Monday 00:00, the schedule's zone) the trace starts

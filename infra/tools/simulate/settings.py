@@ -14,9 +14,12 @@ the key.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, fields
 from typing import Any
+
+import yaml
 
 from infra.catalog.accelerators import UnknownAcceleratorFact, precision, serving_offer
 from infra.catalog.aws import instance_type as instance_facts
@@ -24,13 +27,14 @@ from infra.catalog.gcp import machine_type as gcp_machine
 from infra.core.errors import InputError, Problem
 from infra.core.quantity import quantity
 from infra.providers import tokens
+from infra.serving import schedule
 from infra.serving.manifests import slo_from_annotations
 from infra.serving.model_shape import ModelShape
 from infra.serving.performance import ReplicaDoesNotFit, replica_performance
 from infra.serving.startup import StartupBudget, startup_budget, startup_facts
 from infra.serving.twin.hpa import DEFAULT_DOWN, DEFAULT_UP, Behavior, Policy, Rules
-from infra.serving.twin.keda import ScaledObject, Trigger, UnknownQuery, parse_query
-from infra.serving.twin.settings import Autoscaler, Drain, Limits, NodeGroup, Twin
+from infra.serving.twin.keda import Query, ScaledObject, Trigger, UnknownQuery, parse_query
+from infra.serving.twin.settings import Autoscaler, Drain, Hold, Limits, NodeGroup, Twin
 from infra.tools.preview_json import PolicyResource, PreviewDocument, as_stack
 from policies.readers import gateways
 
@@ -74,8 +78,13 @@ def _scaled_object(resource: PolicyResource) -> ScaledObject:
     for i, raw in enumerate(spec.get("triggers") or []):
         meta = raw.get("metadata") or {}
         path = f"{where}: spec.triggers[{i}]"
+        if raw.get("type") == "cron":
+            triggers.append(_cron_trigger(raw, path, i))
+            continue
         if raw.get("type") != "prometheus":
-            raise InputError(Problem(path, f"type {raw.get('type')!r}: the twin reads prometheus triggers only"))
+            raise InputError(
+                Problem(path, f"type {raw.get('type')!r}: the twin reads prometheus and cron triggers only")
+            )
         try:
             query = parse_query(meta.get("query", ""))
         except UnknownQuery as error:
@@ -103,6 +112,18 @@ def _scaled_object(resource: PolicyResource) -> ScaledObject:
         ),
         int(idle) if idle is not None else None,
     )
+
+
+def _cron_trigger(raw: dict[str, Any], path: str, index: int) -> Trigger:
+    """A schedule's cron trigger as the twin plays it: the trace starts on a Monday at 00:00 in its time zone."""
+    meta = raw.get("metadata") or {}
+    try:
+        windows = schedule.cron_windows(str(meta.get("start", "")), str(meta.get("end", "")))
+        desired = float(int(meta["desiredReplicas"]))
+    except (ValueError, KeyError) as error:
+        raise InputError(Problem(f"{path}.metadata", str(error))) from None
+    query = Query("schedule", "sum", 0.0, windows=tuple((s * 60.0, e * 60.0, desired) for s, e in windows))
+    return Trigger(raw.get("name") or f"trigger-{index}", query, "AverageValue", 1.0)
 
 
 def _arg(args: list[str], flag: str, default: str | None = None) -> str | None:
@@ -318,7 +339,8 @@ def twins(
         except ValueError as error:
             raise InputError(Problem(where, str(error))) from None
         own = (declared[0] / 1000, declared[1] / 1000) if declared else DEFAULT_SLO
-        picked = _picked(document, metadata)
+        picker = _picker(document, metadata)
+        picked = picker is not None
         found.append(
             Twin(
                 model=str(metadata.get("name") or target),
@@ -337,25 +359,50 @@ def twins(
                 spot_notice_seconds=float(startup_facts()["spotNoticeSeconds"]["value"]),
                 routing="picker" if picked else "random",
                 limits=limits if picked else None,
+                hold=_hold(picker, f"the {metadata.get('name', target)} picker") if picked else None,
             )
         )
     return found
 
 
-def _picked(document: PreviewDocument, metadata: dict[str, Any]) -> bool:
-    """Whether an InferencePool (the inferencepool chart's release) holds the Deployment's pods: its requests are
-    then placed by the endpoint picker, not by kube-proxy."""
+def _picker(document: PreviewDocument, metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The values of the InferencePool (the inferencepool chart's release) that holds the Deployment's pods, whose
+    requests the endpoint picker then places, not kube-proxy; None without one."""
     labels = metadata.get("labels") or {}
     for r in document.resources:
         chart = str(r.props.get("chart") or "")
         if r.type != tokens.K8S_HELM_RELEASE or not chart.endswith("/inferencepool"):
             continue
-        selector = (((r.props.get("values") or {}).get("inferencePool") or {}).get("modelServers") or {}).get(
-            "matchLabels"
-        )
+        values = r.props.get("values") or {}
+        selector = ((values.get("inferencePool") or {}).get("modelServers") or {}).get("matchLabels")
         if isinstance(selector, dict) and selector and all(labels.get(k) == v for k, v in selector.items()):
-            return True
-    return False
+            return dict(values)
+    return None
+
+
+def _hold(values: dict[str, Any] | None, where: str) -> Hold | None:
+    """The picker's flow control, where its config file turns it on: how long and how many requests it holds."""
+    extension = (values or {}).get("inferenceExtension") or {}
+    text = (extension.get("pluginsCustomConfig") or {}).get(extension.get("pluginsConfigFile"))
+    if not isinstance(text, str):
+        return None
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise InputError(Problem(f"{where}: pluginsCustomConfig", f"not YAML: {error}")) from None
+    if "flowControl" not in (config.get("featureGates") or []):
+        return None
+    flow = config.get("flowControl") or {}
+    ttl = flow.get("defaultRequestTTL")
+    seconds = duration_seconds(str(ttl), f"{where}: flowControl.defaultRequestTTL") if ttl else math.inf
+    most = flow.get("maxRequests")
+    try:
+        count = int(str(most)) if most is not None else 1_000_000
+    except ValueError:
+        raise InputError(
+            Problem(f"{where}: flowControl.maxRequests", f"{most!r}: the twin reads a whole number of requests")
+        ) from None
+    return Hold(seconds, count)
 
 
 def gateway_limits(document: PreviewDocument, callers: int) -> Limits | None:

@@ -4,6 +4,7 @@ model to its own pool, counts limits per caller, and leaves the model servers to
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from infra.serving import front_door, gateway_charts, servers
 from infra.serving.aws.config import AwsGatewaySpec, AwsModelSpec
@@ -100,13 +101,29 @@ def test_model_servers_accept_only_the_proxies_the_pickers_and_the_scraper_on_th
     assert peers[1]["podSelector"]["matchExpressions"][0]["values"] == ["llama-epp", "mistral-epp"]
 
 
-def test_the_pickers_select_the_model_servers_and_read_the_engines_kv_metric():
+def test_the_pickers_select_the_model_servers_and_hold_requests_only_for_a_model_at_zero():
     values = gateway_charts.inference_pool_values(MODELS[1])
     assert values["inferencePool"]["modelServers"]["matchLabels"] == selector(MODELS[1])
     assert values["inferencePool"]["targetPorts"] == [{"number": servers.PORT}]
-    assert {"name": "kv-cache-usage-percentage-metric", "value": "vllm:kv_cache_usage_perc"} in values[
-        "inferenceExtension"
-    ]["flags"]
+    # v1.5.0 exits on the deprecated metric flags; its vLLM default is the KV metric the engines export.
+    assert "flags" not in values["inferenceExtension"]
+    assert "pluginsConfigFile" not in values["inferenceExtension"]  # the chart's default config: no flow control
+    zero = MODELS[1].model_validate(
+        {
+            **MODELS[1].model_dump(by_alias=True, exclude_none=True),
+            "minReplicas": 0,
+            "scaleToZero": {"holdSeconds": 200},
+        }
+    )
+    extension = gateway_charts.inference_pool_values(zero)["inferenceExtension"]
+    config = yaml.safe_load(extension["pluginsCustomConfig"][extension["pluginsConfigFile"]])
+    assert config["flowControl"]["defaultRequestTTL"] == "200s"
+    # Another hold is another file name, so the picker (which reads its file at start only) rolls.
+    longer = zero.model_copy(update={"scale_to_zero": zero.scale_to_zero.model_copy(update={"hold_seconds": 250})})
+    assert (
+        gateway_charts.inference_pool_values(longer)["inferenceExtension"]["pluginsConfigFile"]
+        != extension["pluginsConfigFile"]
+    )
 
 
 def test_the_load_balancer_ends_tls_with_the_certificate_and_listens_on_443_only():
@@ -203,7 +220,12 @@ def test_the_gateway_s_own_answers_are_openai_errors():
 
     overrides = front_door.traffic_policy(gateway())["spec"]["responseOverride"]
     by_status = {o["match"]["statusCodes"][0]["value"]: o for o in overrides}
-    assert set(by_status) == {401, 404, 429}
+    assert set(by_status) == {401, 404, 429, 503}
+    # A 503 of the gateway's own (a request held past its hold while a model at zero starts) says when to retry.
+    assert by_status[503]["response"]["header"] == {
+        "set": [{"name": "Retry-After", "value": str(front_door.RETRY_AFTER_SECONDS)}]
+    }
+    assert all("header" not in by_status[s]["response"] for s in (401, 404, 429))
     for status, override in by_status.items():
         assert override["source"] == "Local"  # a model server's own error passes unchanged
         body = json.loads(override["response"]["body"]["inline"])

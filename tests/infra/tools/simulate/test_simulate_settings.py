@@ -93,7 +93,8 @@ def test_a_trigger_of_another_type_is_refused(digest):
     with pytest.raises(InputError) as error:
         _twins(document)
     assert [str(p) for p in error.value.problems] == [
-        "ScaledObject model-mistral-7b-scaler: spec.triggers[1]: type 'cpu': the twin reads prometheus triggers only"
+        "ScaledObject model-mistral-7b-scaler: spec.triggers[1]: type 'cpu': the twin reads prometheus and cron "
+        "triggers only"
     ]
 
 
