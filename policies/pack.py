@@ -53,6 +53,7 @@ from policies.rules.serving import (
     model_servers_fit_their_nodes,
     model_servers_not_exposed_directly,
     model_servers_scale_on_inference_signals,
+    models_at_zero_are_held_and_woken,
     node_pools_have_limits,
     pods_without_host_access,
     serving_pools_use_serving_types,
@@ -154,6 +155,7 @@ RULES: list[Rule] = [
     model_servers_scale_on_inference_signals.RULE,
     model_servers_fit_their_devices.RULE,
     model_servers_fit_their_nodes.RULE,
+    models_at_zero_are_held_and_woken.RULE,
     # the front door
     model_servers_not_exposed_directly.RULE,
     gateway_listeners_use_tls.RULE,

@@ -345,7 +345,6 @@ def pod_disruption_budget(model: ModelSpec, ns: str) -> Manifest:
 
 # Samples are averaged over a minute so one scrape's spike or gap does not move the HPA.
 SMOOTHING = "1m"
-HELD_METRIC = "inference_extension_flow_control_queue_size"
 
 
 def metric_queries(model: ModelSpec, ns: str) -> dict[str, str]:
@@ -371,7 +370,7 @@ def metric_queries(model: ModelSpec, ns: str) -> dict[str, str]:
 def held_query(model: ModelSpec, ns: str) -> str:
     """Requests the model's endpoint picker holds in its flow-control queue (GIE v1.5.0's
     inference_extension_flow_control_queue_size, labelled by InferencePool): the demand while no replica serves."""
-    return f'sum({HELD_METRIC}{{namespace="{ns}",inference_pool="{model.name}"}}) or vector(0)'
+    return f'sum({servers.HELD_METRIC}{{namespace="{ns}",inference_pool="{model.name}"}}) or vector(0)'
 
 
 def _schedule_triggers(model: ModelSpec, budgets: Mapping[str, startup.StartupBudget]) -> list[dict[str, Any]]:

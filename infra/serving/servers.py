@@ -19,6 +19,9 @@ PORT = 8000
 MODEL_DIR = engine.MODEL_DIR
 QUEUE_METRIC = "vllm:num_requests_waiting"  # requests queued, not yet running
 RUNNING_METRIC = "vllm:num_requests_running"  # sequences in the running batch
+# Requests the endpoint picker holds in its flow-control queue (GIE v1.5.0, pkg/epp/metrics/metrics.go: a gauge
+# labelled fairness_id, priority, inference_pool, model_name, target_model_name): the demand of a model at zero.
+HELD_METRIC = "inference_extension_flow_control_queue_size"
 # KV-cache blocks in use, 0-1: vLLM renamed gpu_cache_usage_perc to kv_cache_usage_perc (v0.10); queries
 # read both so a server image bump does not blind the autoscaler.
 KV_CACHE_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")

@@ -25,10 +25,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from infra.serving.servers import HELD_METRIC
 from infra.serving.twin.hpa import Behavior, average_value_replicas, ratio_replicas
 
 Series = Literal["waiting", "running", "kv", "held", "schedule"]
-HELD_METRIC = "inference_extension_flow_control_queue_size"
 WEEK_SECONDS = 7 * 86400.0
 Aggregate = Literal["sum", "avg"]
 

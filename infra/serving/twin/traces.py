@@ -6,8 +6,9 @@ A trace is a sequence of (arrival seconds, prompt tokens, output tokens), arriva
   mapped through the inverse of the cumulative rate): `steady` (the mean rate throughout), `diurnal` (a day's
   sine between 20% and 180% of the mean, lowest at 04:00, highest at 16:00), `burst` (10x the mean for one
   minute every 20 minutes, the rest lower so that the mean holds), `ramp` (from 10% to 190% of the mean,
-  linearly). Token lengths are lognormal through a mean and a p95 (the same parameterisation as
-  queueing.Lengths), at least 1, at most the context left.
+  linearly), `office` (weekdays from 07:00 to 20:00 at 24/13 of the mean, so that a weekday's mean holds, and
+  nothing at night or at weekends; the trace starts on a Monday at 00:00). Token lengths are lognormal through a
+  mean and a p95 (the same parameterisation as queueing.Lengths), at least 1, at most the context left.
 - **Replay.** A CSV with a header naming `timestamp`, `prompt_tokens` and `output_tokens`, or JSON lines with
   those keys; timestamps are seconds (any origin; the trace starts at the first) or ISO-8601.
 """
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from infra.serving.queueing import Z95, Lengths
 
-SHAPES = ("steady", "diurnal", "burst", "ramp")
+SHAPES = ("steady", "diurnal", "burst", "ramp", "office")
+OFFICE_HOURS = (7 * 3600.0, 20 * 3600.0)  # seconds of the day the office shape has traffic in
 FIELDS = ("timestamp", "prompt_tokens", "output_tokens")
 
 
@@ -53,6 +55,10 @@ class Shape:
             return mean * (1 + 0.8 * math.sin(2 * math.pi * (t / 86400 - 10 / 24)))
         if self.name == "burst":
             return mean * 10 if t % 1200 < 60 else mean * 600 / 1140  # 1 min at 10x, the rest keeps the mean
+        if self.name == "office":
+            start, end = OFFICE_HOURS
+            weekday = (t // 86400) % 7 < 5
+            return mean * 86400 / (end - start) if weekday and start <= t % 86400 < end else 0.0
         return mean * (0.1 + 1.8 * min(1.0, t / self.seconds))
 
 

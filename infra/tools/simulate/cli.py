@@ -214,6 +214,11 @@ def lines(f: Figures) -> list[str]:
         f"{f.model}: {f.requests:,} requests over {f.seconds / 3600:g} h",
         f"  completed {f.completed:,}, timed out {f.timed_out:,}, refused {f.refused:,}, "
         f"rate-limited (429) {f.limited:,}, killed mid-request {f.killed:,}",
+        *(
+            [f"  held at the front door while no replica served {f.held:,}, of which answered 503 after the hold "
+             f"{f.held_out:,}"]
+            if f.held else []
+        ),
         f"  TTFT p50/p95/p99: {_fmt(f.ttft_ms['p50'])} / {_fmt(f.ttft_ms['p95'])} / {_fmt(f.ttft_ms['p99'])} ms",
         f"  TPOT p50/p95/p99: {_fmt(f.tpot_ms['p50'])} / {_fmt(f.tpot_ms['p95'])} / {_fmt(f.tpot_ms['p99'])} ms",
         f"  over the SLO (TTFT {_fmt(f.slo_ms[0])} ms, TPOT {_fmt(f.slo_ms[1])} ms) or not served: "

@@ -249,11 +249,12 @@ def twins(
     timeout: float,
     spot_rate: float,
     callers: int = 1,
+    week_start_seconds: float = 0.0,
 ) -> list[Twin]:
     """One Twin per ScaledObject of the document whose target is a Deployment of the document. The SLO of the
     share over it: `ttft_slo`/`tpot_slo` (seconds) where given, else the model's own (`models[i].slo`, which
     its Deployment carries), else DEFAULT_SLO. Behind a front door, the gateway's per-key limits over `callers`
-    keys."""
+    keys. The trace starts `week_start_seconds` after Monday 00:00 in a schedule's time zone."""
     deployments = {
         (r.props.get("metadata") or {}).get("name"): r for r in document.resources if r.type == tokens.K8S_DEPLOYMENT
     }
@@ -339,6 +340,11 @@ def twins(
         except ValueError as error:
             raise InputError(Problem(where, str(error))) from None
         own = (declared[0] / 1000, declared[1] / 1000) if declared else DEFAULT_SLO
+        # A model that may be at zero starts as its schedule (or minimum) has it at the trace's start.
+        opening = max(
+            (t.query.scheduled(week_start_seconds) for t in scaled.triggers if t.query.series == "schedule"), default=0
+        )
+        initial = int(max(scaled.min_replicas, opening)) if scaled.scales_to_zero else None
         picker = _picker(document, metadata)
         picked = picker is not None
         found.append(
@@ -359,6 +365,8 @@ def twins(
                 spot_notice_seconds=float(startup_facts()["spotNoticeSeconds"]["value"]),
                 routing="picker" if picked else "random",
                 limits=limits if picked else None,
+                initial_replicas=initial,
+                week_start_seconds=week_start_seconds,
                 hold=_hold(picker, f"the {metadata.get('name', target)} picker") if picked else None,
             )
         )

@@ -551,6 +551,28 @@ ENTRIES = [
         set_(t.GCP_CONTAINER_CLUSTER, "serving-gke-cluster", "datapathProvider", DELETE),
         "a GKE cluster on the legacy dataplane without Calico: nothing enforces the policy",
     ),
+    # Scale to zero (mistral-7b is at zero at night)
+    Entry(
+        "zero-without-the-pickers-hold",
+        EKS,
+        "models-at-zero-are-held-and-woken",
+        set_(t.K8S_HELM_RELEASE, "front-door-pool-mistral-7b", "values.inferenceExtension.pluginsConfigFile", DELETE),
+        "the picker on its default config: a request at zero fails at once and nothing counts it",
+    ),
+    Entry(
+        "zero-that-never-wakes",
+        EKS,
+        "models-at-zero-are-held-and-woken",
+        set_(SCALER, "model-mistral-7b-scaler", "spec.triggers.2", DELETE),
+        "the held-requests trigger removed: the engines' metrics vanish with the last pod, nothing wakes it",
+    ),
+    Entry(
+        "zero-cooldown-shorter-than-start-up",
+        EKS,
+        "models-at-zero-are-held-and-woken",
+        set_(SCALER, "model-mistral-7b-scaler", "spec.cooldownPeriod", 300),
+        "KEDA's default cooldown against a 13.5-minute start from zero: the pool flaps",
+    ),
     # The front door (GKE)
     Entry(
         "gke-gateway-tls-removed",

@@ -28,16 +28,26 @@ def test_serving_demo_models_as_declared(digest):
     assert sorted(found) == ["llama-3-8b-neuron", "mistral-7b"]
     mistral = found["mistral-7b"]
     scaled = mistral.scaled
+    # At zero at night: it cools down for its start-up budget from zero (13.5 min on g5.xlarge, rounded up).
     assert (scaled.min_replicas, scaled.max_replicas, scaled.polling_seconds, scaled.cooldown_seconds) == (
-        2,
+        0,
         6,
         15,
-        300,
+        840,
     )
     assert [(t.name, t.query.series, t.metric_type, t.threshold) for t in scaled.triggers] == [
         ("queue-depth", "waiting", "AverageValue", 8.0),
         ("kv-cache", "kv", "Value", 0.75),
+        ("held", "held", "AverageValue", 8.0),
+        ("schedule-0", "schedule", "AverageValue", 1.0),
     ]
+    # Two replicas from 07:00 on weekdays, asked for 14 minutes ahead (the budget, to the minute), until 20:00.
+    (schedule,) = [t for t in scaled.triggers if t.query.series == "schedule"]
+    assert schedule.query.windows[0] == ((6 * 60 + 46) * 60.0, 20 * 3600.0, 2.0)
+    assert len(schedule.query.windows) == 5
+    assert mistral.hold is not None and (mistral.hold.seconds, mistral.hold.max_requests) == (240.0, 200)
+    assert mistral.initial_replicas == 0  # Monday 00:00 is night
+    assert found["llama-3-8b-neuron"].hold is None and found["llama-3-8b-neuron"].initial_replicas is None
     assert scaled.behavior == Behavior(Rules(0, (Policy("Pods", 2, 60),)), Rules(600, (Policy("Pods", 1, 120),)))
     assert (mistral.perf.device.name, mistral.perf.max_model_len, mistral.perf.configured_max_num_seqs) == (
         "A10G",
@@ -53,8 +63,7 @@ def test_serving_demo_models_as_declared(digest):
     assert (mistral.autoscaler.unneeded_seconds, mistral.autoscaler.delay_after_add_seconds) == (300.0, 300.0)
     groups = {(g.instance_type, g.spot, g.min_size, g.max_size, g.pods_per_node) for g in mistral.node_groups}
     assert groups == {
-        ("g5.xlarge", False, 1, 1, 1),  # the on-demand baseline
-        ("g5.xlarge", True, 1, 6, 1),
+        ("g5.xlarge", True, 0, 6, 1),
         ("g5.2xlarge", True, 0, 6, 1),
         ("g5.xlarge", False, 0, 6, 1),  # the on-demand fallbacks behind the Spot groups
         ("g5.2xlarge", False, 0, 6, 1),
@@ -180,3 +189,26 @@ def test_models_behind_the_front_door_get_its_per_key_limits_shared_by_the_route
     kept = copy.deepcopy(digest)
     kept["steps"] = [s for s in kept["steps"] if not s.get("urn", "").endswith("::front-door-backendtrafficpolicy")]
     assert all(t.limits is None for t in _twins(kept).values())
+
+
+def test_the_demos_twin_day_is_at_zero_at_night_serves_every_morning_request_and_costs_less(digest):
+    """serving-demo's mistral-7b under the office trace (a weekday: traffic from 07:00 to 20:00), its requests
+    spread over 20 keys (the front door's per-key limits are not what is measured): the night at zero, replicas
+    serving when the window opens, none lost, and the day cheaper than its minimum of 2 all day would be."""
+    from infra.serving.queueing import Lengths
+    from infra.serving.twin.engine import simulate
+    from infra.serving.twin.figures import figures
+    from infra.serving.twin.traces import Shape, generate
+
+    (mistral,) = [
+        t for t in twins(preview_json.parse(digest, "demo"), None, None, 600.0, 0.0, 20) if t.model == "mistral-7b"
+    ]
+    shape = Shape("office", 2.0, 86400, Lengths(512, 1536), Lengths(256, 768), mistral.perf.max_model_len, 0)
+    outcome = simulate(mistral, generate(shape), 86400)
+    f = figures(outcome)
+    assert f.requests > 100_000 and f.completed == f.requests
+    ready = {round(t): r for t, _, r, _ in outcome.series}
+    assert ready[6 * 3600] == 0 and ready[22 * 3600] == 0
+    assert ready[7 * 3600] >= 2
+    (cheapest,) = {g.price_per_hour for g in mistral.node_groups if g.instance_type == "g5.xlarge"}
+    assert f.cost_usd < 0.65 * 2 * 24 * cheapest  # the minimum of 2 all day on the cheapest type
