@@ -56,7 +56,8 @@ def markdown(result: list[Figures] | str) -> list[str]:
         f"prompts {REPORT_PROMPT.mean:g} (p95 {REPORT_PROMPT.p95:g}) and outputs {REPORT_OUTPUT.mean:g} "
         f"(p95 {REPORT_OUTPUT.p95:g}) tokens, seed {REPORT_SEED}, from Monday 12:00 (a schedule's zone), all of it "
         "under one API key where a front door limits each key (its 429s are lost); each model's SLO "
-        "(`models[i].slo`, else TTFT 2000 ms and TPOT 100 ms). Node start-up times are assumptions a real cloud confirms (docs/simulate.md).",
+        "(`models[i].slo`, else TTFT 2000 ms and TPOT 100 ms). Node start-up times are assumptions a real cloud "
+        "confirms (docs/simulate.md).",
         "",
         "| model | SLO TTFT / TPOT ms | TTFT p50 / p95 / p99 ms | TPOT p95 ms | over SLO or lost | lost "
         "| replicas max | node hours | cost | $ / M output tokens |",
