@@ -29,7 +29,8 @@ class Picker:
 
 def _config(values: dict[str, Any]) -> dict[str, Any]:
     extension = dict_at(values.get("inferenceExtension"))
-    text = dict_at(extension.get("pluginsCustomConfig")).get(extension.get("pluginsConfigFile"))
+    name = extension.get("pluginsConfigFile")
+    text = dict_at(extension.get("pluginsCustomConfig")).get(name) if isinstance(name, str) else None
     if not isinstance(text, str):
         return {}  # the chart's default config: no flow control
     try:

@@ -81,7 +81,7 @@ def check(stack: Stack, config: Mapping[str, Any]) -> list[Finding]:
             continue
         key = scale_target(scaler)
         workload = workloads.get(key) if key else None
-        if workload is None:
+        if key is None or workload is None:
             continue  # a target outside the preview: nothing to hold or judge
         where = f"ScaledObject {scaler.label} scales {key[0]} {key[1]}/{key[2]} to zero, but"
         labels = pod_labels(workload)
