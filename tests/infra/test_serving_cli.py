@@ -14,7 +14,7 @@ def test_preview_json_contains_the_fleet():
     types = [s["newState"]["type"] for s in digest["steps"]]
     assert types.count("aws:eks/cluster:Cluster") == 1
     # one per instance type, g5's on-demand base, and an on-demand fallback behind each g5 Spot type
-    assert types.count("aws:eks/nodeGroup:NodeGroup") == 9
+    assert types.count("aws:eks/nodeGroup:NodeGroup") == 8  # inf2 2, g5 2 Spot + 2 fallback, system 2
     # one per model server, and the front door's rate-limit Redis
     assert types.count("kubernetes:apps/v1:Deployment") == 3
     assert types.count("kubernetes:keda.sh/v1alpha1:ScaledObject") == 2
@@ -51,9 +51,7 @@ def test_meaning_errors_exit_2_naming_the_field():
         "-c",
         "mlinfra:serving.models[0].variant=cuda",
         "-c",
-        "mlinfra:serving.models[1].minReplicas=5",
-        "-c",
-        "mlinfra:serving.models[1].maxReplicas=3",
+        "mlinfra:serving.models[1].maxReplicas=1",
         "-c",
         "mlinfra:serving.nodePools.g5.instanceTypes[0]=p4d.24xlarge",
     )
@@ -65,5 +63,5 @@ def test_meaning_errors_exit_2_naming_the_field():
     assert lines[1:] == [
         "error: mlinfra:serving.models[0].variant: cuda artefacts cannot be served on inf2: "
         "inf2 runs Neuron-compiled artefacts only; use neuron, neuron-int8",
-        "error: mlinfra:serving.models[1].maxReplicas: 3 is below minReplicas (5); use at least 5",
+        "error: mlinfra:serving.models[1].maxReplicas: 1 is below the schedule's largest minimum (2); use at least 2",
     ]

@@ -294,8 +294,8 @@ class Simulation:
         self.routes.append(pod.replica)
         self._expire(now)
         if self.held:  # the first replica to serve takes what the front door held, in arrival order
-            held, self.held = list(self.held), deque()
-            pod.replica.run(held)
+            pod.replica.run(list(self.held))
+            self.held.clear()
 
     def _expire(self, now: float) -> None:
         """Requests held past the hold are answered 503 (Retry-After): refused."""
@@ -413,12 +413,10 @@ class Simulation:
         values = []
         for trigger in self.twin.scaled.triggers:
             query = trigger.query
-            if query.series == "held":
+            if query.series in ("held", "schedule"):  # the front door's queue, or a cron window's ask
                 self._expire(now)
-                values.append(float(len(self.held)))
-                continue
-            if query.series == "schedule":
-                values.append(query.scheduled((self.twin.week_start_seconds + now) % WEEK_SECONDS))
+                clock = (self.twin.week_start_seconds + now) % WEEK_SECONDS
+                values.append(float(len(self.held)) if query.series == "held" else query.scheduled(clock))
                 continue
             index = {"waiting": 1, "running": 2, "kv": 3}[query.series]
             averages = []

@@ -18,6 +18,7 @@ from typing import Any
 
 from infra.core.bounds import positive_within
 from infra.core.errors import InputError, Problem
+from infra.serving import schedule
 from infra.serving.queueing import Lengths
 from infra.serving.spec import MAX_SLO_MS
 from infra.serving.twin import accel
@@ -50,6 +51,11 @@ def add_simulate_parser(verbs: Any) -> None:
     sim.add_argument("--rate", type=float, default=DEFAULT_RATE, help="a shape's mean requests/s per model (2)")
     sim.add_argument("--hours", type=float, help="a shape's length in hours (default 24; a log: its own length)")
     sim.add_argument("--seed", type=int, default=0, help="the shape's and the router's seed (default 0)")
+    sim.add_argument(
+        "--start", default="mon-00:00", metavar="DAY-HH:MM",
+        help="where in the week the trace starts, in a schedule's time zone (default mon-00:00): what a model's "
+        "schedule asks for then, and when its windows open",
+    )  # fmt: skip
     sim.add_argument("--prompt-tokens", default=DEFAULT_PROMPT, metavar="MEAN:P95", help="a shape's prompts")
     sim.add_argument("--output-tokens", default=DEFAULT_OUTPUT, metavar="MEAN:P95", help="a shape's outputs")
     sim.add_argument(
@@ -104,6 +110,17 @@ def _lengths(flag: str, text: str) -> Lengths:
         raise InputError(wrong) from None
 
 
+def week_start(text: str) -> float:
+    """Seconds from Monday 00:00 of "DAY-HH:MM" (mon ... sun); ValueError saying what is allowed."""
+    day, _, clock = text.partition("-")
+    if day not in schedule.DAYS:
+        raise ValueError(f"{text[:40]!r} is not DAY-HH:MM with DAY one of {', '.join(schedule.DAYS)}")
+    minutes = schedule.clock_minutes(clock)
+    if minutes >= 24 * 60:
+        raise ValueError(f"{text[:40]!r}: the time of day must be before 24:00")
+    return (schedule.DAYS.index(day) * 24 * 60 + minutes) * 60.0
+
+
 def check_numbers(args: argparse.Namespace) -> None:
     """Every number finite, positive where it must be, and within what the twin can run (before any preview)."""
     bounded = (
@@ -132,6 +149,10 @@ def check_numbers(args: argparse.Namespace) -> None:
         problems.append(
             Problem("--compare-config", "overrides need --stack (a preview document is fixed); use --compare")
         )
+    try:
+        week_start(args.start)
+    except ValueError as error:
+        problems.append(Problem("--start", str(error)))
     if not 1 <= args.callers <= 100_000:
         problems.append(Problem("--callers", f"{args.callers} must be between 1 and 100000"))
     spot = args.spot_interruptions_per_node_hour
@@ -168,6 +189,7 @@ def document_twins(args: argparse.Namespace, overrides: list[tuple[str, str]], p
         args.timeout_s,
         args.spot_interruptions_per_node_hour,
         args.callers,
+        week_start(args.start),
     )
     if args.model:
         unknown = sorted(set(args.model) - {t.model for t in found})

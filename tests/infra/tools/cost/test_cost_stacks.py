@@ -92,9 +92,8 @@ def test_serving_demo_monthly_cost_at_min_and_max_from_node_group_bounds(capsys)
     kept = {"inf2": "inf2.8xlarge", "g5": "g5.xlarge"}
     low = sum(pool["minSize"] * p[kept[name]] for name, pool in pools.items())
     high = sum(pool["maxSize"] * p[t] for pool in pools.values() for t in pool["instanceTypes"])
-    # The Spot g5 pool's on-demand baseline (onDemandBase 1 of its minimum's type), at the same list price.
-    base = p[kept["g5"]]
-    low, high = low + base, high + base
+    # The Spot g5 pool keeps no on-demand baseline (onDemandBase 0: mistral-7b is at zero at night).
+    assert pools["g5"]["onDemandBase"] == 0 and pools["g5"]["minSize"] == 0
     # The system pool: one group per general-purpose type, on demand.
     low += sum(plan.min_size * p[plan.instance_type] for plan in system_plans())
     high += sum(plan.max_size * p[plan.instance_type] for plan in system_plans())

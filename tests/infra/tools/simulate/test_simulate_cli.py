@@ -53,7 +53,8 @@ def test_text_output_names_each_figure(capsys, tmp_path):
 def test_compare_against_another_configuration(capsys, tmp_path):
     code, out, _ = _run(
         capsys, "--stack", "serving-demo", "--trace", "steady", "--hours", "0.25", "--model", "mistral-7b",
-        "--compare-config", "mlinfra:serving.models[1].minReplicas=4", "--picture", str(tmp_path / "p.svg"),
+        "--compare-config", "mlinfra:serving.models[1].schedule.windows[1].minReplicas=4", "--start", "mon-12:00",
+        "--picture", str(tmp_path / "p.svg"),
     )  # fmt: skip
     assert code == 0
     line = next(line for line in out.splitlines() if line.startswith("mistral-7b: p95 TTFT"))
@@ -67,7 +68,7 @@ def test_a_request_log_is_replayed(capsys, tmp_path):
     )
     code, out, _ = _run(
         capsys, "--stack", "serving-demo", "--trace", str(log), "--model", "mistral-7b", "--json",
-        "--picture", str(tmp_path / "p.svg"),
+        "--picture", str(tmp_path / "p.svg"), "--start", "tue-10:00",  # in its office hours
     )  # fmt: skip
     assert code == 0
     (model,) = json.loads(out)["models"]
