@@ -199,3 +199,40 @@ def test_a_stack_config_too_large_to_hand_to_the_pack_exits_2(tmp_path):
     result = run_cli("policy", "--preview-json", str(path))
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith("error: config: the stack config is 218,890 bytes as JSON (10,000 keys)")
+
+
+WINDOWS = "mlinfra:serving.models[1].schedule.windows"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "words"),
+    [
+        ([f"{WINDOWS}[0].to=08:00"], "mlinfra:serving.models[1].schedule", "windows[1]: overlaps windows[0]"),
+        ([f"{WINDOWS}[3].to=20:00"], "mlinfra:serving.models[1].schedule", "the week from Sat 20:00 to Sun 00:00"),
+        ([f"{WINDOWS}[0].from=07:00"], "mlinfra:serving.models[1].schedule", "not after it starts"),
+        (["mlinfra:serving.models[1].schedule.timezone=Europe/Atlantis"], "mlinfra:serving.models[1].schedule.timezone",
+         "not an IANA time zone"),
+        (["mlinfra:serving.models[1].minReplicas=2"], "mlinfra:serving.models[1]", "leave minReplicas unset"),
+        (["mlinfra:serving.models[1].scaleToZero.holdSeconds=400"], "mlinfra:serving.models[1].scaleToZero.holdSeconds",
+         "must be at most 300"),
+        (["mlinfra:serving.models[1].scaleToZero.clientTimeoutSeconds=60"], "mlinfra:serving.models[1]",
+         "longer than clientTimeoutSeconds 60"),
+        (["mlinfra:serving.models[1].scaleToZero.cooldownSeconds=300"],
+         "mlinfra:serving.models[1].scaleToZero.cooldownSeconds", "shorter than the replica's start-up from zero"),
+        (["mlinfra:serving.models[1].scaleToZero.holdSeconds=60"], "mlinfra:serving.models[1].scaleToZero.holdSeconds",
+         "even on a node that is still up"),
+        (["mlinfra:serving.models[0].minReplicas=0"], "mlinfra:serving.models[0]", "needs scaleToZero"),
+        (["mlinfra:serving.models[0].scaleToZero.holdSeconds=240"], "mlinfra:serving.models[0].scaleToZero",
+         "nothing goes to zero"),
+    ],
+    ids=["overlap", "gap", "inverted", "zone", "min-and-schedule", "hold-cap", "hold-past-client", "cooldown",
+         "hold-short", "zero-unasked", "zero-without-zero"],
+)  # fmt: skip
+def test_schedules_and_holds_that_cannot_work_exit_2_naming_the_key(capsys, overrides, key, words):
+    argv = ["preview", "--stack", "serving-demo"]
+    for override in overrides:
+        argv += ["-c", override]
+    code, err = run(capsys, *argv)
+    assert code == 2, err
+    line = next((line for line in err.splitlines() if words in line), None)
+    assert line is not None and line.startswith(f"error: {key}"), err

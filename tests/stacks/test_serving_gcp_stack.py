@@ -310,3 +310,23 @@ def test_a_cluster_created_without_dataplane_v2_enforces_policies_with_calico_in
     assert "datapathProvider" not in cluster
     assert cluster["networkPolicy"] == {"enabled": True, "provider": "CALICO"}
     assert cluster["addonsConfig"]["networkPolicyConfig"] == {"disabled": False}
+
+
+def test_a_model_at_zero_on_gke_is_held_by_its_picker_and_woken_by_what_it_holds():
+    result = preview(
+        "serving-gcp-demo",
+        [("mlinfra:serving.models[0].minReplicas", "0"), ("mlinfra:serving.models[0].scaleToZero.holdSeconds", "240")],
+    )
+    assert not result.errors, result.errors
+    (scaler,) = by_type(result, "kubernetes:keda.sh/v1alpha1:ScaledObject")
+    spec = scaler.inputs["spec"]
+    assert spec["minReplicaCount"] == 0 and spec["cooldownPeriod"] >= 600
+    assert any(t["name"] == "held" for t in spec["triggers"])
+    (picker,) = [
+        r
+        for r in by_type(result, "kubernetes:helm.sh/v3:Release")
+        if str(r.inputs.get("chart")).endswith("inferencepool")
+    ]
+    extension = picker.inputs["values"]["inferenceExtension"]
+    config = yaml.safe_load(extension["pluginsCustomConfig"][extension["pluginsConfigFile"]])
+    assert config["flowControl"]["defaultRequestTTL"] == "240s"
