@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from infra.core.bounds import positive_within
 from infra.core.errors import InputError, Problem
-from infra.serving import schedule
+from infra.serving import canary, schedule
 from infra.serving.queueing import Lengths
 from infra.serving.spec import MAX_SLO_MS
 from infra.serving.twin import accel
@@ -84,6 +85,19 @@ def add_simulate_parser(verbs: Any) -> None:
         "--compare-config", action="append", default=[], metavar="KEY=VALUE",
         help="another configuration: the stack with these overrides (repeatable)",
     )  # fmt: skip
+    sim.add_argument(
+        "--canary-config", action="append", default=[], metavar="KEY=VALUE",
+        help="run a canary of the stack with these overrides (the new version) against it, step by step (repeatable)",
+    )  # fmt: skip
+    sim.add_argument(
+        "--canary-steps", default="10,50,100", metavar="P,P,...",
+        help="the canary's shares of the traffic, percent, increasing to 100 (default 10,50,100)",
+    )  # fmt: skip
+    sim.add_argument("--canary-window-s", type=float, default=900.0, help="each canary step's window (900 s)")
+    sim.add_argument(
+        "--canary-margin", type=float, default=0.2,
+        help="how much slower (TTFT and TPOT p95) the new version may be, a share (default 0.2)",
+    )  # fmt: skip
     sim.add_argument("--json", action="store_true", help="print a JSON document")
     sim.set_defaults(handler=run)
 
@@ -108,6 +122,34 @@ def _lengths(flag: str, text: str) -> Lengths:
         return Lengths(low, high)
     except ValueError:
         raise InputError(wrong) from None
+
+
+def canary_steps(text: str) -> tuple[int, ...]:
+    try:
+        steps = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"{text[:40]!r}: whole percentages, comma-separated, e.g. 10,50,100") from None
+    problem = canary.steps_problem(steps)
+    if problem:
+        raise ValueError(problem)
+    return steps
+
+
+def canary_problems(args: argparse.Namespace) -> list[Problem]:
+    if not args.canary_config:
+        return []
+    problems = []
+    try:
+        canary_steps(args.canary_steps)
+    except ValueError as error:
+        problems.append(Problem("--canary-steps", str(error)))
+    if problem := positive_within("--canary-window-s", args.canary_window_s, MAX_TIMEOUT_S):
+        problems.append(problem)
+    if not (math.isfinite(args.canary_margin) and 0 <= args.canary_margin <= 10):
+        problems.append(Problem("--canary-margin", f"{args.canary_margin:g} must be from 0 to 10 (a share)"))
+    if args.preview_json:
+        problems.append(Problem("--canary-config", "overrides need --stack (a preview document is fixed)"))
+    return problems
 
 
 def week_start(text: str) -> float:
@@ -149,6 +191,7 @@ def check_numbers(args: argparse.Namespace) -> None:
         problems.append(
             Problem("--compare-config", "overrides need --stack (a preview document is fixed); use --compare")
         )
+    problems += canary_problems(args)
     try:
         week_start(args.start)
     except ValueError as error:
@@ -204,25 +247,51 @@ def document_twins(args: argparse.Namespace, overrides: list[tuple[str, str]], p
     return found
 
 
-def run_twins(twins: list[Twin], args: argparse.Namespace) -> list[Outcome]:
-    """Each twin under the trace of `args` (the same requests for each, by seed)."""
-    outcomes = []
-    log = None
+def trace_for(twin: Twin, args: argparse.Namespace) -> tuple[Iterable[tuple[float, int, int]], float]:
+    """The requests of `args`'s trace for `twin` (a shape is cut to its context) and the seconds it runs."""
     if args.trace not in SHAPES:
         try:
             log = load_log(Path(args.trace))
         except TraceError as error:
             raise InputError(Problem("--trace", str(error))) from None
+        return log, args.hours * 3600 if args.hours else log[-1][0] + 1
     prompt, output = _lengths("--prompt-tokens", args.prompt_tokens), _lengths("--output-tokens", args.output_tokens)
+    seconds = (args.hours or 24.0) * 3600
+    shape = Shape(args.trace, args.rate, seconds, prompt, output, twin.perf.max_model_len, args.seed)
+    return generate(shape), seconds
+
+
+def run_twins(twins: list[Twin], args: argparse.Namespace) -> list[Outcome]:
+    """Each twin under the trace of `args` (the same requests for each, by seed)."""
+    outcomes = []
     for twin in twins:
-        if log is not None:
-            seconds = args.hours * 3600 if args.hours else log[-1][0] + 1
-            outcomes.append(simulate(twin, log, seconds, args.seed))
-            continue
-        seconds = (args.hours or 24.0) * 3600
-        shape = Shape(args.trace, args.rate, seconds, prompt, output, twin.perf.max_model_len, args.seed)
-        outcomes.append(simulate(twin, generate(shape), seconds, args.seed))
+        requests, seconds = trace_for(twin, args)
+        outcomes.append(simulate(twin, requests, seconds, args.seed))
     return outcomes
+
+
+def run_canaries(args: argparse.Namespace, olds: list[Twin], news: list[Twin]) -> int:
+    """Each model's canary of the new configuration (`--canary-config`) against the stack, under the trace."""
+    from infra.tools.simulate.canary import lines as canary_lines
+    from infra.tools.simulate.canary import run_canary
+
+    by_model = {t.model: t for t in news}
+    margin = args.canary_margin
+    documents, out = [], []
+    for old in olds:
+        new = by_model[old.model]
+        plan = canary.Plan(
+            canary_steps(args.canary_steps),
+            args.canary_window_s,
+            canary.Margins(margin, margin),
+            slo=(new.ttft_slo_seconds, new.tpot_slo_seconds),
+        )
+        trace = list(trace_for(old, args)[0])
+        state, steps = run_canary(old, new, trace, plan, args.seed)
+        documents.append(json.loads(state.to_json()))
+        out += [*canary_lines(state, steps), ""]
+    print(json.dumps({"canaries": documents}, indent=2) if args.json else "\n".join(out).rstrip())
+    return 0
 
 
 def _fmt(value: float | None, unit: str = "") -> str:
@@ -280,6 +349,10 @@ def run(args: argparse.Namespace) -> int:
     if args.compare or args.compare_config:
         other = [*overrides, *(parse_override(text) for text in args.compare_config)]
         other_twins = document_twins(args, other, args.compare)
+    if args.canary_config:
+        return run_canaries(
+            args, twins, document_twins(args, [*overrides, *map(parse_override, args.canary_config)], None)
+        )
     outcomes = run_twins(twins, args)
     results = [figures(o) for o in outcomes]
     others = [figures(o) for o in run_twins(other_twins, args)] if other_twins else []

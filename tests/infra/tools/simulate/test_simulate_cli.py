@@ -145,3 +145,44 @@ def test_a_preview_document_is_simulated_as_the_stack(capsys, tmp_path):
         2,
         "error: --compare-config: overrides need --stack (a preview document is fixed); use --compare",
     )
+
+
+CANARY = ("--stack", "serving-demo", "--model", "mistral-7b", "--trace", "steady", "--hours", "1", "--start",
+          "mon-12:00", "--callers", "50", "--json")  # fmt: skip
+
+
+def test_a_canary_of_a_deliberately_slower_version_rolls_back_at_its_first_step(capsys):
+    """The new version serves 2 sequences at once instead of 256 (a misconfigured engine): at 10% of the traffic its
+    TTFT p95 is far past the old's and the SLO, so the canary rolls back at its first step, the figures logged."""
+    code, out, _ = _run(capsys, *CANARY, "--canary-config", "mlinfra:serving.models[1].maxNumSeqs=2")
+    assert code == 0
+    (state,) = json.loads(out)["canaries"]
+    assert state["status"] == "rolled back" and len(state["log"]) == 1
+    (step,) = state["log"]
+    assert step["share"] == 10 and step["decision"] == "roll back"
+    assert step["new"]["ttft_p95"] > 5 * step["old"]["ttft_p95"]
+    assert any("misses the SLO" in reason for reason in step["reasons"])
+
+
+def test_a_canary_of_the_same_configuration_is_promoted_step_by_step(capsys):
+    code, out, _ = _run(capsys, *CANARY, "--canary-config", "mlinfra:serving.models[1].maxNumSeqs=256")
+    assert code == 0
+    (state,) = json.loads(out)["canaries"]
+    assert state["status"] == "promoted"
+    assert [(e["share"], e["decision"]) for e in state["log"]] == [(10, "go"), (50, "go"), (100, "go")]
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (("--canary-steps", "10,5,100"), "error: --canary-steps: [10, 5, 100]: the steps must increase"),
+        (("--canary-steps", "10,50"), "error: --canary-steps: [10, 50]: the last step must be 100"),
+        (("--canary-steps", "ten"), "error: --canary-steps: 'ten': whole percentages"),
+        (("--canary-margin", "-0.1"), "error: --canary-margin: -0.1 must be from 0 to 10 (a share)"),
+        (("--canary-window-s", "0"), "error: --canary-window-s: 0 must be a positive number"),
+    ],
+)
+def test_a_canary_that_cannot_run_exits_2_naming_the_flag(capsys, flags, error):
+    code, _, err = _run(capsys, *CANARY, "--canary-config", "mlinfra:serving.models[1].maxNumSeqs=8", *flags)
+    assert code == 2
+    assert err.splitlines()[0].startswith(error), err
