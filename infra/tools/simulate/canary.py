@@ -2,10 +2,10 @@
 step, judged as a promotion judges them (infra/serving/canary.py).
 
 Each step's window of the trace is split at the front door by the step's share, request by request (weighted
-backends: no endpoint picker across the two versions), and each version runs its share on its own twin, each starting
-with its share of the replicas the old one serves with (at least one), each scaled by its own autoscaler. A version's figures are its
-window's: requests, those not served (timed out, refused, killed, limited), and TTFT and TPOT p95. The canary then
-goes on, waits or rolls back; after a roll back the rest of the trace is the old version's alone.
+backends: no endpoint picker across the two versions), and each version runs its share on its own twin, starting
+with its share of the replicas the old one serves with (at least one) and scaled by its own autoscaler. A
+version's figures are its window's: requests, those not served (timed out, refused, killed, limited), and TTFT and
+TPOT p95. The canary then goes on, waits or rolls back, and ends there: the old version keeps the alias.
 """
 
 from __future__ import annotations
