@@ -124,9 +124,17 @@ def pool_name(model: ModelSpec) -> str:
     return model.name  # the InferencePool the inferencepool chart names after its release
 
 
+def request_timeout_seconds(model: ModelSpec) -> int:
+    """The route's whole-request timeout: the longest run, and the hold before it for a model at zero."""
+    hold = model.scale_to_zero.hold_seconds if model.scale_to_zero is not None else 0
+    return model.max_request_seconds + hold
+
+
 def ai_gateway_route(models: Sequence[ModelSpec], ns: str) -> Manifest:
     """One rule per model: the request's `model` (the name the server answers to, --served-model-name) picks
-    the model's InferencePool. A name no rule has gets AI Gateway's 404."""
+    the model's InferencePool. A name no rule has gets AI Gateway's 404. The rules are what AI Gateway lists at
+    /v1/models, so a model at zero stays listed. A request's time runs from its arrival: a model at zero gives it
+    its hold on top of its longest run."""
     return {
         "apiVersion": "aigateway.envoyproxy.io/v1beta1",
         "kind": "AIGatewayRoute",
@@ -146,7 +154,7 @@ def ai_gateway_route(models: Sequence[ModelSpec], ns: str) -> Manifest:
                     "backendRefs": [
                         {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": pool_name(model)}
                     ],
-                    "timeouts": {"request": f"{model.max_request_seconds}s"},
+                    "timeouts": {"request": f"{request_timeout_seconds(model)}s"},
                 }
                 for model in models
             ],

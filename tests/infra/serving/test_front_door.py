@@ -251,3 +251,21 @@ def test_the_controller_adds_no_tag_keys_its_tagging_grant_refuses():
     assert "defaultTags" not in values
     assert not any(k.endswith("additional-resource-tags") for k in envoy_service(gateway())["annotations"])
     assert CONTROLLER_TAGS == ("elbv2.k8s.aws/*", "service.k8s.aws/*")
+
+
+def test_a_model_at_zero_stays_listed_and_its_requests_time_includes_the_hold():
+    """dynamo#11536: a model that vanishes from /v1/models while at zero. AI Gateway lists the route's rules, which
+    do not change with the replicas; and a held request's time runs from its arrival, so the route allows the hold
+    on top of the longest run."""
+    zero = MODELS[1].model_validate(
+        {
+            **MODELS[1].model_dump(by_alias=True, exclude_none=True),
+            "minReplicas": 0,
+            "scaleToZero": {"holdSeconds": 240},
+        }
+    )
+    rules = front_door.ai_gateway_route([MODELS[0], zero], "models")["spec"]["rules"]
+    listed = [rule["matches"][0]["headers"][0]["value"] for rule in rules]
+    assert listed == [MODELS[0].name, zero.name]
+    assert rules[1]["timeouts"]["request"] == f"{zero.max_request_seconds + 240}s"
+    assert rules[0]["timeouts"]["request"] == f"{MODELS[0].max_request_seconds}s"
