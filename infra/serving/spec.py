@@ -14,7 +14,7 @@ from infra.catalog.accelerators import precision_names
 from infra.core.network import covers_internet, ipv4_cidr, public_reach
 from infra.core.spec import Spec
 from infra.registry.layout import RESERVED_VERSIONS, VERSION_PATTERN
-from infra.serving import schedule
+from infra.serving import images, schedule
 from infra.serving.families import FAMILIES
 from infra.serving.variants import VARIANTS
 
@@ -116,6 +116,10 @@ def pinned_image(image: str) -> str:
             "must be an image reference pinned by a tag or a digest: [registry/]path:tag or "
             "[registry/]path@sha256:<64 hex digits>, lowercase path, no spaces or other characters"
         )
+    tag, digest = images.pin(image)
+    if tag == "latest" and digest is None:
+        # `latest` moves: what runs would not be what was reviewed (mandatory policy charts-and-images-pinned).
+        raise ValueError(f"{image!r} is :latest, which moves; pin a release tag or a digest")
     return image
 
 

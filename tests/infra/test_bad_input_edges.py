@@ -236,3 +236,10 @@ def test_schedules_and_holds_that_cannot_work_exit_2_naming_the_key(capsys, over
     assert code == 2, err
     line = next((line for line in err.splitlines() if words in line), None)
     assert line is not None and line.startswith(f"error: {key}"), err
+
+
+@pytest.mark.parametrize("key", ["mlinfra:serving.models[1].image", "mlinfra:serving.converterImage"])
+def test_a_latest_image_is_refused_as_the_pack_refuses_it(capsys, key):
+    code, err = run(capsys, "preview", "--stack", "serving-demo", "-c", f"{key}=docker.io/vllm/vllm-openai:latest")
+    assert code == 2
+    assert err.splitlines()[0].startswith(f"error: {key}: ") and "is :latest, which moves" in err
