@@ -14,6 +14,16 @@ def is_rfc1918(network: ipaddress.IPv4Network) -> bool:
     return any(network.subnet_of(block) for block in RFC1918)
 
 
+# Addresses no source on the internet has: RFC 1918, shared address space (RFC 6598, carrier NAT), loopback and
+# link-local.
+UNROUTED = (*RFC1918, *(ipaddress.IPv4Network(n) for n in ("100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16")))
+
+
+def private_range(network: ipaddress.IPv4Network) -> bool:
+    """Whether every address of `network` is one no internet source has."""
+    return any(network.subnet_of(block) for block in UNROUTED)
+
+
 def private_cidr(value: str, low: int, high: int) -> str:
     """`value` if it is a private IPv4 CIDR with a prefix from /`low` to /`high`; else ValueError saying
     what to use (for pydantic field validators)."""

@@ -243,3 +243,15 @@ def test_a_latest_image_is_refused_as_the_pack_refuses_it(capsys, key):
     code, err = run(capsys, "preview", "--stack", "serving-demo", "-c", f"{key}=docker.io/vllm/vllm-openai:latest")
     assert code == 2
     assert err.splitlines()[0].startswith(f"error: {key}: ") and "is :latest, which moves" in err
+
+
+@pytest.mark.parametrize("cidr", ["10.20.0.0/16", "192.168.1.0/24", "100.64.0.0/16", "127.0.0.1/32"])
+def test_a_private_range_in_the_eks_public_endpoint_list_admits_nobody(capsys, cidr):
+    key = "mlinfra:serving.cluster.endpoint.publicAccessCidrs[1]"
+    code, err = run(capsys, "preview", "--stack", "serving-demo", "-c", f"{key}={cidr}")
+    assert code == 2
+    assert err.splitlines() == [
+        f"error: {key}: {cidr} is a private range: the public endpoint sees only public sources, so it admits "
+        "nobody; list your runners' and VPN's public egress (the VPC reaches the private endpoint already, and so "
+        "does a VPN into it)"
+    ]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from infra.catalog.accelerators import device, device_of
 from infra.catalog.aws import instance_type
 from infra.catalog.roles import role_problem, types_for
 from infra.core.errors import Problem
+from infra.core.network import private_range
 from infra.serving import startup
 from infra.serving.aws.allocatable import (
     IMAGE_RESERVE_GIB,
@@ -21,7 +24,7 @@ from infra.serving.aws.config import AwsModelSpec, NodePoolSpec, ServingSpec
 from infra.serving.aws.mirror import CREDENTIAL_SECRET_PREFIX, DOCKER_HUB, upstream_of
 from infra.serving.aws.node_pools import accelerator_plans, holding_types, replicas_of
 from infra.serving.aws.zones import pinned_pool_problem, pinned_zone_problems, pool_zone_ids, pool_zone_problem
-from infra.serving.checks import GATEWAY_KEY, endpoint_findings, gateway_findings, replica_bound_findings
+from infra.serving.checks import ENDPOINT_KEY, GATEWAY_KEY, endpoint_findings, gateway_findings, replica_bound_findings
 from infra.serving.families import AWS_FAMILIES, FAMILIES
 from infra.serving.fit import fit_findings
 from infra.serving.variants import variant_problem
@@ -42,7 +45,8 @@ POOL_ACCELERATOR_MODEL = {name: device_of_family(name) for name in AWS_FAMILIES}
 
 
 def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
-    findings = endpoint_findings(spec.cluster.endpoint) + _mirror_findings(spec, region) + _zone_findings(spec, region)
+    findings = endpoint_findings(spec.cluster.endpoint) + _public_endpoint_findings(spec)
+    findings += _mirror_findings(spec, region) + _zone_findings(spec, region)
     findings += _gateway_findings(spec, region)
     sound = set()  # pools without findings: their types and bounds can be counted on
     for family, pool in spec.node_pools.declared().items():
@@ -60,6 +64,25 @@ def serving_findings(spec: ServingSpec, region: str | None) -> list[Problem]:
         findings += found
     for family in sorted(sound - refused):
         findings += _shared_pool_findings(family, spec)
+    return findings
+
+
+def _public_endpoint_findings(spec: ServingSpec) -> list[Problem]:
+    """EKS applies publicAccessCidrs to its public endpoint only, which sees public source addresses: a private
+    range there (RFC 1918, shared CGNAT space, loopback, link-local) admits nobody, and is most likely meant for the
+    VPC or a VPN, which reach the private endpoint without it. Documentation ranges (RFC 5737) are left alone: they
+    are placeholders, as in the demo."""
+    findings = []
+    for index, cidr in enumerate(spec.cluster.endpoint.public_access_cidrs):
+        if private_range(ipaddress.IPv4Network(cidr, strict=False)):
+            findings.append(
+                Problem(
+                    f"{ENDPOINT_KEY}.publicAccessCidrs[{index}]",
+                    f"{cidr} is a private range: the public endpoint sees only public sources, so it admits nobody; "
+                    "list your runners' and VPN's public egress (the VPC reaches the private endpoint already, "
+                    "and so does a VPN into it)",
+                )
+            )
     return findings
 
 
