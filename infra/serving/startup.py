@@ -245,3 +245,23 @@ def zero_findings(where: str, model: ModelSpec, budgets: Mapping[str, StartupBud
             )
         )
     return found
+
+
+def zero_summary(model: ModelSpec, budgets: Mapping[str, StartupBudget]) -> str | None:
+    """One line for the preview of a model that may scale to zero: what a request meets at zero, and when the pool
+    goes."""
+    zero, slow = model.scale_to_zero, slowest(budgets)
+    if zero is None or slow is None:
+        return None
+    line = (
+        f"scale to zero {model.name}: at zero the front door holds a request up to {_minutes(zero.hold_seconds)} "
+        f"(a start on a node still up takes {_minutes(slow.on_node_seconds)}, from zero "
+        f"{_minutes(slow.from_zero_seconds)}), then answers 503 with Retry-After; the last replica goes after "
+        f"{_minutes(cooldown_seconds(model, budgets))} without a request"
+    )
+    if model.schedule is not None:
+        line += (
+            f"; schedule in {model.schedule.timezone}, each window's replicas asked for "
+            f"{math.ceil(lead_seconds(budgets) / 60)} min ahead"
+        )
+    return line

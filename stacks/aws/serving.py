@@ -142,8 +142,10 @@ def build(config: ServingStackConfig) -> None:
     budgets = {
         m.name: startup.model_budgets(m, node_pools.holding_types(m, declared[m.accelerator])) for m in spec.models
     }
-    for name, found in budgets.items():
-        pulumi.log.info(startup.describe(name, found))
+    for model in spec.models:
+        pulumi.log.info(startup.describe(model.name, budgets[model.name]))
+        if zero := startup.zero_summary(model, budgets[model.name]):
+            pulumi.log.info(zero)
     servers = {
         model.name: ModelServer(
             f"model-{model.name}",

@@ -76,8 +76,10 @@ def build(config: GcpServingStackConfig) -> None:
         m.name: startup.model_budgets(m, allocatable.holding_types(m, pools_of[m.accelerator].machine_types))
         for m in spec.models
     }
-    for name, found in budgets.items():
-        pulumi.log.info(startup.describe(name, found))
+    for model in spec.models:
+        pulumi.log.info(startup.describe(model.name, budgets[model.name]))
+        if zero := startup.zero_summary(model, budgets[model.name]):
+            pulumi.log.info(zero)
     servers = {
         model.name: GkeModelServer(
             f"model-{model.name}",

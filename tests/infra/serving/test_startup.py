@@ -109,3 +109,12 @@ def test_the_deployment_carries_the_budget_and_it_reads_back_term_by_term():
 def test_an_annotation_mlinfra_did_not_write_is_refused(value):
     with pytest.raises(ValueError, match=startup.STARTUP_ANNOTATION):
         startup.from_annotation(value)
+
+
+def test_the_preview_says_what_a_request_meets_at_zero():
+    entry = model(accelerator="g5", modelConfig=LLAMA_8B, minReplicas=0, scaleToZero={"holdSeconds": 200})
+    budgets = startup.model_budgets(entry, {"g5.xlarge": 10.0})
+    line = startup.zero_summary(entry, budgets)
+    assert line.startswith("scale to zero m: at zero the front door holds a request up to 3.3 min")
+    assert f"the last replica goes after {startup.cooldown_seconds(entry, budgets) / 60:.1f} min" in line
+    assert startup.zero_summary(model(accelerator="g5"), budgets) is None
