@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-import zoneinfo
+from importlib.resources import files
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -175,6 +175,15 @@ class ScaleToZeroSpec(Spec):
         "default is 600): the hold must end before it.",
     )
 
+    @model_validator(mode="after")
+    def _hold_ends_before_the_client(self) -> ScaleToZeroSpec:
+        if self.hold_seconds > self.client_timeout_seconds:
+            raise ValueError(
+                f"holdSeconds {self.hold_seconds} is longer than clientTimeoutSeconds {self.client_timeout_seconds}: "
+                "a held request would outlast its client"
+            )
+        return self
+
 
 Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 _CLOCK = r"^(?:[01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$"
@@ -223,7 +232,9 @@ class ScheduleSpec(Spec):
 
 @functools.cache
 def zone_names() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
+    """The IANA zones of the pinned tzdata package (the project's dependency, the same on every machine: the system's
+    own database is not read)."""
+    return frozenset(files("tzdata").joinpath("zones").read_text(encoding="utf-8").split())
 
 
 class ModelSpec(Spec):
@@ -363,14 +374,6 @@ class ModelSpec(Spec):
             raise ValueError(
                 "minReplicas 0 (or a schedule window at 0) needs scaleToZero: {} or its settings, so that the front "
                 "door holds requests while no replica serves"
-            )
-        if (
-            self.scale_to_zero is not None
-            and self.scale_to_zero.hold_seconds > self.scale_to_zero.client_timeout_seconds
-        ):
-            raise ValueError(
-                f"scaleToZero.holdSeconds {self.scale_to_zero.hold_seconds} is longer than clientTimeoutSeconds "
-                f"{self.scale_to_zero.client_timeout_seconds}: a held request would outlast its client"
             )
         return self
 

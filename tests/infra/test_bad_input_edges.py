@@ -215,7 +215,7 @@ WINDOWS = "mlinfra:serving.models[1].schedule.windows"
         (["mlinfra:serving.models[1].minReplicas=2"], "mlinfra:serving.models[1]", "leave minReplicas unset"),
         (["mlinfra:serving.models[1].scaleToZero.holdSeconds=400"], "mlinfra:serving.models[1].scaleToZero.holdSeconds",
          "must be at most 300"),
-        (["mlinfra:serving.models[1].scaleToZero.clientTimeoutSeconds=60"], "mlinfra:serving.models[1]",
+        (["mlinfra:serving.models[1].scaleToZero.clientTimeoutSeconds=60"], "mlinfra:serving.models[1].scaleToZero",
          "longer than clientTimeoutSeconds 60"),
         (["mlinfra:serving.models[1].scaleToZero.cooldownSeconds=300"],
          "mlinfra:serving.models[1].scaleToZero.cooldownSeconds", "shorter than the replica's start-up from zero"),
