@@ -1,6 +1,6 @@
 """What a run needs from its Lustre file system, whatever the cloud sells (pure): each cloud sizes its own
 service (FSx for Lustre, Managed Lustre) from the same intents. Sizes in GiB, throughput in MB/s
-(1 MB = 10^6 bytes), read targets in GB/s."""
+(1 MB = 10^6 bytes), read targets in Gbit/s (1 Gbit/s = 125 MB/s)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 MB_PER_GIB = 1073.741824
+MB_PER_GBIT = 125.0  # 10^9 bits over 8, in 10^6 bytes
 
 
 class LustreSizingError(ValueError):
@@ -25,7 +26,7 @@ class LustreIntent:
     dataset_gib: float
     checkpoint_gib: float
     checkpoint_write_seconds: float  # target time to write one checkpoint
-    read_throughput_gbps: float  # aggregate read target in GB/s (gigabytes per second)
+    read_throughput_gbps: float  # aggregate read target in Gbit/s, as the key's name says (1 Gbit/s = 125 MB/s)
     headroom: float = 1.2
 
     def __post_init__(self) -> None:
@@ -60,4 +61,4 @@ class LustreIntent:
 
     @property
     def read_mbps_needed(self) -> float:
-        return self.read_throughput_gbps * 1000
+        return self.read_throughput_gbps * MB_PER_GBIT

@@ -134,7 +134,11 @@ class LustreIntentSpec(Spec):
         description="Target time to write one checkpoint to Lustre, seconds.",
     )
     read_throughput_gbps: float = Field(
-        10, ge=0, le=10000, allow_inf_nan=False, description="Target aggregate read throughput for data loading, GB/s."
+        10,
+        ge=0,
+        le=10000,
+        allow_inf_nan=False,
+        description="Target aggregate read throughput for data loading, Gbit/s (1 Gbit/s = 125 MB/s).",
     )
 
 

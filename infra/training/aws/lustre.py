@@ -24,7 +24,7 @@ Facts (SSD storage only; HDD and Intelligent-Tiering are out of scope for traini
   PERSISTENT_1 (AWS calls it previous generation), so sizing never picks it and refuses it when pinned.
 
 Units: capacities in GiB, throughput in MB/s (1 MB = 10^6 bytes, the unit of AWS's MB/s/TiB figures),
-1 GiB = 1073.741824 MB, 1 TiB = 1024 GiB. Read targets are in GB/s (gigabytes, 1 GB/s = 1000 MB/s).
+1 GiB = 1073.741824 MB, 1 TiB = 1024 GiB. Read targets are in Gbit/s, as the key is named (1 Gbit/s = 125 MB/s).
 Cost is billed on provisioned capacity: GiB x price per GB-month; one month = 730 hours.
 
 Sizing needs no cap on capacity: for one (deployment type, per-unit throughput) the cost only grows with
@@ -346,7 +346,7 @@ def _reasons(intent: FsxIntent, tier: Tier, capacity: int, cost: float, options:
     ]
     if intent.read_mbps_needed:
         read = math.ceil(_trim(intent.read_mbps_needed))
-        demands.append(f"reading {_n(intent.read_throughput_gbps)} GB/s needs {read} MB/s")
+        demands.append(f"reading {_n(intent.read_throughput_gbps)} Gbit/s needs {read} MB/s")
     gives_read = math.floor(_trim(tib * tier.read_mbps_per_tib))
     gives_write = math.floor(_trim(tib * tier.write_mbps_per_tib))
     why_throughput = (

@@ -171,8 +171,8 @@ def test_scratch_writes_at_half_its_read_rate():
 
 
 def test_large_read_target_is_throughput_bound():
-    # docs/reference.md seed: 100 GB/s reads on a large cluster, 2 TB checkpoints.
-    plan = size_lustre(FsxIntent(50_000, 2000, 300, 100))
+    # docs/reference.md seed: 100 GB/s (800 Gbit/s) of reads on a large cluster, 2 TB checkpoints.
+    plan = size_lustre(FsxIntent(50_000, 2000, 300, 800))
     assert (plan.deployment_type, plan.per_unit_storage_throughput, plan.storage_capacity_gib) == (
         "PERSISTENT_2",
         1000,
@@ -270,3 +270,12 @@ def test_pins_must_be_allowed_steps():
         size_lustre_pinned(FsxIntent(1, 1, 1, 1), per_unit=300)
     with pytest.raises(LustreSizingError):
         size_lustre_pinned(FsxIntent(1, 1, 1, 1), capacity_gib=1300)
+
+
+def test_the_read_target_is_in_gigabits_as_its_key_is_named():
+    # readThroughputGbps: 8 Gbit/s is 1,000 MB/s (it was read as 8 GB/s, 8,000 MB/s: the demo's file system came out
+    # as 26,400 GiB of SCRATCH_2 at $5.06/h where 2,400 GiB of PERSISTENT_2 at $1.12/h meets every target).
+    assert FsxIntent(0, 0, 300, 8).read_mbps_needed == 1000
+    demo = size_lustre(FsxIntent(1200, 200, 300, 5))
+    assert (demo.deployment_type, demo.storage_capacity_gib) == ("PERSISTENT_2", 2400)
+    assert "reading 5 Gbit/s needs 625 MB/s" in demo.reasons[2]

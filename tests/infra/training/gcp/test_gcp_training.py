@@ -200,8 +200,8 @@ def test_labels_are_gcp_safe():
 def test_managed_lustre_sizing_from_the_same_intents():
     small = size_managed_lustre(LustreIntent(1200, 200, 300, 5))
     assert (small.per_unit_storage_throughput, small.capacity_gib) == (1000, 9000)
-    # 40 GB/s of reads: 1000 MB/s/TiB needs 40,960 GiB -> 45,000 (steps of 9,000)
-    big = size_managed_lustre(LustreIntent(1200, 200, 300, 40))
+    # 320 Gbit/s (40,000 MB/s) of reads: 1000 MB/s/TiB needs 40,960 GiB -> 45,000 (steps of 9,000)
+    big = size_managed_lustre(LustreIntent(1200, 200, 300, 320))
     assert (big.per_unit_storage_throughput, big.capacity_gib) == (1000, 45000)
     assert big.aggregate_throughput_mbps >= 40000
     pinned = size_managed_lustre(LustreIntent(1200, 200, 300, 5), tier=250)
