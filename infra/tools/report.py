@@ -26,6 +26,7 @@ class StackReport:
     cost: Any  # infra.tools.cost.model.StackCost
     simulation: list[str] | None = None  # the twin's headline lines, serving stacks only
     front_door: list[str] | None = None  # the endpoint, its TLS and auth, serving stacks only
+    slo_misses: tuple[tuple[str, float], ...] = ()  # (model, share over its SLO or lost) in the twin's hour
 
     @property
     def failed(self) -> bool:
@@ -84,18 +85,27 @@ def build(
     from infra.tools.front_door_report import lines as front_door_lines
 
     serving = cost.kind == "serving" and not result.errors
-    simulation = for_report(document) if serving else None
+    simulation, missed = for_report(document) if serving else (None, [])
     door = front_door_lines(document) if serving else None
-    return StackReport(result, runner.run(document, policy_config), cost, simulation, door)
+    return StackReport(result, runner.run(document, policy_config), cost, simulation, door, tuple(missed))
 
 
 def markdown(reports: list[StackReport]) -> str:
     failed = [r.preview.stack for r in reports if r.failed]
-    verdict = (
-        f"❌ problems in {', '.join(f'`{s}`' for s in failed)}"
-        if failed
-        else "✅ every stack previews and passes the mandatory policies"
-    )
+    missed = [
+        f"`{model}` in `{r.preview.stack}` ({share:.1%} of requests over it or lost)"
+        for r in reports
+        for model, share in r.slo_misses
+    ]
+    if failed:
+        verdict = f"❌ problems in {', '.join(f'`{s}`' for s in failed)}"
+    elif missed:
+        verdict = (
+            "⚠️ every stack previews and passes the mandatory policies, but the twin's hour shows models missing "
+            f"their SLO: {', '.join(missed)}; see Simulation"
+        )
+    else:
+        verdict = "✅ every stack previews and passes the mandatory policies"
     out = [MARKER, "## mlinfra: offline preview, policy check and cost", "", verdict]
     for report in reports:
         out += ["", *_section(report)]

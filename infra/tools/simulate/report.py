@@ -104,5 +104,18 @@ def startup_lines(document: preview_json.PreviewDocument) -> list[str]:
     return ["", "Start-up budgets (minutes; assumptions a real cluster confirms, docs/serving.md):", "", *lines]
 
 
-def for_report(document: Any) -> list[str]:
-    return markdown(headline(document)) + startup_lines(document)
+# A p95 target allows 5% of requests over it: a model beyond that (served over its SLO, or not served) misses it.
+SLO_ALLOWANCE = 0.05
+
+
+def misses(result: list[Figures] | str) -> list[tuple[str, float]]:
+    """The models whose twin hour misses their SLO, each with its share of requests over it or lost."""
+    if isinstance(result, str):
+        return []
+    return [(f.model, f.over_slo_share) for f in result if f.over_slo_share > SLO_ALLOWANCE]
+
+
+def for_report(document: Any) -> tuple[list[str], list[tuple[str, float]]]:
+    """The report's simulation lines, and the models that miss their SLO in it."""
+    result = headline(document)
+    return markdown(result) + startup_lines(document), misses(result)
