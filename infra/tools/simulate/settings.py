@@ -31,7 +31,7 @@ from infra.serving import schedule
 from infra.serving.manifests import slo_from_annotations
 from infra.serving.model_shape import ModelShape
 from infra.serving.performance import ReplicaDoesNotFit, replica_performance
-from infra.serving.startup import StartupBudget, startup_budget, startup_facts
+from infra.serving.startup import startup_budget, startup_facts
 from infra.serving.twin.hpa import DEFAULT_DOWN, DEFAULT_UP, Behavior, Policy, Rules
 from infra.serving.twin.keda import Query, ScaledObject, Trigger, UnknownQuery, parse_query
 from infra.serving.twin.settings import Autoscaler, Drain, Hold, Limits, NodeGroup, Twin
@@ -283,7 +283,7 @@ def twins(
         readiness = container.get("readinessProbe") or {}
         readiness_period = float(readiness.get("periodSeconds", 10))
         node_groups = []
-        budgets: list[StartupBudget] = []
+        pull_seconds = 0.0  # the image's pull, the same on every type (the budget's image term)
         perf = None
         for group in pools:
             if group.labels.get(ACCELERATOR_LABEL) != accelerator:
@@ -313,7 +313,7 @@ def twins(
             budget = startup_budget(
                 group.instance_type, offer.device.kind, group.network_gbps, perf.fit.weights, readiness_period
             )
-            budgets.append(budget)
+            pull_seconds = budget.image.seconds
             node_groups.append(
                 NodeGroup(
                     group.name,
@@ -356,7 +356,7 @@ def twins(
                 drain=_drain(pod, container),
                 scrape_seconds=scrape,
                 readiness_period_seconds=readiness_period,
-                image_pull_seconds=budgets[0].image.seconds,
+                image_pull_seconds=pull_seconds,
                 autoscaler=autoscaler,
                 ttft_slo_seconds=own[0] if ttft_slo is None else ttft_slo,
                 tpot_slo_seconds=own[1] if tpot_slo is None else tpot_slo,
