@@ -57,37 +57,32 @@ def _at(minute: int) -> str:
 
 def tiling_problems(windows: Sequence[tuple[Sequence[str], str, str]]) -> list[tuple[int, str]]:
     """(window index, what is wrong) for windows that end before they start, overlap, or leave part of the week
-    without a minimum."""
+    without a minimum: one problem of each kind per window (a window on five days overlapping another says so once)."""
     problems: list[tuple[int, str]] = []
     for index, (_, start, end) in enumerate(windows):
         if clock_minutes(end) <= clock_minutes(start):
             problems.append((index, f"ends at {end}, not after it starts ({start}): split a window past midnight"))
     if problems:
         return problems
+    said: set[tuple[int, str]] = set()
+
+    def say(index: int, kind: str, why: str) -> None:
+        if (index, kind) not in said:
+            said.add((index, kind))
+            problems.append((index, why))
+
     cursor, last = 0, None
     for span in spans(windows):
         if span.start < cursor and last is not None:
-            problems.append(
-                (span.window, f"overlaps windows[{last.window}] from {_at(span.start)} to {_at(min(cursor, span.end))}")
-            )
+            overlap = f"overlaps windows[{last.window}] from {_at(span.start)} to {_at(min(cursor, span.end))}"
+            say(span.window, f"overlap {last.window}", overlap)
         elif span.start > cursor:
-            problems.append((span.window, f"the week from {_at(cursor)} to {_at(span.start)} has no window"))
+            say(span.window, "gap", f"the week from {_at(cursor)} to {_at(span.start)} has no window")
         if span.end > cursor:
             cursor, last = span.end, span
     if cursor < WEEK_MINUTES and not problems:
         problems.append((len(windows) - 1, f"the week from {_at(cursor)} to Mon 00:00 has no window"))
-    return _first_of_each(problems)
-
-
-def _first_of_each(problems: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """One problem per window and kind (a window on five days overlapping another says so once)."""
-    seen, kept = set(), []
-    for index, why in problems:
-        key = (index, why.split(" from ")[0])
-        if key not in seen:
-            seen.add(key)
-            kept.append((index, why))
-    return kept
+    return problems
 
 
 @dataclass(frozen=True)
@@ -113,20 +108,18 @@ def cron_triggers(
     """A trigger per window (and per day) whose minimum is above `floor`, starting `lead_seconds` (the start-up
     budget, rounded up to the minute) before the window opens. Days whose times agree share a trigger."""
     lead = math.ceil(lead_seconds / 60)
-    grouped: dict[tuple[int, int, int, int, int], list[int]] = {}
-    for days, start, end, desired in windows:
+    grouped: dict[tuple[int, int, int, int, int], list[tuple[int, int]]] = {}
+    for span in spans([(days, start, end) for days, start, end, _ in windows]):
+        desired = windows[span.window][3]
         if desired <= floor:
             continue
-        for day in days:
-            base = DAYS.index(day) * 24 * 60
-            s_min, s_hour, s_day = _cron(base + clock_minutes(start) - lead)
-            e_min, e_hour, e_day = _cron(base + clock_minutes(end))
-            key = (s_min, s_hour, e_min, e_hour, desired)
-            grouped.setdefault(key, []).append(s_day * 10 + e_day)
+        s_min, s_hour, s_day = _cron(span.start - lead)
+        e_min, e_hour, e_day = _cron(span.end)
+        grouped.setdefault((s_min, s_hour, e_min, e_hour, desired), []).append((s_day, e_day))
     triggers = []
-    for (s_min, s_hour, e_min, e_hour, desired), pairs in grouped.items():
-        start_days = ",".join(str(d // 10) for d in sorted(pairs))
-        end_days = ",".join(str(d % 10) for d in sorted(pairs))
+    for (s_min, s_hour, e_min, e_hour, desired), days in grouped.items():
+        start_days = ",".join(str(start) for start, _ in sorted(days))
+        end_days = ",".join(str(end) for _, end in sorted(days))
         triggers.append(
             CronTrigger(timezone, f"{s_min} {s_hour} * * {start_days}", f"{e_min} {e_hour} * * {end_days}", desired)
         )
@@ -136,11 +129,9 @@ def cron_triggers(
 def minimum_at(windows: Sequence[tuple[Sequence[str], str, str, int]], minute_of_week: int) -> int:
     """The scheduled minimum at a minute of the week (0 where no window covers it)."""
     minute_of_week %= WEEK_MINUTES
-    for days, start, end, desired in windows:
-        for day in days:
-            base = DAYS.index(day) * 24 * 60
-            if base + clock_minutes(start) <= minute_of_week < base + clock_minutes(end):
-                return desired
+    for span in spans([(days, start, end) for days, start, end, _ in windows]):
+        if span.start <= minute_of_week < span.end:
+            return windows[span.window][3]
     return 0
 
 

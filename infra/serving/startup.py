@@ -158,9 +158,9 @@ def annotation(budgets: Mapping[str, StartupBudget]) -> str:
     return json.dumps({name: b.as_annotation() for name, b in budgets.items()}, sort_keys=True, separators=(",", ":"))
 
 
-def from_annotation(value: str) -> dict[str, dict[str, float]]:
-    """Each type's terms (seconds, in TERM_NAMES' order) in a STARTUP_ANNOTATION; ValueError when it is not one
-    mlinfra wrote."""
+def from_annotation(value: str) -> dict[str, StartupBudget]:
+    """Each type's budget in a STARTUP_ANNOTATION (its terms' bases read "as annotated"); ValueError when it is not
+    one mlinfra wrote."""
     try:
         raw = json.loads(value)
         found = {str(name): {t: float(terms[t]) for t in TERM_NAMES} for name, terms in raw.items()}
@@ -168,7 +168,15 @@ def from_annotation(value: str) -> dict[str, dict[str, float]]:
         found = {}
     if not found or any(v < 0 or v != v for terms in found.values() for v in terms.values()):
         raise ValueError(f"{STARTUP_ANNOTATION} is not a start-up budget written by mlinfra")
-    return found
+    return {
+        name: StartupBudget(name, *(Term(t, terms[t], "as annotated") for t in TERM_NAMES))
+        for name, terms in found.items()
+    }
+
+
+def whole_minutes(seconds: float) -> int:
+    """`seconds` rounded up to a whole minute, in seconds: what a bound derived from a budget is set to."""
+    return 60 * math.ceil(seconds / 60)
 
 
 def describe(model_name: str, budgets: Mapping[str, StartupBudget]) -> str:
@@ -190,7 +198,7 @@ def cooldown_seconds(model: ModelSpec, budgets: Mapping[str, StartupBudget]) -> 
     if declared is not None:
         return declared
     slow = slowest(budgets)
-    derived = 60 * math.ceil(slow.from_zero_seconds / 60) if slow else KEDA_DEFAULT_COOLDOWN_SECONDS
+    derived = whole_minutes(slow.from_zero_seconds) if slow else KEDA_DEFAULT_COOLDOWN_SECONDS
     return max(KEDA_DEFAULT_COOLDOWN_SECONDS, derived)
 
 
@@ -231,7 +239,7 @@ def zero_findings(where: str, model: ModelSpec, budgets: Mapping[str, StartupBud
             Problem(
                 where + "scaleToZero.cooldownSeconds",
                 f"{zero.cooldown_seconds}: shorter than the replica's start-up from zero ({slow.summary()}): the "
-                f"pool would go sooner than it comes back; use at least {60 * math.ceil(slow.from_zero_seconds / 60)} "
+                f"pool would go sooner than it comes back; use at least {whole_minutes(slow.from_zero_seconds)} "
                 "or leave it unset",
             )
         )
@@ -262,6 +270,6 @@ def zero_summary(model: ModelSpec, budgets: Mapping[str, StartupBudget]) -> str 
     if model.schedule is not None:
         line += (
             f"; schedule in {model.schedule.timezone}, each window's replicas asked for "
-            f"{math.ceil(lead_seconds(budgets) / 60)} min ahead"
+            f"{whole_minutes(lead_seconds(budgets)) // 60} min ahead"
         )
     return line

@@ -92,12 +92,12 @@ def startup_lines(document: preview_json.PreviewDocument) -> list[str]:
         except ValueError as error:
             lines.append(f"- `{metadata.get('name', resource.name)}`: {error}")
             continue
-        name, terms = max(found.items(), key=lambda item: sum(item[1].values()))
-        parts = ", ".join(f"{term} {seconds / 60:.1f}" for term, seconds in terms.items())
-        warm = terms["weights"] + terms["engine"] + terms["ready"]
+        slow = startup.slowest(found)
+        assert slow is not None  # from_annotation refuses an empty budget
+        parts = ", ".join(f"{term.name} {term.seconds / 60:.1f}" for term in slow.terms)
         lines.append(
-            f"- `{metadata.get('name', resource.name)}`: {sum(terms.values()) / 60:.1f} min from zero on {name} "
-            f"({parts}); {warm / 60:.1f} min on a node that holds the image"
+            f"- `{metadata.get('name', resource.name)}`: {slow.from_zero_seconds / 60:.1f} min from zero on "
+            f"{slow.instance_type} ({parts}); {slow.on_node_seconds / 60:.1f} min on a node that holds the image"
         )
     if not lines:
         return []

@@ -19,8 +19,6 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-import yaml
-
 from infra.catalog.accelerators import UnknownAcceleratorFact, precision, serving_offer
 from infra.catalog.aws import instance_type as instance_facts
 from infra.catalog.gcp import machine_type as gcp_machine
@@ -36,7 +34,9 @@ from infra.serving.twin.hpa import DEFAULT_DOWN, DEFAULT_UP, Behavior, Policy, R
 from infra.serving.twin.keda import Query, ScaledObject, Trigger, UnknownQuery, parse_query
 from infra.serving.twin.settings import Autoscaler, Drain, Hold, Limits, NodeGroup, Twin
 from infra.tools.preview_json import PolicyResource, PreviewDocument, as_stack
+from policies.model import Stack
 from policies.readers import gateways
+from policies.readers.pickers import Picker, pickers
 
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "aws.amazon.com/neuron")
 ACCELERATOR_LABEL = "mlinfra.io/accelerator"
@@ -260,7 +260,9 @@ def twins(
     }
     pools = _pools(document)
     autoscaler, scrape = _autoscaler(document), _scrape_seconds(document)
-    limits = gateway_limits(document, callers)
+    stack = as_stack(document)
+    limits = gateway_limits(stack, callers)
+    stack_pickers = pickers(stack)
     found = []
     for resource in document.resources:
         if resource.type != tokens.K8S_KEDA_SCALED_OBJECT:
@@ -345,7 +347,7 @@ def twins(
             (t.query.scheduled(week_start_seconds) for t in scaled.triggers if t.query.series == "schedule"), default=0
         )
         initial = int(max(scaled.min_replicas, opening)) if scaled.scales_to_zero else None
-        picker = _picker(document, metadata)
+        picker = _picker(stack_pickers, metadata)
         picked = picker is not None
         found.append(
             Twin(
@@ -367,43 +369,27 @@ def twins(
                 limits=limits if picked else None,
                 initial_replicas=initial,
                 week_start_seconds=week_start_seconds,
-                hold=_hold(picker, f"the {metadata.get('name', target)} picker") if picked else None,
+                hold=_hold(picker, f"the {metadata.get('name', target)} picker") if picker is not None else None,
             )
         )
     return found
 
 
-def _picker(document: PreviewDocument, metadata: dict[str, Any]) -> dict[str, Any] | None:
-    """The values of the InferencePool (the inferencepool chart's release) that holds the Deployment's pods, whose
-    requests the endpoint picker then places, not kube-proxy; None without one."""
+def _picker(found: list[Picker], metadata: dict[str, Any]) -> Picker | None:
+    """The endpoint picker whose InferencePool (the inferencepool chart's release) holds the Deployment's pods, whose
+    requests it then places, not kube-proxy; None without one."""
     labels = metadata.get("labels") or {}
-    for r in document.resources:
-        chart = str(r.props.get("chart") or "")
-        if r.type != tokens.K8S_HELM_RELEASE or not chart.endswith("/inferencepool"):
-            continue
-        values = r.props.get("values") or {}
-        selector = ((values.get("inferencePool") or {}).get("modelServers") or {}).get("matchLabels")
-        if isinstance(selector, dict) and selector and all(labels.get(k) == v for k, v in selector.items()):
-            return dict(values)
-    return None
+    return next((p for p in found if p.selects(labels)), None)
 
 
-def _hold(values: dict[str, Any] | None, where: str) -> Hold | None:
+def _hold(picker: Picker, where: str) -> Hold | None:
     """The picker's flow control, where its config file turns it on: how long and how many requests it holds."""
-    extension = (values or {}).get("inferenceExtension") or {}
-    text = (extension.get("pluginsCustomConfig") or {}).get(extension.get("pluginsConfigFile"))
-    if not isinstance(text, str):
+    if picker.config_error:
+        raise InputError(Problem(f"{where}: pluginsCustomConfig", picker.config_error))
+    if not picker.holds:
         return None
-    try:
-        config = yaml.safe_load(text) or {}
-    except yaml.YAMLError as error:
-        raise InputError(Problem(f"{where}: pluginsCustomConfig", f"not YAML: {error}")) from None
-    if "flowControl" not in (config.get("featureGates") or []):
-        return None
-    flow = config.get("flowControl") or {}
-    ttl = flow.get("defaultRequestTTL")
-    seconds = duration_seconds(str(ttl), f"{where}: flowControl.defaultRequestTTL") if ttl else math.inf
-    most = flow.get("maxRequests")
+    seconds = duration_seconds(picker.hold, f"{where}: flowControl.defaultRequestTTL") if picker.hold else math.inf
+    most = picker.max_requests
     try:
         count = int(str(most)) if most is not None else 1_000_000
     except ValueError:
@@ -413,11 +399,10 @@ def _hold(values: dict[str, Any] | None, where: str) -> Hold | None:
     return Hold(seconds, count)
 
 
-def gateway_limits(document: PreviewDocument, callers: int) -> Limits | None:
+def gateway_limits(stack: Stack, callers: int) -> Limits | None:
     """The front door's per-caller limits (Envoy Gateway BackendTrafficPolicy global rules of unit Minute: one
     counting requests, one costed from the response's tokens), shared evenly by the models it routes (the twin
     runs each model with the same rate). None: no such limits."""
-    stack = as_stack(document)
     per_minute = [rule for rule in gateways.rate_limits(stack) if rule.unit == "Minute" and rule.count >= 1]
     requests = [rule.count for rule in per_minute if not rule.tokens]
     token_counts = [rule.count for rule in per_minute if rule.tokens]

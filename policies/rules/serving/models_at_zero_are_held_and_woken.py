@@ -20,14 +20,19 @@ from typing import Any
 
 from infra.core.shapes import dict_at
 from infra.serving.servers import HELD_METRIC
-from infra.serving.startup import STARTUP_ANNOTATION, from_annotation
+from infra.serving.startup import (
+    KEDA_DEFAULT_COOLDOWN_SECONDS,
+    STARTUP_ANNOTATION,
+    from_annotation,
+    slowest,
+    whole_minutes,
+)
 from policies.model import Finding, Resource, Stack, StackRule, is_unknown
 from policies.readers.aws import as_list
 from policies.readers.pickers import pickers
 from policies.readers.workloads import SCALED_OBJECT, WORKLOADS, metadata, pod_labels, scale_target, spec, workload_key
 
 NAME = "models-at-zero-are-held-and-woken"
-KEDA_DEFAULT_COOLDOWN = 300
 
 
 def _count(value: Any) -> int | None:
@@ -61,14 +66,15 @@ def _cooldown_problem(scaler: Resource, workload: Resource) -> str | None:
         budgets = from_annotation(str(value))
     except ValueError as error:
         return str(error)
-    slowest, terms = max(budgets.items(), key=lambda item: sum(item[1].values()))
-    start = sum(terms.values())
-    cooldown = _count(spec(scaler).get("cooldownPeriod", KEDA_DEFAULT_COOLDOWN))
+    slow = slowest(budgets)
+    assert slow is not None  # from_annotation refuses an empty budget
+    start = slow.from_zero_seconds
+    cooldown = _count(spec(scaler).get("cooldownPeriod", KEDA_DEFAULT_COOLDOWN_SECONDS))
     if cooldown is None or cooldown >= start:
         return None
     return (
-        f"cooldownPeriod {cooldown} s is shorter than the replica's start-up from zero ({start:.0f} s on {slowest}): "
-        f"the pool would go before it could come back; set at least {-(-int(start) // 60) * 60}"
+        f"cooldownPeriod {cooldown} s is shorter than the replica's start-up from zero ({start:.0f} s on "
+        f"{slow.instance_type}): the pool would go before it could come back; set at least {whole_minutes(start)}"
     )
 
 

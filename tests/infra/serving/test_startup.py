@@ -89,8 +89,9 @@ def test_the_deployment_carries_the_budget_and_it_reads_back_term_by_term():
     meta = manifests.deployment_metadata(entry, "models", budgets)
     read = startup.from_annotation(meta["annotations"][startup.STARTUP_ANNOTATION])
     assert set(read) == {"g5.xlarge", "g5.2xlarge"}
-    for name, terms in read.items():
-        assert math.isclose(sum(terms.values()), budgets[name].from_zero_seconds, abs_tol=0.5)
+    for name, budget in read.items():
+        assert math.isclose(budget.from_zero_seconds, budgets[name].from_zero_seconds, abs_tol=0.5)
+        assert [t.name for t in budget.terms] == list(startup.TERM_NAMES)
     assert startup.STARTUP_ANNOTATION not in (manifests.deployment_metadata(entry, "models").get("annotations") or {})
 
 
